@@ -1,0 +1,110 @@
+"""The ``orgate`` command: ``serve`` and the tools (``gate``, ``diff``, ``store``, ``schema``, ``review``).
+
+``orgate serve [--config FILE] [--host H] [--port P]`` loads the settings,
+prints a start-up banner (URL, models, API key if one was generated, and
+copy-pasteable ``curl`` and ``openai`` SDK examples) and runs one uvicorn
+worker on uvloop + httptools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from orgate import __version__
+from orgate.config import ConfigError, Settings, load_settings
+from orgate.server.app import Services, build_services, create_app
+
+log = logging.getLogger("orgate")
+
+
+def _banner(settings: Settings, services: Services) -> str:
+    host = settings.server.host
+    port = settings.server.port
+    url = settings.server.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    key = services.keys[0]
+    shown_key = key.secret.decode() if key.secret is not None and (key.generated or key.name == "ORGATE_API_KEY") else None
+    key_line = (
+        f"  API key:   {shown_key}  (generated for this run; set ORGATE_API_KEY to choose one)"
+        if key.generated
+        else "  API key:   from your configuration" + (" (ORGATE_API_KEY)" if key.name == "ORGATE_API_KEY" else "")
+    )
+    example_key = shown_key if key.generated else "$ORGATE_API_KEY"
+    models = ", ".join(sorted(services.deployments)) or "(none)"
+    first_model = "orgate/echo" if "orgate/echo" in services.deployments else next(iter(sorted(services.deployments)), "MODEL")
+    endpoints = ["/v1/responses"] if settings.endpoints.responses.enabled else []
+    if settings.endpoints.chat_completions.enabled:
+        endpoints.append("/v1/chat/completions (legacy)")
+    return f"""
+orgate {__version__} — Open Responses gateway
+  URL:       {url}/v1
+  Endpoints: {", ".join(endpoints) or "(none enabled)"}
+  Models:    {models}
+{key_line}
+  Config:    {settings.source or "embedded default (no config file)"}
+
+Try it:
+  curl {url}/v1/responses \\
+    -H "Authorization: Bearer {example_key}" -H "Content-Type: application/json" \\
+    -d '{{"model": "{first_model}", "input": "Hello!"}}'
+
+  python -c 'from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key="{example_key}"); print(c.responses.create(model="{first_model}", input="Hello!").output_text)'
+"""
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"orgate: {exc}", file=sys.stderr)
+        return 2
+    if args.host:
+        settings.server.host = args.host
+    if args.port is not None:
+        settings.server.port = args.port
+    logging.basicConfig(level=settings.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        services = build_services(settings)
+    except ConfigError as exc:
+        print(f"orgate: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(settings, services=services)
+    print(_banner(settings, services), flush=True)
+    uvicorn.run(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        loop="uvloop" if sys.platform != "win32" else "asyncio",
+        http="httptools",
+        log_level=settings.server.log_level,
+        access_log=settings.server.access_log,
+        server_header=False,
+        timeout_graceful_shutdown=30,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orgate", description="Open Responses gateway.")
+    parser.add_argument("--version", action="version", version=f"orgate {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)")
+    serve.add_argument("--host", help="listen address (overrides [server] host)")
+    serve.add_argument("--port", type=int, help="listen port (overrides [server] port)")
+    serve.set_defaults(handler=cmd_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

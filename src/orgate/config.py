@@ -1,0 +1,360 @@
+"""Configuration: one TOML file plus ``ORGATE_<SECTION>__<KEY>`` environment overrides.
+
+``load_settings(path)`` reads the file (or the embedded default when there is
+none), applies environment overrides, resolves ``env:NAME`` secret references
+and validates everything with clear messages. Nothing here does I/O beyond
+reading the file and the environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orgate.neutral import Capabilities, Deployment
+
+PROVIDERS = ("builtin", "openai-chat", "openai-responses", "anthropic")
+ENV_PREFIX = "ORGATE_"
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message says where and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = False
+    public_url: str | None = None  # shown in the banner when behind a proxy
+
+
+class ApiKeySettings(_Section):
+    """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of the key."""
+
+    name: str = "default"
+    key: str | None = None
+    sha256: str | None = None
+    tenant: str | None = None  # defaults to the name
+    models: list[str] | None = None  # allowed models; None = all
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> ApiKeySettings:
+        if not self.key and not self.sha256:
+            raise ValueError("an API key needs `key` or `sha256`")
+        return self
+
+
+class AuthSettings(_Section):
+    api_keys: list[str | ApiKeySettings] = Field(default_factory=lambda: ["env:ORGATE_API_KEY"])
+
+
+class EndpointSwitch(_Section):
+    enabled: bool = True
+
+
+class EndpointsSettings(_Section):
+    responses: EndpointSwitch = Field(default_factory=lambda: EndpointSwitch(enabled=True))
+    chat_completions: EndpointSwitch = Field(default_factory=lambda: EndpointSwitch(enabled=False))
+
+
+class BuiltinSettings(_Section):
+    enabled: bool = True
+
+
+class StoreSettings(_Section):
+    enabled: bool = True
+    url: str | None = None  # sqlite:///path or postgresql://...; None = default SQLite path
+    ttl_days: float | None = None
+
+
+class GateSettings(_Section):
+    policy: Literal["enforce", "warn", "off"] = "enforce"
+    tool_retries: int = Field(1, ge=0, le=5)
+
+
+class SessionSettings(_Section):
+    header: str = "X-Session-Id"
+    use_user_field: bool = True
+
+
+class LimitSettings(_Section):
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    max_input_items: int = Field(4096, ge=1)
+    max_json_depth: int = Field(64, ge=4)
+    max_tools: int = Field(128, ge=1)
+
+
+class CapabilitySettings(_Section):
+    tools: bool | None = None
+    images: bool | None = None
+    json_schema: bool | None = None
+    json_object: bool | None = None
+    reasoning: bool | None = None
+    max_output_tokens: int | None = None
+    context_window: int | None = None
+
+
+class ModelSettings(_Section):
+    name: str
+    provider: str
+    base_url: str = ""
+    api_key: str | None = None
+    upstream_model: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    aliases: list[str] = Field(default_factory=list)
+    connect_timeout: float = Field(10.0, gt=0)
+    read_timeout: float = Field(300.0, gt=0)
+    total_timeout: float | None = Field(None, gt=0)
+    max_connections: int = Field(256, ge=1)
+    capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in PROVIDERS:
+            raise ValueError(f"unknown provider {value!r}; expected one of {', '.join(PROVIDERS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> ModelSettings:
+        if self.provider != "builtin" and not self.base_url:
+            raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
+        return self
+
+
+class Settings(BaseModel):
+    """The whole validated configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    endpoints: EndpointsSettings = Field(default_factory=EndpointsSettings)
+    builtin: BuiltinSettings = Field(default_factory=BuiltinSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    gate: GateSettings = Field(default_factory=GateSettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    structured: dict[str, Any] = Field(default_factory=dict)
+    models: list[ModelSettings] = Field(default_factory=list)
+    # filled by load_settings: the path the settings came from (None = embedded default)
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Settings:
+        seen: set[str] = set()
+        for model in self.models:
+            for name in (model.name, *model.aliases):
+                if name in seen:
+                    raise ValueError(f"model name {name!r} is configured twice")
+                seen.add(name)
+        return self
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+
+def resolve_secret(value: str | None, *, where: str, required: bool = True) -> str | None:
+    """Resolve ``env:NAME`` to the variable's value; other strings are literal."""
+    if value is None:
+        return None
+    if value.startswith("env:"):
+        name = value[4:]
+        resolved = os.environ.get(name)
+        if resolved is None or resolved == "":
+            if required:
+                raise ConfigError(f"{where}: environment variable {name} is not set")
+            return None
+        return resolved
+    return value
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+def _parse_env_value(raw: str) -> Any:
+    """Environment values are TOML/JSON scalars or arrays when they parse as such, else strings."""
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def apply_env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased)."""
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if not all(path):
+            continue
+        node = data
+        for key in path[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = {}
+                node[key] = child
+            node = child
+        node[path[-1]] = _parse_env_value(raw)
+    return data
+
+
+def _format_validation_error(error: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"  - {where}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read, override and validate the configuration. Raises ``ConfigError`` with a clear message."""
+    env = dict(os.environ if environ is None else environ)
+    if path is None:
+        path = env.get("ORGATE_CONFIG") or None
+    data: dict[str, Any] = {}
+    source = "the embedded default configuration"
+    if path is not None:
+        file = Path(path)
+        source = str(file)
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {file}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    data = apply_env_overrides(data, env)
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, source)) from None
+    settings.source = None if path is None else source
+    return settings
+
+
+# --- derived values ----------------------------------------------------------------------------
+
+
+class ResolvedKey(BaseModel):
+    """A client API key ready for comparison (secret material never printed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    tenant: str
+    secret: bytes | None  # the key itself, utf-8
+    sha256: bytes | None  # digest, when configured as a hash
+    models: tuple[str, ...] | None
+    generated: bool = False
+
+
+def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) -> list[ResolvedKey]:
+    """Resolve configured keys. With none resolvable, one key is generated (and printed by ``serve``)."""
+    env = os.environ if environ is None else environ
+    keys: list[ResolvedKey] = []
+    for index, entry in enumerate(settings.auth.api_keys):
+        where = f"auth.api_keys[{index}]"
+        if isinstance(entry, str):
+            value = _resolve_with(entry, env, where)
+            if value:
+                keys.append(ResolvedKey(name=f"key{index}", tenant=f"key{index}", secret=value.encode(), sha256=None, models=None))
+            continue
+        secret = _resolve_with(entry.key, env, where) if entry.key else None
+        digest = bytes.fromhex(entry.sha256) if entry.sha256 else None
+        if secret is None and digest is None:
+            continue
+        keys.append(
+            ResolvedKey(
+                name=entry.name,
+                tenant=entry.tenant or entry.name,
+                secret=secret.encode() if secret else None,
+                sha256=digest,
+                models=tuple(entry.models) if entry.models is not None else None,
+            )
+        )
+    extra = env.get("ORGATE_API_KEY")
+    if extra and not any(k.secret == extra.encode() for k in keys):
+        keys.append(ResolvedKey(name="ORGATE_API_KEY", tenant="ORGATE_API_KEY", secret=extra.encode(), sha256=None, models=None))
+    if not keys:
+        generated = "sk-orgate-" + secrets.token_urlsafe(24)
+        keys.append(ResolvedKey(name="generated", tenant="generated", secret=generated.encode(), sha256=None, models=None, generated=True))
+    return keys
+
+
+def _resolve_with(value: str | None, env: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value.startswith("env:"):
+        return env.get(value[4:]) or None
+    return value
+
+
+BUILTIN_MODELS = ("orgate/echo",)
+
+
+def _capabilities(model: ModelSettings) -> Capabilities:
+    defaults = {
+        "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, reasoning=False, max_output_tokens=8192),
+        "openai-chat": Capabilities(),
+        "openai-responses": Capabilities(reasoning=True),
+        "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True),
+    }[model.provider]
+    overrides = {k: v for k, v in model.capabilities.model_dump().items() if v is not None}
+    return dataclasses.replace(defaults, **overrides) if overrides else defaults
+
+
+def deployments(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Deployment]:
+    """Client-facing model name (and every alias) → its deployment, with secrets resolved."""
+    env = os.environ if environ is None else environ
+    table: dict[str, Deployment] = {}
+    if settings.builtin.enabled:
+        for name in BUILTIN_MODELS:
+            table[name] = Deployment(
+                name=name,
+                provider="builtin",
+                upstream_model=name,
+                capabilities=_capabilities(ModelSettings(name=name, provider="builtin")),
+            )
+    for index, model in enumerate(settings.models):
+        key = model.api_key
+        if key is not None and key.startswith("env:"):
+            resolved = env.get(key[4:])
+            if not resolved:
+                raise ConfigError(f"models[{index}] ({model.name}): api_key refers to {key[4:]}, which is not set")
+            key = resolved
+        deployment = Deployment(
+            name=model.name,
+            provider=model.provider,
+            upstream_model=model.upstream_model or model.name,
+            base_url=model.base_url.rstrip("/"),
+            api_key=key,
+            headers=dict(model.headers),
+            connect_timeout=model.connect_timeout,
+            read_timeout=model.read_timeout,
+            total_timeout=model.total_timeout,
+            capabilities=_capabilities(model),
+            max_connections=model.max_connections,
+        )
+        for name in (model.name, *model.aliases):
+            table[name] = deployment
+    return table

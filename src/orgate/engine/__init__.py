@@ -1,0 +1,7 @@
+"""The engine: one response state machine, the event builder, and the agent turn.
+
+The builder (``builder.py``) is the only place that makes ids, output indexes
+and sequence numbers, and the only place that folds events into the final
+response. The service (``service.py``) runs one turn: context, gates,
+provider, builder, persistence.
+"""

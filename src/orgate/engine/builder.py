@@ -1,0 +1,532 @@
+"""The response builder: neutral model events in, spec streaming events and the final response out.
+
+One state machine in one place. The builder owns every id, output index and
+``sequence_number``; it emits wire-ready event dicts (never mutated after they
+are emitted) and folds them into the final ``ResponseResource`` dict. The
+streaming path sends the events; the non-streaming path drains the same
+events and returns the terminal event's ``response``.
+
+Lifecycle per item: ``response.output_item.added`` (``in_progress``) →
+content events → ``response.output_item.done``; items never interleave.
+Terminal: ``response.completed`` | ``response.incomplete`` | (``error`` +)
+``response.failed``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from orgate.engine import ids
+from orgate.neutral import (
+    Finish,
+    ModelEvent,
+    ReasoningDelta,
+    ReasoningEncrypted,
+    RefusalDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import ApiError
+
+Event = dict[str, Any]
+
+_INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def usage_dict(usage: Usage | None) -> dict[str, Any]:
+    usage = usage or Usage()
+    return {
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+class _Message:
+    __slots__ = ("id", "index", "parts", "kind", "chunks")
+
+    def __init__(self, index: int) -> None:
+        self.id = ids.message_id()
+        self.index = index
+        self.parts: list[dict[str, Any]] = []  # finished content parts
+        self.kind: str | None = None  # "output_text" | "refusal" for the open part
+        self.chunks: list[str] = []
+
+
+class _Call:
+    __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index")
+
+    def __init__(self, index: int, call_id: str, name: str, source_index: int) -> None:
+        self.id = ids.function_call_id()
+        self.index = index
+        self.call_id = call_id or ids.call_id()
+        self.name = name
+        self.chunks: list[str] = []
+        self.source_index = source_index
+
+
+class _Reasoning:
+    __slots__ = ("id", "index", "content", "summary", "encrypted", "open_part")
+
+    def __init__(self, index: int) -> None:
+        self.id = ids.reasoning_id()
+        self.index = index
+        self.content: list[str] = []  # finished reasoning_text parts
+        self.summary: list[str] = []  # finished summary_text parts
+        self.encrypted: str | None = None
+        self.open_part: tuple[str, list[str]] | None = None  # ("content"|"summary", chunks)
+
+
+class ResponseBuilder:
+    """Folds neutral model events into spec events and one final response.
+
+    ``base`` is the response skeleton: every ``ResponseResource`` field echoed
+    from the request (tools, tool_choice, text, sampling values...), without
+    ``id``/``status``/``output``/``usage``, which the builder owns.
+    """
+
+    def __init__(self, base: dict[str, Any], *, response_id: str | None = None, created_at: int | None = None) -> None:
+        self.id = response_id or ids.response_id()
+        self.created_at = created_at if created_at is not None else int(time.time())
+        self.base = base
+        self.status = "in_progress"
+        self.output: list[dict[str, Any]] = []
+        self.usage: Usage | None = None
+        self.error: dict[str, Any] | None = None
+        self.incomplete_details: dict[str, Any] | None = None
+        self.completed_at: int | None = None
+        self.events: list[Event] = []  # pending, drained by the caller
+        self._seq = 0
+        self._open: _Message | _Call | _Reasoning | None = None
+        self._finished = False
+
+    # --- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The response as it stands; a new dict each time (emitted events never change)."""
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "completed_at": self.completed_at,
+            "status": self.status,
+            "incomplete_details": self.incomplete_details,
+            "model": self.base["model"],
+            "previous_response_id": self.base.get("previous_response_id"),
+            "instructions": self.base.get("instructions"),
+            "output": list(self.output),
+            "error": self.error,
+            "tools": self.base["tools"],
+            "tool_choice": self.base["tool_choice"],
+            "truncation": self.base["truncation"],
+            "parallel_tool_calls": self.base["parallel_tool_calls"],
+            "text": self.base["text"],
+            "top_p": self.base["top_p"],
+            "presence_penalty": self.base["presence_penalty"],
+            "frequency_penalty": self.base["frequency_penalty"],
+            "top_logprobs": self.base["top_logprobs"],
+            "temperature": self.base["temperature"],
+            "reasoning": self.base["reasoning"],
+            "usage": usage_dict(self.usage) if self.usage is not None else None,
+            "max_output_tokens": self.base["max_output_tokens"],
+            "max_tool_calls": self.base["max_tool_calls"],
+            "store": self.base["store"],
+            "background": self.base["background"],
+            "service_tier": self.base["service_tier"],
+            "metadata": self.base["metadata"],
+            "safety_identifier": self.base["safety_identifier"],
+            "prompt_cache_key": self.base["prompt_cache_key"],
+        }
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    # --- emission -------------------------------------------------------------------------
+
+    def _emit(self, event: Event) -> None:
+        event["sequence_number"] = self._seq
+        self._seq += 1
+        self.events.append(event)
+
+    def drain(self) -> list[Event]:
+        events, self.events = self.events, []
+        return events
+
+    def start(self, *, queued: bool = False) -> None:
+        """``response.created`` then ``response.in_progress`` (or ``response.queued`` for background)."""
+        if queued:
+            self.status = "queued"
+            self._emit({"type": "response.created", "response": self.snapshot()})
+            self._emit({"type": "response.queued", "response": self.snapshot()})
+            return
+        self._emit({"type": "response.created", "response": self.snapshot()})
+        self._emit({"type": "response.in_progress", "response": self.snapshot()})
+
+    def in_progress(self) -> None:
+        """A queued (background) response starts running."""
+        self.status = "in_progress"
+        self._emit({"type": "response.in_progress", "response": self.snapshot()})
+
+    def feed(self, event: ModelEvent) -> None:
+        if self._finished:
+            raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
+        match event:
+            case TextDelta(text=text):
+                if text:
+                    self._text(text, "output_text")
+            case RefusalDelta(text=text):
+                if text:
+                    self._text(text, "refusal")
+            case ToolCallStart():
+                self._close_open("completed")
+                self._open_call(event)
+            case ToolCallDelta(index=index, arguments=arguments):
+                call = self._open
+                if not isinstance(call, _Call) or call.source_index != index:
+                    raise ApiError(
+                        502,
+                        f"the upstream sent arguments for tool call {index}, which is not the open call",
+                        type="server_error",
+                        code="upstream_invalid_response",
+                    )
+                if arguments:
+                    call.chunks.append(arguments)
+                    self._emit(
+                        {
+                            "type": "response.function_call_arguments.delta",
+                            "item_id": call.id,
+                            "output_index": call.index,
+                            "delta": arguments,
+                        }
+                    )
+            case ReasoningDelta(text=text, part=part):
+                self._reasoning(text, part)
+            case ReasoningEncrypted(data=data):
+                item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
+                item.encrypted = data
+            case Finish(reason=reason, usage=usage):
+                self._finish(reason, usage)
+            case _:
+                raise TypeError(f"unknown model event {event!r}")
+
+    # --- text ----------------------------------------------------------------------------
+
+    def _text(self, text: str, kind: str) -> None:
+        message = self._open
+        if not isinstance(message, _Message):
+            self._close_open("completed")
+            message = self._open_message()
+        if message.kind != kind:
+            self._close_part(message)
+            message.kind = kind
+            part: dict[str, Any] = (
+                {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                if kind == "output_text"
+                else {"type": "refusal", "refusal": ""}
+            )
+            self._emit(
+                {
+                    "type": "response.content_part.added",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": len(message.parts),
+                    "part": part,
+                }
+            )
+        message.chunks.append(text)
+        if kind == "output_text":
+            self._emit(
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": len(message.parts),
+                    "delta": text,
+                    "logprobs": [],
+                }
+            )
+        else:
+            self._emit(
+                {
+                    "type": "response.refusal.delta",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": len(message.parts),
+                    "delta": text,
+                }
+            )
+
+    def _open_message(self) -> _Message:
+        message = _Message(len(self.output))
+        self._open = message
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": message.index,
+                "item": {"id": message.id, "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+            }
+        )
+        return message
+
+    def _close_part(self, message: _Message) -> None:
+        if message.kind is None:
+            return
+        text = "".join(message.chunks)
+        index = len(message.parts)
+        if message.kind == "output_text":
+            part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+            self._emit(
+                {
+                    "type": "response.output_text.done",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": index,
+                    "text": text,
+                    "logprobs": [],
+                }
+            )
+        else:
+            part = {"type": "refusal", "refusal": text}
+            self._emit(
+                {
+                    "type": "response.refusal.done",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": index,
+                    "refusal": text,
+                }
+            )
+        self._emit(
+            {
+                "type": "response.content_part.done",
+                "item_id": message.id,
+                "output_index": message.index,
+                "content_index": index,
+                "part": part,
+            }
+        )
+        message.parts.append(part)
+        message.kind = None
+        message.chunks = []
+
+    # --- tool calls ------------------------------------------------------------------------
+
+    def _open_call(self, start: ToolCallStart) -> None:
+        call = _Call(len(self.output), start.call_id, start.name, start.index)
+        self._open = call
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": call.index,
+                "item": {
+                    "id": call.id,
+                    "type": "function_call",
+                    "status": "in_progress",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": "",
+                },
+            }
+        )
+
+    # --- reasoning ------------------------------------------------------------------------
+
+    def _open_reasoning(self) -> _Reasoning:
+        self._close_open("completed")
+        item = _Reasoning(len(self.output))
+        self._open = item
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": item.index,
+                "item": {"id": item.id, "type": "reasoning", "summary": []},
+            }
+        )
+        return item
+
+    def _reasoning(self, text: str, part: str) -> None:
+        item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
+        if item.open_part is None or item.open_part[0] != part:
+            self._close_reasoning_part(item)
+            item.open_part = (part, [])
+            if part == "summary":
+                self._emit(
+                    {
+                        "type": "response.reasoning_summary_part.added",
+                        "item_id": item.id,
+                        "output_index": item.index,
+                        "summary_index": len(item.summary),
+                        "part": {"type": "summary_text", "text": ""},
+                    }
+                )
+            else:
+                self._emit(
+                    {
+                        "type": "response.content_part.added",
+                        "item_id": item.id,
+                        "output_index": item.index,
+                        "content_index": len(item.content),
+                        "part": {"type": "reasoning_text", "text": ""},
+                    }
+                )
+        if not text:
+            return
+        item.open_part[1].append(text)
+        if part == "summary":
+            self._emit(
+                {
+                    "type": "response.reasoning_summary_text.delta",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "summary_index": len(item.summary),
+                    "delta": text,
+                }
+            )
+        else:
+            self._emit(
+                {
+                    "type": "response.reasoning.delta",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "content_index": len(item.content),
+                    "delta": text,
+                }
+            )
+
+    def _close_reasoning_part(self, item: _Reasoning) -> None:
+        if item.open_part is None:
+            return
+        part, chunks = item.open_part
+        text = "".join(chunks)
+        item.open_part = None
+        if part == "summary":
+            index = len(item.summary)
+            self._emit(
+                {
+                    "type": "response.reasoning_summary_text.done",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "summary_index": index,
+                    "text": text,
+                }
+            )
+            self._emit(
+                {
+                    "type": "response.reasoning_summary_part.done",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "summary_index": index,
+                    "part": {"type": "summary_text", "text": text},
+                }
+            )
+            item.summary.append(text)
+        else:
+            index = len(item.content)
+            self._emit(
+                {
+                    "type": "response.reasoning.done",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "content_index": index,
+                    "text": text,
+                }
+            )
+            self._emit(
+                {
+                    "type": "response.content_part.done",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "content_index": index,
+                    "part": {"type": "reasoning_text", "text": text},
+                }
+            )
+            item.content.append(text)
+
+    # --- closing -------------------------------------------------------------------------
+
+    def _close_open(self, status: str) -> None:
+        item = self._open
+        if item is None:
+            return
+        self._open = None
+        done: dict[str, Any]
+        if isinstance(item, _Message):
+            self._close_part(item)
+            done = {"id": item.id, "type": "message", "status": status, "role": "assistant", "content": item.parts}
+        elif isinstance(item, _Call):
+            arguments = "".join(item.chunks)
+            self._emit(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": item.id,
+                    "output_index": item.index,
+                    "name": item.name,
+                    "arguments": arguments,
+                }
+            )
+            done = {
+                "id": item.id,
+                "type": "function_call",
+                "status": status,
+                "call_id": item.call_id,
+                "name": item.name,
+                "arguments": arguments,
+            }
+        else:
+            self._close_reasoning_part(item)
+            done = {"id": item.id, "type": "reasoning", "summary": [{"type": "summary_text", "text": t} for t in item.summary]}
+            if item.content:
+                done["content"] = [{"type": "reasoning_text", "text": t} for t in item.content]
+            if item.encrypted is not None:
+                done["encrypted_content"] = item.encrypted
+        self.output.append(done)
+        self._emit({"type": "response.output_item.done", "output_index": item.index, "item": done})
+
+    def _finish(self, reason: str, usage: Usage | None) -> None:
+        self._finished = True
+        self.usage = usage or Usage()
+        incomplete = _INCOMPLETE_REASONS.get(reason)
+        self._close_open("incomplete" if incomplete else "completed")
+        if incomplete:
+            self.status = "incomplete"
+            self.incomplete_details = {"reason": incomplete}
+            self._emit({"type": "response.incomplete", "response": self.snapshot()})
+        else:
+            self.status = "completed"
+            self.completed_at = int(time.time())
+            self._emit({"type": "response.completed", "response": self.snapshot()})
+
+    def fail(self, error: ApiError) -> None:
+        """End the response as failed: open item closed ``incomplete``, ``error`` event, ``response.failed``."""
+        if self._finished:
+            return
+        self._finished = True
+        self._close_open("incomplete")
+        self.status = "failed"
+        code = error.code or error.type
+        self.error = {"code": code, "message": error.message}
+        self._emit(
+            {
+                "type": "error",
+                "error": {"type": error.type, "code": code, "message": error.message, "param": error.param},
+            }
+        )
+        self._emit({"type": "response.failed", "response": self.snapshot()})
+
+    def cancel(self) -> None:
+        """End a background response as cancelled (no terminal event is defined for it; the stored status says it)."""
+        if self._finished:
+            return
+        self._finished = True
+        self._close_open("incomplete")
+        self.status = "cancelled"
+
+    def terminal_response(self) -> dict[str, Any]:
+        return self.snapshot()
+

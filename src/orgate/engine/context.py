@@ -1,0 +1,258 @@
+"""From a validated ``CreateResponseBody`` to one turn: the model request and the response skeleton.
+
+Owns the request-level rules: which fields are honoured or refused (never
+dropped silently), the spec's defaults echoed in the response, what a
+deployment can take (images, tools), and the conversion of stored history
+into input items. History itself comes from the caller (the service reads
+the store); this module does no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from orgate.neutral import Deployment, ModelRequest, TextFormat
+from orgate.protocol import (
+    CreateResponseBody,
+    ItemParam,
+    UserMessageItemParam,
+)
+from orgate.protocol.errors import ApiError, from_validation_error, invalid_request
+
+# Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
+EXTENSION_FIELDS = frozenset({"user", "stop"})
+
+_ITEMS = TypeAdapter(list[ItemParam])
+
+
+@dataclass(slots=True)
+class Turn:
+    """Everything one response needs before the model is called."""
+
+    deployment: Deployment
+    request: ModelRequest
+    base: dict[str, Any]  # response skeleton (see ResponseBuilder)
+    new_input: list[Any]  # this request's own input items (protocol models), references resolved
+    history: list[Any] = field(default_factory=list)  # items from previous_response_id / session
+    stream: bool = False
+    store: bool = True
+    background: bool = False
+    user: str | None = None
+
+
+def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
+    """Stored wire items (response or request shape) → input item models the providers take."""
+    cleaned = []
+    for item in items:
+        if item.get("type") == "reasoning" and "content" in item:
+            item = {k: v for k, v in item.items() if k != "content"}
+        cleaned.append(item)
+    try:
+        return _ITEMS.validate_python(cleaned)
+    except ValidationError as exc:
+        error = from_validation_error(exc)
+        raise ApiError(500, f"stored history could not be read back: {error.message}", type="server_error", code="store_corrupt") from None
+
+
+def refuse_unknown_fields(body: CreateResponseBody) -> None:
+    extra = body.model_extra or {}
+    for name in extra:
+        if name not in EXTENSION_FIELDS:
+            raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+    user = extra.get("user")
+    if user is not None and not isinstance(user, str):
+        raise invalid_request("Invalid 'user': expected a string.", param="user", code="invalid_type")
+    stop = extra.get("stop")
+    if stop is not None and not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
+        raise invalid_request("Invalid 'stop': expected a string or a list of strings.", param="stop", code="invalid_type")
+
+
+def normalize_input(body: CreateResponseBody) -> list[Any]:
+    raw = body.input
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [UserMessageItemParam(role="user", content=raw)]
+    return list(raw)
+
+
+def check_capabilities(deployment: Deployment, items: list[Any], body: CreateResponseBody) -> None:
+    """Content the routed deployment cannot take is a 400 naming the param, not an upstream error."""
+    caps = deployment.capabilities
+    if body.tools and not caps.tools:
+        raise invalid_request(f"Model '{deployment.name}' does not support tools.", param="tools", code="unsupported_parameter")
+    if not caps.images:
+        for i, item in enumerate(items):
+            content = getattr(item, "content", None)
+            if isinstance(content, list):
+                for j, part in enumerate(content):
+                    if getattr(part, "type", None) == "input_image":
+                        raise invalid_request(
+                            f"Model '{deployment.name}' does not accept images.",
+                            param=f"input[{i}].content[{j}]",
+                            code="unsupported_content",
+                        )
+    if body.top_logprobs:
+        raise invalid_request("top_logprobs is not supported by orgate yet.", param="top_logprobs", code="unsupported_parameter")
+    if body.include and "message.output_text.logprobs" in body.include:
+        raise invalid_request(
+            "include 'message.output_text.logprobs' is not supported by orgate yet.", param="include", code="unsupported_parameter"
+        )
+    if body.reasoning is not None and (body.reasoning.effort or body.reasoning.summary) and not caps.reasoning:
+        raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning", code="unsupported_parameter")
+
+
+def _tool_echo(tool: Any) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": tool.parameters,
+        "strict": tool.strict,
+    }
+
+
+def _tool_choice_echo(choice: Any) -> Any:
+    if choice is None:
+        return "auto"
+    if isinstance(choice, str):
+        return choice
+    if choice.type == "function":
+        return {"type": "function", "name": choice.name}
+    return {
+        "type": "allowed_tools",
+        "tools": [{"type": "function", "name": t.name} for t in choice.tools],
+        "mode": choice.mode or "auto",
+    }
+
+
+def text_format_of(body: CreateResponseBody) -> TextFormat | None:
+    fmt = body.text.format if body.text is not None else None
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return TextFormat(type="json_object")
+    if fmt.schema_ is None:
+        raise invalid_request("text.format of type json_schema needs a 'schema'.", param="text.format.schema", code="missing_required_parameter")
+    if not fmt.name:
+        raise invalid_request("text.format of type json_schema needs a 'name'.", param="text.format.name", code="missing_required_parameter")
+    return TextFormat(type="json_schema", name=fmt.name, schema=fmt.schema_, strict=fmt.strict, description=fmt.description)
+
+
+def _text_echo(body: CreateResponseBody, fmt: TextFormat | None) -> dict[str, Any]:
+    if fmt is None:
+        out: dict[str, Any] = {"format": {"type": "text"}}
+    elif fmt.type == "json_object":
+        out = {"format": {"type": "json_object"}}
+    else:
+        # The spec's JsonSchemaResponseFormat allows only `schema: null` in a response.
+        out = {"format": {"type": "json_schema", "name": fmt.name, "description": fmt.description, "schema": None, "strict": bool(fmt.strict)}}
+    if body.text is not None and body.text.verbosity is not None:
+        out["verbosity"] = body.text.verbosity
+    return out
+
+
+def build_turn(
+    body: CreateResponseBody,
+    deployment: Deployment,
+    new_input: list[Any],
+    history: list[Any],
+    *,
+    store_enabled: bool,
+) -> Turn:
+    """Assemble the model request and the echoed response skeleton."""
+    refuse_unknown_fields(body)
+    context = [*history, *new_input]
+    if not context:
+        raise invalid_request("'input' is required (or a previous_response_id to continue).", param="input", code="missing_required_parameter")
+    check_capabilities(deployment, new_input, body)
+    tools = list(body.tools or [])
+    fmt = text_format_of(body)
+    extra = body.model_extra or {}
+    stop = extra.get("stop")
+    reasoning = body.reasoning
+    request = ModelRequest(
+        model=deployment.upstream_model,
+        input=context,
+        instructions=body.instructions,
+        tools=tools,
+        tool_choice=body.tool_choice,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+        max_output_tokens=body.max_output_tokens,
+        parallel_tool_calls=body.parallel_tool_calls,
+        text_format=fmt,
+        reasoning_effort=reasoning.effort if reasoning else None,
+        reasoning_summary=reasoning.summary if reasoning else None,
+        user=extra.get("user") or body.safety_identifier,
+        prompt_cache_key=body.prompt_cache_key,
+        metadata=dict(body.metadata) if body.metadata else None,
+        stop=[stop] if isinstance(stop, str) else stop,
+    )
+    store = store_enabled and body.store is not False
+    base = {
+        "model": body.model,
+        "previous_response_id": body.previous_response_id,
+        "instructions": body.instructions,
+        "tools": [_tool_echo(t) for t in tools],
+        "tool_choice": _tool_choice_echo(body.tool_choice),
+        "truncation": body.truncation or "disabled",
+        "parallel_tool_calls": body.parallel_tool_calls if body.parallel_tool_calls is not None else True,
+        "text": _text_echo(body, fmt),
+        "top_p": body.top_p if body.top_p is not None else 1.0,
+        "presence_penalty": body.presence_penalty if body.presence_penalty is not None else 0.0,
+        "frequency_penalty": body.frequency_penalty if body.frequency_penalty is not None else 0.0,
+        "top_logprobs": body.top_logprobs or 0,
+        "temperature": body.temperature if body.temperature is not None else 1.0,
+        "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary} if reasoning else None,
+        "max_output_tokens": body.max_output_tokens,
+        "max_tool_calls": body.max_tool_calls,
+        "store": store,
+        "background": bool(body.background),
+        "service_tier": body.service_tier or "default",
+        "metadata": dict(body.metadata) if body.metadata else {},
+        "safety_identifier": body.safety_identifier,
+        "prompt_cache_key": body.prompt_cache_key,
+    }
+    return Turn(
+        deployment=deployment,
+        request=request,
+        base=base,
+        new_input=new_input,
+        history=history,
+        stream=bool(body.stream),
+        store=store,
+        background=bool(body.background),
+        user=extra.get("user"),
+    )
+
+
+def item_to_wire(item: Any) -> dict[str, Any]:
+    """An input item model as stored/listed JSON (unset fields left out)."""
+    return item.model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+__all__ = [
+    "EXTENSION_FIELDS",
+    "Turn",
+    "build_turn",
+    "item_to_wire",
+    "items_from_wire",
+    "normalize_input",
+    "text_format_of",
+]
+
+
+def parse_body(data: Any) -> CreateResponseBody:
+    """Validate a parsed JSON body; errors become a 400 naming the offending path."""
+    if not isinstance(data, dict):
+        raise invalid_request("The request body must be a JSON object.", code="invalid_type")
+    try:
+        return CreateResponseBody.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None

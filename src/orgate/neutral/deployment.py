@@ -1,0 +1,35 @@
+"""How to reach one upstream deployment, and what it can do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True, frozen=True)
+class Capabilities:
+    """What a deployment accepts. Requests needing more are refused with a 400 before any upstream call."""
+
+    tools: bool = True
+    images: bool = True
+    json_schema: bool = True  # native (strict) json_schema response format
+    json_object: bool = True  # json_object response format
+    reasoning: bool = False
+    max_output_tokens: int | None = None  # the model's output cap, if known
+    context_window: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Deployment:
+    """One upstream: a provider protocol at a base URL serving an upstream model name."""
+
+    name: str  # the model name clients send (or the deployment's own label)
+    provider: str  # wire protocol: "builtin", "openai-chat", "openai-responses", "anthropic"
+    upstream_model: str
+    base_url: str = ""
+    api_key: str | None = None  # already resolved from env:NAME; never logged
+    headers: dict[str, str] = field(default_factory=dict)
+    connect_timeout: float = 10.0
+    read_timeout: float = 300.0  # max silence between upstream bytes
+    total_timeout: float | None = None
+    capabilities: Capabilities = field(default_factory=Capabilities)
+    max_connections: int = 256

@@ -1,0 +1,94 @@
+"""Neutral model events: what a provider yields while the model answers.
+
+A provider's stream is a sequence of these, ending in exactly one ``Finish``.
+Text and refusal deltas belong to one assistant message; reasoning deltas to
+one reasoning item; tool calls are opened by ``ToolCallStart`` and filled by
+``ToolCallDelta`` for the same ``index``. Providers emit tool calls one after
+another (all deltas of call ``i`` before ``ToolCallStart`` of call ``i+1``);
+a decoder whose upstream interleaves them buffers to keep that order.
+Errors are raised (``orgate.protocol.errors.ApiError``), not yielded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    """A piece of assistant output text."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class RefusalDelta:
+    """A piece of an assistant refusal."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    """A piece of reasoning: raw reasoning ``content`` or a ``summary``."""
+
+    text: str
+    part: Literal["content", "summary"] = "content"
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningEncrypted:
+    """Opaque reasoning state (e.g. an Anthropic thinking signature) for the current reasoning item."""
+
+    data: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallStart:
+    """The model starts a function call. ``call_id`` may be empty: the builder then makes one."""
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A piece of the JSON arguments string of the call opened with the same ``index``."""
+
+    index: int
+    arguments: str
+
+
+@dataclass(slots=True, frozen=True)
+class Finish:
+    """The last event of every provider stream."""
+
+    reason: FinishReason
+    usage: Usage | None = None
+
+
+ModelEvent = TextDelta | RefusalDelta | ReasoningDelta | ReasoningEncrypted | ToolCallStart | ToolCallDelta | Finish

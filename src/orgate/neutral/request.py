@@ -1,0 +1,68 @@
+"""The neutral request every provider is asked, and the provider interface."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from orgate.neutral.events import ModelEvent
+
+
+@dataclass(slots=True)
+class TextFormat:
+    """The requested output format. ``schema`` only for ``json_schema``."""
+
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema: dict[str, Any] | None = None
+    strict: bool | None = None
+    description: str | None = None
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One model call, provider-neutral.
+
+    ``input`` holds the resolved conversation as protocol input item models
+    (``orgate.protocol`` item params: messages of every role, ``function_call``,
+    ``function_call_output``, ``reasoning``...), oldest first, with
+    ``previous_response_id`` history and ``item_reference`` already expanded.
+    A string input has been turned into one user message.
+    ``tools`` are protocol ``FunctionToolParam`` models; ``tool_choice`` is
+    ``"auto" | "required" | "none"``, a ``SpecificFunctionParam`` or an
+    ``AllowedToolsParam`` (or None = provider default).
+    """
+
+    model: str  # the upstream model name
+    input: list[Any]
+    instructions: str | None = None
+    tools: list[Any] = field(default_factory=list)
+    tool_choice: Any = None
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    max_output_tokens: int | None = None
+    parallel_tool_calls: bool | None = None
+    text_format: TextFormat | None = None
+    reasoning_effort: str | None = None
+    reasoning_summary: str | None = None
+    user: str | None = None
+    prompt_cache_key: str | None = None
+    metadata: dict[str, str] | None = None
+    stop: list[str] | None = None  # only from the chat adapter
+
+
+class Provider(Protocol):
+    """One upstream wire protocol bound to one deployment."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the model's answer as neutral events, ending in one ``Finish``.
+
+        Raises ``ApiError`` for upstream failures (status 429 with Retry-After
+        passed on, 5xx ``server_error``/``model_error`` naming the upstream).
+        """
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,254 @@
+"""The built-in offline test model (``orgate/echo``): deterministic, no key, no network.
+
+It is a test model, not an LLM. Its behaviour is a documented contract
+(docs/builtin-model.md):
+
+- function tools offered, ``tool_choice`` not ``none`` and the last input item
+  a user message → it calls one tool (the forced one; else the allowed tool
+  whose name or description best matches the prompt; else the first allowed)
+  with arguments generated from that tool's JSON Schema;
+- last input item a ``function_call_output`` → text quoting that output;
+- otherwise the text of the last user message, echoed; with a JSON
+  ``text.format`` it answers a JSON value (schema-valid for ``json_schema``).
+
+One "token" is one whitespace-separated word; output streams a word at a
+time and stops at ``max_output_tokens`` with ``Finish("length")``.
+Directives in the last user message make it misbehave on purpose:
+``orgate:fail`` (500 before any output), ``orgate:fail-mid`` (500 after half
+the output), ``orgate:rate-limit`` (429 with ``Retry-After: 1``),
+``orgate:refuse`` (a refusal), ``orgate:reason`` (a reasoning summary first),
+``orgate:delay=MS`` (MS milliseconds between words), ``orgate:bad-args``
+(tool arguments that break the tool's schema), ``orgate:bad-json`` (JSON
+output with a wrong type, once: a retry's feedback message has no directive).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from orgate.neutral import (
+    Deployment,
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    RefusalDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import MODEL_ERROR, RATE_LIMIT, ApiError
+from orgate.providers.schema_example import example_for
+
+_WORD = re.compile(r"\S+\s*|\s+")
+_WORDS = re.compile(r"[a-z0-9]{3,}")
+_DIRECTIVE = re.compile(r"orgate:([a-z-]+)(?:=(\d+))?")
+
+
+def tokens(text: str) -> list[str]:
+    """The built-in model's tokens: words with their trailing whitespace."""
+    return _WORD.findall(text)
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content:
+        text = getattr(part, "text", None)
+        if text is None:
+            text = getattr(part, "refusal", None)
+        if isinstance(text, str):
+            parts.append(text)
+    return " ".join(parts)
+
+
+def _count_input_tokens(request: ModelRequest) -> int:
+    total = len(tokens(request.instructions or ""))
+    for item in request.input:
+        kind = getattr(item, "type", None)
+        if kind == "function_call":
+            total += len(tokens(item.arguments)) + 1
+        elif kind == "function_call_output":
+            total += len(tokens(_text_of(item.output)))
+        else:
+            total += len(tokens(_text_of(getattr(item, "content", None))))
+    return total
+
+
+class BuiltinProvider:
+    """The ``builtin`` provider: answers from the request alone."""
+
+    def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        last = request.input[-1] if request.input else None
+        last_user = next(
+            (item for item in reversed(request.input) if getattr(item, "role", None) == "user"), None
+        )
+        prompt = _text_of(getattr(last_user, "content", None))
+        last_is_user = last is not None and last is last_user
+        directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
+        usage_in = _count_input_tokens(request)
+        delay = int(directives["delay"]) / 1000 if directives.get("delay") else 0.0
+
+        if "fail" in directives:
+            raise ApiError(
+                500,
+                f"{self.deployment.name} failed on purpose (the prompt contains orgate:fail)",
+                type=MODEL_ERROR,
+                code="model_error",
+            )
+        if "rate-limit" in directives:
+            raise ApiError(
+                429,
+                f"{self.deployment.name} is rate limited on purpose (the prompt contains orgate:rate-limit)",
+                type=RATE_LIMIT,
+                code="rate_limit_exceeded",
+                headers={"Retry-After": "1"},
+            )
+
+        budget = request.max_output_tokens
+        emitted = 0
+
+        if "reason" in directives:
+            for word in tokens("The user asked me to think first, so I did."):
+                yield ReasoningDelta(word, "summary")
+                if delay:
+                    await asyncio.sleep(delay)
+
+        tool = self._pick_tool(request, prompt) if last_is_user else None
+        if tool is not None:
+            name, schema = tool
+            if "bad-args" in directives:
+                arguments = _schema_breaking_arguments(schema)
+            else:
+                value = example_for(schema or {"type": "object"}, prompt)
+                arguments = json.dumps(value if value is not None else {}, ensure_ascii=False)
+            yield ToolCallStart(0, "", name)
+            for piece in tokens(arguments):
+                if budget is not None and emitted >= budget:
+                    yield Finish("length", Usage(usage_in, emitted))
+                    return
+                yield ToolCallDelta(0, piece)
+                emitted += 1
+                if delay:
+                    await asyncio.sleep(delay)
+            yield Finish("tool_calls", Usage(usage_in, emitted))
+            return
+
+        text = self._answer(request, last, prompt, directives)
+        words = tokens(text)
+        fail_at = len(words) // 2 if "fail-mid" in directives else None
+        refusal = "refuse" in directives
+        for index, word in enumerate(words):
+            if fail_at is not None and index >= max(fail_at, 1):
+                raise ApiError(
+                    500,
+                    f"{self.deployment.name} failed mid-answer on purpose (the prompt contains orgate:fail-mid)",
+                    type=MODEL_ERROR,
+                    code="model_error",
+                )
+            if budget is not None and emitted >= budget:
+                yield Finish("length", Usage(usage_in, emitted))
+                return
+            yield RefusalDelta(word) if refusal else TextDelta(word)
+            emitted += 1
+            if delay:
+                await asyncio.sleep(delay)
+        yield Finish("stop", Usage(usage_in, emitted))
+
+    # --- choices ---------------------------------------------------------------------------
+
+    def _answer(self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]) -> str:
+        if getattr(last, "type", None) == "function_call_output":
+            name = next(
+                (
+                    item.name
+                    for item in request.input
+                    if getattr(item, "type", None) == "function_call" and item.call_id == last.call_id
+                ),
+                "the tool",
+            )
+            return f"{name} returned: {_text_of(last.output)}"
+        if "refuse" in directives:
+            return "I can't help with that: the prompt asked me to refuse (orgate:refuse)."
+        fmt = request.text_format
+        if fmt is not None and fmt.type == "json_schema":
+            value = example_for(fmt.schema or {"type": "object"}, prompt)
+            if "bad-json" in directives:
+                value = _break_value(value)
+            return json.dumps(value, ensure_ascii=False)
+        if fmt is not None and fmt.type == "json_object":
+            return json.dumps({"echo": 12.5 if "bad-json" in directives else prompt}, ensure_ascii=False)
+        return prompt if prompt.strip() else "(no text)"
+
+    def _pick_tool(self, request: ModelRequest, prompt: str) -> tuple[str, dict[str, Any] | None] | None:
+        tools = [t for t in request.tools if getattr(t, "type", "function") == "function"]
+        if not tools:
+            return None
+        choice = request.tool_choice
+        allowed = tools
+        if choice == "none":
+            return None
+        kind = getattr(choice, "type", None)
+        if kind == "function":
+            forced = [t for t in tools if t.name == choice.name]
+            return (forced[0].name, _parameters(forced[0])) if forced else None
+        if kind == "allowed_tools":
+            names = {getattr(t, "name", None) for t in choice.tools}
+            allowed = [t for t in tools if t.name in names]
+            if getattr(choice, "mode", "auto") == "none" or not allowed:
+                return None
+        best = max(allowed, key=lambda t: _score(prompt, t), default=None)
+        if best is None:
+            return None
+        if _score(prompt, best) == 0:
+            best = allowed[0]
+        return best.name, _parameters(best)
+
+
+def _parameters(tool: Any) -> dict[str, Any] | None:
+    params = getattr(tool, "parameters", None)
+    if params is None:
+        return None
+    if hasattr(params, "model_dump"):
+        return params.model_dump(mode="json")
+    return params if isinstance(params, dict) else None
+
+
+def _score(prompt: str, tool: Any) -> int:
+    words = set(_WORDS.findall(prompt.lower()))
+    names = set(_WORDS.findall(re.sub(r"[_\-]", " ", tool.name.lower())))
+    description = set(_WORDS.findall((getattr(tool, "description", None) or "").lower()))
+    return 2 * len(words & names) + len(words & description)
+
+
+def _break_value(value: Any) -> Any:
+    """Turn a valid value into one with a wrong type (first string → number, else a string)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if isinstance(inner, str):
+                return {**value, key: 12.5}
+            if isinstance(inner, int | float) and not isinstance(inner, bool):
+                return {**value, key: str(inner)}
+        return {**value, "unexpected": True}
+    return "not the expected value"
+
+
+def _schema_breaking_arguments(schema: dict[str, Any] | None) -> str:
+    value = example_for(schema or {"type": "object"}, "x")
+    return json.dumps(_break_value(value if isinstance(value, dict) else {}))
+
+

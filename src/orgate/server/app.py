@@ -1,0 +1,106 @@
+"""The app factory: ``create_app(settings)`` wires every service explicitly onto one ``Services`` object.
+
+No module-level state and no work at import time: the store, the provider
+registry and the HTTP pool are opened in the app's lifespan and closed with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Route
+
+from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys
+from orgate.engine.service import ResponsesService
+from orgate.neutral import Deployment
+from orgate.protocol.errors import ApiError
+from orgate.providers import ProviderRegistry
+from orgate.server import routes
+from orgate.server.auth import Authenticator
+from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
+
+log = logging.getLogger("orgate.server")
+
+# Extra route sets (e.g. the legacy chat adapter) are plugged in by name, so deleting one
+# package only means deleting its line here.
+RouteSet = Callable[["Services"], Sequence[BaseRoute]]
+
+
+@dataclass
+class Services:
+    """Everything the HTTP layer uses, built once per app."""
+
+    settings: Settings
+    keys: list[ResolvedKey]
+    deployments: dict[str, Deployment]
+    auth: Authenticator
+    providers: ProviderRegistry
+    responses: ResponsesService
+    store: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def build_services(settings: Settings) -> Services:
+    keys = resolve_api_keys(settings)
+    table = deployments(settings)
+    providers = ProviderRegistry()
+    responses = ResponsesService(table, providers, store=None)
+    return Services(
+        settings=settings,
+        keys=keys,
+        deployments=table,
+        auth=Authenticator(keys),
+        providers=providers,
+        responses=responses,
+    )
+
+
+def default_route_sets(settings: Settings) -> list[RouteSet]:
+    """Optional route sets switched on by configuration."""
+    sets: list[RouteSet] = []
+    if settings.endpoints.chat_completions.enabled:
+        from orgate.chat import STARTUP_WARNING, routes as chat_routes  # the one optional, deletable package
+
+        log.warning(STARTUP_WARNING)
+        sets.append(chat_routes)
+    return sets
+
+
+def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, services: Services | None = None) -> Starlette:
+    """Build the ASGI app. ``route_sets`` defaults to what the settings switch on."""
+    services = services or build_services(settings)
+    extra = default_route_sets(settings) if route_sets is None else route_sets
+    table: list[BaseRoute] = [*routes.core_routes(services)]
+    for route_set in extra:
+        table.extend(route_set(services))
+    table.extend(routes.fallback_routes(services))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await services.providers.aclose()
+            if services.store is not None:
+                await services.store.close()
+
+    app = Starlette(
+        routes=table,
+        lifespan=lifespan,
+        exception_handlers={
+            ApiError: handle_api_error,
+            HTTPException: handle_http_exception,
+            Exception: handle_unexpected,
+        },
+    )
+    app.state.services = services
+    return app
+
+
+__all__ = ["Route", "Services", "build_services", "create_app"]

@@ -1,0 +1,44 @@
+"""API-key authentication: ``Authorization: Bearer <key>``, constant-time comparison."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from orgate.config import ResolvedKey
+from orgate.engine.service import Caller
+from orgate.protocol.errors import AUTHENTICATION, ApiError
+
+
+class Authenticator:
+    """Checks a bearer token against every configured key (plain or SHA-256) without early exit."""
+
+    def __init__(self, keys: list[ResolvedKey]) -> None:
+        self.keys = keys
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        if not authorization:
+            raise ApiError(
+                401,
+                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+                type=AUTHENTICATION,
+                code="missing_api_key",
+            )
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise ApiError(401, "The Authorization header must be 'Bearer <key>'.", type=AUTHENTICATION, code="invalid_api_key")
+        presented = token.encode()
+        digest = hashlib.sha256(presented).digest()
+        match: ResolvedKey | None = None
+        for key in self.keys:
+            ok = False
+            if key.secret is not None:
+                ok = hmac.compare_digest(presented, key.secret)
+            elif key.sha256 is not None:
+                ok = hmac.compare_digest(digest, key.sha256)
+            if ok and match is None:
+                match = key
+        if match is None:
+            raise ApiError(401, "Incorrect API key provided.", type=AUTHENTICATION, code="invalid_api_key")
+        return Caller(key_name=match.name, tenant=match.tenant, models=match.models)
