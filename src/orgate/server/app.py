@@ -65,7 +65,8 @@ def default_route_sets(settings: Settings) -> list[RouteSet]:
     """Optional route sets switched on by configuration."""
     sets: list[RouteSet] = []
     if settings.endpoints.chat_completions.enabled:
-        from orgate.chat import STARTUP_WARNING, routes as chat_routes  # the one optional, deletable package
+        from orgate.chat import STARTUP_WARNING  # the one optional, deletable package
+        from orgate.chat import routes as chat_routes
 
         log.warning(STARTUP_WARNING)
         sets.append(chat_routes)

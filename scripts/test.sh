@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install orgate with its test dependencies into .venv, start what the tests need
+# (a throwaway PostgreSQL), lint, and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+
+# PostgreSQL for the store tests (installed from Debian packages if missing).
+if [ -x .ci/postgres.sh ] || [ -f .ci/postgres.sh ]; then
+  eval "$(bash .ci/postgres.sh)"
+  export ORGATE_TEST_PG_URL
+fi
+
+.venv/bin/ruff check src tests bench
+.venv/bin/lint-imports
+
+.venv/bin/python -m pytest -q -n 2 "$@"
