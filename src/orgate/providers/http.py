@@ -1,0 +1,157 @@
+"""Shared HTTP client plumbing for the providers: one pool of aiohttp sessions, one error mapping.
+
+``HttpPool`` hands out one ``aiohttp.ClientSession`` per upstream origin and
+connection limit (keep-alive pooling, DNS cache, no cookie jar, transparent
+decompression). Sessions are created lazily inside the running event loop and
+closed together by ``await pool.aclose()``.
+
+``client_error`` translates aiohttp / asyncio exceptions into ``ApiError`` at
+the boundary: refused or reset connections become 502 ``upstream_unavailable``,
+timeouts 504 ``upstream_timeout``. Messages name the deployment and the host,
+never the API key.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from orgate.neutral import Deployment
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+
+DEFAULT_TTL_DNS_CACHE = 300
+DEFAULT_KEEPALIVE_TIMEOUT = 30.0
+
+PoolKey = tuple[str, int]
+
+
+def origin(base_url: str) -> str:
+    """``scheme://host:port`` of a base URL (the pool key's first half)."""
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
+def host_of(base_url: str) -> str:
+    """The host (and explicit port) of a base URL, for error messages."""
+    parts = urlsplit(base_url)
+    return parts.netloc.rpartition("@")[2] or base_url
+
+
+def timeout_for(deployment: Deployment) -> aiohttp.ClientTimeout:
+    """Per-request timeouts from the deployment.
+
+    ``connect_timeout`` bounds opening the socket (not the wait for a free
+    pooled connection), ``read_timeout`` is the longest silence between two
+    upstream reads, ``total_timeout`` (if set) bounds the whole exchange.
+    """
+    return aiohttp.ClientTimeout(
+        total=deployment.total_timeout,
+        sock_connect=deployment.connect_timeout,
+        sock_read=deployment.read_timeout,
+    )
+
+
+class HttpPool:
+    """Pooled aiohttp sessions, keyed by upstream origin and connection limit.
+
+    Deployments on the same origin with the same ``max_connections`` share one
+    session (and so one connection pool with that limit).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_dns_cache: int = DEFAULT_TTL_DNS_CACHE,
+        keepalive_timeout: float = DEFAULT_KEEPALIVE_TIMEOUT,
+    ) -> None:
+        self._ttl_dns_cache = ttl_dns_cache
+        self._keepalive_timeout = keepalive_timeout
+        self._sessions: dict[PoolKey, aiohttp.ClientSession] = {}
+
+    def session(self, deployment: Deployment) -> aiohttp.ClientSession:
+        """The session for ``deployment``; must be called inside the running loop."""
+        key = (origin(deployment.base_url), deployment.max_connections)
+        session = self._sessions.get(key)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=deployment.max_connections,
+                limit_per_host=0,
+                ttl_dns_cache=self._ttl_dns_cache,
+                keepalive_timeout=self._keepalive_timeout,
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=True,
+                raise_for_status=False,
+                timeout=timeout_for(deployment),
+            )
+            self._sessions[key] = session
+        return session
+
+    async def aclose(self) -> None:
+        """Close every session (and its pooled connections)."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+
+def unavailable(deployment: Deployment, detail: str) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} is unavailable: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_unavailable",
+    )
+
+
+def timed_out(deployment: Deployment, detail: str) -> ApiError:
+    return ApiError(
+        504,
+        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} timed out: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_timeout",
+    )
+
+
+def truncated(deployment: Deployment, detail: str) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} ended the stream early: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_stream_truncated",
+    )
+
+
+def client_error(exc: BaseException, deployment: Deployment) -> ApiError:
+    """Translate an aiohttp / asyncio / OS exception into an ``ApiError``.
+
+    Order matters: aiohttp's timeout errors are also connection errors.
+    """
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return timed_out(deployment, f"no connection within {deployment.connect_timeout:g}s")
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return timed_out(deployment, f"no data for {deployment.read_timeout:g}s")
+    if isinstance(exc, TimeoutError):
+        total = deployment.total_timeout
+        return timed_out(
+            deployment, f"no complete answer within {total:g}s" if total else "timeout"
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return truncated(deployment, "the connection was closed mid-body")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return unavailable(deployment, "the server closed the connection")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or type(exc.os_error).__name__
+        return unavailable(deployment, f"cannot connect ({reason})")
+    if isinstance(exc, (aiohttp.ClientOSError, ConnectionError)):
+        return unavailable(deployment, "connection reset")
+    if isinstance(exc, aiohttp.InvalidURL):
+        return unavailable(deployment, "invalid base_url")
+    if isinstance(exc, aiohttp.ClientError):
+        return unavailable(deployment, type(exc).__name__)
+    return unavailable(deployment, type(exc).__name__)

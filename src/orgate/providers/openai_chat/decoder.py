@@ -1,0 +1,408 @@
+"""Pure decoders: Chat Completions SSE bytes (or one ``chat.completion`` JSON) → neutral ``ModelEvent``s.
+
+``ChatStreamDecoder`` is fed raw network chunks in arrival order (lines may be
+split anywhere, even inside a UTF-8 character: lines are cut on ``\\n`` bytes
+and decoded as whole JSON documents) and returns the events each chunk
+completes. ``close()`` ends the stream and returns the last events, always
+ending in exactly one ``Finish``.
+
+Tool calls: upstreams send ``delta.tool_calls[]`` pieces keyed by ``index``;
+the first piece of a call normally carries ``id`` and ``function.name``, later
+ones ``function.arguments`` fragments. Some servers send the name later than
+the id, the whole call in one piece, or no ``index`` at all; all are handled.
+The neutral contract wants call ``i`` complete before ``ToolCallStart`` of call
+``i+1``. The first call streams live; when a piece of another call arrives,
+the live call is closed only if its arguments already parse as JSON (the
+usual sequential upstream) and the next call then streams live too.
+Otherwise the upstream interleaves: the later calls are buffered and flushed
+in order at the end. Neutral indexes count calls from 0 in emission order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from orgate.neutral import (
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    RefusalDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.openai_chat.errors import stream_error
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+    # non-OpenAI spellings seen on compatible servers
+    "max_tokens": "length",
+    "model_length": "length",
+    "eos": "stop",
+    "eos_token": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+}
+
+
+def invalid_response(name: str, detail: str) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{name}' sent an invalid response: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_invalid_response",
+    )
+
+
+def parse_usage(usage: dict[str, Any]) -> Usage:
+    """OpenAI usage (with DeepSeek's cache-hit spelling as a fallback) → neutral ``Usage``."""
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    cached = prompt_details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
+    return Usage(
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
+        cached_tokens=cached,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+    )
+
+
+def _text_of(content: Any) -> str:
+    """Content that is not a plain string: a list of ``{"type": "text", "text"}`` parts (Mistral style)."""
+    if isinstance(content, list):
+        return "".join(
+            p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+class _Call:
+    __slots__ = ("index", "call_id", "name", "args", "started", "closed")
+
+    def __init__(self, index: int) -> None:
+        self.index = index  # neutral index
+        self.call_id = ""
+        self.name = ""
+        self.args: list[str] = []  # all pieces received so far
+        self.started = False
+        self.closed = False
+
+
+class ChatStreamDecoder:
+    """Incremental decoder of one Chat Completions SSE stream."""
+
+    __slots__ = (
+        "name",
+        "done",
+        "finish_reason",
+        "usage",
+        "_partial",
+        "_data",
+        "_out",
+        "_calls",
+        "_by_id",
+        "_order",
+        "_active",
+        "_closed",
+    )
+
+    def __init__(self, name: str = "openai-chat") -> None:
+        self.name = name  # the deployment, for error messages
+        self.done = False  # ``data: [DONE]`` seen: stop reading
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self._partial: list[bytes] = []  # pieces of an unfinished line
+        self._data: list[bytes] = []  # data lines of the current SSE event
+        self._out: list[ModelEvent] = []
+        self._calls: dict[int, _Call] = {}  # upstream index → call
+        self._by_id: dict[str, _Call] = {}
+        self._order: list[_Call] = []  # neutral order
+        self._active = 0  # position in _order of the call streaming live
+        self._closed = False
+
+    # -- bytes → lines → events -------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        """Decode one network chunk; returns the events it completes (often empty or one)."""
+        out: list[ModelEvent] = []
+        self._out = out
+        if self.done:
+            return out
+        if b"\n" not in chunk:
+            if chunk:
+                self._partial.append(chunk)
+            return out
+        if self._partial:
+            self._partial.append(chunk)
+            chunk = b"".join(self._partial)
+            self._partial = []
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        if tail:
+            self._partial.append(tail)
+        for line in lines:
+            self._line(line)
+            if self.done:
+                break
+        return out
+
+    def _line(self, line: bytes) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            if self._data:
+                self._dispatch()
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+        elif line.startswith(b"{") and not self._data:
+            # a bare JSON line (some servers forget the SSE framing): take it as an event
+            self._data.append(line)
+            self._dispatch()
+        # ":" comments, event:, id:, retry: are ignored
+
+    def _dispatch(self) -> None:
+        pending = self._data
+        data = pending[0] if len(pending) == 1 else b"\n".join(pending)
+        pending.clear()
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            if b"\n" in data:  # several events without blank lines between them
+                for piece in data.split(b"\n"):
+                    self._data.append(piece)
+                    self._dispatch()
+                    if self.done:
+                        break
+                return
+            raise invalid_response(self.name, f"non-JSON data line {data[:80]!r}") from None
+        if type(obj) is not dict:
+            raise invalid_response(self.name, f"data line is not a JSON object: {data[:80]!r}")
+        self.chunk(obj)
+
+    # -- one chat.completion.chunk ----------------------------------------------
+
+    def chunk(self, obj: dict[str, Any]) -> None:
+        """Apply one parsed ``chat.completion.chunk`` (events go to the current output list)."""
+        error = obj.get("error")
+        if error is not None:
+            raise stream_error(error, self.name)
+        choices = obj.get("choices")
+        if choices:
+            for choice in choices:
+                if choice.get("index", 0) == 0:
+                    delta = choice.get("delta")
+                    if delta:
+                        self._delta(delta)
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        self.finish_reason = reason
+        usage = obj.get("usage")
+        if usage:
+            self.usage = parse_usage(usage)
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        out = self._out
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            out.append(ReasoningDelta(reasoning if type(reasoning) is str else _text_of(reasoning)))
+        content = delta.get("content")
+        if content:
+            if type(content) is not str:
+                content = _text_of(content)
+            if content:
+                out.append(TextDelta(content))
+        refusal = delta.get("refusal")
+        if refusal:
+            out.append(RefusalDelta(refusal))
+        tool_calls = delta.get("tool_calls")
+        if tool_calls:
+            for piece in tool_calls:
+                self._tool_piece(piece)
+        elif delta.get("function_call"):  # legacy function calling: one call, no id
+            self._tool_piece({"index": 0, "function": delta["function_call"]})
+
+    # -- tool calls -----------------------------------------------------------------
+
+    def _call_for(self, piece: dict[str, Any]) -> _Call:
+        index = piece.get("index")
+        call_id = piece.get("id")
+        if index is None:
+            if call_id and call_id in self._by_id:
+                return self._by_id[call_id]
+            function = piece.get("function") or {}
+            if (call_id or function.get("name")) or not self._order:
+                index = max(self._calls, default=-1) + 1
+            else:
+                return self._order[-1]
+        call = self._calls.get(index)
+        if call is None:
+            call = _Call(len(self._order))
+            self._calls[index] = call
+            self._order.append(call)
+        if call_id and not call.call_id:
+            call.call_id = call_id
+            self._by_id[call_id] = call
+        return call
+
+    def _tool_piece(self, piece: dict[str, Any]) -> None:
+        call = self._call_for(piece)
+        function = piece.get("function") or {}
+        name = function.get("name")
+        if name and not call.name:
+            call.name = name
+        args = function.get("arguments")
+        if args is not None and type(args) is not str:
+            args = orjson.dumps(args).decode()  # some servers send an object
+        if call.closed:
+            if args and args.strip():
+                raise invalid_response(
+                    self.name, f"arguments for tool call {call.index} after it was complete"
+                )
+            return
+        if args:
+            call.args.append(args)
+        order = self._order
+        active = order[self._active]
+        if call is active:
+            if call.started:
+                if args:
+                    self._out.append(ToolCallDelta(call.index, args))
+            else:
+                self._start(call)
+            return
+        # A piece of a later call: the live call ends here if its arguments are complete JSON.
+        if active.started and _complete(active):
+            active.closed = True
+            self._active += 1
+            while self._active < len(order):
+                nxt = order[self._active]
+                if not nxt.name:
+                    break
+                self._start(nxt)
+                if nxt is call or not _complete(nxt):
+                    break
+                nxt.closed = True
+                self._active += 1
+
+    def _start(self, call: _Call) -> None:
+        """Open ``call`` if its name is known, with everything buffered so far."""
+        if not call.name:
+            return
+        call.started = True
+        self._out.append(ToolCallStart(call.index, call.call_id, call.name))
+        if call.args:
+            joined = "".join(call.args)
+            call.args = [joined]
+            if joined:
+                self._out.append(ToolCallDelta(call.index, joined))
+
+    def _flush_calls(self) -> None:
+        for call in self._order[self._active :]:
+            if call.closed:
+                continue
+            if not call.started:
+                if not call.name:
+                    raise invalid_response(
+                        self.name, f"tool call {call.index} has no function name"
+                    )
+                self._start(call)
+            call.closed = True
+        self._active = len(self._order)
+
+    # -- end of stream ----------------------------------------------------------------
+
+    def close(self) -> list[ModelEvent]:
+        """End of the upstream body: the remaining events and the one ``Finish``.
+
+        Raises ``ApiError`` 502 ``upstream_stream_truncated`` if the body ended
+        with neither a ``finish_reason`` nor ``[DONE]``.
+        """
+        out: list[ModelEvent] = []
+        self._out = out
+        if self._closed:
+            return out
+        if not self.done:
+            if self._partial:
+                line = b"".join(self._partial)
+                self._partial = []
+                self._line(line)
+            if self._data and not self.done:
+                self._dispatch()
+        if not self.done and self.finish_reason is None:
+            raise ApiError(
+                502,
+                f"upstream '{self.name}' ended the stream before the answer was complete",
+                type=SERVER_ERROR,
+                code="upstream_stream_truncated",
+            )
+        self._closed = True
+        self._flush_calls()
+        out.append(Finish(self.reason(), self.usage))
+        return out
+
+    def reason(self) -> FinishReason:
+        """The neutral finish reason (tool calls made under ``stop`` count as ``tool_calls``)."""
+        raw = self.finish_reason
+        if raw == "error":
+            raise ApiError(
+                502,
+                f"upstream '{self.name}' reported an error mid-stream",
+                type=SERVER_ERROR,
+                code="upstream_error",
+            )
+        reason = _FINISH.get(raw, "stop") if raw else "stop"
+        if reason == "stop" and self._order:
+            return "tool_calls"
+        return reason
+
+
+def _complete(call: _Call) -> bool:
+    """Whether the call's arguments so far are one complete JSON value."""
+    if not call.args:
+        return False
+    text = call.args[0] if len(call.args) == 1 else "".join(call.args)
+    call.args = [text]
+    if not text.strip():
+        return False
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[ModelEvent]:
+    """Events for one non-streamed ``chat.completion`` object (same ordering as the stream)."""
+    decoder = ChatStreamDecoder(name)
+    decoder._out = out = []
+    if not isinstance(obj, dict):
+        raise invalid_response(name, "the body is not a JSON object")
+    error = obj.get("error")
+    if error is not None:
+        raise stream_error(error, name)
+    choices = obj.get("choices")
+    if not choices:
+        raise invalid_response(name, "no choices in chat.completion")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    decoder._delta(message)
+    decoder.finish_reason = choice.get("finish_reason") or "stop"
+    if obj.get("usage"):
+        decoder.usage = parse_usage(obj["usage"])
+    decoder.done = True
+    out.extend(decoder.close())
+    return out

@@ -1,0 +1,129 @@
+"""Upstream error replies (HTTP status + body, or an ``error`` object in a stream) → ``ApiError``.
+
+Pure: takes the status, the raw body and the headers. The API key never
+appears in a message; the upstream's own message is passed on (prefixed with
+the deployment name) only where it helps the client fix its request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
+
+_MAX_MESSAGE = 1000
+
+
+def _message_from(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            msg = error.get("message")
+            return str(msg) if msg is not None else None
+        if isinstance(error, str):
+            return error
+        for key in ("message", "detail"):
+            if body.get(key) is not None:
+                value = body[key]
+                return value if isinstance(value, str) else orjson.dumps(value).decode()
+    return None
+
+
+def upstream_message(raw: bytes) -> str:
+    """The human message of an upstream error body (OpenAI, vLLM, Ollama, FastAPI shapes, or text)."""
+    try:
+        message = _message_from(orjson.loads(raw))
+    except orjson.JSONDecodeError:
+        message = None
+    if message is None:
+        message = raw.decode("utf-8", "replace").strip() or "(empty body)"
+    if len(message) > _MAX_MESSAGE:
+        message = message[:_MAX_MESSAGE] + "…"
+    return message
+
+
+def _retry_after(headers: Mapping[str, str]) -> dict[str, str]:
+    value = headers.get("Retry-After")
+    if value:
+        return {"Retry-After": value}
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return {"Retry-After": str(max(1, math.ceil(float(millis) / 1000)))}
+        except ValueError:
+            return {}
+    return {}
+
+
+def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -> ApiError:
+    """The ``ApiError`` for an upstream HTTP error reply from deployment ``name``."""
+    message = upstream_message(raw)
+    return error_for(status, message, headers, name)
+
+
+def error_for(status: int, message: str, headers: Mapping[str, str], name: str) -> ApiError:
+    who = f"upstream '{name}'"
+    if status == 429:
+        return ApiError(
+            429,
+            f"{who} is rate limiting requests: {message}",
+            type=RATE_LIMIT,
+            code="rate_limit_exceeded",
+            headers=_retry_after(headers),
+        )
+    if status in (400, 413, 422):
+        return ApiError(
+            400,
+            f"{who} rejected the request: {message}",
+            type=INVALID_REQUEST,
+            code="upstream_bad_request",
+        )
+    if status in (401, 403):
+        return ApiError(
+            502,
+            f"{who} rejected our credentials (HTTP {status})",
+            type=SERVER_ERROR,
+            code="upstream_auth_failed",
+        )
+    if status == 404:
+        return ApiError(
+            502,
+            f"{who} does not know the model or endpoint: {message}",
+            type=SERVER_ERROR,
+            code="upstream_model_not_found",
+        )
+    if status in (408, 504):
+        return ApiError(
+            504,
+            f"{who} timed out (HTTP {status}): {message}",
+            type=SERVER_ERROR,
+            code="upstream_timeout",
+        )
+    return ApiError(
+        502,
+        f"{who} failed (HTTP {status}): {message}",
+        type=SERVER_ERROR,
+        code="upstream_error",
+        headers=_retry_after(headers) if status == 503 else None,
+    )
+
+
+def stream_error(error: Any, name: str) -> ApiError:
+    """The ``ApiError`` for an ``{"error": {...}}`` object received inside a stream."""
+    if isinstance(error, Mapping):
+        message = str(error.get("message") or error.get("type") or "unknown error")
+        status: Any = error.get("code")
+        if not isinstance(status, int):
+            status = error.get("status") if isinstance(error.get("status"), int) else None
+        if status is None:
+            kind = str(error.get("type") or error.get("code") or "")
+            status = 429 if "rate_limit" in kind else 400 if "invalid_request" in kind else 500
+    else:
+        message, status = str(error), 500
+    if not 400 <= status <= 599:
+        status = 500
+    return error_for(status, message, {}, name)

@@ -1,0 +1,303 @@
+"""Pure mapping: a neutral ``ModelRequest`` → an OpenAI Chat Completions request body.
+
+No I/O. Input items are read by attribute (``item.type``, ``item.role``,
+``item.content``...), so the ``orgate.protocol`` Pydantic models, output
+models replayed from history (``Message``, ``FunctionCall``) and plain dicts
+all work. Every unset field is omitted: many OpenAI-compatible servers reject
+unknown or ``null`` fields.
+
+Rules:
+
+- ``instructions`` first, as a system message; ``developer`` messages become
+  ``system`` unless ``ChatOptions.developer_role`` says otherwise.
+- Assistant ``output_text`` / ``refusal`` parts join into one content string;
+  ``function_call`` items become ``tool_calls`` of one assistant message
+  (consecutive calls merge, also into a directly preceding assistant message).
+- ``function_call_output`` → ``{"role": "tool", ...}``; array outputs become a
+  string when text-only, else content parts.
+- ``reasoning`` items are dropped (not portable to chat); ``input_file`` and
+  ``input_video`` are refused with a 400 naming the offending ``input`` path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from orgate.neutral import ModelRequest, TextFormat
+from orgate.protocol.errors import invalid_request
+
+
+@dataclass(slots=True, frozen=True)
+class ChatOptions:
+    """Per-deployment quirks of an OpenAI-compatible upstream."""
+
+    # "max_completion_tokens" for OpenAI o-series and newer servers
+    max_tokens_field: str = "max_tokens"
+    developer_role: str = "system"  # "developer" for upstreams that accept it
+    include_usage: bool = True  # ask for the usage chunk when streaming
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """Attribute or key access; enum members become their value."""
+    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of a schema-ish value (dict, Pydantic model, list)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json", by_alias=True, exclude_none=False)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _image_part(part: Any, param: str) -> dict[str, Any]:
+    url = _get(part, "image_url")
+    if not url:
+        file_id = _get(part, "file_id")
+        what = "file_id images are" if file_id else "an input_image without image_url is"
+        raise invalid_request(
+            f"{what} not supported by this model's upstream; send image_url (URL or data URL)",
+            param=param,
+            code="unsupported_content",
+        )
+    image: dict[str, Any] = {"url": url}
+    detail = _get(part, "detail")
+    if detail:
+        image["detail"] = detail
+    return {"type": "image_url", "image_url": image}
+
+
+def _unsupported(kind: str, param: str) -> Exception:
+    return invalid_request(
+        f"content of type '{kind}' is not supported by this model's upstream (openai-chat)",
+        param=param,
+        code="unsupported_content",
+    )
+
+
+def _user_content(content: Any, param: str) -> str | list[dict[str, Any]]:
+    """User content: a string stays a string; text-only parts stay parts (chat accepts both)."""
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content or ()):
+        kind = _get(part, "type")
+        where = f"{param}.content[{j}]"
+        if kind == "input_text" or kind == "output_text":
+            parts.append({"type": "text", "text": _get(part, "text", "")})
+        elif kind == "input_image":
+            parts.append(_image_part(part, where))
+        else:
+            raise _unsupported(str(kind), where)
+    return parts
+
+
+def _text_content(content: Any, param: str) -> str:
+    """System / developer / assistant content as one string (chat servers expect strings there)."""
+    if isinstance(content, str):
+        return content
+    pieces: list[str] = []
+    for j, part in enumerate(content or ()):
+        kind = _get(part, "type")
+        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+            pieces.append(_get(part, "text", ""))
+        elif kind == "refusal":
+            pieces.append(_get(part, "refusal", ""))
+        else:
+            raise _unsupported(str(kind), f"{param}.content[{j}]")
+    return "".join(pieces)
+
+
+def _tool_output(output: Any, param: str) -> str | list[dict[str, Any]]:
+    if isinstance(output, str):
+        return output
+    if output is None:
+        return ""
+    parts = _user_content(output, param.replace(".content", ".output"))
+    if isinstance(parts, list) and all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, Any]]:
+    """The chat ``messages`` array for the request's instructions and input items."""
+    messages: list[dict[str, Any]] = []
+    if request.instructions:
+        messages.append({"role": "system", "content": request.instructions})
+    # The assistant message that a following function_call may join (None once anything else intervenes).
+    open_assistant: dict[str, Any] | None = None
+    for i, item in enumerate(request.input):
+        param = f"input[{i}]"
+        kind = _get(item, "type")
+        role = _get(item, "role")
+        if kind == "function_call":
+            call = {
+                "id": _get(item, "call_id"),
+                "type": "function",
+                "function": {
+                    "name": _get(item, "name"),
+                    "arguments": _get(item, "arguments") or "",
+                },
+            }
+            if open_assistant is None:
+                open_assistant = {"role": "assistant", "tool_calls": [call]}
+                messages.append(open_assistant)
+            else:
+                open_assistant.setdefault("tool_calls", []).append(call)
+            continue
+        open_assistant = None
+        if kind == "function_call_output":
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": _get(item, "call_id"),
+                    "content": _tool_output(_get(item, "output"), f"{param}.content"),
+                }
+            )
+        elif kind in ("reasoning", "compaction", "compaction_summary"):
+            continue
+        elif kind == "item_reference":
+            raise invalid_request(
+                "item_reference must be resolved before the provider call", param=param
+            )
+        elif kind in ("message", None) and role is not None:
+            content = _get(item, "content")
+            if role == "user":
+                messages.append({"role": "user", "content": _user_content(content, param)})
+            elif role == "assistant":
+                open_assistant = {"role": "assistant", "content": _text_content(content, param)}
+                messages.append(open_assistant)
+            elif role == "system":
+                messages.append({"role": "system", "content": _text_content(content, param)})
+            elif role == "developer":
+                messages.append(
+                    {"role": options.developer_role, "content": _text_content(content, param)}
+                )
+            else:
+                raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
+        else:
+            raise invalid_request(
+                f"input items of type '{kind}' are not supported by this model's upstream (openai-chat)",
+                param=param,
+                code="unsupported_item",
+            )
+    return messages
+
+
+def _tool(tool: Any) -> dict[str, Any]:
+    kind = _get(tool, "type", "function")
+    if kind != "function":
+        raise invalid_request(
+            f"tools of type '{kind}' are not supported by this model's upstream (openai-chat)",
+            param="tools",
+            code="unsupported_tool",
+        )
+    function: dict[str, Any] = {"name": _get(tool, "name")}
+    description = _get(tool, "description")
+    if description is not None:
+        function["description"] = description
+    parameters = _get(tool, "parameters")
+    if parameters is not None:
+        function["parameters"] = _plain(parameters)
+    strict = _get(tool, "strict")
+    if strict is not None:
+        function["strict"] = strict
+    return {"type": "function", "function": function}
+
+
+def _named(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
+
+
+def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
+    """Set ``tools``, ``tool_choice`` and ``parallel_tool_calls`` on ``body``."""
+    tools = request.tools
+    choice = request.tool_choice
+    mapped_choice: Any = None
+    if choice is not None and not isinstance(choice, str | Enum):
+        kind = _get(choice, "type")
+        if kind == "allowed_tools":
+            allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
+            tools = [t for t in tools if _get(t, "name") in allowed]
+            mode = _get(choice, "mode") or "auto"
+            if not tools and mode == "required":
+                raise invalid_request(
+                    "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
+                )
+            if len(tools) == 1 and mode == "required":
+                mapped_choice = _named(_get(tools[0], "name"))
+            else:
+                mapped_choice = mode
+        elif kind == "function":
+            mapped_choice = _named(_get(choice, "name"))
+        else:
+            raise invalid_request(
+                f"tool_choice of type '{kind}' is not supported by this model's upstream",
+                param="tool_choice",
+            )
+    elif choice is not None:
+        mapped_choice = choice.value if isinstance(choice, Enum) else choice
+    if tools:
+        body["tools"] = [_tool(t) for t in tools]
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    if mapped_choice is not None and tools:
+        body["tool_choice"] = mapped_choice
+
+
+def map_response_format(fmt: TextFormat | None) -> dict[str, Any] | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    schema: dict[str, Any] = {"name": fmt.name or "response"}
+    if fmt.description is not None:
+        schema["description"] = fmt.description
+    if fmt.schema is not None:
+        schema["schema"] = fmt.schema
+    if fmt.strict is not None:
+        schema["strict"] = fmt.strict
+    return {"type": "json_schema", "json_schema": schema}
+
+
+def build_body(
+    request: ModelRequest, *, stream: bool = True, options: ChatOptions | None = None
+) -> dict[str, Any]:
+    """The Chat Completions request body for ``request`` (a dict ready for ``orjson.dumps``)."""
+    options = options or ChatOptions()
+    body: dict[str, Any] = {"model": request.model, "messages": map_messages(request, options)}
+    map_tools(request, body)
+    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "user"):
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    if request.max_output_tokens is not None:
+        body[options.max_tokens_field] = request.max_output_tokens
+    response_format = map_response_format(request.text_format)
+    if response_format is not None:
+        body["response_format"] = response_format
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.reasoning_effort is not None:
+        body["reasoning_effort"] = request.reasoning_effort
+    if request.prompt_cache_key is not None:
+        body["prompt_cache_key"] = request.prompt_cache_key
+    if stream:
+        body["stream"] = True
+        if options.include_usage:
+            body["stream_options"] = {"include_usage": True}
+    return body

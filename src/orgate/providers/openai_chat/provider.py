@@ -1,0 +1,110 @@
+"""The I/O piece of the ``openai-chat`` provider: POST ``/chat/completions``, feed the decoder.
+
+Always streams from the upstream (``stream: true``), for both streaming and
+non-streaming clients: one code path, the engine drains the same events either
+way, and the first token arrives as early as the upstream sends it. An
+upstream that ignores ``stream`` and answers ``application/json`` is decoded
+with ``decode_completion``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import orjson
+
+from orgate.neutral import Deployment, ModelEvent, ModelRequest
+from orgate.protocol.errors import ApiError
+from orgate.providers.http import HttpPool, client_error, timeout_for, truncated
+from orgate.providers.openai_chat.decoder import (
+    ChatStreamDecoder,
+    decode_completion,
+    invalid_response,
+)
+from orgate.providers.openai_chat.errors import http_error
+from orgate.providers.openai_chat.mapping import ChatOptions, build_body
+
+DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after [DONE]
+
+
+def completions_url(base_url: str) -> str:
+    """``{base_url}/chat/completions`` (a base URL already ending in it is used as is)."""
+    base = base_url.rstrip("/")
+    if base.endswith("/chat/completions"):
+        return base
+    return base + "/chat/completions"
+
+
+class OpenAIChatProvider:
+    """One OpenAI-compatible Chat Completions deployment."""
+
+    def __init__(
+        self, deployment: Deployment, pool: HttpPool, options: ChatOptions | None = None
+    ) -> None:
+        self.deployment = deployment
+        self.options = options or ChatOptions()
+        self._pool = pool
+        self._url = completions_url(deployment.base_url)
+        self._timeout = timeout_for(deployment)
+        headers = {"Content-Type": "application/json"}
+        if deployment.api_key:
+            headers["Authorization"] = f"Bearer {deployment.api_key}"
+        headers.update(deployment.headers)
+        self._headers = headers
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
+        deployment = self.deployment
+        payload = orjson.dumps(build_body(request, stream=True, options=self.options))
+        decoder = ChatStreamDecoder(deployment.name)
+        session = self._pool.session(deployment)
+        try:
+            async with session.post(
+                self._url, data=payload, headers=self._headers, timeout=self._timeout
+            ) as resp:
+                if resp.status >= 400:
+                    raise http_error(resp.status, await resp.read(), resp.headers, deployment.name)
+                content_type = resp.headers.get("Content-Type", "")
+                if "json" in content_type and "event-stream" not in content_type:
+                    raw = await resp.read()
+                    try:
+                        body = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        raise invalid_response(deployment.name, "the body is not JSON") from None
+                    for event in decode_completion(body, deployment.name):
+                        yield event
+                    return
+                feed = decoder.feed
+                try:
+                    async for chunk in resp.content.iter_any():
+                        for event in feed(chunk):
+                            yield event
+                        if decoder.done:
+                            break
+                except aiohttp.ClientPayloadError as exc:
+                    if decoder.finish_reason is None:
+                        raise truncated(deployment, "the connection was closed mid-stream") from exc
+                    # the answer was complete (finish_reason seen); only [DONE] / usage got lost
+                for event in decoder.close():
+                    yield event
+                if not resp.content.at_eof():
+                    await _drain(resp)
+        except ApiError:
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise client_error(exc, deployment) from exc
+
+    async def aclose(self) -> None:
+        """Nothing of its own to close: the pool's owner closes the pool."""
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    """Read what follows ``[DONE]`` (normally just the chunked terminator) so the connection is reused."""
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            while await resp.content.readany():
+                pass
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass

@@ -1,0 +1,1 @@
+"""Fake upstream servers speaking real provider protocols, over loopback."""

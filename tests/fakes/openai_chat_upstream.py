@@ -1,0 +1,628 @@
+"""A fake OpenAI-compatible Chat Completions server over loopback, speaking the real wire format.
+
+``/v1/chat/completions`` (streamed ``chat.completion.chunk`` SSE or one
+``chat.completion``) and ``/v1/models``. What it answers is scripted per test:
+queue ``Script`` / ``Raw`` replies (``fake.enqueue(...)``) or set a
+``handler(body) -> reply``; with neither, it echoes the last user message.
+Every request is recorded (``fake.requests``: path, headers, parsed body, and
+whether the client went away before the reply was complete).
+
+Async use::
+
+    async with FakeOpenAIChat(text("Hello there")) as fake:
+        fake.base_url  # "http://127.0.0.1:<port>/v1"
+
+Sync use (a server-level test running orgate in a subprocess)::
+
+    with FakeOpenAIChat.start_in_thread(text("hi")) as fake:
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+MODEL = "fake-model"
+
+
+@dataclass
+class Script:
+    """A scripted Chat Completions answer, streamed or not, with failure knobs.
+
+    ``tool_calls`` are ``(name, arguments_json)`` pairs; each call's arguments
+    are streamed in ``fragments`` pieces after a first piece carrying id and
+    name (``interleave`` sends the pieces of parallel calls round-robin,
+    ``one_chunk`` sends every call whole in one piece). Text is streamed word
+    by word. Failure knobs count content chunks sent before acting.
+    """
+
+    content: str | None = "Hello!"
+    reasoning: str | None = None
+    refusal: str | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    finish_reason: str | None = None  # default: "tool_calls" if tool calls else "stop"
+    usage: dict[str, Any] | None = None  # default: computed
+    fragments: int = 3
+    interleave: bool = False
+    one_chunk: bool = False
+    delay: float = 0.0  # seconds between chunks
+    status: int = 200
+    error: dict[str, Any] | None = None  # error object of a non-200 reply
+    headers: dict[str, str] = field(default_factory=dict)
+    stall_before_headers: float = 0.0  # seconds of silence before the status line
+    stall_after: int | None = None  # stop sending after N chunks (connection held open)
+    stall_seconds: float = 30.0
+    cut_after: int | None = None  # abort the TCP connection after N chunks
+    garbage_after: int | None = None  # send a non-JSON data line after N chunks
+    done: bool = True  # send ``data: [DONE]``
+
+
+@dataclass
+class Raw:
+    """Exact bytes to send, in these network chunks, with an optional pause between them."""
+
+    chunks: list[bytes]
+    status: int = 200
+    content_type: str = "text/event-stream"
+    delay: float = 0.0
+
+
+Reply = Script | Raw
+
+
+def text(content: str, **kw: Any) -> Script:
+    """Plain text, streamed word by word."""
+    return Script(content=content, **kw)
+
+
+def tool_calls(*calls: tuple[str, str], content: str | None = None, **kw: Any) -> Script:
+    """One or more (parallel) function calls, arguments split across chunks."""
+    return Script(content=content, tool_calls=list(calls), **kw)
+
+
+def http_error(
+    status: int,
+    message: str = "upstream failure",
+    *,
+    type: str = "server_error",
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Script:
+    """An HTTP error reply with an OpenAI error body."""
+    error = {"message": message, "type": type, "param": None, "code": code}
+    return Script(status=status, error=error, headers=headers or {})
+
+
+def rate_limited(retry_after: str = "7") -> Script:
+    return http_error(
+        429,
+        "Rate limit reached for requests",
+        type="rate_limit_exceeded",
+        code="rate_limit_exceeded",
+        headers={"Retry-After": retry_after},
+    )
+
+
+def stall(seconds: float = 30.0, *, after: int = 1) -> Script:
+    """Send ``after`` chunks, then nothing for ``seconds`` (a read timeout on the client)."""
+    return Script(content="one two three four", stall_after=after, stall_seconds=seconds)
+
+
+def cut(content: str = "one two three four", *, after: int = 2) -> Script:
+    """Abort the connection after ``after`` chunks: no finish_reason, no [DONE]."""
+    return Script(content=content, cut_after=after)
+
+
+def garbage(*, after: int = 1) -> Script:
+    return Script(content="one two three", garbage_after=after)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    peer: Any = None  # the client's (host, port): same port = same kept-alive connection
+    disconnected: bool = False  # the client went away before the reply was complete
+    completed: bool = False  # the whole reply was written
+
+
+def _words(content: str) -> list[str]:
+    return re.findall(r"\s*\S+", content) or ([content] if content else [])
+
+
+def _split(s: str, n: int) -> list[str]:
+    if n <= 1 or len(s) <= 1:
+        return [s]
+    size = max(1, -(-len(s) // n))
+    return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+def _usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": reasoning,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    count = 0
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        if isinstance(content, str):
+            count += len(content.split())
+        elif isinstance(content, list):
+            count += sum(len(str(p.get("text", "")).split()) for p in content)
+    return count + 3
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or ()):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return ""
+
+
+class _Stream:
+    """Writes the chunks of one streamed answer, honouring a Script's failure knobs."""
+
+    def __init__(self, fake: FakeOpenAIChat, request: web.Request, record: RecordedRequest) -> None:
+        self.fake = fake
+        self.request = request
+        self.record = record
+        self.response: web.StreamResponse | None = None
+        self.sent = 0
+
+    def closing(self) -> bool:
+        transport = self.request.transport
+        return transport is None or transport.is_closing()
+
+    async def write(self, data: bytes) -> None:
+        assert self.response is not None
+        try:
+            await self.response.write(data)
+        except (ConnectionError, RuntimeError) as exc:
+            self.record.disconnected = True
+            raise _ClientGone from exc
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class FakeOpenAIChat:
+    """The fake upstream. Use as ``async with``, or ``start_in_thread()`` for sync tests."""
+
+    def __init__(
+        self,
+        *replies: Reply,
+        handler: Callable[[dict[str, Any]], Reply] | None = None,
+        model: str = MODEL,
+    ) -> None:
+        self.replies: deque[Reply] = deque(replies)
+        self.handler = handler
+        self.model = model
+        self.requests: list[RecordedRequest] = []
+        self.port = 0
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- scripting ------------------------------------------------------------------
+
+    def enqueue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the chat completion requests received, in order."""
+        return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def _next(self, body: dict[str, Any]) -> Reply:
+        if self.replies:
+            return self.replies.popleft()
+        if self.handler is not None:
+            return self.handler(body)
+        return text(f"You said: {last_user_text(body)}")
+
+    async def wait_disconnected(self, index: int = -1, timeout: float = 5.0) -> bool:
+        """Wait until request ``index`` is marked disconnected (True) or the timeout passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.requests and self.requests[index].disconnected:
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(
+            self._app(), handle_signals=False, access_log=None, shutdown_timeout=0.1
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeOpenAIChat:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @classmethod
+    def start_in_thread(
+        cls,
+        *replies: Reply,
+        handler: Callable[[dict[str, Any]], Reply] | None = None,
+        model: str = MODEL,
+    ) -> FakeOpenAIChat:
+        """Run a fake in a background thread with its own loop; stop it with ``stop_thread()``."""
+        fake = cls(*replies, handler=handler, model=model)
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            fake._loop = loop
+            try:
+                loop.run_until_complete(fake.start())
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(fake.stop())
+            loop.close()
+
+        fake._thread = threading.Thread(target=run, name="fake-openai-chat", daemon=True)
+        fake._thread.start()
+        ready.wait(10)
+        if failure:
+            raise failure[0]
+        return fake
+
+    def stop_thread(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIChat:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_thread()
+
+    # -- handlers ------------------------------------------------------------------
+
+    async def _models(self, request: web.Request) -> web.Response:
+        data = {
+            "object": "list",
+            "data": [
+                {"id": self.model, "object": "model", "created": 1700000000, "owned_by": "fake"}
+            ],
+        }
+        return web.Response(body=orjson.dumps(data), content_type="application/json")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = raw
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        record = RecordedRequest(request.method, request.path, dict(request.headers), body, peer)
+        self.requests.append(record)
+        if not isinstance(body, dict):
+            return self._error_response(
+                400, {"message": "body is not JSON", "type": "invalid_request_error"}, {}
+            )
+        reply = self._next(body)
+        try:
+            if isinstance(reply, Raw):
+                return await self._raw(request, reply, record)
+            if reply.stall_before_headers:
+                await self._sleep_watching(request, record, reply.stall_before_headers)
+            if reply.status != 200:
+                record.completed = True
+                return self._error_response(reply.status, reply.error or {}, reply.headers)
+            if body.get("stream"):
+                return await self._stream(request, body, reply, record)
+            record.completed = True
+            return web.Response(
+                body=orjson.dumps(self._completion(body, reply)),
+                content_type="application/json",
+                headers=reply.headers,
+            )
+        except _ClientGone:
+            return web.Response(status=499)
+
+    @staticmethod
+    def _error_response(
+        status: int, error: dict[str, Any], headers: dict[str, str]
+    ) -> web.Response:
+        return web.Response(
+            status=status,
+            body=orjson.dumps({"error": error}),
+            content_type="application/json",
+            headers=headers,
+        )
+
+    async def _sleep_watching(
+        self, request: web.Request, record: RecordedRequest, seconds: float
+    ) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                record.disconnected = True
+                raise _ClientGone
+            await asyncio.sleep(0.01)
+
+    async def _raw(
+        self, request: web.Request, reply: Raw, record: RecordedRequest
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=reply.status, headers={"Content-Type": reply.content_type}
+        )
+        await response.prepare(request)
+        stream = _Stream(self, request, record)
+        stream.response = response
+        try:
+            for i, chunk in enumerate(reply.chunks):
+                if i and reply.delay:
+                    await self._sleep_watching(request, record, reply.delay)
+                await stream.write(chunk)
+            await response.write_eof()
+        except _ClientGone:
+            return response
+        record.completed = True
+        return response
+
+    # -- wire format ---------------------------------------------------------------
+
+    def _chunk_base(self, cid: str, created: int, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body.get("model") or self.model,
+            "system_fingerprint": "fp_fake",
+        }
+
+    def _deltas(self, reply: Script) -> list[dict[str, Any]]:
+        """The ``delta`` objects of a streamed answer (without the final finish chunk)."""
+        deltas: list[dict[str, Any]] = []
+        first: dict[str, Any] = {
+            "role": "assistant",
+            "content": "" if reply.content else None,
+            "refusal": None,
+        }
+        deltas.append(first)
+        for piece in _words(reply.reasoning or ""):
+            deltas.append({"reasoning_content": piece})
+        for piece in _words(reply.content or ""):
+            deltas.append({"content": piece})
+        for piece in _words(reply.refusal or ""):
+            deltas.append({"refusal": piece})
+        calls = reply.tool_calls
+        if calls:
+            ids = [f"call_{uuid.uuid4().hex[:24]}" for _ in calls]
+            if reply.one_chunk:
+                for i, (name, args) in enumerate(calls):
+                    deltas.append(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": i,
+                                    "id": ids[i],
+                                    "type": "function",
+                                    "function": {"name": name, "arguments": args},
+                                }
+                            ]
+                        }
+                    )
+            else:
+                heads = [
+                    {
+                        "tool_calls": [
+                            {
+                                "index": i,
+                                "id": ids[i],
+                                "type": "function",
+                                "function": {"name": name, "arguments": ""},
+                            }
+                        ]
+                    }
+                    for i, (name, _args) in enumerate(calls)
+                ]
+                tails = [
+                    [
+                        {"tool_calls": [{"index": i, "function": {"arguments": frag}}]}
+                        for frag in _split(args, reply.fragments)
+                    ]
+                    for i, (_name, args) in enumerate(calls)
+                ]
+                if reply.interleave:
+                    deltas.extend(heads)
+                    longest = max(len(t) for t in tails)
+                    for j in range(longest):
+                        deltas.extend(t[j] for t in tails if j < len(t))
+                else:
+                    for head, tail in zip(heads, tails, strict=True):
+                        deltas.append(head)
+                        deltas.extend(tail)
+        return deltas
+
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], reply: Script, record: RecordedRequest
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                **reply.headers,
+            },
+        )
+        await response.prepare(request)
+        stream = _Stream(self, request, record)
+        stream.response = response
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        cid = f"chatcmpl-{uuid.uuid4().hex[:29]}"
+        created = int(time.time())
+        base = self._chunk_base(cid, created, body)
+        deltas = self._deltas(reply)
+        finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        chunks: list[dict[str, Any]] = []
+        for delta in deltas:
+            chunk = {
+                **base,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
+            }
+            if include_usage:
+                chunk["usage"] = None
+            chunks.append(chunk)
+        last = {
+            **base,
+            "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}],
+        }
+        if include_usage:
+            last["usage"] = None
+        chunks.append(last)
+        if include_usage:
+            usage = reply.usage or _usage(_prompt_tokens(body), len(deltas) - 1)
+            chunks.append({**base, "choices": [], "usage": usage})
+
+        try:
+            await self._send(request, record, stream, reply, chunks)
+        except _ClientGone:
+            return response
+        return response
+
+    async def _send(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        stream: _Stream,
+        reply: Script,
+        chunks: list[dict[str, Any]],
+    ) -> None:
+        assert stream.response is not None
+        for n, chunk in enumerate(chunks):
+            if n and reply.delay:
+                await self._sleep_watching(request, record, reply.delay)
+            if reply.cut_after is not None and n >= reply.cut_after:
+                transport = request.transport
+                if transport is not None:
+                    transport.abort()
+                return
+            if reply.garbage_after is not None and n == reply.garbage_after:
+                await stream.write(b"data: {this is not json\n\n")
+            if reply.stall_after is not None and n == reply.stall_after:
+                await self._sleep_watching(request, record, reply.stall_seconds)
+            await stream.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        if reply.done:
+            await stream.write(b"data: [DONE]\n\n")
+        if stream.closing():
+            record.disconnected = True
+            raise _ClientGone
+        await stream.response.write_eof()
+        record.completed = True
+
+    def _completion(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.content,
+            "refusal": reply.refusal,
+            "annotations": [],
+        }
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": {"name": n, "arguments": a},
+                }
+                for n, a in reply.tool_calls
+            ]
+        finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        completion_tokens = len(_words(reply.content or "")) + 10 * len(reply.tool_calls)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:29]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            ],
+            "usage": reply.usage or _usage(_prompt_tokens(body), completion_tokens),
+            "service_tier": "default",
+        }
+
+
+__all__ = [
+    "MODEL",
+    "FakeOpenAIChat",
+    "Raw",
+    "RecordedRequest",
+    "Reply",
+    "Script",
+    "cut",
+    "garbage",
+    "http_error",
+    "last_user_text",
+    "rate_limited",
+    "stall",
+    "text",
+    "tool_calls",
+]

@@ -1,0 +1,375 @@
+"""Pure mapping tests: ModelRequest (with real protocol input models) → Chat Completions body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from orgate.neutral import ModelRequest, TextFormat
+from orgate.protocol import (
+    AllowedToolsParam,
+    AssistantMessageItemParam,
+    DeveloperMessageItemParam,
+    FunctionCallItemParam,
+    FunctionCallOutputItemParam,
+    FunctionToolParam,
+    InputFileContentParam,
+    InputImageContentParamAutoParam,
+    InputTextContentParam,
+    OutputTextContentParam,
+    ReasoningItemParam,
+    RefusalContentParam,
+    SpecificFunctionParam,
+    SystemMessageItemParam,
+    UserMessageItemParam,
+)
+from orgate.protocol.errors import ApiError
+from orgate.providers.openai_chat import ChatOptions, build_body
+
+WEATHER = FunctionToolParam(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    strict=True,
+)
+TIME = FunctionToolParam(name="get_time", parameters={"type": "object", "properties": {}})
+
+
+def req(*items: Any, **kw: Any) -> ModelRequest:
+    return ModelRequest(model="up-model", input=list(items), **kw)
+
+
+def user(content: Any) -> UserMessageItemParam:
+    return UserMessageItemParam(content=content)
+
+
+def test_minimal_body_omits_every_unset_field() -> None:
+    body = build_body(req(user("hi")), stream=False)
+    assert body == {"model": "up-model", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_stream_asks_for_usage() -> None:
+    body = build_body(req(user("hi")))
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    body = build_body(req(user("hi")), options=ChatOptions(include_usage=False))
+    assert "stream_options" not in body
+
+
+def test_instructions_come_first_as_system() -> None:
+    body = build_body(
+        req(SystemMessageItemParam(content="sys"), user("hi"), instructions="be brief"),
+        stream=False,
+    )
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+    ]
+
+
+def test_developer_maps_to_system_by_default_and_is_configurable() -> None:
+    item = DeveloperMessageItemParam(content=[InputTextContentParam(text="rules")])
+    assert build_body(req(item), stream=False)["messages"] == [
+        {"role": "system", "content": "rules"}
+    ]
+    opts = ChatOptions(developer_role="developer")
+    assert build_body(req(item), stream=False, options=opts)["messages"][0]["role"] == "developer"
+
+
+def test_user_parts_text_and_images() -> None:
+    item = user(
+        [
+            InputTextContentParam(text="what is this?"),
+            InputImageContentParamAutoParam(image_url="https://x.test/cat.png", detail="low"),
+            InputImageContentParamAutoParam(image_url="data:image/png;base64,iVBORw0KGgo="),
+        ]
+    )
+    assert build_body(req(item), stream=False)["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://x.test/cat.png", "detail": "low"},
+                },
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ],
+        }
+    ]
+
+
+def test_input_file_is_refused_with_param() -> None:
+    item = user(
+        [InputTextContentParam(text="read"), InputFileContentParam(file_url="https://x/f.pdf")]
+    )
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("first"), item))
+    assert err.value.status == 400
+    assert err.value.param == "input[1].content[1]"
+    assert "input_file" in err.value.message
+
+
+def test_image_without_url_is_refused() -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user([InputImageContentParamAutoParam()])))
+    assert err.value.status == 400 and err.value.param == "input[0].content[0]"
+
+
+def test_assistant_history_parts_join_into_a_string() -> None:
+    body = build_body(
+        req(
+            user("hi"),
+            AssistantMessageItemParam(
+                content=[
+                    OutputTextContentParam(text="Hello "),
+                    OutputTextContentParam(text="there"),
+                ]
+            ),
+            AssistantMessageItemParam(content=[RefusalContentParam(refusal="I can't")]),
+            user("again"),
+        ),
+        stream=False,
+    )
+    assert body["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello there"},
+        {"role": "assistant", "content": "I can't"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+def test_function_calls_merge_into_one_assistant_message_with_preceding_text() -> None:
+    body = build_body(
+        req(
+            user("weather in Paris and the time?"),
+            AssistantMessageItemParam(content="Let me check."),
+            FunctionCallItemParam(call_id="c1", name="get_weather", arguments='{"city":"Paris"}'),
+            FunctionCallItemParam(call_id="c2", name="get_time", arguments="{}"),
+            FunctionCallOutputItemParam(call_id="c1", output='{"temp":21}'),
+            FunctionCallOutputItemParam(
+                call_id="c2",
+                output=[InputTextContentParam(text="12:"), InputTextContentParam(text="00")],
+            ),
+            ReasoningItemParam(summary=[]),
+            FunctionCallItemParam(call_id="c3", name="get_time", arguments="{}"),
+        ),
+        stream=False,
+    )
+    assert body["messages"] == [
+        {"role": "user", "content": "weather in Paris and the time?"},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": "{}"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"temp":21}'},
+        {"role": "tool", "tool_call_id": "c2", "content": "12:00"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "c3",
+                    "type": "function",
+                    "function": {"name": "get_time", "arguments": "{}"},
+                }
+            ],
+        },
+    ]
+
+
+def test_tool_output_with_image_keeps_content_parts() -> None:
+    body = build_body(
+        req(
+            FunctionCallItemParam(call_id="c1", name="shot", arguments="{}"),
+            FunctionCallOutputItemParam(
+                call_id="c1",
+                output=[
+                    InputTextContentParam(text="here"),
+                    InputImageContentParamAutoParam(image_url="https://x/i.png"),
+                ],
+            ),
+        ),
+        stream=False,
+    )
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "here"},
+        {"type": "image_url", "image_url": {"url": "https://x/i.png"}},
+    ]
+
+
+def test_replayed_output_models_and_dicts_work() -> None:
+    from orgate.protocol import FunctionCall, Message
+
+    message = Message.model_validate(
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok", "annotations": [], "logprobs": []}],
+        }
+    )
+    call = FunctionCall(id="fc_1", call_id="c9", name="f", arguments="{}", status="completed")
+    raw = {"type": "function_call_output", "call_id": "c9", "output": "done"}
+    msgs = build_body(req(message, call, raw), stream=False)["messages"]
+    assert msgs == [
+        {
+            "role": "assistant",
+            "content": "ok",
+            "tool_calls": [
+                {"id": "c9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c9", "content": "done"},
+    ]
+
+
+@dataclass
+class LocalItem:
+    """A duck-typed item (what a test may build without the protocol models)."""
+
+    type: str
+    role: str
+    content: Any
+
+
+def test_duck_typed_items() -> None:
+    msgs = build_body(req(LocalItem("message", "user", "hey")), stream=False)["messages"]
+    assert msgs == [{"role": "user", "content": "hey"}]
+
+
+def test_tools_and_tool_choice_values() -> None:
+    body = build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice="required"), stream=False)
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather for a city",
+                "parameters": WEATHER.parameters,
+                "strict": True,
+            },
+        },
+        {"type": "function", "function": {"name": "get_time", "parameters": TIME.parameters}},
+    ]
+    assert body["tool_choice"] == "required"
+    for choice in ("auto", "none"):
+        assert build_body(req(user("x"), tools=[TIME], tool_choice=choice))["tool_choice"] == choice
+
+
+def test_named_function_choice() -> None:
+    body = build_body(
+        req(user("x"), tools=[WEATHER, TIME], tool_choice=SpecificFunctionParam(name="get_time"))
+    )
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+
+
+def test_allowed_tools_restricts_the_list_and_maps_mode() -> None:
+    choice = AllowedToolsParam(tools=[SpecificFunctionParam(name="get_time")], mode="required")
+    body = build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_time"]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get_time"}}
+
+    choice = AllowedToolsParam(
+        tools=[SpecificFunctionParam(name="get_time"), SpecificFunctionParam(name="get_weather")],
+    )
+    body = build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_weather", "get_time"]
+    assert body["tool_choice"] == "auto"
+
+    choice = AllowedToolsParam(
+        tools=[SpecificFunctionParam(name="get_time"), SpecificFunctionParam(name="get_weather")],
+        mode="required",
+    )
+    assert (
+        build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))["tool_choice"]
+        == "required"
+    )
+
+
+def test_no_tools_means_no_tool_fields() -> None:
+    body = build_body(req(user("x"), tool_choice="none", parallel_tool_calls=False))
+    assert "tools" not in body and "tool_choice" not in body and "parallel_tool_calls" not in body
+
+
+def test_parallel_tool_calls_only_with_tools() -> None:
+    body = build_body(req(user("x"), tools=[TIME], parallel_tool_calls=False))
+    assert body["parallel_tool_calls"] is False
+
+
+def test_sampling_and_misc_fields() -> None:
+    body = build_body(
+        req(
+            user("x"),
+            temperature=0.2,
+            top_p=0.9,
+            presence_penalty=0.1,
+            frequency_penalty=-0.1,
+            max_output_tokens=64,
+            user="u-1",
+            stop=["END"],
+            reasoning_effort="low",
+            prompt_cache_key="k1",
+            metadata={"a": "b"},
+        ),
+        stream=False,
+    )
+    assert body == {
+        "model": "up-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "presence_penalty": 0.1,
+        "frequency_penalty": -0.1,
+        "max_tokens": 64,
+        "user": "u-1",
+        "stop": ["END"],
+        "reasoning_effort": "low",
+        "prompt_cache_key": "k1",
+    }
+    body = build_body(
+        req(user("x"), max_output_tokens=8),
+        options=ChatOptions(max_tokens_field="max_completion_tokens"),
+    )
+    assert body["max_completion_tokens"] == 8 and "max_tokens" not in body
+
+
+def test_response_format() -> None:
+    assert "response_format" not in build_body(req(user("x"), text_format=TextFormat()))
+    body = build_body(req(user("x"), text_format=TextFormat(type="json_object")))
+    assert body["response_format"] == {"type": "json_object"}
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    fmt = TextFormat(
+        type="json_schema", name="thing", schema=schema, strict=True, description="a thing"
+    )
+    body = build_body(req(user("x"), text_format=fmt))
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "thing",
+            "description": "a thing",
+            "schema": schema,
+            "strict": True,
+        },
+    }
+
+
+def test_unknown_item_type_is_refused() -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("x"), {"type": "web_search_call", "id": "ws_1"}))
+    assert err.value.status == 400 and err.value.param == "input[1]"
