@@ -41,6 +41,7 @@ class Turn:
     store: bool = True
     background: bool = False
     user: str | None = None
+    warnings: list[str] = field(default_factory=list)  # gate findings under policy=warn
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
@@ -186,6 +187,7 @@ def build_turn(
         frequency_penalty=body.frequency_penalty,
         max_output_tokens=body.max_output_tokens,
         parallel_tool_calls=body.parallel_tool_calls,
+        max_tool_calls=body.max_tool_calls,
         text_format=fmt,
         reasoning_effort=reasoning.effort if reasoning else None,
         reasoning_summary=reasoning.summary if reasoning else None,

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
+from orgate.engine.input_gate import Policy, check_context
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol import CreateResponseBody
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
@@ -67,10 +68,12 @@ class ResponsesService:
         deployments: Mapping[str, Deployment],
         providers: ProviderFactory,
         store: HistoryStore | None = None,
+        gate_policy: Policy = "enforce",
     ) -> None:
         self.deployments = deployments
         self.providers = providers
         self.store = store
+        self.gate_policy: Policy = gate_policy
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
@@ -80,7 +83,7 @@ class ResponsesService:
             raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.", code="model_not_found", param="model")
         return deployment
 
-    async def prepare(self, body: CreateResponseBody, caller: Caller) -> Turn:
+    async def prepare(self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None) -> Turn:
         deployment = self.resolve(body.model, caller)
         new_input = await self._resolve_references(normalize_input(body), caller)
         history: list[Any] = []
@@ -94,7 +97,11 @@ class ResponsesService:
             if stored is None:
                 raise not_found(f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id")
             history = items_from_wire(stored)
-        return build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
+        warnings = [] if warnings is None else warnings
+        check_context(history, new_input, self.gate_policy, warnings)
+        turn = build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
+        turn.warnings = warnings
+        return turn
 
     async def _resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         if not any(getattr(item, "type", "") in ("item_reference", None) and not hasattr(item, "role") for item in items):
@@ -110,9 +117,9 @@ class ResponsesService:
             resolved.extend(items_from_wire([found]))
         return resolved
 
-    async def create(self, body: CreateResponseBody, caller: Caller) -> ResponseStream:
+    async def create(self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
-        turn = await self.prepare(body, caller)
+        turn = await self.prepare(body, caller, warnings)
         provider = self.providers(turn.deployment)
         upstream = provider.stream(turn.request)
         try:

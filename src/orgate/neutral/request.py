@@ -45,6 +45,7 @@ class ModelRequest:
     frequency_penalty: float | None = None
     max_output_tokens: int | None = None
     parallel_tool_calls: bool | None = None
+    max_tool_calls: int | None = None
     text_format: TextFormat | None = None
     reasoning_effort: str | None = None
     reasoning_summary: str | None = None

@@ -95,7 +95,8 @@ class BuiltinProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         last = request.input[-1] if request.input else None
         last_user = next(
-            (item for item in reversed(request.input) if getattr(item, "role", None) == "user"), None
+            (item for item in reversed(request.input) if getattr(item, "role", None) == "user"),
+            None,
         )
         prompt = _text_of(getattr(last_user, "content", None))
         last_is_user = last is not None and last is last_user
@@ -171,13 +172,16 @@ class BuiltinProvider:
 
     # --- choices ---------------------------------------------------------------------------
 
-    def _answer(self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]) -> str:
+    def _answer(
+        self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]
+    ) -> str:
         if getattr(last, "type", None) == "function_call_output":
             name = next(
                 (
                     item.name
                     for item in request.input
-                    if getattr(item, "type", None) == "function_call" and item.call_id == last.call_id
+                    if getattr(item, "type", None) == "function_call"
+                    and item.call_id == last.call_id
                 ),
                 "the tool",
             )
@@ -191,10 +195,14 @@ class BuiltinProvider:
                 value = _break_value(value)
             return json.dumps(value, ensure_ascii=False)
         if fmt is not None and fmt.type == "json_object":
-            return json.dumps({"echo": 12.5 if "bad-json" in directives else prompt}, ensure_ascii=False)
+            return json.dumps(
+                {"echo": 12.5 if "bad-json" in directives else prompt}, ensure_ascii=False
+            )
         return prompt if prompt.strip() else "(no text)"
 
-    def _pick_tool(self, request: ModelRequest, prompt: str) -> tuple[str, dict[str, Any] | None] | None:
+    def _pick_tool(
+        self, request: ModelRequest, prompt: str
+    ) -> tuple[str, dict[str, Any] | None] | None:
         tools = [t for t in request.tools if getattr(t, "type", "function") == "function"]
         if not tools:
             return None
@@ -250,5 +258,3 @@ def _break_value(value: Any) -> Any:
 def _schema_breaking_arguments(schema: dict[str, Any] | None) -> str:
     value = example_for(schema or {"type": "object"}, "x")
     return json.dumps(_break_value(value if isinstance(value, dict) else {}))
-
-

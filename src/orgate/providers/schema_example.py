@@ -68,7 +68,9 @@ class _Maker:
         for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if isinstance(options, list) and options:
-                non_null = [o for o in options if not (isinstance(o, dict) and o.get("type") == "null")]
+                non_null = [
+                    o for o in options if not (isinstance(o, dict) and o.get("type") == "null")
+                ]
                 return self.make((non_null or options)[0], depth + 1)
         kind = schema.get("type")
         if isinstance(kind, list):
@@ -92,12 +94,20 @@ class _Maker:
         for name in required:
             if name not in value:
                 extra = schema.get("additionalProperties")
-                value[name] = self.make(extra if isinstance(extra, dict) else {"type": "string"}, depth + 1)
+                value[name] = self.make(
+                    extra if isinstance(extra, dict) else {"type": "string"}, depth + 1
+                )
         minimum = schema.get("minProperties")
-        if isinstance(minimum, int) and len(value) < minimum and schema.get("additionalProperties") is not False:
+        if (
+            isinstance(minimum, int)
+            and len(value) < minimum
+            and schema.get("additionalProperties") is not False
+        ):
             extra = schema.get("additionalProperties")
             for i in range(minimum - len(value)):
-                value[f"key{i}"] = self.make(extra if isinstance(extra, dict) else {"type": "string"}, depth + 1)
+                value[f"key{i}"] = self.make(
+                    extra if isinstance(extra, dict) else {"type": "string"}, depth + 1
+                )
         return value
 
     def _array(self, schema: dict[str, Any], depth: int) -> Any:
@@ -158,7 +168,13 @@ class _Maker:
         if isinstance(high, int | float) and value > high:
             value = high
         if isinstance(ex_high, int | float) and value >= ex_high:
-            value = ex_high - 1 if integer or ex_high - 1 > (ex_low if isinstance(ex_low, int | float) else low or float("-inf")) else (ex_high + (ex_low or 0)) / 2
+            value = (
+                ex_high - 1
+                if integer
+                or ex_high - 1
+                > (ex_low if isinstance(ex_low, int | float) else low or float("-inf"))
+                else (ex_high + (ex_low or 0)) / 2
+            )
         step = schema.get("multipleOf")
         if isinstance(step, int | float) and step > 0:
             value = step * max(1, round(value / step))
@@ -179,7 +195,19 @@ def _match_pattern(pattern: str, text: str) -> str:
         compiled = re.compile(pattern)
     except re.error:
         return text
-    candidates = [text, "example", "a", "A", "0", "abc", "ABC", "a1", "x-1", "2026-01-01", "user@example.com"]
+    candidates = [
+        text,
+        "example",
+        "a",
+        "A",
+        "0",
+        "abc",
+        "ABC",
+        "a1",
+        "x-1",
+        "2026-01-01",
+        "user@example.com",
+    ]
     for candidate in candidates:
         if compiled.search(candidate):
             return candidate

@@ -18,7 +18,9 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys
 from orgate.engine.service import ResponsesService
-from orgate.neutral import Deployment
+from orgate.engine.tool_guard import ToolGuard
+from orgate.gate import SchemaCache
+from orgate.neutral import Deployment, Provider
 from orgate.protocol.errors import ApiError
 from orgate.providers import ProviderRegistry
 from orgate.server import routes
@@ -49,8 +51,13 @@ class Services:
 def build_services(settings: Settings) -> Services:
     keys = resolve_api_keys(settings)
     table = deployments(settings)
-    providers = ProviderRegistry()
-    responses = ResponsesService(table, providers, store=None)
+    schema_cache = SchemaCache()
+
+    def guard(provider: Provider, deployment: Deployment) -> Provider:
+        return ToolGuard(provider, policy=settings.gate.policy, retries=settings.gate.tool_retries, cache=schema_cache)
+
+    providers = ProviderRegistry(wrap=guard)
+    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy)
     return Services(
         settings=settings,
         keys=keys,

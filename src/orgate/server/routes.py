@@ -16,6 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from orgate.engine.context import parse_body
+from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller, ResponseStream
 from orgate.protocol.errors import ApiError
 from orgate.server.body import read_json
@@ -52,14 +53,18 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
             tools = data.get("tools")
             if isinstance(tools, list) and len(tools) > services.settings.limits.max_tools:
                 raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {services.settings.limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
+        warnings: list[str] = []
+        if isinstance(data, dict) and "input" in data:
+            data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
         body = parse_body(data)
-        stream = await services.responses.create(body, caller)
+        stream = await services.responses.create(body, caller, warnings)
+        headers = {"X-Orgate-Gate-Warnings": " | ".join(warnings)} if warnings else None
         if body.stream:
-            return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS)
+            return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS | (headers or {}))
         response = await stream.final()
         if stream.error is not None:
             return error_response(stream.error)
-        return json_response(response)
+        return json_response(response, headers=headers)
 
     async def list_models(request: Request) -> Response:
         caller_models = authenticate(services, request).models

@@ -1,0 +1,107 @@
+"""Tools and tool choice, request side (``...Param``) and as echoed in a response."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+from pydantic import Discriminator, Field, Tag
+
+from orgate.protocol._base import ParamModel, WireModel, omittable, type_union
+from orgate.protocol.enums import ToolChoiceValueEnum
+from orgate.protocol.items import FunctionName
+
+# --------------------------------------------------------------------------- request side
+
+
+class EmptyModelParam(ParamModel):
+    """The spec's schema for ``parameters``: any JSON object.
+
+    ``FunctionToolParam.parameters`` is typed as a plain ``dict`` (a JSON Schema)
+    rather than this model so that the schema reaches the gate untouched.
+    """
+
+
+class FunctionToolParam(ParamModel):
+    name: FunctionName
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = omittable()
+    type: Literal["function"] = "function"
+
+
+class SpecificFunctionParam(ParamModel):
+    type: Literal["function"] = "function"
+    name: str
+
+
+# ``SpecificToolChoiceParam`` is a one-member union.
+SpecificToolChoiceParam: TypeAlias = SpecificFunctionParam
+
+
+class AllowedToolsParam(ParamModel):
+    type: Literal["allowed_tools"] = "allowed_tools"
+    tools: Annotated[list[SpecificToolChoiceParam], Field(min_length=1, max_length=128)]
+    mode: ToolChoiceValueEnum | None = omittable()
+
+
+def _choice_value(value: Any) -> str | None:
+    return "ToolChoiceValueEnum" if isinstance(value, str) else None
+
+
+if TYPE_CHECKING:
+    ResponsesToolParam: TypeAlias = FunctionToolParam
+    ToolChoiceParam: TypeAlias = SpecificToolChoiceParam | ToolChoiceValueEnum | AllowedToolsParam
+else:
+    ResponsesToolParam = type_union(FunctionToolParam, unknown="UnknownToolType")
+    ToolChoiceParam = type_union(
+        SpecificFunctionParam,
+        AllowedToolsParam,
+        unknown="UnknownToolChoiceType",
+        extra=_choice_value,
+        extra_members=((ToolChoiceValueEnum, "ToolChoiceValueEnum"),),
+        error_message="Input should be 'none', 'auto', 'required' or a tool choice object",
+    )
+
+# --------------------------------------------------------------------------- response side
+
+
+class FunctionTool(WireModel):
+    type: Literal["function"] = "function"
+    name: str
+    description: str | None
+    parameters: dict[str, Any] | None
+    strict: bool | None
+
+
+# ``Tool`` is a one-member union.
+Tool: TypeAlias = FunctionTool
+
+
+class FunctionToolChoice(WireModel):
+    type: Literal["function"] = "function"
+    name: str | None = omittable()
+
+
+class AllowedToolChoice(WireModel):
+    type: Literal["allowed_tools"] = "allowed_tools"
+    tools: list[FunctionToolChoice]
+    mode: ToolChoiceValueEnum
+
+
+def _response_choice_tag(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "ToolChoiceValueEnum"
+    t = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return {"function": "FunctionToolChoice", "allowed_tools": "AllowedToolChoice"}.get(t)  # type: ignore[arg-type]
+
+
+if TYPE_CHECKING:
+    ResponseToolChoice: TypeAlias = FunctionToolChoice | ToolChoiceValueEnum | AllowedToolChoice
+else:
+    ResponseToolChoice = Annotated[
+        Annotated[FunctionToolChoice, Tag("FunctionToolChoice")]
+        | Annotated[ToolChoiceValueEnum, Tag("ToolChoiceValueEnum")]
+        | Annotated[AllowedToolChoice, Tag("AllowedToolChoice")],
+        Discriminator(_response_choice_tag),
+    ]
+"""``tool_choice`` as echoed in a ``ResponseResource``."""

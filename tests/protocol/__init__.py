@@ -1,0 +1,1 @@
+"""Tests of orgate.protocol and of the spec helpers in tests.support."""

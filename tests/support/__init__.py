@@ -1,0 +1,1 @@
+"""Test helpers shared by the whole suite (spec validation, SSE grammar checks)."""
