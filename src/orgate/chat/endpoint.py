@@ -1,0 +1,134 @@
+"""``POST /v1/chat/completions``: the HTTP edge of the legacy adapter.
+
+auth → read the body with the server's limits → parse and check the chat
+request (chat ``param`` paths) → translate to a ``CreateResponseBody`` → the
+same ``ResponsesService`` ``/v1/responses`` uses → translate the events back:
+drained into one ``chat.completion`` or streamed as ``chat.completion.chunk``
+lines. Errors before the first byte are raised as ``ApiError`` and rendered by
+the app's one error handler (the chat error shape is the spec's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from orgate.chat import translate, validate
+from orgate.chat.stream import ChunkTranslator, encode
+from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
+from orgate.server.body import read_json
+from orgate.server.errors import error_response
+from orgate.server.routes import SSE_HEADERS, authenticate
+
+if TYPE_CHECKING:
+    from orgate.server.app import Services
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"
+
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def make_handler(services: Services) -> Handler:
+    """The request handler bound to the app's services object."""
+    limits = services.settings.limits
+
+    async def chat_completions(request: Request) -> Response:
+        caller = authenticate(services, request)
+        chat = validate.parse_request(await read_json(request, limits))
+        if len(chat.tools or ()) > limits.max_tools:
+            raise invalid_request(
+                f"'tools' has {len(chat.tools or ())} tools, more than the limit of "
+                f"{limits.max_tools} (limits.max_tools).",
+                param="tools",
+                code="too_many_tools",
+            )
+        body, params = translate.translate_request(chat)
+        if isinstance(body.input, list) and len(body.input) > limits.max_input_items:
+            raise invalid_request(
+                f"'messages' translate to {len(body.input)} input items, more than the limit of "
+                f"{limits.max_input_items} (limits.max_input_items).",
+                param="messages",
+                code="too_many_items",
+            )
+        warnings: list[str] = []
+        try:
+            events = await services.responses.create(body, caller, warnings=warnings)
+        except ApiError as err:
+            err.param = params.to_chat(err.param)
+            raise
+        headers = _warning_headers(warnings, params)
+        if chat.stream:
+            include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+            chunks = ChunkTranslator(include_usage=include_usage, param_map=params.to_chat)
+            return StreamingResponse(
+                _sse(events, chunks),
+                media_type="text/event-stream",
+                headers=SSE_HEADERS | headers,
+            )
+        response = await _complete(events, params)
+        response.headers.update(headers)
+        return response
+
+    return chat_completions
+
+
+def _warning_headers(warnings: list[str], params: translate.ParamMap) -> dict[str, str]:
+    """The replay gate's warnings (``"<param>: <code>"``), with chat params, as on /v1/responses."""
+    if not warnings:
+        return {}
+    chat = []
+    for warning in warnings:
+        param, sep, rest = warning.partition(": ")
+        chat.append(f"{params.to_chat(param)}{sep}{rest}" if sep else warning)
+    return {GATE_WARNINGS_HEADER: " | ".join(chat)}
+
+
+async def _complete(events: Any, params: translate.ParamMap) -> Response:
+    """Drain the event stream into one ``chat.completion`` (or the error that ended it)."""
+    error: ApiError | None = None
+    final: dict[str, Any] | None = None
+    async for event in events:
+        kind = event.get("type")
+        if kind == "error" and error is None:
+            error = translate.error_from_payload(event.get("error") or {})
+        elif kind in _TERMINAL:
+            final = event.get("response") or {}
+            if kind == "response.failed" and error is None:
+                error = translate.error_from_payload(final.get("error") or {})
+    # The service keeps the ApiError itself, with its real HTTP status and headers.
+    error = getattr(events, "error", None) or error
+    if error is not None:
+        error.param = params.to_chat(error.param)
+        return error_response(error)
+    if final is None:
+        return error_response(
+            ApiError(500, "The response ended without a final event.", type=SERVER_ERROR)
+        )
+    completion = translate.to_chat_completion(final)
+    return Response(orjson.dumps(completion.model_dump(mode="json")), media_type="application/json")
+
+
+async def _sse(events: Any, chunks: ChunkTranslator) -> AsyncIterator[bytes]:
+    # Drained to the end even after [DONE]: nothing of the service's work is cut short.
+    # If the client goes away, the event iterator is closed at once (releasing the upstream).
+    iterator = aiter(events)
+    try:
+        try:
+            async for event in iterator:
+                for payload in chunks.feed(event):
+                    yield encode(payload)
+        except ApiError as err:
+            for payload in chunks.fail(err):
+                yield encode(payload)
+        for payload in chunks.close():
+            yield encode(payload)
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()

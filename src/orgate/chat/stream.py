@@ -1,0 +1,217 @@
+"""Responses streaming events → ``chat.completion.chunk`` SSE lines.
+
+``ChunkTranslator`` is a pure state machine: feed it the spec event dicts the
+responses handler yields, in order, and it returns the chat payloads to send
+(chunk dicts, error envelopes, and finally ``DONE``). ``encode`` turns a
+payload into one SSE line (``data: ...\\n\\n``; chat streams have no ``event:``).
+
+The chunk grammar it guarantees: one role chunk first; content / refusal /
+tool-call deltas (a call's first delta carries ``id``, ``type``,
+``function.name`` and ``arguments: ""``, later ones only ``function.arguments``);
+exactly one finish chunk (empty delta + ``finish_reason``); an optional usage
+chunk (``choices: []``); ``[DONE]`` last. A failure yields one
+``{"error": {...}}`` payload instead of the finish chunk, then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from orgate.chat import translate, wire
+
+DONE: Final = "[DONE]"
+
+Payload = dict[str, Any] | str
+
+
+def encode(payload: Payload) -> bytes:
+    """One SSE line: ``data: <json>\\n\\n`` or ``data: [DONE]\\n\\n``."""
+    data = payload.encode() if isinstance(payload, str) else orjson.dumps(payload)
+    return b"data: " + data + b"\n\n"
+
+
+@dataclass(slots=True)
+class _Call:
+    index: int  # the chat tool-call index
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class ChunkTranslator:
+    include_usage: bool = False
+    # Maps a /v1/responses error param back to the chat field (translate.ParamMap.to_chat).
+    param_map: Callable[[str | None], str | None] | None = None
+    id: str = "chatcmpl-pending"
+    created: int = 0
+    model: str = ""
+    _role_sent: bool = False
+    _calls: dict[int, _Call] = field(default_factory=dict)  # by Responses output_index
+    _errored: bool = False
+    _done: bool = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def feed(self, event: dict[str, Any]) -> list[Payload]:
+        """The chat payloads for one Responses event (possibly none)."""
+        if self._done:
+            return []
+        kind = event.get("type")
+        out: list[Payload] = []
+        if kind in ("response.created", "response.queued", "response.in_progress"):
+            self._adopt(event.get("response") or {})
+            self._role(out)
+        elif kind == "response.output_text.delta":
+            if event.get("delta"):
+                self._role(out)
+                out.append(self._chunk(wire.Delta(content=event["delta"])))
+        elif kind == "response.refusal.delta":
+            if event.get("delta"):
+                self._role(out)
+                out.append(self._chunk(wire.Delta(refusal=event["delta"])))
+        elif kind == "response.output_item.added":
+            item = event.get("item") or {}
+            if item.get("type") == "function_call":
+                self._role(out)
+                out.append(self._start_call(event.get("output_index", -1), item))
+        elif kind == "response.function_call_arguments.delta":
+            call = self._calls.get(event.get("output_index", -1))
+            if call is not None and event.get("delta"):
+                out.append(self._args(call, event["delta"]))
+        elif kind == "response.output_item.done":
+            item = event.get("item") or {}
+            if item.get("type") == "function_call":
+                out.extend(self._finish_call(event.get("output_index", -1), item))
+        elif kind in ("response.completed", "response.incomplete"):
+            response = event.get("response") or {}
+            self._adopt(response)
+            self._role(out)
+            reason = translate.finish_reason(response, saw_tool_call=bool(self._calls))
+            out.append(self._chunk(wire.Delta(), finish_reason=reason))
+            if self.include_usage:
+                out.append(self._usage_chunk(response))
+            out.append(self._end())
+        elif kind == "error":
+            self._errored = True
+            out.append(self._error(translate.error_from_payload(event.get("error") or {})))
+        elif kind == "response.failed":
+            if not self._errored:
+                response = event.get("response") or {}
+                out.append(self._error(translate.error_from_payload(response.get("error") or {})))
+            out.append(self._end())
+        # Every other event (content parts, *.done, reasoning, annotations,
+        # provider-specific slugs) has no chat counterpart.
+        return out
+
+    def close(self) -> list[Payload]:
+        """Called when the event stream ends; closes a stream that had no terminal event."""
+        if self._done:
+            return []
+        out: list[Payload] = []
+        if not self._errored:
+            err = translate.error_from_payload(
+                {"type": "server_error", "message": "The response stream ended unexpectedly."}
+            )
+            out.append(self._error(err))
+        out.append(self._end())
+        return out
+
+    def fail(self, err: Any) -> list[Payload]:
+        """An ``ApiError`` raised by the event stream itself: error line, then ``[DONE]``."""
+        if self._done:
+            return []
+        self._errored = True
+        return [self._error(err), self._end()]
+
+    # ------------------------------------------------------------------ helpers
+
+    def _error(self, err: Any) -> Payload:
+        if self.param_map is not None:
+            err.param = self.param_map(err.param)
+        return translate.error_envelope(err)
+
+    def _adopt(self, response: dict[str, Any]) -> None:
+        if response.get("id") and self.id == "chatcmpl-pending":
+            self.id = translate.completion_id(response["id"])
+        if response.get("created_at") and not self.created:
+            self.created = int(response["created_at"])
+        if response.get("model") and not self.model:
+            self.model = response["model"]
+
+    def _role(self, out: list[Payload]) -> None:
+        if not self._role_sent:
+            self._role_sent = True
+            out.append(self._chunk(wire.Delta(role="assistant", content="")))
+
+    def _start_call(self, output_index: int, item: dict[str, Any]) -> Payload:
+        call = _Call(index=len(self._calls), arguments=item.get("arguments") or "")
+        self._calls[output_index] = call
+        return self._chunk(
+            wire.Delta(
+                tool_calls=[
+                    wire.DeltaToolCall(
+                        index=call.index,
+                        id=item.get("call_id") or "",
+                        type="function",
+                        function=wire.DeltaFunction(
+                            name=item.get("name", ""), arguments=call.arguments
+                        ),
+                    )
+                ]
+            )
+        )
+
+    def _args(self, call: _Call, delta: str) -> Payload:
+        call.arguments += delta
+        return self._chunk(
+            wire.Delta(
+                tool_calls=[
+                    wire.DeltaToolCall(
+                        index=call.index, function=wire.DeltaFunction(arguments=delta)
+                    )
+                ]
+            )
+        )
+
+    def _finish_call(self, output_index: int, item: dict[str, Any]) -> list[Payload]:
+        """Make the concatenated deltas equal the final arguments (normally a no-op)."""
+        out: list[Payload] = []
+        call = self._calls.get(output_index)
+        final = item.get("arguments") or ""
+        if call is None:
+            self._role(out)
+            out.append(self._start_call(output_index, {**item, "arguments": ""}))
+            call = self._calls[output_index]
+        if final != call.arguments and final.startswith(call.arguments):
+            out.append(self._args(call, final[len(call.arguments) :]))
+        return out
+
+    def _chunk(
+        self, delta: wire.Delta, *, finish_reason: wire.FinishReason | None = None
+    ) -> Payload:
+        chunk = wire.ChatCompletionChunk(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[wire.ChunkChoice(delta=delta, finish_reason=finish_reason)],
+        ).model_dump(mode="json")
+        if not self.include_usage:
+            del chunk["usage"]
+        return chunk
+
+    def _usage_chunk(self, response: dict[str, Any]) -> Payload:
+        u = translate.usage(response) or wire.CompletionUsage(
+            prompt_tokens=0, completion_tokens=0, total_tokens=0
+        )
+        return wire.ChatCompletionChunk(
+            id=self.id, created=self.created, model=self.model, choices=[], usage=u
+        ).model_dump(mode="json")
+
+    def _end(self) -> Payload:
+        self._done = True
+        return DONE

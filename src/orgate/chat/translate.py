@@ -1,0 +1,448 @@
+"""The one translation between the chat wire models and the Responses protocol.
+
+- ``to_create_response_body``: a validated ``ChatCompletionRequest`` →
+  ``CreateResponseBody`` (``stop`` and ``user`` ride along as the engine's
+  extension fields of the same names).
+- ``to_chat_completion``: a final Responses ``response`` object (wire JSON) →
+  ``ChatCompletion``.
+- Small shared mappings used by the stream translator: ids, finish reason,
+  usage and errors.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, assert_never
+
+from pydantic import ValidationError
+
+from orgate.chat import wire
+from orgate.protocol.errors import (
+    AUTHENTICATION,
+    INVALID_REQUEST,
+    NOT_FOUND,
+    PERMISSION,
+    RATE_LIMIT,
+    ApiError,
+    from_validation_error,
+)
+from orgate.protocol.request import CreateResponseBody
+
+# --------------------------------------------------------------------------- request
+
+
+def to_create_response_body(req: wire.ChatCompletionRequest) -> CreateResponseBody:
+    """Translate a validated chat request (see ``validate.parse_request``)."""
+    return translate_request(req)[0]
+
+
+def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBody, ParamMap]:
+    """The ``CreateResponseBody`` and the map of its params back to chat params."""
+    items: list[dict[str, Any]] = []
+    sources: list[str] = []  # the chat path of each input item, for error params
+    for i, msg in enumerate(req.messages):
+        calls = 0
+        for item in _message_items(msg):
+            items.append(item)
+            if item["type"] == "function_call":
+                sources.append(f"messages[{i}].tool_calls[{calls}]")
+                calls += 1
+            else:
+                sources.append(f"messages[{i}]")
+
+    body: dict[str, Any] = {"model": req.model, "input": items}
+    # Chat Completions does not store by default; /v1/responses does.
+    body["store"] = req.store if req.store is not None else False
+    if req.stream:
+        body["stream"] = True
+    for name in (
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "parallel_tool_calls",
+        "metadata",
+        "prompt_cache_key",
+        "service_tier",
+    ):
+        value = getattr(req, name)
+        if value is not None:
+            body[name] = value
+    max_tokens = (
+        req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    )
+    if max_tokens is not None:
+        body["max_output_tokens"] = max_tokens
+    if req.safety_identifier is not None:
+        body["safety_identifier"] = req.safety_identifier
+    if req.user is not None:
+        body["user"] = req.user  # extension field, passed to ModelRequest.user
+    if req.reasoning_effort is not None:
+        # "minimal" is the chat name of the lowest non-zero effort; Responses has "low".
+        effort = "low" if req.reasoning_effort == "minimal" else req.reasoning_effort
+        body["reasoning"] = {"effort": effort}
+    text: dict[str, Any] = {}
+    if req.response_format is not None:
+        text["format"] = _text_format(req.response_format)
+    if req.verbosity is not None:
+        text["verbosity"] = req.verbosity
+    if text:
+        body["text"] = text
+    if req.tools is not None:
+        body["tools"] = [_tool(t) for t in req.tools]
+    if req.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(req.tool_choice)
+    if req.stop is not None:
+        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop)
+        if stops:
+            body["stop"] = stops  # extension field, passed to ModelRequest.stop
+    params = ParamMap(
+        sources,
+        "max_tokens" if req.max_tokens is not None else "max_completion_tokens",
+    )
+    try:
+        return CreateResponseBody.model_validate(body), params
+    except ValidationError as exc:
+        err = from_validation_error(exc)
+        err.param = params.to_chat(err.param)
+        raise err from None
+
+
+_INDEXED = re.compile(r"^(input|tools)\[(\d+)\](.*)$")
+
+# Field renames inside one translated item, by item kind: Responses → chat.
+_ITEM_FIELDS = {
+    "call": {"arguments": "function.arguments", "name": "function.name", "call_id": "id"},
+    "output": {"call_id": "tool_call_id", "output": "content"},
+}
+_TOP_LEVEL = {
+    "text.format.schema": "response_format.json_schema.schema",
+    "text.format.name": "response_format.json_schema.name",
+    "text.format.strict": "response_format.json_schema.strict",
+    "text.format.description": "response_format.json_schema.description",
+    "text.format": "response_format",
+    "text.verbosity": "verbosity",
+    "text": "response_format",
+    "reasoning.effort": "reasoning_effort",
+    "reasoning": "reasoning_effort",
+    "tool_choice.name": "tool_choice.function.name",
+    "input": "messages",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ParamMap:
+    """Maps a ``/v1/responses`` error ``param`` back to the chat field it came from."""
+
+    sources: list[str]  # chat path of each input item
+    max_tokens: str  # which chat field set max_output_tokens
+
+    def to_chat(self, param: str | None) -> str | None:
+        if not param:
+            return param
+        if param == "max_output_tokens":
+            return self.max_tokens
+        m = _INDEXED.match(param)
+        if m is None:
+            for prefix, chat in _TOP_LEVEL.items():
+                if param == prefix or param.startswith(prefix + "."):
+                    return chat + param[len(prefix) :]
+            return param
+        kind, index, rest = m.group(1), int(m.group(2)), m.group(3)
+        if kind == "tools":
+            field = rest.removeprefix(".")
+            if field and field != "type":
+                return f"tools[{index}].function.{field}"
+            return param
+        if index >= len(self.sources):
+            return "messages"
+        source = self.sources[index]
+        field = rest.removeprefix(".")
+        head, dot, tail = field.partition(".")
+        name, bracket, after = head.partition("[")
+        item_kind = "call" if ".tool_calls[" in source else "output"
+        renamed = _ITEM_FIELDS[item_kind].get(name)
+        if renamed is not None:
+            field = renamed + bracket + after + dot + tail
+        return f"{source}.{field}" if field else source
+
+
+def _text(content: str | list[wire.TextPart]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return [{"type": "input_text", "text": p.text} for p in content]
+
+
+def _user_part(part: wire.UserPart) -> dict[str, Any]:
+    match part:
+        case wire.TextPart():
+            return {"type": "input_text", "text": part.text}
+        case wire.ImagePart():
+            image: dict[str, Any] = {"type": "input_image", "image_url": part.image_url.url}
+            image["detail"] = part.image_url.detail or "auto"
+            return image
+        case wire.FilePart():
+            file: dict[str, Any] = {"type": "input_file", "file_data": part.file.file_data}
+            if part.file.filename is not None:
+                file["filename"] = part.file.filename
+            return file
+        case wire.InputAudioPart():  # refused by validate.check_supported
+            raise AssertionError("input_audio reached translation")
+        case _:
+            assert_never(part)
+
+
+def _message_items(msg: wire.ChatMessage) -> list[dict[str, Any]]:
+    match msg:
+        case wire.SystemMessage() | wire.DeveloperMessage():
+            return [{"type": "message", "role": msg.role, "content": _text(msg.content)}]
+        case wire.UserMessage():
+            content: Any = (
+                msg.content
+                if isinstance(msg.content, str)
+                else [_user_part(p) for p in msg.content]
+            )
+            return [{"type": "message", "role": "user", "content": content}]
+        case wire.AssistantMessage():
+            return _assistant_items(msg)
+        case wire.ToolMessage():
+            output = (
+                msg.content
+                if isinstance(msg.content, str)
+                else "".join(p.text for p in msg.content)
+            )
+            return [{"type": "function_call_output", "call_id": msg.tool_call_id, "output": output}]
+        case wire.FunctionMessage():  # refused by validate.check_supported
+            raise AssertionError("function message reached translation")
+        case _:
+            assert_never(msg)
+
+
+def _assistant_items(msg: wire.AssistantMessage) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    if isinstance(msg.content, str):
+        if msg.content or not msg.tool_calls:
+            annotations = [
+                {
+                    "type": "url_citation",
+                    "url": a.url_citation.url,
+                    "title": a.url_citation.title,
+                    "start_index": a.url_citation.start_index,
+                    "end_index": a.url_citation.end_index,
+                }
+                for a in msg.annotations or ()
+            ]
+            parts.append({"type": "output_text", "text": msg.content, "annotations": annotations})
+    elif msg.content is not None:
+        for p in msg.content:
+            if isinstance(p, wire.TextPart):
+                parts.append({"type": "output_text", "text": p.text, "annotations": []})
+            else:
+                parts.append({"type": "refusal", "refusal": p.refusal})
+    if msg.refusal is not None:
+        parts.append({"type": "refusal", "refusal": msg.refusal})
+    if parts:
+        items.append({"type": "message", "role": "assistant", "content": parts})
+    for call in msg.tool_calls or ():
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.function.name,
+                "arguments": call.function.arguments,
+            }
+        )
+    return items
+
+
+def _text_format(fmt: wire.ResponseFormat) -> dict[str, Any]:
+    match fmt:
+        case wire.TextFormat():
+            return {"type": "text"}
+        case wire.JsonObjectFormat():
+            return {"type": "json_object"}
+        case wire.JsonSchemaFormat():
+            spec = fmt.json_schema
+            out: dict[str, Any] = {"type": "json_schema", "name": spec.name}
+            if spec.description is not None:
+                out["description"] = spec.description
+            if spec.schema_ is not None:
+                out["schema"] = spec.schema_
+            if spec.strict is not None:
+                out["strict"] = spec.strict
+            return out
+        case _:
+            assert_never(fmt)
+
+
+def _tool(tool: wire.FunctionTool) -> dict[str, Any]:
+    fn = tool.function
+    out: dict[str, Any] = {"type": "function", "name": fn.name}
+    if fn.description is not None:
+        out["description"] = fn.description
+    if fn.parameters is not None:
+        out["parameters"] = fn.parameters
+    if fn.strict is not None:
+        out["strict"] = fn.strict
+    return out
+
+
+def _tool_choice(choice: wire.ToolChoice) -> Any:
+    match choice:
+        case str():
+            return choice
+        case wire.NamedToolChoice():
+            return {"type": "function", "name": choice.function.name}
+        case wire.AllowedToolsChoice():
+            return {
+                "type": "allowed_tools",
+                "mode": choice.allowed_tools.mode,
+                "tools": [
+                    {"type": "function", "name": t.function.name}
+                    for t in choice.allowed_tools.tools
+                ],
+            }
+        case _:
+            assert_never(choice)
+
+
+# --------------------------------------------------------------------------- response
+
+
+def completion_id(response_id: str) -> str:
+    """``resp_abc`` → ``chatcmpl-abc``: one id both APIs can be traced by."""
+    return "chatcmpl-" + response_id.removeprefix("resp_")
+
+
+def finish_reason(response: dict[str, Any], *, saw_tool_call: bool) -> wire.FinishReason:
+    """The chat finish reason of a final Responses ``response`` object."""
+    if response.get("status") == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        if reason == "content_filter":
+            return "content_filter"
+        return "length"
+    return "tool_calls" if saw_tool_call else "stop"
+
+
+def usage(response: dict[str, Any]) -> wire.CompletionUsage | None:
+    u = response.get("usage")
+    if not u:
+        return None
+    inp = int(u.get("input_tokens") or 0)
+    out = int(u.get("output_tokens") or 0)
+    return wire.CompletionUsage(
+        prompt_tokens=inp,
+        completion_tokens=out,
+        total_tokens=int(u.get("total_tokens") or inp + out),
+        prompt_tokens_details=wire.PromptTokensDetails(
+            cached_tokens=int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+        ),
+        completion_tokens_details=wire.CompletionTokensDetails(
+            reasoning_tokens=int(
+                (u.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+            )
+        ),
+    )
+
+
+def to_chat_completion(response: dict[str, Any]) -> wire.ChatCompletion:
+    """A completed or incomplete Responses ``response`` → ``chat.completion``.
+
+    Assistant message text parts are concatenated into ``content`` (null when
+    there is none), refusals into ``refusal``; ``function_call`` items become
+    ``tool_calls``. Reasoning and provider-specific items have no chat field.
+    """
+    texts: list[str] = []
+    refusals: list[str] = []
+    annotations: list[wire.AnnotationOut] = []
+    calls: list[wire.ToolCallOut] = []
+    for item in response.get("output") or ():
+        kind = item.get("type")
+        if kind == "message" and item.get("role", "assistant") == "assistant":
+            for part in item.get("content") or ():
+                if part.get("type") == "output_text":
+                    offset = sum(len(t) for t in texts)
+                    annotations.extend(_annotations(part, offset))
+                    texts.append(part.get("text", ""))
+                elif part.get("type") == "refusal":
+                    refusals.append(part.get("refusal", ""))
+        elif kind == "function_call":
+            calls.append(
+                wire.ToolCallOut(
+                    id=item["call_id"],
+                    function=wire.FunctionCallOut(
+                        name=item["name"], arguments=item.get("arguments", "")
+                    ),
+                )
+            )
+    message = wire.AssistantMessageOut(
+        content="".join(texts) if texts else None,
+        refusal="".join(refusals) if refusals else None,
+        tool_calls=calls or None,
+        annotations=annotations,
+    )
+    return wire.ChatCompletion(
+        id=completion_id(response["id"]),
+        created=int(response.get("created_at") or 0),
+        model=response.get("model", ""),
+        choices=[
+            wire.Choice(
+                message=message, finish_reason=finish_reason(response, saw_tool_call=bool(calls))
+            )
+        ],
+        usage=usage(response),
+        service_tier=response.get("service_tier"),
+    )
+
+
+def _annotations(part: dict[str, Any], offset: int) -> list[wire.AnnotationOut]:
+    out = []
+    for a in part.get("annotations") or ():
+        if a.get("type") == "url_citation":
+            out.append(
+                wire.AnnotationOut(
+                    url_citation=wire.UrlCitation(
+                        start_index=int(a.get("start_index", 0)) + offset,
+                        end_index=int(a.get("end_index", 0)) + offset,
+                        title=a.get("title", ""),
+                        url=a.get("url", ""),
+                    )
+                )
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- errors
+
+_STATUS_BY_TYPE = {
+    INVALID_REQUEST: 400,
+    AUTHENTICATION: 401,
+    PERMISSION: 403,
+    NOT_FOUND: 404,
+    RATE_LIMIT: 429,
+}
+
+
+def error_from_payload(payload: dict[str, Any]) -> ApiError:
+    """An ``ApiError`` from a stream ``error`` event's payload or a failed response's ``error``."""
+    kind = str(payload.get("type") or "server_error")
+    headers = payload.get("headers") or {}
+    return ApiError(
+        _STATUS_BY_TYPE.get(kind, 500),
+        str(payload.get("message") or "The model failed to produce a response."),
+        type=kind,
+        code=payload.get("code"),
+        param=payload.get("param"),
+        headers={str(k): str(v) for k, v in headers.items()},
+    )
+
+
+def error_envelope(err: ApiError) -> dict[str, Any]:
+    """``{"error": {...}}`` in the chat (OpenAI) shape."""
+    return wire.ErrorEnvelope(
+        error=wire.ErrorBody(message=err.message, type=err.type, param=err.param, code=err.code)
+    ).model_dump(mode="json")
