@@ -13,10 +13,12 @@ from orgate.providers.anthropic import AnthropicProvider
 from orgate.providers.builtin import BuiltinProvider
 from orgate.providers.http import HttpPool
 from orgate.providers.openai_chat import OpenAIChatProvider
+from orgate.providers.openai_responses import OpenAIResponsesProvider
 
 _FACTORIES: dict[str, Callable[[Deployment, HttpPool], Provider]] = {
     "builtin": lambda deployment, pool: BuiltinProvider(deployment),
     "openai-chat": OpenAIChatProvider,
+    "openai-responses": OpenAIResponsesProvider,
     "anthropic": AnthropicProvider,
 }
 

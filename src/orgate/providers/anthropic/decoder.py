@@ -1,0 +1,313 @@
+"""Pure decoders: Anthropic Messages API replies → neutral model events.
+
+``StreamDecoder`` takes the SSE bytes of a ``stream: true`` reply in chunks
+split anywhere and yields events; ``decode_message`` turns a non-streaming
+JSON reply into the same events. Both end with exactly one ``Finish``.
+
+| Anthropic | neutral |
+|---|---|
+| ``text`` block, ``text_delta`` | ``TextDelta`` |
+| ``tool_use`` block start (``id``, ``name``) | ``ToolCallStart(index, call_id=id, name)`` (index counts tool calls from 0) |
+| ``input_json_delta.partial_json`` | ``ToolCallDelta`` (a call without deltas gets its start ``input`` as JSON) |
+| ``thinking`` block, ``thinking_delta`` | ``ReasoningDelta(part="content")`` |
+| ``signature_delta`` at the block's stop, ``redacted_thinking`` | ``ReasoningEncrypted`` (an envelope of the current run of thinking blocks) |
+| ``message_delta.stop_reason`` | ``Finish.reason``: end_turn / stop_sequence / pause_turn → stop, max_tokens / model_context_window_exceeded → length, tool_use → tool_calls, refusal → content_filter |
+| usage | ``input_tokens`` = input + cache read + cache creation, ``cached_tokens`` = cache read |
+| ``error`` event | ``ApiError`` raised (see ``errors``) |
+
+Server-side tool blocks (``server_tool_use``, ``web_search_tool_result``...)
+have no neutral event: they are skipped and counted in ``skipped``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from orgate.neutral import (
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    ReasoningEncrypted,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.anthropic.envelope import encode_blocks
+from orgate.providers.anthropic.errors import stream_error
+from orgate.providers.anthropic.sse import SseEvent, SseParser
+
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def finish_reason(stop_reason: Any, had_tool_calls: bool) -> FinishReason:
+    if isinstance(stop_reason, str) and stop_reason in STOP_REASONS:
+        return STOP_REASONS[stop_reason]
+    return "tool_calls" if had_tool_calls else "stop"
+
+
+def bad_stream(name: str, detail: str) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{name}' (anthropic) sent an invalid stream: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_error",
+    )
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: str
+    tool_index: int = -1
+    start_input: Any = None
+    got_delta: bool = False
+    thinking: list[str] = field(default_factory=list)
+    signature: str = ""
+
+
+@dataclass(slots=True)
+class _UsageAcc:
+    input: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+    output: int = 0
+
+    def update(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for key, attr in (
+            ("input_tokens", "input"),
+            ("cache_read_input_tokens", "cache_read"),
+            ("cache_creation_input_tokens", "cache_creation"),
+            ("output_tokens", "output"),
+        ):
+            value = usage.get(key)
+            if isinstance(value, int):
+                setattr(self, attr, value)
+
+    def neutral(self) -> Usage:
+        return Usage(
+            input_tokens=self.input + self.cache_read + self.cache_creation,
+            output_tokens=self.output,
+            cached_tokens=self.cache_read,
+        )
+
+
+class StreamDecoder:
+    """Incremental decoder of one Anthropic SSE stream. ``name`` (the deployment) goes into error messages.
+
+    ``feed`` returns the events decoded so far and raises ``ApiError`` on an
+    upstream ``error`` event or invalid JSON (when events precede the error in
+    the same chunk, they are returned and the error is raised by the next call
+    to ``feed`` or ``close``). ``finished`` turns true with the
+    ``Finish`` (on ``message_stop``); after ``close`` a stream that is not
+    finished was cut short — the caller raises that (it knows the host).
+    """
+
+    def __init__(self, name: str = "anthropic") -> None:
+        self.name = name
+        self.finished = False
+        self.skipped: Counter[str] = Counter()
+        self._sse = SseParser()
+        self._pending: ApiError | None = None
+        self._blocks: dict[int, _Block] = {}
+        self._tool_count = 0
+        # the current run of thinking blocks (one reasoning item)
+        self._run: list[dict[str, Any]] = []
+        self._usage = _UsageAcc()
+        self._stop_reason: Any = None
+
+    @property
+    def failed(self) -> bool:
+        """An upstream error is pending: the next ``feed`` / ``close`` raises it."""
+        return self._pending is not None
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        return self._run_events(self._sse.feed(chunk))
+
+    def close(self) -> list[ModelEvent]:
+        return self._run_events(self._sse.close())
+
+    def _run_events(self, events: list[SseEvent]) -> list[ModelEvent]:
+        """Decode ``events``; an error after some output is raised by the next call instead."""
+        if self._pending is not None:
+            raise self._pending
+        out: list[ModelEvent] = []
+        try:
+            for sse in events:
+                self._event(sse.event, sse.data, out)
+        except ApiError as exc:
+            if not out:
+                raise
+            self._pending = exc
+        return out
+
+    def _event(self, name: str, data: str, out: list[ModelEvent]) -> None:
+        if self.finished:
+            return
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise bad_stream(self.name, f"event '{name}' is not JSON") from exc
+        if not isinstance(payload, dict):
+            raise bad_stream(self.name, f"event '{name}' is not a JSON object")
+        kind = payload.get("type") or name
+        if kind == "message_start":
+            message = payload.get("message")
+            if isinstance(message, dict):
+                self._usage.update(message.get("usage"))
+        elif kind == "content_block_start":
+            self._block_start(payload, out)
+        elif kind == "content_block_delta":
+            self._block_delta(payload, out)
+        elif kind == "content_block_stop":
+            self._block_stop(payload, out)
+        elif kind == "message_delta":
+            delta = payload.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+                self._stop_reason = delta["stop_reason"]
+            self._usage.update(payload.get("usage"))
+        elif kind == "message_stop":
+            self.finished = True
+            out.append(
+                Finish(
+                    finish_reason(self._stop_reason, self._tool_count > 0), self._usage.neutral()
+                )
+            )
+        elif kind == "error":
+            raise stream_error(payload, self.name)
+        # ``ping`` and unknown events are ignored.
+
+    def _block_start(self, payload: dict[str, Any], out: list[ModelEvent]) -> None:
+        index = payload.get("index")
+        block = payload.get("content_block")
+        if not isinstance(index, int) or not isinstance(block, dict):
+            raise bad_stream(self.name, "content_block_start without index or content_block")
+        kind = str(block.get("type"))
+        state = _Block(kind)
+        self._blocks[index] = state
+        if kind == "text":
+            self._run = []
+            if block.get("text"):
+                out.append(TextDelta(block["text"]))
+        elif kind == "tool_use":
+            self._run = []
+            state.tool_index = self._tool_count
+            self._tool_count += 1
+            state.start_input = block.get("input")
+            out.append(
+                ToolCallStart(
+                    state.tool_index, str(block.get("id") or ""), str(block.get("name") or "")
+                )
+            )
+        elif kind == "thinking":
+            if block.get("thinking"):
+                state.thinking.append(block["thinking"])
+                out.append(ReasoningDelta(block["thinking"], "content"))
+            state.signature = str(block.get("signature") or "")
+        elif kind == "redacted_thinking":
+            self._run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
+            out.append(ReasoningEncrypted(encode_blocks(self._run)))
+        else:
+            self.skipped[kind] += 1
+
+    def _block_delta(self, payload: dict[str, Any], out: list[ModelEvent]) -> None:
+        state = self._blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        delta = payload.get("delta")
+        if state is None or not isinstance(delta, dict):
+            raise bad_stream(self.name, "content_block_delta for an unknown block")
+        kind = delta.get("type")
+        if kind == "text_delta":
+            if delta.get("text"):
+                out.append(TextDelta(delta["text"]))
+        elif kind == "input_json_delta":
+            partial = delta.get("partial_json")
+            if partial and state.kind == "tool_use":
+                state.got_delta = True
+                out.append(ToolCallDelta(state.tool_index, partial))
+        elif kind == "thinking_delta":
+            if delta.get("thinking"):
+                state.thinking.append(delta["thinking"])
+                out.append(ReasoningDelta(delta["thinking"], "content"))
+        elif kind == "signature_delta":
+            state.signature += str(delta.get("signature") or "")
+        # ``citations_delta`` and unknown deltas are ignored.
+
+    def _block_stop(self, payload: dict[str, Any], out: list[ModelEvent]) -> None:
+        state = self._blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        if state is None:
+            return
+        if state.kind == "tool_use" and not state.got_delta:
+            arguments = orjson.dumps(
+                state.start_input if isinstance(state.start_input, dict) else {}
+            ).decode()
+            out.append(ToolCallDelta(state.tool_index, arguments))
+        elif state.kind == "thinking" and state.signature:
+            self._run.append(
+                {
+                    "type": "thinking",
+                    "thinking": "".join(state.thinking),
+                    "signature": state.signature,
+                }
+            )
+            out.append(ReasoningEncrypted(encode_blocks(self._run)))
+
+
+def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
+    """The events of a non-streaming Messages API reply (``{"type": "message", "content": [...], ...}``)."""
+    if not isinstance(body, dict):
+        raise bad_stream(name, "the reply is not a JSON object")
+    if body.get("type") == "error":
+        raise stream_error(body, name)
+    out: list[ModelEvent] = []
+    run: list[dict[str, Any]] = []
+    tools = 0
+    for block in body.get("content") or ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            run = []
+            if block.get("text"):
+                out.append(TextDelta(block["text"]))
+        elif kind == "tool_use":
+            run = []
+            out.append(
+                ToolCallStart(tools, str(block.get("id") or ""), str(block.get("name") or ""))
+            )
+            arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+            out.append(ToolCallDelta(tools, orjson.dumps(arguments).decode()))
+            tools += 1
+        elif kind == "thinking":
+            if block.get("thinking"):
+                out.append(ReasoningDelta(block["thinking"], "content"))
+            if block.get("signature"):
+                run.append(
+                    {
+                        "type": "thinking",
+                        "thinking": block.get("thinking") or "",
+                        "signature": block["signature"],
+                    }
+                )
+                out.append(ReasoningEncrypted(encode_blocks(run)))
+        elif kind == "redacted_thinking":
+            run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
+            out.append(ReasoningEncrypted(encode_blocks(run)))
+    usage = _UsageAcc()
+    usage.update(body.get("usage"))
+    out.append(Finish(finish_reason(body.get("stop_reason"), tools > 0), usage.neutral()))
+    return out

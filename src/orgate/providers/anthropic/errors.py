@@ -1,0 +1,148 @@
+"""Anthropic error replies (HTTP status + body, or a mid-stream ``error`` event) → ``ApiError``.
+
+Pure. Anthropic error bodies look like
+``{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}``.
+
+| upstream | orgate |
+|---|---|
+| 429 / ``rate_limit_error`` | 429 ``rate_limit_error`` ``rate_limit_exceeded``, ``Retry-After`` passed on |
+| 529 / ``overloaded_error`` | 503 ``server_error`` ``upstream_overloaded`` (``Retry-After`` if sent) |
+| 400, 413, 422 / ``invalid_request_error``, ``request_too_large`` | 400 ``invalid_request_error`` ``upstream_bad_request`` |
+| 401, 403 / ``authentication_error``, ``permission_error`` | 502 ``server_error`` ``upstream_auth_failed`` (upstream message withheld) |
+| 404 / ``not_found_error`` | 502 ``server_error`` ``upstream_model_not_found`` |
+| 408, 504 / ``timeout_error`` | 504 ``server_error`` ``upstream_timeout`` |
+| other (500 ``api_error``, 502, 503...) | 502 ``server_error`` ``upstream_error`` |
+
+Messages name the deployment, never the API key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
+
+_MAX_MESSAGE = 1000
+
+# Anthropic error ``type`` → the HTTP status it is sent with (for mid-stream errors).
+ERROR_STATUS: dict[str, int] = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE] + "…"
+
+
+def parse_error_body(raw: bytes) -> tuple[str | None, str]:
+    """(Anthropic error type or None, message) of an error body; tolerant of non-JSON bodies."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None, _clip(raw.decode("utf-8", "replace").strip() or "(empty body)")
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if isinstance(error, Mapping):
+        kind = error.get("type")
+        message = error.get("message")
+        return (str(kind) if kind else None), _clip(
+            str(message) if message else str(kind or "unknown error")
+        )
+    return None, _clip(orjson.dumps(body).decode())
+
+
+def retry_after(headers: Mapping[str, str]) -> dict[str, str]:
+    """The ``Retry-After`` header to pass on (also from ``retry-after-ms``), if the upstream sent one."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value = lowered.get("retry-after")
+    if value:
+        return {"Retry-After": value}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        try:
+            return {"Retry-After": str(max(1, math.ceil(float(millis) / 1000)))}
+        except ValueError:
+            return {}
+    return {}
+
+
+def error_for(
+    status: int, kind: str | None, message: str, headers: Mapping[str, str], name: str
+) -> ApiError:
+    """The ``ApiError`` for an upstream status from deployment ``name``.
+
+    The status decides, except that an ``overloaded_error`` body is an overload
+    whatever the status (proxies in front of Anthropic may send it with a 5xx).
+    """
+    who = f"upstream '{name}' (anthropic)"
+    if status == 429:
+        return ApiError(
+            429,
+            f"{who} is rate limiting requests: {message}",
+            type=RATE_LIMIT,
+            code="rate_limit_exceeded",
+            headers=retry_after(headers),
+        )
+    if status == 529 or kind == "overloaded_error":
+        return ApiError(
+            503,
+            f"{who} is overloaded: {message}",
+            type=SERVER_ERROR,
+            code="upstream_overloaded",
+            headers=retry_after(headers),
+        )
+    if status in (400, 413, 422):
+        return ApiError(
+            400,
+            f"{who} rejected the request: {message}",
+            type=INVALID_REQUEST,
+            code="upstream_bad_request",
+        )
+    if status in (401, 403):
+        return ApiError(
+            502,
+            f"{who} rejected our credentials (HTTP {status})",
+            type=SERVER_ERROR,
+            code="upstream_auth_failed",
+        )
+    if status == 404:
+        return ApiError(
+            502,
+            f"{who} does not know the model or endpoint: {message}",
+            type=SERVER_ERROR,
+            code="upstream_model_not_found",
+        )
+    if status in (408, 504):
+        return ApiError(
+            504, f"{who} timed out: {message}", type=SERVER_ERROR, code="upstream_timeout"
+        )
+    return ApiError(
+        502, f"{who} failed (HTTP {status}): {message}", type=SERVER_ERROR, code="upstream_error"
+    )
+
+
+def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -> ApiError:
+    """The ``ApiError`` for an HTTP error reply of deployment ``name``."""
+    kind, message = parse_error_body(raw)
+    return error_for(status, kind, message, headers, name)
+
+
+def stream_error(payload: Any, name: str) -> ApiError:
+    """The ``ApiError`` for a mid-stream ``error`` event (its whole JSON payload)."""
+    error = payload.get("error") if isinstance(payload, Mapping) else None
+    if not isinstance(error, Mapping):
+        error = payload if isinstance(payload, Mapping) else {}
+    kind = str(error.get("type") or "api_error")
+    message = _clip(str(error.get("message") or kind))
+    return error_for(ERROR_STATUS.get(kind, 500), kind, message, {}, name)

@@ -1,0 +1,426 @@
+"""Pure mapping: a neutral ``ModelRequest`` → an Anthropic Messages API request body.
+
+No I/O. Input items are read by attribute or key (protocol models, replayed
+output models and plain dicts all work). Rules:
+
+- ``system``: ``instructions``, then every ``system`` / ``developer`` message in
+  input order (wherever it stands), joined with blank lines; a JSON
+  ``text_format`` adds an instruction (Anthropic has no JSON mode).
+- ``user`` / ``assistant`` messages become turns; consecutive turns of one role
+  merge (Anthropic requires alternation). ``function_call`` → an assistant
+  ``tool_use`` block (``id`` = ``call_id``, ``input`` = parsed arguments);
+  ``function_call_output`` → a user ``tool_result`` block, placed before any
+  other block of its user turn.
+- ``reasoning`` items whose ``encrypted_content`` is an anthropic envelope
+  (see ``envelope``) → ``thinking`` / ``redacted_thinking`` blocks; other
+  reasoning items and ``compaction`` items are dropped (not portable here).
+- Images: URL → ``url`` source, data URL → ``base64`` source. Files: PDF (URL or
+  base64) → ``document``; plain text → a ``text`` document. Anything else → 400.
+- ``max_tokens`` is required: ``max_output_tokens`` or the default given.
+- ``presence_penalty`` / ``frequency_penalty`` have no Anthropic equivalent: a
+  non-zero value is refused with a 400 rather than dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+import orjson
+
+from orgate.neutral import ModelRequest, TextFormat
+from orgate.protocol.errors import invalid_request
+from orgate.providers.anthropic.envelope import decode_blocks
+
+DEFAULT_MAX_TOKENS = 4096
+MIN_THINKING_BUDGET = 1024
+THINKING_BUDGETS: dict[str, int] = {
+    "minimal": 1024,
+    "low": 2048,
+    "medium": 8192,
+    "high": 16384,
+    "xhigh": 32768,
+}
+
+Block = dict[str, Any]
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    """Attribute or key access; enum members become their value."""
+    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+    return value.value if isinstance(value, Enum) else value
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of a schema-ish value (dict, Pydantic model, list)."""
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _unsupported(what: str, param: str, code: str = "unsupported_content") -> Exception:
+    return invalid_request(
+        f"{what} is not supported by this model's upstream (anthropic)", param=param, code=code
+    )
+
+
+# --- content -----------------------------------------------------------------------------------
+
+
+def _split_data_url(url: str, param: str) -> tuple[str, str]:
+    """``data:<media>;base64,<data>`` → (media type, base64 data)."""
+    header, sep, data = url[5:].partition(",")
+    media, _, encoding = header.partition(";")
+    if not sep or encoding.lower() != "base64" or not media:
+        raise invalid_request(
+            "data URLs must have the form data:<media type>;base64,<data>",
+            param=param,
+            code="invalid_data_url",
+        )
+    return media.lower(), data
+
+
+def _image_block(part: Any, param: str) -> Block:
+    url = _get(part, "image_url")
+    if not url:
+        raise _unsupported("an input_image without image_url", param)
+    if url.startswith("data:"):
+        media, data = _split_data_url(url, f"{param}.image_url")
+        return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+_TEXT_SUFFIXES = (".txt", ".md", ".csv", ".json", ".xml", ".html", ".py", ".log", ".yaml", ".yml")
+
+
+def _file_block(part: Any, param: str) -> Block:
+    file_url = _get(part, "file_url")
+    file_data = _get(part, "file_data")
+    filename = _get(part, "filename") or ""
+    block: Block
+    if file_data:
+        if file_data.startswith("data:"):
+            media, data = _split_data_url(file_data, f"{param}.file_data")
+        else:
+            lower = filename.lower()
+            media = (
+                "application/pdf"
+                if lower.endswith(".pdf")
+                else "text/plain"
+                if lower.endswith(_TEXT_SUFFIXES)
+                else ""
+            )
+            data = file_data
+        if media == "application/pdf":
+            block = {
+                "type": "document",
+                "source": {"type": "base64", "media_type": media, "data": data},
+            }
+        elif media.startswith("text/") or media == "application/json":
+            try:
+                text = base64.b64decode(data, validate=False).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError) as exc:
+                raise invalid_request(
+                    "file_data is not base64 UTF-8 text", param=f"{param}.file_data"
+                ) from exc
+            block = {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": text},
+            }
+        else:
+            raise _unsupported(
+                f"an input_file of media type '{media or 'unknown'}' (only PDF and text)", param
+            )
+    elif file_url:
+        block = {"type": "document", "source": {"type": "url", "url": file_url}}
+    else:
+        raise _unsupported("an input_file without file_data or file_url (file_id)", param)
+    if filename:
+        block["title"] = filename
+    return block
+
+
+def _content_blocks(content: Any, param: str, *, assistant: bool = False) -> list[Block]:
+    """Message content (a string or parts) → Anthropic content blocks; empty text is left out."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    blocks: list[Block] = []
+    for j, part in enumerate(content or ()):
+        kind = _get(part, "type")
+        where = f"{param}.content[{j}]"
+        if kind in ("input_text", "output_text", "text"):
+            text = _get(part, "text") or ""
+            if text:
+                blocks.append({"type": "text", "text": text})
+        elif kind == "refusal":
+            text = _get(part, "refusal") or ""
+            if text:
+                blocks.append({"type": "text", "text": text})
+        elif kind == "input_image" and not assistant:
+            blocks.append(_image_block(part, where))
+        elif kind == "input_file" and not assistant:
+            blocks.append(_file_block(part, where))
+        else:
+            raise _unsupported(f"content of type '{kind}'", where)
+    return blocks
+
+
+def _plain_text(content: Any, param: str) -> str:
+    """System / developer content as one string."""
+    if isinstance(content, str):
+        return content
+    pieces: list[str] = []
+    for j, part in enumerate(content or ()):
+        kind = _get(part, "type")
+        if kind in ("input_text", "output_text", "text"):
+            pieces.append(_get(part, "text") or "")
+        else:
+            raise _unsupported(
+                f"content of type '{kind}' in a system message", f"{param}.content[{j}]"
+            )
+    return "".join(pieces)
+
+
+def _tool_use(item: Any, param: str) -> Block:
+    arguments = _get(item, "arguments") or ""
+    try:
+        parsed = orjson.loads(arguments) if arguments.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise invalid_request(
+            "function_call.arguments is not valid JSON",
+            param=f"{param}.arguments",
+            code="invalid_function_arguments",
+        ) from exc
+    if not isinstance(parsed, dict):
+        raise invalid_request(
+            "function_call.arguments must be a JSON object for this model's upstream (anthropic)",
+            param=f"{param}.arguments",
+            code="invalid_function_arguments",
+        )
+    return {
+        "type": "tool_use",
+        "id": _get(item, "call_id"),
+        "name": _get(item, "name"),
+        "input": parsed,
+    }
+
+
+def _tool_result(item: Any, param: str) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": _get(item, "call_id")}
+    output = _get(item, "output")
+    if isinstance(output, str):
+        if output:
+            block["content"] = output
+    elif output:
+        blocks = _content_blocks(output, param.replace(".content", ".output"))
+        if blocks:
+            block["content"] = blocks
+    return block
+
+
+# --- conversation ------------------------------------------------------------------------------
+
+
+def _append(turns: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
+    if not blocks:
+        return
+    if turns and turns[-1][0] == role:
+        turns[-1][1].extend(blocks)
+    else:
+        turns.append((role, list(blocks)))
+
+
+def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, Any]]]:
+    """The system prompt pieces and the ``messages`` array for the request's input items."""
+    system: list[str] = [request.instructions] if request.instructions else []
+    turns: list[tuple[str, list[Block]]] = []
+    for i, item in enumerate(request.input):
+        param = f"input[{i}]"
+        kind = _get(item, "type")
+        role = _get(item, "role")
+        if kind == "function_call":
+            _append(turns, "assistant", [_tool_use(item, param)])
+        elif kind == "function_call_output":
+            _append(turns, "user", [_tool_result(item, param)])
+        elif kind == "reasoning":
+            blocks = decode_blocks(_get(item, "encrypted_content"))
+            if blocks:
+                # an envelope holds its whole run of thinking blocks: skip ones already sent
+                if turns and turns[-1][0] == "assistant":
+                    blocks = [b for b in blocks if b not in turns[-1][1]]
+                _append(turns, "assistant", blocks)
+        elif kind == "compaction":
+            continue
+        elif kind == "item_reference":
+            raise invalid_request(
+                "item_reference must be resolved before the provider call", param=param
+            )
+        elif kind in ("message", None) and role is not None:
+            content = _get(item, "content")
+            if role in ("system", "developer"):
+                text = _plain_text(content, param)
+                if text:
+                    system.append(text)
+            elif role == "user":
+                _append(turns, "user", _content_blocks(content, param))
+            elif role == "assistant":
+                _append(turns, "assistant", _content_blocks(content, param, assistant=True))
+            else:
+                raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
+        else:
+            raise _unsupported(f"input items of type '{kind}'", param, code="unsupported_item")
+    messages: list[dict[str, Any]] = []
+    for role, blocks in turns:
+        if role == "user":  # tool_result blocks must open the user turn
+            blocks = [b for b in blocks if b["type"] == "tool_result"] + [
+                b for b in blocks if b["type"] != "tool_result"
+            ]
+        messages.append({"role": role, "content": blocks})
+    return system, messages
+
+
+def json_instruction(fmt: TextFormat | None) -> str | None:
+    """The system-prompt addition for a JSON ``text_format`` (Anthropic has no JSON mode)."""
+    if fmt is None or fmt.type == "text":
+        return None
+    text = "Respond with a single valid JSON value and nothing else: no prose, no Markdown code fences."
+    if fmt.type == "json_object":
+        return text.replace("JSON value", "JSON object")
+    if fmt.schema is not None:
+        text += " The JSON must conform to this JSON Schema:\n" + orjson.dumps(fmt.schema).decode()
+    return text
+
+
+# --- tools -------------------------------------------------------------------------------------
+
+
+def _tool(tool: Any, param: str) -> dict[str, Any]:
+    kind = _get(tool, "type", "function")
+    if kind != "function":
+        raise _unsupported(f"tools of type '{kind}'", param, code="unsupported_tool")
+    out: dict[str, Any] = {"name": _get(tool, "name")}
+    description = _get(tool, "description")
+    if description:
+        out["description"] = description
+    schema = _plain(_get(tool, "parameters")) or {}
+    if not isinstance(schema, dict):
+        raise invalid_request(
+            "function parameters must be a JSON Schema object", param=f"{param}.parameters"
+        )
+    if "type" not in schema:
+        schema = {"type": "object", **schema}
+    if schema.get("type") == "object" and "properties" not in schema:
+        schema["properties"] = {}
+    out["input_schema"] = schema
+    return out
+
+
+_MODES = {"auto": "auto", "required": "any", "none": "none"}
+
+
+def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
+    """Set ``tools`` and ``tool_choice`` on ``body``."""
+    tools = list(request.tools)
+    choice = request.tool_choice
+    mapped: dict[str, Any] | None = None
+    if isinstance(choice, (str, Enum)):
+        mode = choice.value if isinstance(choice, Enum) else choice
+        if mode not in _MODES:
+            raise invalid_request(f"unknown tool_choice '{mode}'", param="tool_choice")
+        mapped = {"type": _MODES[mode]}
+    elif choice is not None:
+        kind = _get(choice, "type")
+        if kind == "function":
+            mapped = {"type": "tool", "name": _get(choice, "name")}
+        elif kind == "allowed_tools":
+            allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
+            tools = [t for t in tools if _get(t, "name") in allowed]
+            mode = _get(choice, "mode") or "auto"
+            if not tools and mode == "required":
+                raise invalid_request(
+                    "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
+                )
+            mapped = {"type": _MODES.get(mode, "auto")}
+        else:
+            raise _unsupported(
+                f"tool_choice of type '{kind}'", "tool_choice", code="unsupported_tool_choice"
+            )
+    if not tools:
+        return
+    body["tools"] = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
+    if request.parallel_tool_calls is False and (mapped is None or mapped["type"] != "none"):
+        mapped = {**(mapped or {"type": "auto"}), "disable_parallel_tool_use": True}
+    if mapped is not None:
+        body["tool_choice"] = mapped
+
+
+# --- the body ----------------------------------------------------------------------------------
+
+
+def _thinking(
+    request: ModelRequest, max_tokens: int, cap: int | None, explicit: bool
+) -> tuple[int, int | None]:
+    """(max_tokens, thinking budget or None) for the request's reasoning effort."""
+    effort = request.reasoning_effort
+    if effort is None or effort == "none":
+        return max_tokens, None
+    budget = THINKING_BUDGETS.get(effort, THINKING_BUDGETS["medium"])
+    if not explicit and budget >= max_tokens:
+        max_tokens = budget + DEFAULT_MAX_TOKENS
+        if cap is not None:
+            max_tokens = min(max_tokens, cap)
+    budget = min(budget, max_tokens - 1)
+    return max_tokens, budget if budget >= MIN_THINKING_BUDGET else None
+
+
+def build_body(
+    request: ModelRequest,
+    *,
+    stream: bool = True,
+    max_tokens_cap: int | None = None,
+) -> dict[str, Any]:
+    """The Messages API body for ``request`` (a dict ready for ``orjson.dumps``).
+
+    ``max_tokens_cap`` is the model's output cap (``Capabilities.max_output_tokens``):
+    it is the default ``max_tokens`` when the request sets no ``max_output_tokens``
+    (else ``DEFAULT_MAX_TOKENS``).
+    """
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(request, name):
+            raise _unsupported(f"'{name}'", name, code="unsupported_parameter")
+    system, messages = map_conversation(request)
+    instruction = json_instruction(request.text_format)
+    if instruction:
+        system.append(instruction)
+    explicit = request.max_output_tokens is not None
+    max_tokens = request.max_output_tokens if explicit else None
+    if max_tokens is None:
+        max_tokens = max_tokens_cap or DEFAULT_MAX_TOKENS
+    max_tokens, budget = _thinking(request, max_tokens, max_tokens_cap, explicit)
+    body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": messages}
+    if system:
+        body["system"] = "\n\n".join(system)
+    map_tools(request, body)
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    if request.user:
+        body["metadata"] = {"user_id": request.user}
+    if stream:
+        body["stream"] = True
+    return body

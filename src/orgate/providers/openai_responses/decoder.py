@@ -1,0 +1,330 @@
+"""Pure decoders: Responses API replies (SSE events or one JSON response) → neutral model events.
+
+``StreamDecoder`` is fed the SSE bytes in chunks split anywhere;
+``decode_response`` turns a non-streaming response object into the same
+events. Both end with exactly one ``Finish``. The upstream's ids, indexes and
+sequence numbers are not forwarded (orgate's builder makes its own), except
+``call_id``.
+
+| upstream event | neutral |
+|---|---|
+| ``response.output_text.delta`` | ``TextDelta`` |
+| ``response.refusal.delta`` | ``RefusalDelta`` |
+| ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")`` |
+| ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
+| ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
+| ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
+| ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted`` |
+| ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")`` |
+| ``response.incomplete`` | ``Finish("content_filter" if reason is content_filter else "length")`` |
+| ``response.failed`` / ``error`` | ``ApiError`` raised |
+
+Usage comes from the final response (``input_tokens_details.cached_tokens``,
+``output_tokens_details.reasoning_tokens``). Function calls reach the neutral
+stream one after another: a call whose events interleave with an earlier open
+call is buffered until that one is done. Output items with no neutral event
+(``web_search_call``, ``openai:...``, ``mcp_call``...) are skipped and counted
+in ``skipped``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from orgate.neutral import (
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ReasoningDelta,
+    ReasoningEncrypted,
+    RefusalDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.anthropic.sse import SseEvent, SseParser
+from orgate.providers.openai_responses.errors import failed_error, stream_error
+
+_PORTABLE = ("message", "function_call", "reasoning")
+_TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+
+
+def bad_stream(name: str, detail: str) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{name}' (openai-responses) sent an invalid stream: {detail}",
+        type=SERVER_ERROR,
+        code="upstream_error",
+    )
+
+
+def usage_of(response: Any) -> Usage | None:
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+
+    def num(obj: Any, key: str) -> int:
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return value if isinstance(value, int) else 0
+
+    return Usage(
+        input_tokens=num(usage, "input_tokens"),
+        output_tokens=num(usage, "output_tokens"),
+        cached_tokens=num(usage.get("input_tokens_details"), "cached_tokens"),
+        reasoning_tokens=num(usage.get("output_tokens_details"), "reasoning_tokens"),
+    )
+
+
+@dataclass(slots=True)
+class _Call:
+    index: int
+    sent: str = ""  # the arguments passed on so far (emitted or buffered)
+    buffer: list[ModelEvent] = field(default_factory=list)
+    state: str = "pending"  # pending (buffered) → active (streams live) → closed
+    done: bool = False
+
+
+def _texts(parts: Any, *kinds: str) -> list[str]:
+    out: list[str] = []
+    for part in parts or ():
+        if isinstance(part, dict) and part.get("type") in kinds:
+            text = part.get("refusal") if part.get("type") == "refusal" else part.get("text")
+            if text:
+                out.append(str(text))
+    return out
+
+
+class StreamDecoder:
+    """Incremental decoder of one Responses SSE stream. ``name`` (the deployment) goes into error messages.
+
+    ``feed`` returns the events decoded so far and raises ``ApiError`` on an
+    ``error`` event, ``response.failed`` or invalid JSON (when events precede
+    the error in the same chunk, they are returned and the error is raised by
+    the next call to ``feed`` or ``close``). ``finished`` turns
+    true with the ``Finish``; after ``close`` a stream that is not finished was
+    cut short — the caller raises that (it knows the host).
+    """
+
+    def __init__(self, name: str = "openai-responses") -> None:
+        self.name = name
+        self.finished = False
+        self.skipped: Counter[str] = Counter()
+        self._sse = SseParser()
+        self._pending: ApiError | None = None
+        self._calls: dict[int, _Call] = {}
+        self._order: list[int] = []  # output indexes of calls, in neutral order
+        self._active: int | None = None
+        self._streamed: set[int] = set()  # output indexes whose content came as deltas
+        self._skipped_items: set[int] = set()
+
+    # --- bytes -------------------------------------------------------------------------------
+
+    @property
+    def failed(self) -> bool:
+        """An upstream error is pending: the next ``feed`` / ``close`` raises it."""
+        return self._pending is not None
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        return self._run_events(self._sse.feed(chunk))
+
+    def close(self) -> list[ModelEvent]:
+        return self._run_events(self._sse.close())
+
+    def _run_events(self, events: list[SseEvent]) -> list[ModelEvent]:
+        """Decode ``events``; an error after some output is raised by the next call instead."""
+        if self._pending is not None:
+            raise self._pending
+        out: list[ModelEvent] = []
+        try:
+            for sse in events:
+                self._event(sse.event, sse.data, out)
+        except ApiError as exc:
+            if not out:
+                raise
+            self._pending = exc
+        return out
+
+    def _event(self, name: str, data: str, out: list[ModelEvent]) -> None:
+        if self.finished or data.strip() == "[DONE]":
+            return
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise bad_stream(self.name, f"event '{name}' is not JSON") from exc
+        if not isinstance(payload, dict):
+            raise bad_stream(self.name, f"event '{name}' is not a JSON object")
+        self.handle(payload, out)
+
+    # --- events ------------------------------------------------------------------------------
+
+    def handle(self, event: dict[str, Any], out: list[ModelEvent]) -> None:
+        """Decode one upstream event (a parsed JSON object) into ``out``."""
+        kind = event.get("type")
+        oi = event.get("output_index")
+        if kind == "response.output_text.delta":
+            if event.get("delta"):
+                self._streamed.add(oi)  # type: ignore[arg-type]
+                out.append(TextDelta(str(event["delta"])))
+        elif kind == "response.refusal.delta":
+            if event.get("delta"):
+                self._streamed.add(oi)  # type: ignore[arg-type]
+                out.append(RefusalDelta(str(event["delta"])))
+        elif kind == "response.reasoning_summary_text.delta":
+            if event.get("delta"):
+                self._streamed.add(oi)  # type: ignore[arg-type]
+                out.append(ReasoningDelta(str(event["delta"]), "summary"))
+        elif kind in ("response.reasoning_text.delta", "response.reasoning.delta"):
+            if event.get("delta"):
+                self._streamed.add(oi)  # type: ignore[arg-type]
+                out.append(ReasoningDelta(str(event["delta"]), "content"))
+        elif kind == "response.output_item.added":
+            self._item_added(oi, event.get("item"), out)
+        elif kind == "response.function_call_arguments.delta":
+            call = self._calls.get(oi)  # type: ignore[arg-type]
+            if call is not None and event.get("delta"):
+                self._args(call, str(event["delta"]), out)
+        elif kind == "response.function_call_arguments.done":
+            call = self._calls.get(oi)  # type: ignore[arg-type]
+            if call is not None and isinstance(event.get("arguments"), str):
+                self._complete(call, event["arguments"], out)
+        elif kind == "response.output_item.done":
+            self._item_done(oi, event.get("item"), out)
+        elif kind in _TERMINAL:
+            self._terminal(str(kind), event.get("response"), out)
+        elif kind == "error":
+            raise stream_error(event, self.name)
+        # lifecycle events (created, in_progress, content_part.*, *.done...) carry nothing new.
+
+    def _item_added(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
+        if not isinstance(item, dict) or not isinstance(oi, int):
+            raise bad_stream(self.name, "response.output_item.added without item or output_index")
+        kind = item.get("type")
+        if kind == "function_call":
+            self._open_call(oi, item, out)
+        elif kind not in _PORTABLE and oi not in self._skipped_items:
+            self._skipped_items.add(oi)
+            self.skipped[str(kind)] += 1
+
+    def _open_call(self, oi: int, item: dict[str, Any], out: list[ModelEvent]) -> _Call:
+        call = _Call(index=len(self._order))
+        self._calls[oi] = call
+        self._order.append(oi)
+        start = ToolCallStart(
+            call.index, str(item.get("call_id") or ""), str(item.get("name") or "")
+        )
+        if self._active is None and all(self._calls[o].state == "closed" for o in self._order[:-1]):
+            call.state = "active"
+            self._active = oi
+            out.append(start)
+        else:
+            call.buffer.append(start)
+        if item.get("arguments"):
+            self._args(call, str(item["arguments"]), out)
+        return call
+
+    def _args(self, call: _Call, text: str, out: list[ModelEvent]) -> None:
+        call.sent += text
+        event = ToolCallDelta(call.index, text)
+        if call.state == "active":
+            out.append(event)
+        else:
+            call.buffer.append(event)
+
+    def _complete(self, call: _Call, full: str, out: list[ModelEvent]) -> None:
+        """Pass on what the final ``arguments`` hold beyond the deltas seen (servers that send none)."""
+        if full.startswith(call.sent) and len(full) > len(call.sent):
+            self._args(call, full[len(call.sent) :], out)
+
+    def _item_done(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
+        if not isinstance(item, dict) or not isinstance(oi, int):
+            raise bad_stream(self.name, "response.output_item.done without item or output_index")
+        kind = item.get("type")
+        if kind == "function_call":
+            call = self._calls.get(oi) or self._open_call(oi, item, out)
+            if isinstance(item.get("arguments"), str):
+                self._complete(call, item["arguments"], out)
+            call.done = True
+            if self._active == oi:
+                self._advance(out)
+        elif kind == "message":
+            if oi not in self._streamed:
+                for part in item.get("content") or ():
+                    if not isinstance(part, dict):
+                        continue
+                    if part.get("type") == "output_text" and part.get("text"):
+                        out.append(TextDelta(str(part["text"])))
+                    elif part.get("type") == "refusal" and part.get("refusal"):
+                        out.append(RefusalDelta(str(part["refusal"])))
+        elif kind == "reasoning":
+            if oi not in self._streamed:
+                for text in _texts(item.get("summary"), "summary_text"):
+                    out.append(ReasoningDelta(text, "summary"))
+                for text in _texts(item.get("content"), "reasoning_text"):
+                    out.append(ReasoningDelta(text, "content"))
+            if item.get("encrypted_content"):
+                out.append(ReasoningEncrypted(str(item["encrypted_content"])))
+        elif oi not in self._skipped_items:
+            self._skipped_items.add(oi)
+            self.skipped[str(kind)] += 1
+
+    def _advance(self, out: list[ModelEvent]) -> None:
+        """Close the active call and let the next calls in order through (flushing their buffers)."""
+        if self._active is not None:
+            self._calls[self._active].state = "closed"
+            self._active = None
+        for oi in self._order:
+            call = self._calls[oi]
+            if call.state == "closed":
+                continue
+            out.extend(call.buffer)
+            call.buffer.clear()
+            if call.done:
+                call.state = "closed"
+                continue
+            call.state = "active"
+            self._active = oi
+            return
+
+    def _terminal(self, kind: str, response: Any, out: list[ModelEvent]) -> None:
+        if kind == "response.failed":
+            raise failed_error(response, self.name)
+        for oi in self._order:  # calls never marked done: pass on what they have, in order
+            self._calls[oi].done = True
+        self._advance(out)
+        if kind == "response.incomplete":
+            details = response.get("incomplete_details") if isinstance(response, dict) else None
+            reason = details.get("reason") if isinstance(details, dict) else None
+            finish: FinishReason = "content_filter" if reason == "content_filter" else "length"
+        else:
+            finish = "tool_calls" if self._order else "stop"
+        self.finished = True
+        out.append(Finish(finish, usage_of(response)))
+
+
+def decode_response(body: Any, name: str = "openai-responses") -> list[ModelEvent]:
+    """The events of a non-streaming response object (``{"object": "response", "output": [...]}``)."""
+    if not isinstance(body, dict):
+        raise bad_stream(name, "the reply is not a JSON object")
+    if isinstance(body.get("error"), dict) and body.get("object") != "response":
+        raise stream_error(body, name)
+    decoder = StreamDecoder(name)
+    out: list[ModelEvent] = []
+    for oi, item in enumerate(body.get("output") or ()):
+        decoder.handle({"type": "response.output_item.done", "output_index": oi, "item": item}, out)
+    status = body.get("status")
+    if status == "failed":
+        kind = "response.failed"
+    elif status == "incomplete":
+        kind = "response.incomplete"
+    elif status in ("completed", None):
+        kind = "response.completed"
+    else:
+        raise bad_stream(name, f"a non-streaming response with status '{status}'")
+    decoder.handle({"type": kind, "response": body}, out)
+    return out

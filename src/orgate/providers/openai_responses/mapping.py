@@ -1,0 +1,146 @@
+"""Pure mapping: a neutral ``ModelRequest`` → an Open Responses / OpenAI Responses request body.
+
+No I/O. The upstream speaks the same protocol as orgate's clients, so input
+items go out as their own wire JSON (``model_dump(mode="json",
+exclude_none=True)`` of the protocol models, or a copy of plain dicts) with
+these changes only:
+
+- ``id`` is removed from every item: ids are orgate's (the builder re-creates
+  them), the upstream does not know them and ``store`` is false;
+- ``reasoning`` items carrying an anthropic thinking envelope are dropped (they
+  can only go back to the anthropic provider); every other item, including
+  namespaced ones (``openai:...``), passes through unchanged — the replay gate
+  decides upstream of this module what may be sent.
+
+The body always has ``store: false`` (orgate keeps the state) and, when asked,
+``stream: true``. ``include: ["reasoning.encrypted_content"]`` is added for
+reasoning deployments so reasoning can be replayed statelessly. ``stop`` (only
+set by the chat adapter) has no Responses equivalent and is refused with a 400.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from orgate.neutral import ModelRequest, TextFormat
+from orgate.protocol.errors import invalid_request
+from orgate.providers.anthropic.envelope import is_anthropic_reasoning
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready copy of a protocol model, dict, list or enum, without ``None`` values of models."""
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def map_item(item: Any, param: str) -> dict[str, Any] | None:
+    """One input item as upstream wire JSON, or None when it is not sent."""
+    data = _plain(item)
+    if not isinstance(data, dict):
+        raise invalid_request("input items must be objects", param=param)
+    kind = data.get("type")
+    if kind == "item_reference":
+        raise invalid_request(
+            "item_reference must be resolved before the provider call", param=param
+        )
+    if kind == "reasoning" and is_anthropic_reasoning(data.get("encrypted_content")):
+        return None
+    data.pop("id", None)
+    return data
+
+
+def map_input(request: ModelRequest) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for i, item in enumerate(request.input):
+        mapped = map_item(item, f"input[{i}]")
+        if mapped is not None:
+            items.append(mapped)
+    return items
+
+
+def map_text_format(fmt: TextFormat | None) -> dict[str, Any] | None:
+    """The ``text.format`` object, or None for plain text."""
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    out: dict[str, Any] = {"type": "json_schema", "name": fmt.name or "response"}
+    if fmt.description is not None:
+        out["description"] = fmt.description
+    out["schema"] = fmt.schema if fmt.schema is not None else {}
+    if fmt.strict is not None:
+        out["strict"] = fmt.strict
+    return out
+
+
+def map_tool_choice(choice: Any) -> Any:
+    if choice is None:
+        return None
+    if isinstance(choice, Enum):
+        return choice.value
+    if isinstance(choice, str):
+        return choice
+    return _plain(choice)
+
+
+_SCALARS = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "max_output_tokens",
+    "user",
+    "prompt_cache_key",
+)
+
+
+def build_body(
+    request: ModelRequest, *, stream: bool = True, include_encrypted_reasoning: bool = False
+) -> dict[str, Any]:
+    """The ``/responses`` request body for ``request`` (a dict ready for ``orjson.dumps``)."""
+    if request.stop:
+        raise invalid_request(
+            "'stop' is not supported by this model's upstream (openai-responses)",
+            param="stop",
+            code="unsupported_parameter",
+        )
+    body: dict[str, Any] = {"model": request.model, "input": map_input(request)}
+    if request.instructions:
+        body["instructions"] = request.instructions
+    if request.tools:
+        body["tools"] = [_plain(t) for t in request.tools]
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    choice = map_tool_choice(request.tool_choice)
+    if choice is not None and request.tools:
+        body["tool_choice"] = choice
+    for name in _SCALARS:
+        value = getattr(request, name)
+        if value is not None:
+            body[name] = value
+    fmt = map_text_format(request.text_format)
+    if fmt is not None:
+        body["text"] = {"format": fmt}
+    reasoning: dict[str, Any] = {}
+    if request.reasoning_effort is not None:
+        reasoning["effort"] = request.reasoning_effort
+    if request.reasoning_summary is not None:
+        reasoning["summary"] = request.reasoning_summary
+    if reasoning:
+        body["reasoning"] = reasoning
+    if include_encrypted_reasoning:
+        body["include"] = ["reasoning.encrypted_content"]
+    body["store"] = False
+    if stream:
+        body["stream"] = True
+    return body
