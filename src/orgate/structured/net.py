@@ -1,0 +1,497 @@
+"""``SafetyNet``: a ``Provider`` wrapper that only releases JSON output that passed its checks.
+
+For a request whose ``text_format`` is ``json_schema`` or ``json_object`` the net
+
+1. picks the mode for the deployment's capabilities and rewrites the request
+   (``modes.plan``: strict schema, schema in instructions, the "json" word…);
+2. runs an attempt: consumes the inner stream **fully** into a buffer;
+3. if it stopped on the token limit (``Finish.reason == "length"``) asks again
+   with ``max_output_tokens`` × ``truncation_growth`` (up to the model's cap),
+   without feedback; at the cap it stops and says so;
+4. otherwise checks parse → schema → semantic; on failure appends the failed
+   output (assistant message) and a precise feedback message (user message)
+   and asks again, within the budget (retries, semantic retries, seconds);
+5. yields the accepted attempt's events — text normalised if fences, prose or
+   strict-mode nulls were removed — with a final ``Finish`` whose usage is the
+   sum over all attempts. Events of rejected attempts are never released.
+
+When the budget is spent: the configured ``default`` object for the format
+(validated against the request's schema) is yielded and the ``Outcome`` says
+``default``; otherwise the attempt may be queued for review and an
+``ApiError(500, type="model_error", code="structured_output_invalid")`` is
+raised, which the engine renders as ``response.failed``.
+
+Attempts ending in tool calls, a refusal or a content filter are passed through
+unchecked. Text requests (``text_format`` None or ``text``) get the inner
+provider's stream itself: zero overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orgate.neutral import (
+    Deployment,
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    RefusalDelta,
+    TextDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol.errors import MODEL_ERROR, SERVER_ERROR, ApiError, invalid_request
+from orgate.structured import modes, strict
+from orgate.structured.budget import Budget, BudgetOverride, Clock, grow_max_tokens
+from orgate.structured.feedback import (
+    FeedbackItems,
+    clip_output,
+    feedback_text,
+    protocol_feedback_items,
+)
+from orgate.structured.layers import (
+    Accepted,
+    Failure,
+    OutputSchema,
+    SchemaProblem,
+    SemanticCheckError,
+    ValidatorCache,
+    check_output,
+    dump_json,
+)
+from orgate.structured.metrics import StructuredMetrics
+from orgate.structured.outcome import (
+    ERROR_CODE,
+    OUTCOME_HEADER,
+    REVIEW_ID_HEADER,
+    AttemptRecord,
+    ExhaustedBy,
+    Outcome,
+)
+from orgate.structured.review import NewReview, ReviewQueue
+from orgate.structured.settings import FormatPolicy, StructuredPolicy
+
+log = logging.getLogger("orgate.structured")
+
+_WHY: dict[ExhaustedBy, str] = {
+    "retries": "the retry budget is spent",
+    "semantic_retries": "the semantic retry budget is spent",
+    "seconds": "the time budget is spent",
+    "truncation_cap": "the output was cut at the model's output token cap",
+    "truncation_retries": "the output kept being cut at max_output_tokens",
+}
+
+
+@dataclass(slots=True)
+class _Attempt:
+    events: list[ModelEvent]
+    text: str
+    finish: Finish
+    tool_calls: bool
+    refusal: bool
+
+
+def _add_usage(total: Usage | None, more: Usage | None) -> Usage | None:
+    if more is None:
+        return total
+    return more if total is None else total + more
+
+
+def _release(
+    events: list[ModelEvent], usage: Usage | None, text: str | None = None
+) -> list[ModelEvent]:
+    """The attempt's events with the summed usage; text deltas replaced by ``text`` if given."""
+    out: list[ModelEvent] = []
+    placed = False
+    for ev in events:
+        if isinstance(ev, TextDelta) and text is not None:
+            if not placed:
+                out.append(TextDelta(text))
+                placed = True
+        elif isinstance(ev, Finish):
+            out.append(Finish(ev.reason, usage))
+        else:
+            out.append(ev)
+    return out
+
+
+class SafetyNet:
+    """Wraps one deployment's provider; see the module docstring."""
+
+    def __init__(
+        self,
+        inner: Provider,
+        deployment: Deployment,
+        policy: StructuredPolicy,
+        metrics: StructuredMetrics | None = None,
+        review_queue: ReviewQueue | None = None,
+        *,
+        validators: ValidatorCache | None = None,
+        feedback_items: FeedbackItems = protocol_feedback_items,
+    ) -> None:
+        self.inner = inner
+        self.deployment = deployment
+        self.policy = policy
+        self.metrics = metrics
+        self.review_queue = review_queue
+        self.validators = validators if validators is not None else ValidatorCache()
+        self.feedback_items = feedback_items
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def stream(
+        self,
+        request: ModelRequest,
+        *,
+        outcome: Outcome | None = None,
+        budget: BudgetOverride | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        """The checked stream; for non-JSON requests, the inner stream itself."""
+        fmt = request.text_format
+        if fmt is None or fmt.type == "text" or not self.policy.settings.enabled:
+            return self.inner.stream(request)
+        return self._guarded(request, outcome if outcome is not None else Outcome(), budget)
+
+    # ------------------------------------------------------------------ attempts
+
+    async def _attempt(self, request: ModelRequest, timeout: float | None) -> _Attempt:
+        events: list[ModelEvent] = []
+        parts: list[str] = []
+        finish: Finish | None = None
+        tool_calls = refusal = False
+        iterator = self.inner.stream(request)
+        try:
+            async with asyncio.timeout(timeout):
+                async for ev in iterator:
+                    events.append(ev)
+                    if isinstance(ev, TextDelta):
+                        parts.append(ev.text)
+                    elif isinstance(ev, ToolCallStart):
+                        tool_calls = True
+                    elif isinstance(ev, RefusalDelta):
+                        refusal = True
+                    elif isinstance(ev, Finish):
+                        finish = ev
+        finally:
+            closer = getattr(iterator, "aclose", None)
+            if closer is not None:
+                with contextlib.suppress(Exception):
+                    await closer()
+        if finish is None:  # tolerate a provider that forgot its Finish
+            finish = Finish("stop")
+            events.append(finish)
+        return _Attempt(events, "".join(parts), finish, tool_calls, refusal)
+
+    def _log(self, plan: modes.Plan, record: AttemptRecord, level: int = logging.INFO) -> None:
+        log.log(
+            level,
+            "structured attempt %d for %s/%s (%s): finish=%s stage=%s",
+            record.number,
+            self.deployment.name,
+            plan.format_name,
+            plan.mode,
+            record.finish_reason,
+            record.stage or "ok",
+            extra={
+                "model": self.deployment.name,
+                "format_name": plan.format_name,
+                "attempt": record.number,
+                "mode": plan.mode,
+                "finish_reason": record.finish_reason,
+                "stage": record.stage,
+                "errors": list(record.errors),
+                "max_output_tokens": record.max_output_tokens,
+            },
+        )
+
+    def _count(self, name: str, plan: modes.Plan, **labels: str) -> None:
+        if self.metrics is not None:
+            getattr(self.metrics, name).labels(
+                model=self.deployment.name, format=plan.format_name, **labels
+            ).inc()
+
+    def _verdict(self, plan: modes.Plan, outcome: Outcome) -> None:
+        self._count("requests", plan)
+        if outcome.attempts and outcome.attempts[0].stage is not None:
+            self._count("first_attempt_failures", plan)
+        if outcome.status == "recovered":
+            self._count("recovered_by_retry", plan)
+        elif outcome.status != "ok":
+            self._count("budget_exhausted", plan)
+        self._count("outcomes", plan, outcome=outcome.status)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _guarded(
+        self, request: ModelRequest, outcome: Outcome, override: BudgetOverride | None
+    ) -> AsyncIterator[ModelEvent]:
+        settings = self.policy.settings
+        caps = self.deployment.capabilities
+        plan = modes.plan(request, caps, prefer_strict=settings.prefer_strict)
+        fpol = self.policy.format(plan.format_name)
+        budget = Budget.resolve(settings, fpol, override)
+        try:
+            schema = self.validators.get(plan.validation_schema)
+        except SchemaProblem as exc:
+            raise invalid_request(
+                f"text.format.schema is not a usable JSON Schema: {exc}",
+                param="text.format.schema",
+                code="invalid_json_schema",
+            ) from None
+        outcome.mode, outcome.format_name, outcome.strict_changes = (
+            plan.mode,
+            plan.format_name,
+            plan.strict_changes,
+        )
+        self._count("modes", plan, mode=plan.mode)
+        if plan.strict_blockers:
+            log.info(
+                "schema %s sent non-strict: %s", plan.format_name, "; ".join(plan.strict_blockers)
+            )
+        normalize: Callable[[Any], Any] | None = (
+            functools.partial(strict.denull, schema=plan.validation_schema) if plan.denull else None
+        )
+        cap = caps.max_output_tokens or settings.default_output_cap
+        clock = Clock(budget.seconds)
+        base = req = plan.request
+        usage: Usage | None = None
+        retries = semantic = truncations = 0
+        exhausted_by: ExhaustedBy
+
+        while True:
+            number = len(outcome.attempts) + 1
+            # The first attempt is bounded by the deployment's own timeouts; retries by the clock.
+            left = clock.remaining()
+            timeout = None if number == 1 or left is None else max(left, 0.0)
+            try:
+                attempt = await self._attempt(req, timeout)
+            except TimeoutError:
+                if timeout is None:  # not ours: the provider's own timeout
+                    raise
+                record = AttemptRecord(
+                    number,
+                    None,
+                    "timeout",
+                    ("the time budget ran out during this attempt",),
+                    req.max_output_tokens,
+                )
+                outcome.attempts.append(record)
+                self._log(plan, record, logging.WARNING)
+                exhausted_by = "seconds"
+                break
+            usage = _add_usage(usage, attempt.finish.usage)
+            reason: FinishReason = attempt.finish.reason
+
+            if (
+                reason == "tool_calls"
+                or attempt.tool_calls
+                or reason == "content_filter"
+                or (attempt.refusal and not attempt.text.strip())
+            ):
+                why = (
+                    "tool_calls"
+                    if (reason == "tool_calls" or attempt.tool_calls)
+                    else ("content_filter" if reason == "content_filter" else "refusal")
+                )
+                outcome.attempts.append(
+                    AttemptRecord(number, reason, None, (), req.max_output_tokens, attempt.text)
+                )
+                outcome.status, outcome.passthrough_reason = "passthrough", why
+                self._count("passthrough", plan, reason=why)
+                for ev in _release(attempt.events, usage):
+                    yield ev
+                return
+
+            if reason == "length":
+                failure = Failure(
+                    "truncation",
+                    (
+                        f"the output was cut at max_output_tokens={req.max_output_tokens or 'provider default'}",
+                    ),
+                )
+                record = AttemptRecord(
+                    number,
+                    reason,
+                    "truncation",
+                    failure.errors,
+                    req.max_output_tokens,
+                    attempt.text,
+                )
+                outcome.attempts.append(record)
+                self._log(plan, record, logging.WARNING)
+                self._count("failures", plan, stage="truncation")
+                used = attempt.finish.usage.output_tokens if attempt.finish.usage else None
+                grown = grow_max_tokens(
+                    req.max_output_tokens, used, cap, settings.truncation_growth
+                )
+                if grown is None:
+                    exhausted_by = "truncation_cap"
+                    break
+                if truncations >= budget.truncation_retries:
+                    exhausted_by = "truncation_retries"
+                    break
+                if clock.expired():
+                    exhausted_by = "seconds"
+                    break
+                truncations += 1
+                self._count("retries", plan, stage="truncation")
+                req = dataclasses.replace(req, max_output_tokens=grown)
+                continue
+
+            try:
+                result = check_output(
+                    attempt.text,
+                    schema=schema,
+                    checks=fpol.checks,
+                    strip_fences=settings.strip_fences,
+                    strip_prose=settings.strip_prose,
+                    normalize=normalize,
+                )
+            except SemanticCheckError as exc:
+                raise ApiError(
+                    500, str(exc), type=SERVER_ERROR, code="semantic_check_error"
+                ) from exc
+
+            if isinstance(result, Accepted):
+                record = AttemptRecord(
+                    number, reason, None, (), req.max_output_tokens, attempt.text
+                )
+                outcome.attempts.append(record)
+                self._log(plan, record)
+                outcome.status = "ok" if number == 1 else "recovered"
+                outcome.value = result.value
+                self._verdict(plan, outcome)
+                for ev in _release(attempt.events, usage, result.text if result.changed else None):
+                    yield ev
+                return
+
+            record = AttemptRecord(
+                number, reason, result.stage, result.errors, req.max_output_tokens, attempt.text
+            )
+            outcome.attempts.append(record)
+            self._log(plan, record, logging.WARNING)
+            self._count("failures", plan, stage=result.stage)
+            if retries >= budget.retries:
+                exhausted_by = "retries"
+                break
+            if result.stage == "semantic" and semantic >= budget.semantic_retries:
+                exhausted_by = "semantic_retries"
+                break
+            if clock.expired():
+                exhausted_by = "seconds"
+                break
+            retries += 1
+            semantic += result.stage == "semantic"
+            self._count("retries", plan, stage=result.stage)
+            items = self.feedback_items(
+                clip_output(attempt.text, settings.max_feedback_chars), feedback_text(result)
+            )
+            req = dataclasses.replace(
+                base, input=[*base.input, *items], max_output_tokens=req.max_output_tokens
+            )
+
+        async for ev in self._exhausted(
+            request, plan, fpol, schema, outcome, exhausted_by, usage, cap
+        ):
+            yield ev
+
+    async def _exhausted(
+        self,
+        request: ModelRequest,
+        plan: modes.Plan,
+        fpol: FormatPolicy,
+        schema: OutputSchema,
+        outcome: Outcome,
+        exhausted_by: ExhaustedBy,
+        usage: Usage | None,
+        cap: int,
+    ) -> AsyncIterator[ModelEvent]:
+        outcome.exhausted_by = exhausted_by
+        action = fpol.on_exhaustion
+        if action == "default" and fpol.has_default:
+            problem = schema.validate(fpol.default)
+            if problem is None:
+                outcome.status, outcome.value = "default", fpol.default
+                self._verdict(plan, outcome)
+                log.warning(
+                    "structured budget spent for %s/%s: returning the configured default",
+                    self.deployment.name,
+                    plan.format_name,
+                    extra={
+                        "model": self.deployment.name,
+                        "format_name": plan.format_name,
+                        "outcome": "default",
+                    },
+                )
+                yield TextDelta(dump_json(fpol.default))
+                yield Finish("stop", usage)
+                return
+            log.error(
+                "configured default for %s does not match the request's schema: %s",
+                plan.format_name,
+                problem.summary(),
+            )
+        if action == "review" and self.review_queue is not None:
+            outcome.review_id = await asyncio.to_thread(
+                self.review_queue.add, self._review_entry(request, plan, outcome)
+            )
+            outcome.status = "review"
+        else:
+            if action == "review":
+                log.warning("on_exhaustion = review but no review queue is configured")
+            outcome.status = "error"
+        self._verdict(plan, outcome)
+        raise self._error(outcome, exhausted_by, cap)
+
+    def _error(self, outcome: Outcome, exhausted_by: ExhaustedBy, cap: int) -> ApiError:
+        failed = [a for a in outcome.attempts if a.stage is not None and a.stage != "timeout"]
+        why = _WHY[exhausted_by]
+        if exhausted_by == "truncation_cap":
+            why += f" ({cap} tokens)"
+        message = f"The model's output failed the structured-output checks after {len(outcome.attempts)} attempt(s): {why}."
+        if failed:
+            last = failed[-1]
+            shown = list(last.errors[:5]) + (
+                [f"… {len(last.errors) - 5} more"] if len(last.errors) > 5 else []
+            )
+            message += f" Last failure at stage {last.stage}: " + "; ".join(shown) + "."
+        if outcome.review_id:
+            message += f" Queued for review as {outcome.review_id}."
+        headers = {OUTCOME_HEADER: outcome.status}
+        if outcome.review_id:
+            headers[REVIEW_ID_HEADER] = outcome.review_id
+        return ApiError(
+            500, message, type=MODEL_ERROR, code=ERROR_CODE, param="text.format", headers=headers
+        )
+
+    def _review_entry(self, request: ModelRequest, plan: modes.Plan, outcome: Outcome) -> NewReview:
+        failed = [a for a in outcome.attempts if a.stage is not None]
+        last = failed[-1] if failed else AttemptRecord(0, None, "unknown")
+        fmt = request.text_format
+        return NewReview(
+            model=self.deployment.name,
+            format_name=plan.format_name,
+            mode=plan.mode,
+            stage=last.stage or "unknown",
+            errors=list(last.errors),
+            schema=plan.validation_schema,
+            request={
+                "model": request.model,
+                "instructions": request.instructions,
+                "input": request.input,
+                "text_format": dataclasses.asdict(fmt) if fmt is not None else None,
+                "max_output_tokens": request.max_output_tokens,
+            },
+            attempts=[a.to_dict() for a in outcome.attempts],
+            response_id=outcome.response_id,
+        )

@@ -1,0 +1,266 @@
+"""The review queue: attempts whose budget was spent, kept for a human (SQLite, one table).
+
+``ReviewQueue(path)`` opens (and creates) the database; every call opens its
+own short connection, so the queue is safe to use from worker threads and from
+several processes at once (WAL journal). The SafetyNet calls ``add`` through
+``asyncio.to_thread``; the CLI (``orgate review list|show|resolve``) and the
+HTTP endpoints use ``list``/``get``/``resolve``/``discard``.
+
+An entry holds the model, format name, mode, the schema validated against,
+the request context (instructions and input items, JSON-serialised), every
+attempt (text, finish reason, failing stage and messages) and, once handled,
+the resolution: a value (validated against the stored schema) or a discard.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from jsonschema import Draft202012Validator
+
+from orgate.structured.layers import schema_layer
+
+ReviewStatus = Literal["pending", "resolved", "discarded"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS structured_review (
+    id           TEXT PRIMARY KEY,
+    created_at   REAL NOT NULL,
+    status       TEXT NOT NULL DEFAULT 'pending',
+    model        TEXT NOT NULL,
+    format_name  TEXT NOT NULL,
+    mode         TEXT NOT NULL,
+    stage        TEXT NOT NULL,
+    errors       TEXT NOT NULL,
+    schema       TEXT,
+    request      TEXT NOT NULL,
+    attempts     TEXT NOT NULL,
+    response_id  TEXT,
+    resolution   TEXT,
+    resolved_at  REAL,
+    note         TEXT
+);
+CREATE INDEX IF NOT EXISTS structured_review_status ON structured_review (status, created_at);
+"""
+
+
+@dataclass(slots=True)
+class NewReview:
+    """What the SafetyNet hands to the queue."""
+
+    model: str
+    format_name: str
+    mode: str
+    stage: str
+    errors: Sequence[str]
+    schema: Any
+    request: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    response_id: str | None = None
+
+
+@dataclass(slots=True)
+class ReviewItem:
+    id: str
+    created_at: float
+    status: ReviewStatus
+    model: str
+    format_name: str
+    mode: str
+    stage: str
+    errors: list[str]
+    schema: Any
+    request: dict[str, Any]
+    attempts: list[dict[str, Any]]
+    response_id: str | None = None
+    resolution: Any = None
+    resolved_at: float | None = None
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "created_at": self.created_at,
+            "status": self.status,
+            "model": self.model,
+            "format_name": self.format_name,
+            "mode": self.mode,
+            "stage": self.stage,
+            "errors": self.errors,
+            "schema": self.schema,
+            "request": self.request,
+            "attempts": self.attempts,
+            "response_id": self.response_id,
+            "resolution": self.resolution,
+            "resolved_at": self.resolved_at,
+            "note": self.note,
+        }
+
+
+class ReviewError(Exception):
+    """A queue operation that cannot be done (unknown id, already handled, invalid value)."""
+
+
+def _jsonable(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if isinstance(obj, dict | list | str | int | float | bool) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def _dumps(obj: Any) -> str:
+    return orjson.dumps(obj, default=_jsonable).decode()
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+class ReviewQueue:
+    """A persistent queue of exhausted structured-output attempts."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if self.path.parent and not self.path.parent.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=10.0)
+        db.row_factory = sqlite3.Row
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def add(self, entry: NewReview) -> str:
+        """Store an entry; returns its id (``rev_`` + 24 hex)."""
+        review_id = "rev_" + uuid.uuid4().hex[:24]
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO structured_review (id, created_at, status, model, format_name, mode, stage, errors,"
+                " schema, request, attempts, response_id) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    review_id,
+                    time.time(),
+                    entry.model,
+                    entry.format_name,
+                    entry.mode,
+                    entry.stage,
+                    _dumps(list(entry.errors)),
+                    _dumps(entry.schema),
+                    _dumps(entry.request),
+                    _dumps(entry.attempts),
+                    entry.response_id,
+                ),
+            )
+        return review_id
+
+    @staticmethod
+    def _item(row: sqlite3.Row) -> ReviewItem:
+        return ReviewItem(
+            id=row["id"],
+            created_at=row["created_at"],
+            status=row["status"],
+            model=row["model"],
+            format_name=row["format_name"],
+            mode=row["mode"],
+            stage=row["stage"],
+            errors=_loads(row["errors"]),
+            schema=_loads(row["schema"]),
+            request=_loads(row["request"]),
+            attempts=_loads(row["attempts"]),
+            response_id=row["response_id"],
+            resolution=_loads(row["resolution"]),
+            resolved_at=row["resolved_at"],
+            note=row["note"],
+        )
+
+    def list(
+        self, status: ReviewStatus | None = "pending", *, limit: int = 100, offset: int = 0
+    ) -> builtins.list[ReviewItem]:
+        """Entries, oldest first; ``status=None`` lists all."""
+        sql = "SELECT * FROM structured_review"
+        args: builtins.list[Any] = []
+        if status is not None:
+            sql += " WHERE status = ?"
+            args.append(status)
+        sql += " ORDER BY created_at, id LIMIT ? OFFSET ?"
+        args += [limit, offset]
+        with self._connect() as db:
+            return [self._item(r) for r in db.execute(sql, args).fetchall()]
+
+    def count(self, status: ReviewStatus | None = "pending") -> int:
+        with self._connect() as db:
+            if status is None:
+                row = db.execute("SELECT COUNT(*) FROM structured_review").fetchone()
+            else:
+                row = db.execute(
+                    "SELECT COUNT(*) FROM structured_review WHERE status = ?", (status,)
+                ).fetchone()
+        return int(row[0])
+
+    def get(self, review_id: str) -> ReviewItem | None:
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT * FROM structured_review WHERE id = ?", (review_id,)
+            ).fetchone()
+        return None if row is None else self._item(row)
+
+    def _finish(
+        self, review_id: str, status: ReviewStatus, resolution: Any, note: str | None
+    ) -> ReviewItem:
+        with self._connect() as db:
+            cur = db.execute(
+                "UPDATE structured_review SET status = ?, resolution = ?, resolved_at = ?, note = ?"
+                " WHERE id = ? AND status = 'pending'",
+                (
+                    status,
+                    None if resolution is None else _dumps(resolution),
+                    time.time(),
+                    note,
+                    review_id,
+                ),
+            )
+            if cur.rowcount != 1:
+                found = db.execute(
+                    "SELECT status FROM structured_review WHERE id = ?", (review_id,)
+                ).fetchone()
+                if found is None:
+                    raise ReviewError(f"no review entry {review_id}")
+                raise ReviewError(f"review entry {review_id} is already {found['status']}")
+        item = self.get(review_id)
+        assert item is not None
+        return item
+
+    def resolve(
+        self, review_id: str, value: Any, *, note: str | None = None, force: bool = False
+    ) -> ReviewItem:
+        """Resolve with a corrected value; it must validate against the stored schema unless ``force``."""
+        item = self.get(review_id)
+        if item is None:
+            raise ReviewError(f"no review entry {review_id}")
+        if not force and isinstance(item.schema, dict | bool):
+            failure = schema_layer(value, Draft202012Validator(item.schema))
+            if failure is not None:
+                raise ReviewError("value does not match the schema: " + "; ".join(failure.errors))
+        return self._finish(review_id, "resolved", value, note)
+
+    def discard(self, review_id: str, *, note: str | None = None) -> ReviewItem:
+        return self._finish(review_id, "discarded", None, note)

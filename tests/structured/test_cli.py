@@ -1,0 +1,123 @@
+"""``orgate schema check|strictify`` and ``orgate review`` through ``register``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from orgate.structured.cli import register
+from orgate.structured.review import NewReview, ReviewQueue
+
+
+def run(argv: list[str], hook: object = None) -> int:
+    parser = argparse.ArgumentParser(prog="orgate")
+    register(parser.add_subparsers(dest="command", required=True), review_db=hook)  # type: ignore[arg-type]
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def write(tmp_path: Path, schema: object) -> str:
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema))
+    return str(path)
+
+
+def test_schema_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loose = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert run(["schema", "check", write(tmp_path, loose)]) == 1
+    out = capsys.readouterr().out
+    assert "/additionalProperties: additionalProperties must be false" in out
+    assert "/properties/a: optional property 'a' made required and nullable" in out
+    strict = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert run(["schema", "check", write(tmp_path, strict)]) == 0
+    capsys.readouterr()
+    assert run(["schema", "check", "--json", write(tmp_path, loose)]) == 1
+    found = json.loads(capsys.readouterr().out)
+    assert {
+        "path": "/properties/a",
+        "rule": "required",
+        "message": "optional property 'a' made required and nullable",
+        "fixable": True,
+    } in found
+
+
+def test_schema_check_text_format_wrapper(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fmt = {
+        "type": "json_schema",
+        "name": "x",
+        "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+    }
+    assert run(["schema", "check", "--json", write(tmp_path, fmt)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_schema_strictify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        run(
+            [
+                "schema",
+                "strictify",
+                write(tmp_path, {"type": "object", "properties": {"a": {"type": "string"}}}),
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out == {
+        "type": "object",
+        "properties": {"a": {"type": ["string", "null"]}},
+        "additionalProperties": False,
+        "required": ["a"],
+    }
+    assert (
+        run(
+            [
+                "schema",
+                "strictify",
+                write(tmp_path, {"type": "object", "patternProperties": {"x": {}}}),
+            ]
+        )
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "no strict-compatible equivalent" in err and "/patternProperties" in err
+
+
+def test_review_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "review.db"
+    q = ReviewQueue(db)
+    rid = q.add(
+        NewReview(
+            "m",
+            "product",
+            "json_schema",
+            "schema",
+            ["missing required key sku"],
+            {"type": "object", "required": ["sku"]},
+            {},
+            [],
+        )
+    )
+    assert run(["review", "list", "--db", str(db)]) == 0
+    assert rid in capsys.readouterr().out
+    assert run(["review", "show", rid], hook=lambda args: str(db)) == 0
+    assert json.loads(capsys.readouterr().out)["errors"] == ["missing required key sku"]
+    assert run(["review", "resolve", rid, "--db", str(db), "--value", "{}"]) == 1
+    assert "missing required key sku" in capsys.readouterr().err
+    assert run(["review", "resolve", rid, "--db", str(db), "--value", '{"sku": "A"}']) == 0
+    assert f"{rid}: resolved" in capsys.readouterr().out
+    assert run(["review", "list", "--db", str(db)]) == 0
+    assert "no entries" in capsys.readouterr().out
+    assert run(["review", "list", "--all", "--json", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["resolution"] == {"sku": "A"}
+    assert run(["review", "show", "rev_missing", "--db", str(db)]) == 1

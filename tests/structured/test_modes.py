@@ -1,0 +1,109 @@
+"""Capability branching and the json-word rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orgate.neutral import Capabilities, ModelRequest, TextFormat
+from orgate.protocol import InputTextContentParam, UserMessageItemParam
+from orgate.structured.modes import JSON_WORD_SUFFIX, ensure_json_word, mentions_json, plan
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "string"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
+LOOSE = {
+    "type": "object",
+    "properties": {"m": {"type": "object", "additionalProperties": {"type": "number"}}},
+}
+
+
+def req(fmt: TextFormat, **kw: Any) -> ModelRequest:
+    return ModelRequest("up", [UserMessageItemParam(content="hello")], text_format=fmt, **kw)
+
+
+def test_native_strict_when_supported() -> None:
+    p = plan(req(TextFormat("json_schema", "x", SCHEMA)), Capabilities())
+    assert p.mode == "json_schema_strict" and p.request.text_format == TextFormat(
+        "json_schema", "x", SCHEMA, True
+    )
+    assert p.validation_schema == SCHEMA and not p.denull
+
+
+def test_unstrictifiable_schema_is_sent_non_strict() -> None:
+    p = plan(req(TextFormat("json_schema", "x", LOOSE, True)), Capabilities())
+    assert (
+        p.mode == "json_schema"
+        and p.request.text_format is not None
+        and p.request.text_format.strict is False
+    )
+    assert p.strict_blockers and "map" in p.strict_blockers[0]
+
+
+def test_client_strict_false_is_respected() -> None:
+    p = plan(req(TextFormat("json_schema", "x", SCHEMA, False)), Capabilities())
+    assert p.mode == "json_schema"
+    assert (
+        plan(req(TextFormat("json_schema", "x", SCHEMA)), Capabilities(), prefer_strict=False).mode
+        == "json_schema"
+    )
+
+
+def test_json_object_with_schema_in_instructions() -> None:
+    p = plan(
+        req(TextFormat("json_schema", "x", SCHEMA), instructions="Be nice."),
+        Capabilities(json_schema=False),
+    )
+    assert p.mode == "json_object_instructions"
+    assert p.request.text_format == TextFormat("json_object")
+    assert p.request.instructions is not None and p.request.instructions.startswith(
+        "Be nice.\n\nRespond with a single JSON value"
+    )
+    assert '"required":["a"]' in p.request.instructions
+
+
+def test_instructions_only() -> None:
+    p = plan(
+        req(TextFormat("json_schema", "x", SCHEMA)),
+        Capabilities(json_schema=False, json_object=False),
+    )
+    assert (
+        p.mode == "instructions"
+        and p.request.text_format is None
+        and "JSON Schema" in (p.request.instructions or "")
+    )
+    p = plan(req(TextFormat("json_object")), Capabilities(json_schema=False, json_object=False))
+    assert p.mode == "instructions" and p.validation_schema == {"type": "object"}
+
+
+def test_non_object_root_goes_through_instructions() -> None:
+    p = plan(
+        req(TextFormat("json_schema", "list", {"type": "array", "items": {"type": "string"}})),
+        Capabilities(),
+    )
+    assert p.mode == "instructions"
+
+
+def test_json_object_mode_and_label() -> None:
+    p = plan(req(TextFormat("json_object")), Capabilities())
+    assert p.mode == "json_object" and p.format_name == "json_object"
+    assert p.request.instructions == JSON_WORD_SUFFIX
+
+
+def test_json_word_rule() -> None:
+    r = req(TextFormat("json_object"), instructions="Answer briefly.")
+    assert ensure_json_word(r).instructions == "Answer briefly.\n\nRespond in JSON."
+    assert (
+        ensure_json_word(ensure_json_word(r)).instructions == "Answer briefly.\n\nRespond in JSON."
+    )
+    already = req(TextFormat("json_object"), instructions="Return Json please")
+    assert ensure_json_word(already) is already
+    in_message = ModelRequest(
+        "up", [UserMessageItemParam(content=[InputTextContentParam(text="give me JSON")])]
+    )
+    assert mentions_json(in_message) and ensure_json_word(in_message) is in_message
+    as_dict = ModelRequest("up", [{"type": "message", "role": "user", "content": "a json list"}])
+    assert mentions_json(as_dict)
+    assert not mentions_json(ModelRequest("up", [{"type": "function_call_output", "output": "x"}]))
