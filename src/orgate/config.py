@@ -19,6 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orgate.neutral import Capabilities, Deployment
+from orgate.structured.settings import StructuredSettings
 
 PROVIDERS = ("builtin", "openai-chat", "openai-responses", "anthropic")
 ENV_PREFIX = "ORGATE_"
@@ -147,7 +148,7 @@ class Settings(BaseModel):
     gate: GateSettings = Field(default_factory=GateSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    structured: dict[str, Any] = Field(default_factory=dict)
+    structured: StructuredSettings = Field(default_factory=StructuredSettings)
     models: list[ModelSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)
     source: str | None = None

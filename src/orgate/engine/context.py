@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from orgate.engine import ids
 from orgate.neutral import Deployment, ModelRequest, TextFormat
 from orgate.protocol import (
     CreateResponseBody,
@@ -42,6 +43,7 @@ class Turn:
     background: bool = False
     user: str | None = None
     warnings: list[str] = field(default_factory=list)  # gate findings under policy=warn
+    response_id: str = field(default_factory=ids.response_id)
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:

@@ -60,6 +60,12 @@ class HistoryStore(Protocol):
 ProviderFactory = Callable[[Deployment], Provider]
 
 
+class Pipeline(Protocol):
+    """Wraps a deployment's provider for one turn (safety net, tool guard); returns the provider and its outcome."""
+
+    def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
+
+
 class ResponsesService:
     """Runs turns. Built once per app with its deployments, providers and (optional) store."""
 
@@ -69,11 +75,13 @@ class ResponsesService:
         providers: ProviderFactory,
         store: HistoryStore | None = None,
         gate_policy: Policy = "enforce",
+        pipeline: Pipeline | None = None,
     ) -> None:
         self.deployments = deployments
         self.providers = providers
         self.store = store
         self.gate_policy: Policy = gate_policy
+        self.pipeline = pipeline
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
@@ -117,10 +125,15 @@ class ResponsesService:
             resolved.extend(items_from_wire([found]))
         return resolved
 
-    async def create(self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None) -> ResponseStream:
+    async def create(
+        self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None, *, budget: Any = None
+    ) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
         turn = await self.prepare(body, caller, warnings)
         provider = self.providers(turn.deployment)
+        outcome: Any = None
+        if self.pipeline is not None:
+            provider, outcome = self.pipeline.open(turn, provider, budget)
         upstream = provider.stream(turn.request)
         try:
             first = await anext(upstream)
@@ -131,7 +144,12 @@ class ResponsesService:
         except BaseException:
             await _aclose(upstream)
             raise
-        return ResponseStream(self, turn, caller, upstream, first)
+        stream = ResponseStream(self, turn, caller, upstream, first)
+        if outcome is not None and outcome.status != "passthrough" and outcome.status != "pending":
+            stream.headers.update(outcome.headers())
+        if turn.warnings:
+            stream.headers["X-Orgate-Gate-Warnings"] = " | ".join(turn.warnings)
+        return stream
 
     async def persist(self, builder: ResponseBuilder, turn: Turn, caller: Caller) -> None:
         if not turn.store or self.store is None:
@@ -175,7 +193,8 @@ class ResponseStream:
         self.service = service
         self.turn = turn
         self.caller = caller
-        self.builder = ResponseBuilder(turn.base)
+        self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
+        self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome)
         self._upstream = upstream
         self._first = first
         self.error: ApiError | None = None  # why the response failed, if it did

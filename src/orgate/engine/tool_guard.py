@@ -26,7 +26,16 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from orgate.gate import Code, SchemaCache, ToolCatalog, ToolsError, check, load_tools
-from orgate.neutral import Finish, ModelEvent, ModelRequest, Provider, TextDelta, ToolCallDelta, ToolCallStart, Usage
+from orgate.neutral import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
 from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, UserMessageItemParam
 from orgate.protocol.errors import MODEL_ERROR, ApiError
 

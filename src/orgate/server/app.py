@@ -12,20 +12,20 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 
 from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys
 from orgate.engine.service import ResponsesService
-from orgate.engine.tool_guard import ToolGuard
-from orgate.gate import SchemaCache
-from orgate.neutral import Deployment, Provider
+from orgate.neutral import Deployment
 from orgate.protocol.errors import ApiError
 from orgate.providers import ProviderRegistry
 from orgate.server import routes
 from orgate.server.auth import Authenticator
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
+from orgate.server.pipeline import Pipeline
 
 log = logging.getLogger("orgate.server")
 
@@ -44,6 +44,8 @@ class Services:
     auth: Authenticator
     providers: ProviderRegistry
     responses: ResponsesService
+    metrics: CollectorRegistry
+    pipeline: Pipeline
     store: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -51,14 +53,13 @@ class Services:
 def build_services(settings: Settings) -> Services:
     keys = resolve_api_keys(settings)
     table = deployments(settings)
-    schema_cache = SchemaCache()
-
-    def guard(provider: Provider, deployment: Deployment) -> Provider:
-        return ToolGuard(provider, policy=settings.gate.policy, retries=settings.gate.tool_retries, cache=schema_cache)
-
-    providers = ProviderRegistry(wrap=guard)
-    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy)
+    metrics = CollectorRegistry()
+    pipeline = Pipeline(settings, metrics)
+    providers = ProviderRegistry()
+    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy, pipeline=pipeline)
     return Services(
+        metrics=metrics,
+        pipeline=pipeline,
         settings=settings,
         keys=keys,
         deployments=table,

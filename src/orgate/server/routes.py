@@ -7,10 +7,12 @@ rendered by the app's one handler.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -22,6 +24,7 @@ from orgate.protocol.errors import ApiError
 from orgate.server.body import read_json
 from orgate.server.errors import error_response
 from orgate.server.sse import DONE, frame
+from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride, ReviewError
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -54,17 +57,19 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
             if isinstance(tools, list) and len(tools) > services.settings.limits.max_tools:
                 raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {services.settings.limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
         warnings: list[str] = []
+        budget = structured_budget(data, request.headers.get(BUDGET_HEADER))
         if isinstance(data, dict) and "input" in data:
             data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
         body = parse_body(data)
-        stream = await services.responses.create(body, caller, warnings)
-        headers = {"X-Orgate-Gate-Warnings": " | ".join(warnings)} if warnings else None
+        stream = await services.responses.create(body, caller, warnings, budget=budget)
         if body.stream:
-            return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS | (headers or {}))
+            return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS | stream.headers)
         response = await stream.final()
         if stream.error is not None:
-            return error_response(stream.error)
-        return json_response(response, headers=headers)
+            error = stream.error
+            error.headers = {**stream.headers, **error.headers}
+            return error_response(error)
+        return json_response(response, headers=stream.headers)
 
     async def list_models(request: Request) -> Response:
         caller_models = authenticate(services, request).models
@@ -78,10 +83,64 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
-    routes: list[BaseRoute] = [Route("/healthz", healthz, methods=["GET"]), Route("/v1/models", list_models, methods=["GET"])]
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(services.metrics), media_type=CONTENT_TYPE_LATEST)
+
+    async def review_list(request: Request) -> Response:
+        authenticate(services, request)
+        status = request.query_params.get("status", "pending")
+        if status not in ("pending", "resolved", "discarded", "all"):
+            raise ApiError(400, "status must be pending, resolved, discarded or all.", param="status", code="invalid_value")
+        items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status)
+        return json_response({"object": "list", "data": [item.to_dict() for item in items]})
+
+    async def review_get(request: Request) -> Response:
+        authenticate(services, request)
+        item = await asyncio.to_thread(services.pipeline.review.get, request.path_params["review_id"])
+        if item is None:
+            raise ApiError(404, f"Review item '{request.path_params['review_id']}' not found.", code="not_found", param="review_id")
+        return json_response(item.to_dict())
+
+    async def review_resolve(request: Request) -> Response:
+        authenticate(services, request)
+        review_id = request.path_params["review_id"]
+        data = await read_json(request, services.settings.limits)
+        if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
+            raise ApiError(400, "Send {\"value\": <the corrected object>} or {\"discard\": true}.", code="invalid_review_resolution")
+        try:
+            if data.get("discard"):
+                item = await asyncio.to_thread(services.pipeline.review.discard, review_id)
+            else:
+                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"])
+        except ReviewError as exc:
+            raise ApiError(400, str(exc), code="invalid_review_resolution") from None
+        return json_response(item.to_dict())
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/orgate/review", review_list, methods=["GET"]),
+        Route("/v1/orgate/review/{review_id}", review_get, methods=["GET"]),
+        Route("/v1/orgate/review/{review_id}/resolve", review_resolve, methods=["POST"]),
+    ]
     if services.settings.endpoints.responses.enabled:
         routes.append(Route("/v1/responses", create_response, methods=["POST"]))
     return routes
+
+
+def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
+    """The safety-net budget override: body field ``structured_budget`` (removed here) and/or the header."""
+    from_body = None
+    if isinstance(data, dict) and BODY_FIELD in data:
+        raw = data.pop(BODY_FIELD)
+        if not isinstance(raw, dict):
+            raise ApiError(400, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", code="invalid_structured_budget", param=BODY_FIELD)
+        from_body = BudgetOverride.from_mapping(raw)
+    from_header = BudgetOverride.from_header(header) if header else None
+    if from_body is not None and from_header is not None:
+        return from_body.merged(from_header)
+    return from_body or from_header
 
 
 def fallback_routes(services: Services) -> Sequence[BaseRoute]:

@@ -1,0 +1,335 @@
+"""Compaction: the policy, the sealed ``compaction`` item, its expansion, and the context-window decision.
+
+Pure functions, no I/O (the summariser call lives in ``server/compact.py``):
+
+- ``partition(items, keep_turns)`` splits a conversation into the *older* part,
+  which the model summarises, and the part kept verbatim. Policy: a turn starts
+  at each user message; the last ``keep_turns`` turns are kept, and so are every
+  ``system`` / ``developer`` message (instructions are not conversation) and any
+  ``compaction`` item inside the kept turns (it stays sealed). Everything else
+  (older user/assistant messages, tool calls and outputs, reasoning, older
+  compaction items) is replaced by the summary.
+- ``compact(items, summary, keep_turns=...)`` → ``Compacted(kept, payload)``;
+  ``seal(payload, key)`` → the opaque ``encrypted_content`` string;
+  ``open_sealed(token, key)`` → the payload, or a 400 ``invalid_compaction``.
+  Sealing is AES-256-GCM with a random 96-bit nonce; the associated data binds
+  the token to a context (orgate passes the tenant), so a token altered by one
+  bit, made with another key, or presented by another tenant does not open.
+- ``expand(items, key)`` replaces each ``compaction`` input item, in place, by
+  what it encodes: one developer message carrying the summary (nothing when the
+  compaction covered no older items).
+- ``fit_context(...)`` is the ``truncation`` decision: with ``disabled`` a context
+  over the model's window is a 400 ``context_length_exceeded``; with ``auto`` the
+  oldest turns are dropped (same partition rule) until it fits.
+
+Token counts are estimates: characters / 4, plus a few tokens per item.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemParam
+from orgate.protocol.errors import ApiError
+
+TOKEN_PREFIX = "ogc1_"
+PAYLOAD_VERSION = 1
+SUMMARY_HEADER = (
+    "Summary of the earlier part of this conversation (compacted by orgate; it covers what came "
+    "before the messages kept verbatim):"
+)
+_AAD = b"orgate-compaction-v1\x00"
+_NONCE = 12
+_ITEM_OVERHEAD_TOKENS = 4
+_MAX_PLAINTEXT = 64 * 1024 * 1024
+
+# --------------------------------------------------------------------------- policy
+
+
+def _kind(item: Any) -> str | None:
+    return item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
+
+
+def _role(item: Any) -> str | None:
+    return item.get("role") if isinstance(item, dict) else getattr(item, "role", None)
+
+
+def _is_instruction(item: Any) -> bool:
+    return _role(item) in ("system", "developer")
+
+
+def turn_starts(items: list[Any]) -> list[int]:
+    """Indexes where a turn begins: every user message."""
+    return [i for i, item in enumerate(items) if _role(item) == "user"]
+
+
+def partition(items: list[Any], keep_turns: int) -> tuple[list[Any], list[Any]]:
+    """``(older, kept)``: what the summary replaces, and what stays verbatim (in input order)."""
+    starts = turn_starts(items)
+    if keep_turns <= 0:
+        cut = len(items)  # summarise everything but the instructions
+    elif len(starts) <= keep_turns:
+        cut = 0  # not more turns than kept: nothing is older
+    else:
+        cut = starts[-keep_turns]
+    older: list[Any] = []
+    kept: list[Any] = []
+    for index, item in enumerate(items):
+        if index >= cut or _is_instruction(item):
+            kept.append(item)
+        else:
+            older.append(item)
+    return older, kept
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What ``/v1/responses/compact`` returns: the kept items and the payload to seal."""
+
+    kept: list[Any]
+    payload: dict[str, Any]
+
+
+def make_payload(summary: str | None, *, covered: int, model: str | None = None, created_at: int | None = None) -> dict[str, Any]:
+    """The sealed content of a compaction item."""
+    return {
+        "v": PAYLOAD_VERSION,
+        "summary": summary if summary else None,
+        "covered": covered,
+        "model": model,
+        "created_at": int(time.time()) if created_at is None else created_at,
+    }
+
+
+def compact(items: list[Any], summary: str | None, *, keep_turns: int, model: str | None = None) -> Compacted:
+    """Apply the policy: the kept items, and a payload carrying the summary of the older ones."""
+    older, kept = partition(items, keep_turns)
+    return Compacted(kept=kept, payload=make_payload(summary if older else None, covered=len(older), model=model))
+
+
+# --------------------------------------------------------------------------- sealing
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def seal(payload: dict[str, Any], key: bytes, *, context: str = "") -> str:
+    """Encrypt and authenticate ``payload`` (AES-256-GCM); ``context`` must match at opening."""
+    plain = zlib.compress(orjson.dumps(payload), 6)
+    nonce = os.urandom(_NONCE)
+    sealed = AESGCM(key).encrypt(nonce, plain, _AAD + context.encode())
+    return TOKEN_PREFIX + _b64(nonce + sealed)
+
+
+def _invalid(param: str | None, why: str) -> ApiError:
+    return ApiError(
+        400,
+        f"Invalid compaction item: {why}. Send the compaction item exactly as orgate returned it, "
+        "to the same orgate deployment (same compaction secret) and with the same API key's tenant.",
+        code="invalid_compaction",
+        param=param,
+    )
+
+
+def open_sealed(token: str, key: bytes, *, context: str = "", param: str | None = "encrypted_content") -> dict[str, Any]:
+    """The payload of a sealed token; a 400 ``invalid_compaction`` if it was altered or is foreign."""
+    if not token.startswith(TOKEN_PREFIX):
+        raise _invalid(param, "encrypted_content was not produced by orgate")
+    try:
+        raw = _unb64(token[len(TOKEN_PREFIX) :])
+    except (binascii.Error, ValueError):
+        raise _invalid(param, "encrypted_content is not valid base64url") from None
+    if len(raw) < _NONCE + 16:
+        raise _invalid(param, "encrypted_content is too short")
+    try:
+        plain = AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], _AAD + context.encode())
+    except InvalidTag:
+        raise _invalid(param, "encrypted_content failed authentication (it was altered, or sealed with another key or for another tenant)") from None
+    try:
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(plain, _MAX_PLAINTEXT)
+        payload = orjson.loads(data)
+    except (zlib.error, orjson.JSONDecodeError):
+        raise _invalid(param, "encrypted_content does not decode") from None
+    if not isinstance(payload, dict) or payload.get("v") != PAYLOAD_VERSION:
+        raise _invalid(param, "encrypted_content has an unknown version")
+    return payload
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+def summary_message(summary: str) -> DeveloperMessageItemParam:
+    """The input item a summary expands to."""
+    return DeveloperMessageItemParam(role="developer", content=f"{SUMMARY_HEADER}\n\n{summary}")
+
+
+def expand(items: list[Any], key: bytes, *, context: str = "", param_prefix: str = "input") -> list[Any]:
+    """Replace every ``compaction`` item by the items it encodes (a summary message, or nothing)."""
+    if not any(isinstance(item, CompactionSummaryItemParam) for item in items):
+        return items
+    out: list[Any] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, CompactionSummaryItemParam):
+            out.append(item)
+            continue
+        payload = open_sealed(item.encrypted_content, key, context=context, param=f"{param_prefix}[{index}].encrypted_content")
+        summary = payload.get("summary")
+        if isinstance(summary, str) and summary:
+            out.append(summary_message(summary))
+    return out
+
+
+# --------------------------------------------------------------------------- transcript for the summariser
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for part in content:
+        kind = _kind(part)
+        get = part.get if isinstance(part, dict) else (lambda name, p=part: getattr(p, name, None))
+        text = get("text") or get("refusal")
+        if isinstance(text, str):
+            parts.append(text)
+        elif kind in ("input_image", "input_file", "input_video"):
+            parts.append(f"[{kind.removeprefix('input_')}]")
+    return " ".join(parts)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def render_item(item: Any) -> str:
+    """One line (or block) of a plain-text transcript."""
+    kind = _kind(item)
+    role = _role(item)
+    if role is not None and kind in ("message", None):
+        phase = _field(item, "phase")
+        label = f"{role} ({phase})" if phase else str(role)
+        return f"{label}: {_text(_field(item, 'content'))}"
+    if kind == "function_call":
+        return f"assistant called {_field(item, 'name')}({_field(item, 'arguments')}) [call_id {_field(item, 'call_id')}]"
+    if kind == "function_call_output":
+        output = _field(item, "output")
+        return f"tool result [call_id {_field(item, 'call_id')}]: {output if isinstance(output, str) else _text(output)}"
+    if kind == "reasoning":
+        summary = _field(item, "summary") or []
+        return f"assistant reasoning: {_text(summary)}" if summary else ""
+    return f"[{kind} item]"
+
+
+def transcript(items: list[Any]) -> str:
+    return "\n\n".join(line for line in (render_item(item) for item in items) if line)
+
+
+SUMMARISER_INSTRUCTIONS = (
+    "You compact conversations. Write a concise summary of the conversation transcript you are "
+    "given, keeping every fact, decision, name, number, open question and tool result a later "
+    "turn may need. Write the summary only, no preamble."
+)
+
+
+def summariser_prompt(older: list[Any], instructions: str | None = None) -> str:
+    """The user message asking for the summary of ``older`` (the transcript follows the request)."""
+    head = "Summarise this conversation transcript:"
+    if instructions:
+        head = f"The conversation ran under these instructions:\n{instructions}\n\n{head}"
+    return f"{head}\n\n{transcript(older)}"
+
+
+# --------------------------------------------------------------------------- context window
+
+
+def estimate_tokens(items: list[Any], instructions: str | None = None) -> int:
+    """A cheap estimate: characters / 4 of the text the model reads, plus a few tokens per item."""
+    chars = len(instructions or "")
+    for item in items:
+        chars += len(render_item(item))
+        encrypted = _field(item, "encrypted_content")
+        if isinstance(encrypted, str):
+            chars += len(encrypted)
+    return chars // 4 + _ITEM_OVERHEAD_TOKENS * len(items)
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """The decision: the items to send, the ones dropped (``auto`` only) and the estimate."""
+
+    items: list[Any]
+    dropped: list[Any]
+    estimated_tokens: int
+
+
+def _too_long(estimate: int, budget: int, window: int, truncation: str) -> ApiError:
+    hint = "" if truncation == "auto" else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation (POST /v1/responses/compact)."
+    return ApiError(
+        400,
+        f"The input is about {estimate} tokens, more than the {budget} this model can take (context window {window}, minus the output reserve).{hint}",
+        code="context_length_exceeded",
+        param="input",
+    )
+
+
+def fit_context(
+    items: list[Any],
+    *,
+    context_window: int | None,
+    truncation: str | None,
+    instructions: str | None = None,
+    reserve: int = 0,
+) -> Fit:
+    """Decide what the model is sent. ``context_window`` None = unknown, everything goes."""
+    estimate = estimate_tokens(items, instructions)
+    if context_window is None:
+        return Fit(items, [], estimate)
+    budget = max(context_window - reserve, 0)
+    if estimate <= budget:
+        return Fit(items, [], estimate)
+    if truncation != "auto":
+        raise _too_long(estimate, budget, context_window, "disabled")
+    for keep in range(len(turn_starts(items)) - 1, 0, -1):
+        dropped, kept = partition(items, keep)
+        estimate = estimate_tokens(kept, instructions)
+        if estimate <= budget:
+            return Fit(kept, dropped, estimate)
+    raise _too_long(estimate, budget, context_window, "auto")
+
+__all__ = [
+    "SUMMARISER_INSTRUCTIONS",
+    "SUMMARY_HEADER",
+    "Compacted",
+    "Fit",
+    "compact",
+    "estimate_tokens",
+    "expand",
+    "fit_context",
+    "make_payload",
+    "open_sealed",
+    "partition",
+    "render_item",
+    "seal",
+    "summariser_prompt",
+    "summary_message",
+    "transcript",
+    "turn_starts",
+]

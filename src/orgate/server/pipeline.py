@@ -1,0 +1,80 @@
+"""The per-request provider pipeline: provider → structured-output safety net → tool-call guard.
+
+Built once per app (compiled schema cache, safety-net policy, metrics, review
+queue); ``open(turn, provider, budget)`` composes the wrappers for one
+request and returns the stream to drain plus the safety net's ``Outcome``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from orgate.config import Settings
+from orgate.engine.context import Turn
+from orgate.engine.tool_guard import ToolGuard
+from orgate.gate import SchemaCache
+from orgate.neutral import ModelEvent, ModelRequest, Provider
+from orgate.structured import (
+    BudgetOverride,
+    Outcome,
+    ReviewQueue,
+    SafetyNet,
+    StructuredMetrics,
+    StructuredPolicy,
+)
+from orgate.structured.layers import ValidatorCache
+
+
+@dataclass(slots=True)
+class _NetCall:
+    """A SafetyNet bound to one request's outcome and budget, seen as a plain provider."""
+
+    net: SafetyNet
+    outcome: Outcome
+    budget: BudgetOverride | None
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return self.net.stream(request, outcome=self.outcome, budget=self.budget)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Pipeline:
+    """Composes the wrappers every provider call goes through."""
+
+    def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
+        self.settings = settings
+        self.cache = SchemaCache()
+        self.validators = ValidatorCache(gate_cache=self.cache)
+        self.policy = StructuredPolicy.from_settings(settings.structured)
+        self.metrics = StructuredMetrics(registry)
+        self.review = ReviewQueue(settings.structured.review_db)
+        self.gate_verdicts = Counter(
+            "orgate_gate_verdicts", "Replay-gate verdicts on model tool calls, by code.", ["code"], registry=registry
+        )
+
+    def _count(self, code: str) -> None:
+        self.gate_verdicts.labels(code).inc()
+
+    def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome]:
+        outcome = Outcome()
+        outcome.response_id = turn.response_id
+        net = SafetyNet(provider, turn.deployment, self.policy, self.metrics, self.review, validators=self.validators)
+        guard = ToolGuard(
+            _NetCall(net, outcome, budget),
+            policy=self.settings.gate.policy,
+            retries=self.settings.gate.tool_retries,
+            cache=self.cache,
+            on_verdict=self._count,
+        )
+        return guard, outcome
+
+    def close(self) -> None:
+        close: Any = getattr(self.review, "close", None)
+        if close is not None:
+            close()

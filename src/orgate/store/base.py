@@ -1,0 +1,433 @@
+"""The response store interface: records, errors and the abstract ``ResponseStore``.
+
+The store persists wire-shaped JSON dicts (responses and conversation items) and
+knows nothing of the Pydantic protocol models. Every read and write is scoped by
+``tenant``: a record that belongs to another tenant is indistinguishable from a
+missing one. See ``docs/store.md`` for the data model and the guarantees.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Order = Literal["asc", "desc"]
+ItemKind = Literal["input", "output"]
+
+#: Statuses of a response that is not finished yet (owned by a live process).
+ACTIVE_STATUSES: tuple[str, ...] = ("queued", "in_progress")
+#: Every status a stored response may have.
+STATUSES: tuple[str, ...] = (
+    "queued",
+    "in_progress",
+    "completed",
+    "incomplete",
+    "failed",
+    "cancelled",
+)
+
+#: The ``error`` put on responses that ``recover_interrupted`` marks failed.
+INTERRUPTED_ERROR: dict[str, str] = {
+    "code": "server_error",
+    "message": "the orgate process handling this response stopped before it finished",
+}
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StoreError(Exception):
+    """Base class of every error raised by the store."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or opened (bad path, refused connection, auth)."""
+
+
+class SchemaTooNew(StoreError):
+    """The database was migrated by a newer orgate than this one."""
+
+    def __init__(self, found: int, supported: int, where: str) -> None:
+        super().__init__(
+            f"the store at {where} has schema version {found}, newer than the version "
+            f"{supported} this orgate understands; upgrade orgate or use another database"
+        )
+        self.found = found
+        self.supported = supported
+
+
+class UnknownResponse(StoreError):
+    """``save`` was given a ``previous_response_id`` the tenant does not have."""
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"previous response {response_id!r} not found")
+        self.response_id = response_id
+
+
+class ResponseConflict(StoreError):
+    """``save`` was given a response id that belongs to another tenant."""
+
+
+class SessionBusy(StoreError):
+    """Another request holds the session's turn lease (the server answers 409)."""
+
+    def __init__(self, tenant: str, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} has a request in progress")
+        self.tenant = tenant
+        self.session_id = session_id
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """One stored response. Times are Unix seconds."""
+
+    id: str
+    tenant: str
+    status: str
+    model: str | None
+    created_at: float
+    updated_at: float
+    previous_response_id: str | None
+    session_id: str | None
+    deployment: str | None
+    response: dict[str, Any]
+    request: dict[str, Any] | None
+    #: Position in its chain: 0 for a response without ``previous_response_id``.
+    depth: int
+    #: Number of items in ``context(id)``: the whole chain's input and output items.
+    history_len: int
+    owner: str | None
+    cancel_requested: bool
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredItem:
+    """One conversation item of a response (its own input, or its output)."""
+
+    id: str
+    response_id: str
+    kind: ItemKind
+    position: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsPage:
+    """A page of ``GET /v1/responses/{id}/input_items``."""
+
+    data: list[dict[str, Any]]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        """The list body: ``{"object": "list", "data", "first_id", "last_id", "has_more"}``."""
+        return {
+            "object": "list",
+            "data": self.data,
+            "first_id": self.first_id,
+            "last_id": self.last_id,
+            "has_more": self.has_more,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """What a session points at: its latest response and the deployment that served it."""
+
+    tenant: str
+    session_id: str
+    latest_response_id: str | None
+    deployment: str | None
+    updated_at: float
+    busy: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """A held turn lease on a session, returned by ``begin_session_turn``."""
+
+    tenant: str
+    session_id: str
+    token: str
+    latest_response_id: str | None
+    deployment: str | None
+    lease_expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counts for ``orgate store stats``."""
+
+    backend: str
+    location: str
+    schema_version: int
+    responses: int
+    by_status: dict[str, int]
+    items: int
+    sessions: int
+    events: int
+    oldest_created_at: float | None
+    newest_created_at: float | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+#: Identifies this process (pids are reused, e.g. by a restarted container).
+_PROCESS_TOKEN = uuid.uuid4().hex[:8]
+
+
+def new_owner_id() -> str:
+    """An id for one store instance: ``host:pid:process-token:instance-token``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_PROCESS_TOKEN}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_is_dead(owner: str) -> bool | None:
+    """Decide from the id alone whether an owner's process is gone.
+
+    True when it ran on this host under a pid that no longer exists, or under our
+    pid in an earlier process (a restarted container reuses pids); False for this
+    process; None when it cannot be told from here (another host: use heartbeats).
+    """
+    host, pid_text, process, *_ = [*owner.split(":"), "", "", ""]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return process != _PROCESS_TOKEN
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return None
+    return None
+
+
+def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
+    """The item's own ``id``, or a stable id derived from its place in the response.
+
+    Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids
+    that stay the same when a response is saved again.
+    """
+    own = item.get("id")
+    if isinstance(own, str) and own:
+        return own
+    digest = hashlib.blake2b(f"{response_id}:{position}".encode(), digest_size=12).hexdigest()
+    is_message = item.get("type", "message") == "message"
+    return f"{'msg' if is_message else 'item'}_{digest}"
+
+
+def with_id(item: dict[str, Any], item_id: str) -> dict[str, Any]:
+    """The item with ``id`` set (a copy when it had none)."""
+    if item.get("id") == item_id:
+        return item
+    return {"id": item_id, **item}
+
+
+def page_of(rows: list[tuple[str, dict[str, Any]]], limit: int) -> ItemsPage:
+    """Build an ``ItemsPage`` from up to ``limit + 1`` (id, item) rows."""
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    data = [with_id(item, item_id) for item_id, item in rows]
+    return ItemsPage(
+        data=data,
+        first_id=rows[0][0] if rows else None,
+        last_id=rows[-1][0] if rows else None,
+        has_more=has_more,
+    )
+
+
+def check_order(order: str, limit: int) -> None:
+    """Validate ``input_items`` paging arguments."""
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
+    if not 1 <= limit <= 100:
+        raise ValueError(f"limit must be between 1 and 100, not {limit}")
+
+
+# --------------------------------------------------------------------------- interface
+
+
+class ResponseStore(abc.ABC):
+    """Persistence of responses, their items, sessions and stream events.
+
+    Implementations: ``SqliteStore`` (embedded default) and ``PostgresStore``.
+    Obtain one with ``orgate.store.open_store(url)``; it is ready to use (schema
+    created or migrated, heartbeat running) and must be closed with ``close()``.
+    """
+
+    #: ``"sqlite"`` or ``"postgresql"``.
+    backend: str
+    #: This process instance's owner id (recorded on the responses it saves).
+    owner_id: str
+    #: Database round trips made so far (SQLite: statements executed). For tests
+    #: and metrics: a turn costs a constant number whatever the chain length.
+    query_count: int
+
+    # -- responses
+
+    @abc.abstractmethod
+    async def save(
+        self,
+        response: dict[str, Any],
+        *,
+        tenant: str,
+        input_items: Sequence[dict[str, Any]],
+        previous_response_id: str | None = None,
+        session_id: str | None = None,
+        deployment: str | None = None,
+        request: dict[str, Any] | None = None,
+        events: bytes | None = None,
+        expires_at: float | None = None,
+    ) -> None:
+        """Insert or update (by ``response["id"]``) a response in one transaction.
+
+        ``input_items`` are this response's own new input items, already resolved
+        (no ``item_reference``); its output items are ``response["output"]``.
+        Saving again replaces the status, body, output items and events (background
+        progress). With ``session_id`` the session's latest response becomes this one.
+        Raises ``UnknownResponse`` when ``previous_response_id`` is not the tenant's
+        and ``ResponseConflict`` when the id belongs to another tenant.
+        """
+
+    @abc.abstractmethod
+    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
+        """The response, or None when missing, expired or another tenant's."""
+
+    @abc.abstractmethod
+    async def delete(self, response_id: str, tenant: str) -> bool:
+        """Delete a response with its items and events; True when it existed.
+
+        Continuations of a deleted response (and of its descendants) have no context.
+        """
+
+    @abc.abstractmethod
+    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
+        """Every input and output item of the chain ending at this response, in order.
+
+        This is the model input that precedes the new input of a continuation. None
+        when the response, or any ancestor, is missing, expired or another tenant's.
+        Costs one round trip whatever the chain length.
+        """
+
+    @abc.abstractmethod
+    async def input_items(
+        self,
+        response_id: str,
+        tenant: str,
+        *,
+        limit: int = 20,
+        order: Order = "desc",
+        after: str | None = None,
+    ) -> ItemsPage | None:
+        """A page of the response's own input items (each with an ``id``).
+
+        ``after`` is an item id: the page starts after it in the chosen order (an id
+        that is not among the items gives an empty page). None when no such response.
+        """
+
+    @abc.abstractmethod
+    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        """An item by id (for ``item_reference``): its first stored occurrence."""
+
+    @abc.abstractmethod
+    async def events(self, response_id: str, tenant: str) -> bytes | None:
+        """The stored SSE events blob of a response, if one was saved."""
+
+    # -- background mode
+
+    @abc.abstractmethod
+    async def set_status(
+        self,
+        response_id: str,
+        tenant: str,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+    ) -> bool:
+        """Set a response's status (column and body ``status``/``error``); True if found."""
+
+    @abc.abstractmethod
+    async def request_cancel(self, response_id: str, tenant: str) -> bool:
+        """Raise the cancel flag of a response; True if found."""
+
+    @abc.abstractmethod
+    async def cancel_requested(self, response_id: str, tenant: str) -> bool:
+        """Whether cancel was requested (False when not found)."""
+
+    @abc.abstractmethod
+    async def heartbeat(self) -> None:
+        """Record that this process is alive (done periodically by the store itself)."""
+
+    @abc.abstractmethod
+    async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
+        """Mark ``failed`` the queued/in-progress responses whose owner process is dead.
+
+        An owner is dead when it closed its store, when its last heartbeat is older
+        than ``stale_after`` seconds, or when it ran on this host under a pid that no
+        longer exists (or that is now ours). Responses owned by live processes,
+        including this one, are untouched. Returns the ids marked failed.
+        """
+
+    # -- sessions
+
+    @abc.abstractmethod
+    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
+        """The session's latest response and deployment, or None if unknown."""
+
+    @abc.abstractmethod
+    async def begin_session_turn(
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+    ) -> SessionTurn:
+        """Claim the session's turn: returns its latest response, or raises ``SessionBusy``.
+
+        The claim is atomic across processes; it does not wait. The lease ends with
+        ``end_session_turn`` or after ``lease_seconds`` (a crashed holder).
+        """
+
+    @abc.abstractmethod
+    async def end_session_turn(self, turn: SessionTurn) -> None:
+        """Release a lease taken by ``begin_session_turn`` (no-op if it expired and was retaken)."""
+
+    @asynccontextmanager
+    async def session_turn(
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+    ) -> AsyncIterator[SessionTurn]:
+        """``begin_session_turn`` … ``end_session_turn`` as an async context manager."""
+        turn = await self.begin_session_turn(tenant, session_id, lease_seconds=lease_seconds)
+        try:
+            yield turn
+        finally:
+            await self.end_session_turn(turn)
+
+    # -- retention and lifecycle
+
+    @abc.abstractmethod
+    async def prune(self, *, older_than: float) -> int:
+        """Delete responses created more than ``older_than`` seconds ago, and expired ones.
+
+        Also drops their items and events, idle sessions last used before the cutoff
+        and owner records of long-dead processes. Returns the number of responses deleted.
+        """
+
+    @abc.abstractmethod
+    async def stats(self) -> StoreStats:
+        """Counts of responses (by status), items, sessions and events."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop the heartbeat, mark this owner stopped, and close connections."""

@@ -1,0 +1,622 @@
+"""PostgreSQL backend (asyncpg, one connection pool) for several orgate processes.
+
+Hot paths are one statement each, so one network round trip: ``save`` is a single
+statement of data-modifying CTEs (response upsert, item upserts, events, session
+pointer), ``context`` a single query over the stored ancestor path. Pooled
+connections are not reset on release (orgate keeps no session state on them), which
+saves a round trip per operation. Times are Unix seconds (``double precision``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from orgate.store.base import (
+    ACTIVE_STATUSES,
+    INTERRUPTED_ERROR,
+    ItemsPage,
+    Order,
+    ResponseConflict,
+    ResponseStore,
+    SchemaTooNew,
+    SessionBusy,
+    SessionState,
+    SessionTurn,
+    StoredResponse,
+    StoreError,
+    StoreStats,
+    StoreUnavailable,
+    UnknownResponse,
+    check_order,
+    new_owner_id,
+    owner_is_dead,
+    page_of,
+    with_id,
+)
+from orgate.store.codec import encode_save, loads, rewrite_status
+from orgate.store.schema import POSTGRES_MIGRATION_LOCK, POSTGRES_MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+_RESPONSE_COLUMNS = (
+    "id, tenant, status, model, created_at, updated_at, previous_response_id, session_id, "
+    "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
+)
+
+_SAVE = """
+WITH parent AS (
+    SELECT chain, history_len FROM responses
+    WHERE $7::text IS NOT NULL AND id = $7 AND tenant = $2
+      AND (expires_at IS NULL OR expires_at > $6)
+), existing AS (
+    SELECT tenant FROM responses WHERE id = $1
+), up AS (
+    INSERT INTO responses AS r (id, tenant, status, model, created_at, updated_at,
+        previous_response_id, session_id, deployment, chain, depth, history_len, own_items,
+        owner, expires_at, response, request)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,
+        coalesce((SELECT chain FROM parent), '{}'::text[]) || $1::text,
+        coalesce(cardinality((SELECT chain FROM parent)), 0),
+        coalesce((SELECT history_len FROM parent), 0) + $14,
+        $14, $10, $11, $12, $13
+    WHERE $7::text IS NULL OR EXISTS (SELECT 1 FROM parent) OR EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (id) DO UPDATE SET
+        status = EXCLUDED.status, model = EXCLUDED.model, updated_at = EXCLUDED.updated_at,
+        session_id = EXCLUDED.session_id, deployment = EXCLUDED.deployment,
+        owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
+        response = EXCLUDED.response, request = EXCLUDED.request,
+        history_len = r.history_len - r.own_items + EXCLUDED.own_items,
+        own_items = EXCLUDED.own_items
+    WHERE r.tenant = EXCLUDED.tenant
+    RETURNING 1
+), its AS (
+    INSERT INTO items AS i (tenant, response_id, seq, kind, item_id, data)
+    SELECT $2, $1, t.seq, t.kind, t.item_id, t.data
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::bytea[]) AS t(seq, kind, item_id, data)
+    WHERE EXISTS (SELECT 1 FROM up)
+    ON CONFLICT (response_id, seq) DO UPDATE SET
+        kind = EXCLUDED.kind, item_id = EXCLUDED.item_id, data = EXCLUDED.data
+    WHERE i.data IS DISTINCT FROM EXCLUDED.data
+), trimmed AS (
+    DELETE FROM items
+    WHERE response_id = $1 AND seq >= $14 AND EXISTS (SELECT 1 FROM existing)
+      AND EXISTS (SELECT 1 FROM up)
+), ev AS (
+    INSERT INTO response_events (response_id, tenant, data)
+    SELECT $1, $2, $19 WHERE $19::bytea IS NOT NULL AND EXISTS (SELECT 1 FROM up)
+    ON CONFLICT (response_id) DO UPDATE SET data = EXCLUDED.data
+), sess AS (
+    INSERT INTO sessions AS s (tenant, session_id, latest_response_id, deployment, updated_at)
+    SELECT $2, $8, $1, $9, $6 WHERE $8::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
+    ON CONFLICT (tenant, session_id) DO UPDATE SET
+        latest_response_id = EXCLUDED.latest_response_id,
+        deployment = coalesce(EXCLUDED.deployment, s.deployment),
+        updated_at = EXCLUDED.updated_at
+)
+SELECT (SELECT count(*) FROM up)::integer AS saved, (SELECT tenant FROM existing) AS owner_tenant
+"""
+
+_CONTEXT = """
+WITH anc AS (
+    SELECT a.rid, a.ord
+    FROM responses AS r, unnest(r.chain) WITH ORDINALITY AS a(rid, ord)
+    WHERE r.id = $1 AND r.tenant = $2 AND (r.expires_at IS NULL OR r.expires_at > $3)
+)
+SELECT
+    (SELECT count(*) FROM anc)::integer AS n_chain,
+    (SELECT count(*) FROM anc JOIN responses AS x ON x.id = anc.rid
+        WHERE x.tenant = $2 AND (x.expires_at IS NULL OR x.expires_at > $3))::integer AS n_live,
+    (SELECT array_agg(i.data ORDER BY anc.ord, i.seq) FROM anc
+        JOIN items AS i ON i.response_id = anc.rid AND i.tenant = $2) AS items
+"""
+
+_PRUNE = """
+WITH doomed AS (
+    DELETE FROM responses
+    WHERE created_at < $1 OR (expires_at IS NOT NULL AND expires_at <= $2)
+    RETURNING id
+), di AS (
+    DELETE FROM items WHERE response_id IN (SELECT id FROM doomed)
+), de AS (
+    DELETE FROM response_events WHERE response_id IN (SELECT id FROM doomed)
+), ds AS (
+    DELETE FROM sessions WHERE updated_at < $1 AND (lease_token IS NULL OR lease_expires_at <= $2)
+), dw AS (
+    DELETE FROM owners WHERE owner_id <> $3 AND heartbeat_at < $4
+)
+SELECT count(*)::integer FROM doomed
+"""
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _split_options(url: str) -> tuple[str, int]:
+    """Take orgate's own ``pool_size`` option out of the URL's query string."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    pool_size = 10
+    rest = []
+    for key, value in query:
+        if key == "pool_size":
+            pool_size = int(value)
+        else:
+            rest.append((key, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), pool_size
+
+
+def _record(row: asyncpg.Record) -> StoredResponse:
+    return StoredResponse(
+        id=row["id"],
+        tenant=row["tenant"],
+        status=row["status"],
+        model=row["model"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        previous_response_id=row["previous_response_id"],
+        session_id=row["session_id"],
+        deployment=row["deployment"],
+        response=loads(row["response"]),
+        request=loads(row["request"]) if row["request"] is not None else None,
+        depth=row["depth"],
+        history_len=row["history_len"],
+        owner=row["owner"],
+        cancel_requested=row["cancel_requested"],
+        expires_at=row["expires_at"],
+    )
+
+
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    """Pool ``reset`` hook: nothing to undo (orgate sets no session state)."""
+
+
+class PostgresStore(ResponseStore):
+    """The shared store; create with ``await PostgresStore.open(url)``."""
+
+    backend = "postgresql"
+
+    def __init__(self, url: str, pool: asyncpg.Pool, *, heartbeat_interval: float) -> None:
+        self.url = url
+        self.owner_id = new_owner_id()
+        self.query_count = 0
+        self._pool = pool
+        self._heartbeat_interval = heartbeat_interval
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, url: str, *, heartbeat_interval: float = 10.0, connect_timeout: float = 10.0
+    ) -> PostgresStore:
+        """Connect a pool, create or migrate the schema, register this process as an owner."""
+        dsn, pool_size = _split_options(url)
+        try:
+            pool = await asyncpg.create_pool(
+                dsn,
+                min_size=1,
+                max_size=pool_size,
+                reset=_no_reset,
+                timeout=connect_timeout,
+                command_timeout=60,
+            )
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise StoreUnavailable(
+                f"cannot connect to PostgreSQL at {redact(url)}: {exc or type(exc).__name__}"
+            ) from exc
+        store = cls(redact(url), pool, heartbeat_interval=heartbeat_interval)
+        try:
+            await store._migrate()
+            await store.heartbeat()
+        except BaseException:
+            await pool.close()
+            raise
+        if heartbeat_interval > 0:
+            store._heartbeat_task = asyncio.get_running_loop().create_task(
+                store._heartbeat_loop(), name="orgate-store-heartbeat"
+            )
+        return store
+
+    # ------------------------------------------------------------------ plumbing
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except (OSError, asyncpg.InterfaceError, asyncpg.exceptions.ConnectionFailureError) as exc:
+            raise StoreUnavailable(f"PostgreSQL at {self.url}: {exc}") from exc
+        except asyncpg.PostgresError as exc:
+            raise StoreError(f"PostgreSQL at {self.url}: {exc}") from exc
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._conn() as conn, conn.transaction():
+            self.query_count += 2  # BEGIN, COMMIT
+            yield conn
+
+    async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        async with self._conn() as conn:
+            self.query_count += 1
+            return await conn.fetchrow(sql, *args)
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._conn() as conn:
+            self.query_count += 1
+            return await conn.fetch(sql, *args)
+
+    async def _execute(self, sql: str, *args: Any) -> str:
+        async with self._conn() as conn:
+            self.query_count += 1
+            return await conn.execute(sql, *args)
+
+    async def _migrate(self) -> None:
+        async with self._tx() as conn:
+            self.query_count += 3
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", POSTGRES_MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"
+            )
+            current = await conn.fetchval("SELECT max(version) FROM schema_version") or 0
+            if current > SCHEMA_VERSION:
+                raise SchemaTooNew(current, SCHEMA_VERSION, self.url)
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in POSTGRES_MIGRATIONS[version]:
+                    await conn.execute(statement)
+                await conn.execute("DELETE FROM schema_version")
+                await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            try:
+                await self.heartbeat()
+            except Exception:  # the next beat retries; recovery tolerates a missed one
+                log.warning("store heartbeat failed", exc_info=True)
+
+    # ------------------------------------------------------------------ responses
+
+    async def save(
+        self,
+        response: dict[str, Any],
+        *,
+        tenant: str,
+        input_items: Sequence[dict[str, Any]],
+        previous_response_id: str | None = None,
+        session_id: str | None = None,
+        deployment: str | None = None,
+        request: dict[str, Any] | None = None,
+        events: bytes | None = None,
+        expires_at: float | None = None,
+    ) -> None:
+        rows = encode_save(response, input_items, request)
+        row = await self._fetchrow(
+            _SAVE,
+            rows.id,
+            tenant,
+            rows.status,
+            rows.model,
+            rows.created_at,
+            rows.now,
+            previous_response_id,
+            session_id,
+            deployment,
+            self.owner_id,
+            expires_at,
+            rows.body,
+            rows.request,
+            len(rows.seqs),
+            rows.seqs,
+            rows.kinds,
+            rows.item_ids,
+            rows.datas,
+            events,
+        )
+        assert row is not None
+        if row["saved"]:
+            return
+        if row["owner_tenant"] is not None:
+            raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
+        if previous_response_id is not None:
+            raise UnknownResponse(previous_response_id)
+        raise StoreError(f"response {rows.id} was not saved")
+
+    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
+        row = await self._fetchrow(
+            f"""SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = $1 AND tenant = $2
+            AND (expires_at IS NULL OR expires_at > $3)""",
+            response_id,
+            tenant,
+            time.time(),
+        )
+        return _record(row) if row is not None else None
+
+    async def delete(self, response_id: str, tenant: str) -> bool:
+        row = await self._fetchrow(
+            """WITH gone AS (DELETE FROM responses WHERE id = $1 AND tenant = $2 RETURNING id),
+            di AS (DELETE FROM items WHERE response_id IN (SELECT id FROM gone)),
+            de AS (DELETE FROM response_events WHERE response_id IN (SELECT id FROM gone))
+            SELECT count(*)::integer AS n FROM gone""",
+            response_id,
+            tenant,
+        )
+        return bool(row and row["n"])
+
+    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
+        row = await self._fetchrow(_CONTEXT, response_id, tenant, time.time())
+        if row is None or row["n_chain"] == 0 or row["n_chain"] != row["n_live"]:
+            return None
+        return [loads(data) for data in row["items"] or ()]
+
+    async def input_items(
+        self,
+        response_id: str,
+        tenant: str,
+        *,
+        limit: int = 20,
+        order: Order = "desc",
+        after: str | None = None,
+    ) -> ItemsPage | None:
+        check_order(order, limit)
+        if await self.get(response_id, tenant) is None:
+            return None
+        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
+        cursor = ""
+        args: list[Any] = [response_id, tenant, limit + 1]
+        if after is not None:
+            cursor = f"""AND seq {cmp} (SELECT seq FROM items WHERE response_id = $1
+                AND tenant = $2 AND kind = 'input' AND item_id = $4 ORDER BY seq LIMIT 1)"""
+            args.append(after)
+        rows = await self._fetch(
+            f"""SELECT item_id, data FROM items WHERE response_id = $1 AND tenant = $2
+                AND kind = 'input' {cursor} ORDER BY seq {direction} LIMIT $3""",
+            *args,
+        )
+        return page_of([(r["item_id"], loads(r["data"])) for r in rows], limit)
+
+    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        row = await self._fetchrow(
+            """SELECT i.data FROM items AS i JOIN responses AS r ON r.id = i.response_id
+            WHERE i.tenant = $1 AND i.item_id = $2 AND r.tenant = i.tenant
+              AND (r.expires_at IS NULL OR r.expires_at > $3)
+            ORDER BY i.pk LIMIT 1""",
+            tenant,
+            item_id,
+            time.time(),
+        )
+        return with_id(loads(row["data"]), item_id) if row is not None else None
+
+    async def events(self, response_id: str, tenant: str) -> bytes | None:
+        row = await self._fetchrow(
+            "SELECT data FROM response_events WHERE response_id = $1 AND tenant = $2",
+            response_id,
+            tenant,
+        )
+        return bytes(row["data"]) if row is not None else None
+
+    # ------------------------------------------------------------------ background mode
+
+    async def set_status(
+        self,
+        response_id: str,
+        tenant: str,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+    ) -> bool:
+        async with self._tx() as conn:
+            self.query_count += 1
+            body = await conn.fetchval(
+                "SELECT response FROM responses WHERE id = $1 AND tenant = $2 FOR UPDATE",
+                response_id,
+                tenant,
+            )
+            if body is None:
+                return False
+            self.query_count += 1
+            await conn.execute(
+                "UPDATE responses SET status = $2, response = $3, updated_at = $4 WHERE id = $1",
+                response_id,
+                status,
+                rewrite_status(body, status, error),
+                time.time(),
+            )
+            return True
+
+    async def request_cancel(self, response_id: str, tenant: str) -> bool:
+        result = await self._execute(
+            "UPDATE responses SET cancel_requested = true WHERE id = $1 AND tenant = $2",
+            response_id,
+            tenant,
+        )
+        return result != "UPDATE 0"
+
+    async def cancel_requested(self, response_id: str, tenant: str) -> bool:
+        row = await self._fetchrow(
+            "SELECT cancel_requested FROM responses WHERE id = $1 AND tenant = $2",
+            response_id,
+            tenant,
+        )
+        return bool(row and row["cancel_requested"])
+
+    async def heartbeat(self) -> None:
+        now = time.time()
+        await self._execute(
+            """INSERT INTO owners (owner_id, started_at, heartbeat_at) VALUES ($1, $2, $2)
+            ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at""",
+            self.owner_id,
+            now,
+        )
+
+    async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
+        now = time.time()
+        async with self._tx() as conn:
+            self.query_count += 2
+            owners = await conn.fetch("SELECT owner_id, heartbeat_at, stopped_at FROM owners")
+            alive = {
+                r["owner_id"]
+                for r in owners
+                if r["owner_id"] == self.owner_id
+                or (
+                    r["stopped_at"] is None
+                    and r["heartbeat_at"] > now - stale_after
+                    and owner_is_dead(r["owner_id"]) is not True
+                )
+            }
+            rows = await conn.fetch(
+                """SELECT id, owner, response FROM responses WHERE status = ANY($1::text[])
+                AND (owner IS NULL OR owner <> ALL($2::text[])) FOR UPDATE SKIP LOCKED""",
+                list(ACTIVE_STATUSES),
+                list(alive),
+            )
+            rows = [r for r in rows if r["owner"] not in alive]
+            if rows:
+                self.query_count += 1
+                await conn.execute(
+                    """UPDATE responses AS r SET status = 'failed', response = t.body, updated_at = $3
+                    FROM unnest($1::text[], $2::bytea[]) AS t(id, body) WHERE r.id = t.id""",
+                    [r["id"] for r in rows],
+                    [rewrite_status(r["response"], "failed", INTERRUPTED_ERROR) for r in rows],
+                    now,
+                )
+            dead = [r["owner_id"] for r in owners if r["owner_id"] not in alive]
+            if dead:
+                self.query_count += 1
+                await conn.execute(
+                    """UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
+                        lease_expires_at = NULL WHERE lease_owner = ANY($1::text[])""",
+                    dead,
+                )
+            return [r["id"] for r in rows]
+
+    # ------------------------------------------------------------------ sessions
+
+    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
+        row = await self._fetchrow(
+            """SELECT latest_response_id, deployment, updated_at,
+                coalesce(lease_token IS NOT NULL AND lease_expires_at > $3, false) AS busy
+            FROM sessions WHERE tenant = $1 AND session_id = $2""",
+            tenant,
+            session_id,
+            time.time(),
+        )
+        if row is None:
+            return None
+        return SessionState(
+            tenant,
+            session_id,
+            row["latest_response_id"],
+            row["deployment"],
+            row["updated_at"],
+            row["busy"],
+        )
+
+    async def begin_session_turn(
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+    ) -> SessionTurn:
+        now = time.time()
+        token = uuid.uuid4().hex
+        expires = now + lease_seconds
+        row = await self._fetchrow(
+            """INSERT INTO sessions AS s (tenant, session_id, updated_at, lease_token, lease_owner,
+                lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = EXCLUDED.lease_token,
+                lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at
+            WHERE s.lease_token IS NULL OR s.lease_expires_at <= $3
+            RETURNING latest_response_id, deployment""",
+            tenant,
+            session_id,
+            now,
+            token,
+            self.owner_id,
+            expires,
+        )
+        if row is None:
+            raise SessionBusy(tenant, session_id)
+        return SessionTurn(
+            tenant, session_id, token, row["latest_response_id"], row["deployment"], expires
+        )
+
+    async def end_session_turn(self, turn: SessionTurn) -> None:
+        await self._execute(
+            """UPDATE sessions SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+            WHERE tenant = $1 AND session_id = $2 AND lease_token = $3""",
+            turn.tenant,
+            turn.session_id,
+            turn.token,
+        )
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune(self, *, older_than: float) -> int:
+        now = time.time()
+        cutoff = now - older_than
+        row = await self._fetchrow(_PRUNE, cutoff, now, self.owner_id, min(cutoff, now - 86400))
+        return row[0] if row is not None else 0
+
+    async def stats(self) -> StoreStats:
+        async with self._conn() as conn:
+            self.query_count += 3
+            by_status = {
+                r["status"]: r["n"]
+                for r in await conn.fetch(
+                    "SELECT status, count(*)::integer AS n FROM responses GROUP BY status"
+                )
+            }
+            row = await conn.fetchrow(
+                """SELECT min(created_at) AS oldest, max(created_at) AS newest,
+                    (SELECT count(*) FROM items)::integer AS items,
+                    (SELECT count(*) FROM sessions)::integer AS sessions,
+                    (SELECT count(*) FROM response_events)::integer AS events,
+                    (SELECT max(version) FROM schema_version) AS version
+                FROM responses"""
+            )
+            size = await conn.fetchval("SELECT pg_database_size(current_database())")
+        assert row is not None
+        return StoreStats(
+            backend="postgresql",
+            location=self.url,
+            schema_version=row["version"],
+            responses=sum(by_status.values()),
+            by_status=by_status,
+            items=row["items"],
+            sessions=row["sessions"],
+            events=row["events"],
+            oldest_created_at=row["oldest"],
+            newest_created_at=row["newest"],
+            extra={"database_bytes": size},
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+        try:
+            await self._execute(
+                "UPDATE owners SET stopped_at = $2 WHERE owner_id = $1", self.owner_id, time.time()
+            )
+        except StoreError:
+            log.warning("could not mark store owner stopped", exc_info=True)
+        finally:
+            self._closed = True
+            await self._pool.close()

@@ -1,0 +1,671 @@
+"""SQLite backend: the embedded default store.
+
+One connection, used only by one dedicated thread (every call is one hop to that
+thread, which runs a whole operation — several statements, one transaction). WAL
+journal with ``synchronous=NORMAL``: a commit is in the WAL file before ``save``
+returns, so it survives the process being killed; only an OS crash or power loss
+can lose the last transactions. Several processes may share one file (writes are
+serialised by SQLite's lock, ``busy_timeout`` waits for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from orgate.store.base import (
+    ACTIVE_STATUSES,
+    INTERRUPTED_ERROR,
+    ItemsPage,
+    Order,
+    ResponseConflict,
+    ResponseStore,
+    SchemaTooNew,
+    SessionBusy,
+    SessionState,
+    SessionTurn,
+    StoredResponse,
+    StoreError,
+    StoreStats,
+    StoreUnavailable,
+    UnknownResponse,
+    check_order,
+    new_owner_id,
+    owner_is_dead,
+    page_of,
+    with_id,
+)
+from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
+from orgate.store.schema import SCHEMA_VERSION, SQLITE_MIGRATIONS
+from orgate.store.sqlite_worker import Kind, SqliteWorker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_RESPONSE_COLUMNS = (
+    "id, tenant, status, model, created_at, updated_at, previous_response_id, session_id, "
+    "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
+)
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+
+
+def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
+    return StoredResponse(
+        id=row[0],
+        tenant=row[1],
+        status=row[2],
+        model=row[3],
+        created_at=row[4],
+        updated_at=row[5],
+        previous_response_id=row[6],
+        session_id=row[7],
+        deployment=row[8],
+        response=loads(row[9]),
+        request=loads(row[10]) if row[10] is not None else None,
+        depth=row[11],
+        history_len=row[12],
+        owner=row[13],
+        cancel_requested=bool(row[14]),
+        expires_at=row[15],
+    )
+
+
+class SqliteStore(ResponseStore):
+    """The embedded store; create with ``await SqliteStore.open(path)``."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str, *, heartbeat_interval: float = 10.0) -> None:
+        self.path = path
+        self.owner_id = new_owner_id()
+        self.query_count = 0
+        self._heartbeat_interval = heartbeat_interval
+        self._worker = SqliteWorker("orgate-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._heartbeat_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str, *, heartbeat_interval: float = 10.0, checkpoint_interval: float = 1.0
+    ) -> SqliteStore:
+        """Open (creating the file and its directory if needed) and migrate the schema."""
+        store = cls(path, heartbeat_interval=heartbeat_interval)
+        try:
+            await store._run(Kind.RAW, store._open_sync)
+        except BaseException:
+            store._closed = True
+            store._worker.stop()
+            raise
+        if path != ":memory:":
+            store._worker.start_checkpointer(path, checkpoint_interval)
+        if heartbeat_interval > 0:
+            store._heartbeat_task = asyncio.get_running_loop().create_task(
+                store._heartbeat_loop(), name="orgate-store-heartbeat"
+            )
+        return store
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _run(self, kind: Kind, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` on the database thread (``READ``/``WRITE``: inside a batch transaction)."""
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        try:
+            result: T = await self._worker.call(kind, fn, *args)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        return result
+
+    def _x(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        assert self._conn is not None
+        self.query_count += 1
+        return self._conn.execute(sql, params)
+
+    def _write(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
+        self._x("BEGIN IMMEDIATE")
+        try:
+            result = fn()
+        except BaseException:
+            self._x("ROLLBACK")
+            raise
+        self._x("COMMIT")
+        return result
+
+    def _open_sync(self) -> None:
+        if self.path != ":memory:":
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    f"cannot create the directory of {self.path}: {exc}"
+                ) from exc
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._conn = self._worker.conn = conn
+            self._x("PRAGMA busy_timeout = 30000")
+            self._x("PRAGMA journal_mode = WAL")
+            self._x("PRAGMA synchronous = NORMAL")
+            self._x("PRAGMA foreign_keys = OFF")
+            self._x("PRAGMA wal_autocheckpoint = 20000")  # a safety net: checkpoints run aside
+            self._x("PRAGMA journal_size_limit = 67108864")
+            self._migrate_sync()
+            now = time.time()
+            self._x(
+                "INSERT INTO owners (owner_id, started_at, heartbeat_at) VALUES (?, ?, ?)",
+                (self.owner_id, now, now),
+            )
+        except BaseException as exc:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = self._worker.conn = None
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+            raise
+
+    def _migrate_sync(self) -> None:
+        def migrate() -> None:
+            self._x("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = self._x("SELECT max(version) FROM schema_version").fetchone()
+            current = row[0] or 0
+            if current > SCHEMA_VERSION:
+                raise SchemaTooNew(current, SCHEMA_VERSION, f"sqlite://{self.path}")
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in SQLITE_MIGRATIONS[version]:
+                    self._x(statement)
+                self._x("DELETE FROM schema_version")
+                self._x("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+        self._write(migrate)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_interval)
+            try:
+                await self.heartbeat()
+            except Exception:  # the next beat retries; recovery tolerates a missed one
+                log.warning("store heartbeat failed", exc_info=True)
+
+    # ------------------------------------------------------------------ responses
+
+    async def save(
+        self,
+        response: dict[str, Any],
+        *,
+        tenant: str,
+        input_items: Sequence[dict[str, Any]],
+        previous_response_id: str | None = None,
+        session_id: str | None = None,
+        deployment: str | None = None,
+        request: dict[str, Any] | None = None,
+        events: bytes | None = None,
+        expires_at: float | None = None,
+    ) -> None:
+        rows = encode_save(response, input_items, request)
+        await self._run(
+            Kind.WRITE,
+            self._save_sync,
+            rows,
+            tenant,
+            previous_response_id,
+            session_id,
+            deployment,
+            events,
+            expires_at,
+        )
+
+    def _save_sync(
+        self,
+        rows: SaveRows,
+        tenant: str,
+        previous_response_id: str | None,
+        session_id: str | None,
+        deployment: str | None,
+        events: bytes | None,
+        expires_at: float | None,
+    ) -> None:
+        n = len(rows.seqs)
+
+        existing = self._x("SELECT tenant FROM responses WHERE id = ?", (rows.id,)).fetchone()
+        if existing is not None:
+            if existing[0] != tenant:
+                raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
+            self._x(
+                """UPDATE responses SET status = ?, model = ?, updated_at = ?,
+                    session_id = ?, deployment = ?, owner = ?, expires_at = ?,
+                    response = ?, request = ?,
+                    history_len = history_len - own_items + ?, own_items = ?
+                WHERE id = ?""",
+                (
+                    rows.status,
+                    rows.model,
+                    rows.now,
+                    session_id,
+                    deployment,
+                    self.owner_id,
+                    expires_at,
+                    rows.body,
+                    rows.request,
+                    n,
+                    n,
+                    rows.id,
+                ),
+            )
+        else:
+            chain: list[str] = []
+            base_len = 0
+            if previous_response_id is not None:
+                parent = self._x(
+                    f"SELECT chain, history_len FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+                    (previous_response_id, tenant, rows.now),
+                ).fetchone()
+                if parent is None:
+                    raise UnknownResponse(previous_response_id)
+                chain = loads(parent[0])
+                base_len = parent[1]
+            chain.append(rows.id)
+            self._x(
+                f"""INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
+                    previous_response_id, session_id, deployment, chain, depth,
+                    history_len, own_items, owner, expires_at, response, request)
+                VALUES ({", ".join("?" * 17)})""",
+                (
+                    rows.id,
+                    tenant,
+                    rows.status,
+                    rows.model,
+                    rows.created_at,
+                    rows.now,
+                    previous_response_id,
+                    session_id,
+                    deployment,
+                    dumps(chain),
+                    len(chain) - 1,
+                    base_len + n,
+                    n,
+                    self.owner_id,
+                    expires_at,
+                    rows.body,
+                    rows.request,
+                ),
+            )
+        assert self._conn is not None
+        self.query_count += 1
+        self._conn.executemany(
+            """INSERT INTO items (tenant, response_id, seq, kind, item_id, data)
+            VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (response_id, seq) DO UPDATE SET
+                kind = excluded.kind, item_id = excluded.item_id, data = excluded.data
+            WHERE items.data IS NOT excluded.data""",
+            [
+                (tenant, rows.id, seq, kind, item_id, data)
+                for seq, kind, item_id, data in zip(
+                    rows.seqs, rows.kinds, rows.item_ids, rows.datas, strict=True
+                )
+            ],
+        )
+        if existing is not None:
+            self._x("DELETE FROM items WHERE response_id = ? AND seq >= ?", (rows.id, n))
+        if events is not None:
+            self._x(
+                """INSERT INTO response_events (response_id, tenant, data) VALUES (?, ?, ?)
+                ON CONFLICT (response_id) DO UPDATE SET data = excluded.data""",
+                (rows.id, tenant, events),
+            )
+        if session_id is not None:
+            self._x(
+                """INSERT INTO sessions (tenant, session_id, latest_response_id, deployment, updated_at)
+                VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (tenant, session_id) DO UPDATE SET
+                    latest_response_id = excluded.latest_response_id,
+                    deployment = coalesce(excluded.deployment, sessions.deployment),
+                    updated_at = excluded.updated_at""",
+                (tenant, session_id, rows.id, deployment, rows.now),
+            )
+
+    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
+        return await self._run(Kind.READ, self._get_sync, response_id, tenant)
+
+    def _get_sync(self, response_id: str, tenant: str) -> StoredResponse | None:
+        row = self._x(
+            f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+            (response_id, tenant, time.time()),
+        ).fetchone()
+        return _record(row) if row is not None else None
+
+    async def delete(self, response_id: str, tenant: str) -> bool:
+        return await self._run(Kind.WRITE, self._delete_sync, response_id, tenant)
+
+    def _delete_sync(self, response_id: str, tenant: str) -> bool:
+        cur = self._x("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant))
+        if cur.rowcount == 0:
+            return False
+        self._x("DELETE FROM items WHERE response_id = ?", (response_id,))
+        self._x("DELETE FROM response_events WHERE response_id = ?", (response_id,))
+        return True
+
+    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
+        return await self._run(Kind.READ, self._context_sync, response_id, tenant)
+
+    def _context_sync(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
+        now = time.time()
+        row = self._x(
+            f"""SELECT json_array_length(r.chain),
+                (SELECT count(*) FROM json_each(r.chain) AS p
+                    JOIN responses AS x ON x.id = p.value
+                    WHERE x.tenant = r.tenant
+                    AND (x.expires_at IS NULL OR x.expires_at > ?))
+            FROM responses AS r WHERE r.id = ? AND r.tenant = ? AND {_LIVE}""",
+            (now, response_id, tenant, now),
+        ).fetchone()
+        if row is None or row[0] != row[1]:
+            return None
+        items = self._x(
+            """SELECT i.data FROM responses AS r, json_each(r.chain) AS p
+                JOIN items AS i ON i.response_id = p.value AND i.tenant = r.tenant
+            WHERE r.id = ? AND r.tenant = ?
+            ORDER BY p.key, i.seq""",
+            (response_id, tenant),
+        ).fetchall()
+        return [loads(data) for (data,) in items]
+
+    async def input_items(
+        self,
+        response_id: str,
+        tenant: str,
+        *,
+        limit: int = 20,
+        order: Order = "desc",
+        after: str | None = None,
+    ) -> ItemsPage | None:
+        check_order(order, limit)
+        return await self._run(
+            Kind.READ, self._input_items_sync, response_id, tenant, limit, order, after
+        )
+
+    def _input_items_sync(
+        self, response_id: str, tenant: str, limit: int, order: Order, after: str | None
+    ) -> ItemsPage | None:
+        if self._get_sync(response_id, tenant) is None:
+            return None
+        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
+        params: list[Any] = [response_id, tenant]
+        cursor = ""
+        if after is not None:
+            cursor = f"""AND seq {cmp} (SELECT seq FROM items WHERE response_id = ?
+                AND tenant = ? AND kind = 'input' AND item_id = ? ORDER BY seq LIMIT 1)"""
+            params += [response_id, tenant, after]
+        rows = self._x(
+            f"""SELECT item_id, data FROM items WHERE response_id = ? AND tenant = ?
+                AND kind = 'input' {cursor} ORDER BY seq {direction} LIMIT ?""",
+            (*params, limit + 1),
+        ).fetchall()
+        return page_of([(item_id, loads(data)) for item_id, data in rows], limit)
+
+    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        return await self._run(Kind.READ, self._get_item_sync, item_id, tenant)
+
+    def _get_item_sync(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        row = self._x(
+            """SELECT i.data FROM items AS i JOIN responses AS r ON r.id = i.response_id
+            WHERE i.tenant = ? AND i.item_id = ? AND r.tenant = i.tenant
+              AND (r.expires_at IS NULL OR r.expires_at > ?)
+            ORDER BY i.rowid LIMIT 1""",
+            (tenant, item_id, time.time()),
+        ).fetchone()
+        return with_id(loads(row[0]), item_id) if row is not None else None
+
+    async def events(self, response_id: str, tenant: str) -> bytes | None:
+        return await self._run(Kind.READ, self._events_sync, response_id, tenant)
+
+    def _events_sync(self, response_id: str, tenant: str) -> bytes | None:
+        row = self._x(
+            "SELECT data FROM response_events WHERE response_id = ? AND tenant = ?",
+            (response_id, tenant),
+        ).fetchone()
+        return bytes(row[0]) if row is not None else None
+
+    # ------------------------------------------------------------------ background mode
+
+    async def set_status(
+        self,
+        response_id: str,
+        tenant: str,
+        status: str,
+        *,
+        error: dict[str, Any] | None = None,
+    ) -> bool:
+        return await self._run(
+            Kind.WRITE, self._set_status_sync, response_id, tenant, status, error
+        )
+
+    def _set_status_sync(
+        self, response_id: str, tenant: str, status: str, error: dict[str, Any] | None
+    ) -> bool:
+        row = self._x(
+            "SELECT response FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        ).fetchone()
+        if row is None:
+            return False
+        self._x(
+            "UPDATE responses SET status = ?, response = ?, updated_at = ? WHERE id = ?",
+            (status, rewrite_status(row[0], status, error), time.time(), response_id),
+        )
+        return True
+
+    async def request_cancel(self, response_id: str, tenant: str) -> bool:
+        return await self._run(Kind.WRITE, self._request_cancel_sync, response_id, tenant)
+
+    def _request_cancel_sync(self, response_id: str, tenant: str) -> bool:
+        cur = self._x(
+            "UPDATE responses SET cancel_requested = 1 WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        )
+        return cur.rowcount > 0
+
+    async def cancel_requested(self, response_id: str, tenant: str) -> bool:
+        return await self._run(Kind.READ, self._cancel_requested_sync, response_id, tenant)
+
+    def _cancel_requested_sync(self, response_id: str, tenant: str) -> bool:
+        row = self._x(
+            "SELECT cancel_requested FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        ).fetchone()
+        return bool(row and row[0])
+
+    async def heartbeat(self) -> None:
+        await self._run(Kind.WRITE, self._heartbeat_sync)
+
+    def _heartbeat_sync(self) -> None:
+        now = time.time()
+        self._x(
+            """INSERT INTO owners (owner_id, started_at, heartbeat_at) VALUES (?, ?, ?)
+            ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",
+            (self.owner_id, now, now),
+        )
+
+    async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
+        return await self._run(Kind.WRITE, self._recover_sync, stale_after)
+
+    def _recover_sync(self, stale_after: float) -> list[str]:
+        now = time.time()
+        owners = self._x("SELECT owner_id, heartbeat_at, stopped_at FROM owners").fetchall()
+        alive = {
+            owner
+            for owner, beat, stopped in owners
+            if owner == self.owner_id
+            or (stopped is None and beat > now - stale_after and owner_is_dead(owner) is not True)
+        }
+        marks = ", ".join("?" * len(ACTIVE_STATUSES))
+        rows = self._x(
+            f"SELECT id, owner, response FROM responses WHERE status IN ({marks})",
+            ACTIVE_STATUSES,
+        ).fetchall()
+        failed: list[str] = []
+        for response_id, owner, body in rows:
+            if owner in alive:
+                continue
+            self._x(
+                "UPDATE responses SET status = 'failed', response = ?, updated_at = ? WHERE id = ?",
+                (rewrite_status(body, "failed", INTERRUPTED_ERROR), now, response_id),
+            )
+            failed.append(response_id)
+        dead = [owner for owner, _, _ in owners if owner not in alive]
+        if dead:
+            marks = ", ".join("?" * len(dead))
+            self._x(
+                f"""UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
+                    lease_expires_at = NULL WHERE lease_owner IN ({marks})""",
+                dead,
+            )
+        return failed
+
+    # ------------------------------------------------------------------ sessions
+
+    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
+        return await self._run(Kind.READ, self._session_latest_sync, tenant, session_id)
+
+    def _session_latest_sync(self, tenant: str, session_id: str) -> SessionState | None:
+        now = time.time()
+        row = self._x(
+            """SELECT latest_response_id, deployment, updated_at,
+                lease_token IS NOT NULL AND lease_expires_at > ?
+            FROM sessions WHERE tenant = ? AND session_id = ?""",
+            (now, tenant, session_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return SessionState(tenant, session_id, row[0], row[1], row[2], bool(row[3]))
+
+    async def begin_session_turn(
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+    ) -> SessionTurn:
+        return await self._run(Kind.WRITE, self._begin_turn_sync, tenant, session_id, lease_seconds)
+
+    def _begin_turn_sync(self, tenant: str, session_id: str, lease_seconds: float) -> SessionTurn:
+        now = time.time()
+        token = uuid.uuid4().hex
+        expires = now + lease_seconds
+        row = self._x(
+            """INSERT INTO sessions (tenant, session_id, updated_at, lease_token, lease_owner,
+                lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = excluded.lease_token,
+                lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
+            WHERE sessions.lease_token IS NULL OR sessions.lease_expires_at <= ?
+            RETURNING latest_response_id, deployment""",
+            (tenant, session_id, now, token, self.owner_id, expires, now),
+        ).fetchone()
+        if row is None:
+            raise SessionBusy(tenant, session_id)
+        return SessionTurn(tenant, session_id, token, row[0], row[1], expires)
+
+    async def end_session_turn(self, turn: SessionTurn) -> None:
+        await self._run(Kind.WRITE, self._end_turn_sync, turn)
+
+    def _end_turn_sync(self, turn: SessionTurn) -> None:
+        self._x(
+            """UPDATE sessions SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
+            WHERE tenant = ? AND session_id = ? AND lease_token = ?""",
+            (turn.tenant, turn.session_id, turn.token),
+        )
+
+    # ------------------------------------------------------------------ retention
+
+    async def prune(self, *, older_than: float) -> int:
+        return await self._run(Kind.WRITE, self._prune_sync, older_than)
+
+    def _prune_sync(self, older_than: float) -> int:
+        now = time.time()
+        cutoff = now - older_than
+        self._x(
+            """CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY)""",
+        )
+        self._x("DELETE FROM doomed")
+        self._x(
+            """INSERT INTO doomed SELECT id FROM responses WHERE created_at < ?
+            UNION SELECT id FROM responses WHERE expires_at IS NOT NULL AND expires_at <= ?""",
+            (cutoff, now),
+        )
+        count = self._x("DELETE FROM responses WHERE id IN (SELECT id FROM doomed)").rowcount
+        self._x("DELETE FROM items WHERE response_id IN (SELECT id FROM doomed)")
+        self._x("DELETE FROM response_events WHERE response_id IN (SELECT id FROM doomed)")
+        self._x("DELETE FROM doomed")
+        self._x(
+            """DELETE FROM sessions WHERE updated_at < ?
+            AND (lease_token IS NULL OR lease_expires_at <= ?)""",
+            (cutoff, now),
+        )
+        self._x(
+            "DELETE FROM owners WHERE owner_id != ? AND heartbeat_at < ?",
+            (self.owner_id, min(cutoff, now - 86400)),
+        )
+        return count
+
+    async def stats(self) -> StoreStats:
+        return await self._run(Kind.READ, self._stats_sync)
+
+    def _stats_sync(self) -> StoreStats:
+        by_status = dict(
+            self._x("SELECT status, count(*) FROM responses GROUP BY status").fetchall()
+        )
+        oldest, newest = self._x(
+            "SELECT min(created_at), max(created_at) FROM responses"
+        ).fetchone()
+        count = {
+            table: self._x(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("items", "sessions", "response_events")
+        }
+        version = self._x("SELECT max(version) FROM schema_version").fetchone()[0]
+        size = 0
+        if self.path != ":memory:":
+            for suffix in ("", "-wal"):
+                with contextlib.suppress(OSError):
+                    size += Path(self.path + suffix).stat().st_size
+        return StoreStats(
+            backend="sqlite",
+            location=self.path,
+            schema_version=version,
+            responses=sum(by_status.values()),
+            by_status=by_status,
+            items=count["items"],
+            sessions=count["sessions"],
+            events=count["response_events"],
+            oldest_created_at=oldest,
+            newest_created_at=newest,
+            extra={"file_bytes": size},
+        )
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        if self._heartbeat_task is not None:
+            self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+        try:
+            await self._run(Kind.RAW, self._close_sync)
+        finally:
+            self._closed = True
+            self._worker.stop()
+
+    def _close_sync(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._x(
+                "UPDATE owners SET stopped_at = ? WHERE owner_id = ?", (time.time(), self.owner_id)
+            )
+        finally:
+            self._conn.close()
+            self._conn = self._worker.conn = None
