@@ -18,6 +18,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.neutral import Capabilities, Deployment
 from orgate.structured.settings import StructuredSettings
 
@@ -107,9 +108,50 @@ class CapabilitySettings(_Section):
     context_window: int | None = None
 
 
+class RoutingSettings(_Section):
+    """``[models.routing]``: fallbacks, retries, backoff, circuit breaker (see docs/routing.md)."""
+
+    strategy: Literal["ordered", "weighted"] = "ordered"
+    retries: int = Field(2, ge=0, le=10)
+    backoff_base: float = Field(0.25, gt=0)
+    backoff_max: float = Field(8.0, gt=0)
+    circuit_failures: int = Field(5, ge=1)
+    circuit_cooldown: float = Field(30.0, gt=0)
+    queue_timeout: float = Field(1.0, ge=0)
+
+
+def _check_provider(value: str | None) -> str | None:
+    if value is not None and value not in PROVIDERS:
+        raise ValueError(f"unknown provider {value!r}; expected one of {', '.join(PROVIDERS)}")
+    return value
+
+
+class DeploymentSettings(_Section):
+    """One entry of a model's ``deployments``; unset fields come from the model's own fields."""
+
+    name: str | None = None  # default: "<model>[<index>]"
+    provider: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    upstream_model: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)  # added to the model's headers
+    connect_timeout: float | None = Field(None, gt=0)
+    read_timeout: float | None = Field(None, gt=0)
+    total_timeout: float | None = Field(None, gt=0)
+    max_connections: int | None = Field(None, ge=1)
+    capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
+    weight: float = Field(1.0, gt=0)
+    max_concurrency: int | None = Field(None, ge=1)
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        return _check_provider(value)
+
+
 class ModelSettings(_Section):
     name: str
-    provider: str
+    provider: str | None = None  # required unless `deployments` is given
     base_url: str = ""
     api_key: str | None = None
     upstream_model: str | None = None
@@ -120,19 +162,43 @@ class ModelSettings(_Section):
     total_timeout: float | None = Field(None, gt=0)
     max_connections: int = Field(256, ge=1)
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
+    max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
+    deployments: list[DeploymentSettings] = Field(default_factory=list)
+    routing: RoutingSettings | None = None
 
     @field_validator("provider")
     @classmethod
-    def _known_provider(cls, value: str) -> str:
-        if value not in PROVIDERS:
-            raise ValueError(f"unknown provider {value!r}; expected one of {', '.join(PROVIDERS)}")
-        return value
+    def _known_provider(cls, value: str | None) -> str | None:
+        return _check_provider(value)
 
     @model_validator(mode="after")
     def _needs_url(self) -> ModelSettings:
-        if self.provider != "builtin" and not self.base_url:
-            raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
+        if not self.deployments:
+            if self.provider is None:
+                raise ValueError(f"model {self.name!r} needs `provider` (or a `deployments` list)")
+            if self.provider != "builtin" and not self.base_url:
+                raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
+            return self
+        if self.max_concurrency is not None:
+            raise ValueError(f"model {self.name!r}: with `deployments`, set max_concurrency per deployment")
+        for index, entry in enumerate(self.deployments):
+            provider = entry.provider or self.provider
+            if provider is None:
+                raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
+            if provider != "builtin" and not (entry.base_url or self.base_url):
+                raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
         return self
+
+    @property
+    def routed(self) -> bool:
+        """Whether requests to this model go through the router (a flat model without routing keys does not)."""
+        return bool(self.deployments) or self.routing is not None or self.max_concurrency is not None
+
+    def deployment_names(self) -> list[str]:
+        """The names of this model's deployments: its own name in the flat form."""
+        if not self.deployments:
+            return [self.name]
+        return [entry.name or f"{self.name}[{index}]" for index, entry in enumerate(self.deployments)]
 
 
 class Settings(BaseModel):
@@ -161,6 +227,12 @@ class Settings(BaseModel):
                 if name in seen:
                     raise ValueError(f"model name {name!r} is configured twice")
                 seen.add(name)
+        deployment_names: set[str] = set()
+        for model in self.models:
+            for name in model.deployment_names():
+                if name in deployment_names:
+                    raise ValueError(f"deployment name {name!r} is used twice")
+                deployment_names.add(name)
         return self
 
 
@@ -313,19 +385,85 @@ def _resolve_with(value: str | None, env: Any, where: str) -> str | None:
 BUILTIN_MODELS = ("orgate/echo",)
 
 
-def _capabilities(model: ModelSettings) -> Capabilities:
-    defaults = {
-        "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, reasoning=False, max_output_tokens=8192),
-        "openai-chat": Capabilities(),
-        "openai-responses": Capabilities(reasoning=True),
-        "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True),
-    }[model.provider]
-    overrides = {k: v for k, v in model.capabilities.model_dump().items() if v is not None}
-    return dataclasses.replace(defaults, **overrides) if overrides else defaults
+_DEFAULT_CAPABILITIES = {
+    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, reasoning=False, max_output_tokens=8192),
+    "openai-chat": Capabilities(),
+    "openai-responses": Capabilities(reasoning=True),
+    "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True),
+}
+
+
+def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None) -> Capabilities:
+    """Provider defaults, then the model's ``capabilities``, then the deployment entry's."""
+    provider = (entry.provider if entry is not None else None) or model.provider
+    assert provider is not None  # validated
+    caps = _DEFAULT_CAPABILITIES[provider]
+    for layer in (model.capabilities, entry.capabilities if entry is not None else None):
+        overrides = {k: v for k, v in layer.model_dump().items() if v is not None} if layer is not None else {}
+        if overrides:
+            caps = dataclasses.replace(caps, **overrides)
+    return caps
+
+
+def _api_key(value: str | None, env: Any, where: str) -> str | None:
+    if value is not None and value.startswith("env:"):
+        resolved = env.get(value[4:])
+        if not resolved:
+            raise ConfigError(f"{where}: api_key refers to {value[4:]}, which is not set")
+        return str(resolved)
+    return value
+
+
+def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
+    """The deployments of one configured model, in fallback order, with secrets resolved."""
+    if not model.deployments:
+        deployment = Deployment(
+            name=model.name,
+            provider=model.provider or "",
+            upstream_model=model.upstream_model or model.name,
+            base_url=model.base_url.rstrip("/"),
+            api_key=_api_key(model.api_key, env, f"models[{index}] ({model.name})"),
+            headers=dict(model.headers),
+            connect_timeout=model.connect_timeout,
+            read_timeout=model.read_timeout,
+            total_timeout=model.total_timeout,
+            capabilities=_capabilities(model),
+            max_connections=model.max_connections,
+        )
+        return [Target(deployment, max_concurrency=model.max_concurrency)]
+    targets: list[Target] = []
+    names = model.deployment_names()
+    for position, entry in enumerate(model.deployments):
+        where = f"models[{index}] ({model.name}) deployments[{position}]"
+        provider = entry.provider or model.provider or ""
+        deployment = Deployment(
+            name=names[position],
+            provider=provider,
+            upstream_model=entry.upstream_model or model.upstream_model or model.name,
+            base_url=(entry.base_url or model.base_url).rstrip("/"),
+            api_key=_api_key(entry.api_key if entry.api_key is not None else model.api_key, env, where),
+            headers={**model.headers, **entry.headers},
+            connect_timeout=entry.connect_timeout or model.connect_timeout,
+            read_timeout=entry.read_timeout or model.read_timeout,
+            total_timeout=entry.total_timeout or model.total_timeout,
+            capabilities=_capabilities(model, entry),
+            max_connections=entry.max_connections or model.max_connections,
+        )
+        targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))
+    return targets
+
+
+def _policy(model: ModelSettings) -> RoutePolicy:
+    return RoutePolicy(**(model.routing or RoutingSettings()).model_dump())
 
 
 def deployments(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Deployment]:
-    """Client-facing model name (and every alias) → its deployment, with secrets resolved."""
+    """Client-facing model name (and every alias) → its deployment, with secrets resolved.
+
+    A model with several deployments is represented by its first one, renamed to
+    the model's name, with the capabilities that all of them share (requests are
+    validated against those); ``routes()`` lists the deployments behind it.
+    """
     env = os.environ if environ is None else environ
     table: dict[str, Deployment] = {}
     if settings.builtin.enabled:
@@ -337,25 +475,23 @@ def deployments(settings: Settings, environ: dict[str, str] | None = None) -> di
                 capabilities=_capabilities(ModelSettings(name=name, provider="builtin")),
             )
     for index, model in enumerate(settings.models):
-        key = model.api_key
-        if key is not None and key.startswith("env:"):
-            resolved = env.get(key[4:])
-            if not resolved:
-                raise ConfigError(f"models[{index}] ({model.name}): api_key refers to {key[4:]}, which is not set")
-            key = resolved
-        deployment = Deployment(
-            name=model.name,
-            provider=model.provider,
-            upstream_model=model.upstream_model or model.name,
-            base_url=model.base_url.rstrip("/"),
-            api_key=key,
-            headers=dict(model.headers),
-            connect_timeout=model.connect_timeout,
-            read_timeout=model.read_timeout,
-            total_timeout=model.total_timeout,
-            capabilities=_capabilities(model),
-            max_connections=model.max_connections,
-        )
+        targets = _targets(index, model, env)
+        first = targets[0].deployment
+        deployment = first
+        if len(targets) > 1 or first.name != model.name:
+            capabilities = intersect_capabilities([t.deployment.capabilities for t in targets])
+            deployment = dataclasses.replace(first, name=model.name, capabilities=capabilities)
         for name in (model.name, *model.aliases):
             table[name] = deployment
     return table
+
+
+def routes(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Route]:
+    """Model name → its ``Route``, for the models that are routed (``deployments``, ``routing`` or
+    ``max_concurrency`` configured). Keyed by the name ``deployments()`` gives their deployment."""
+    env = os.environ if environ is None else environ
+    return {
+        model.name: Route(model.name, tuple(_targets(index, model, env)), _policy(model))
+        for index, model in enumerate(settings.models)
+        if model.routed
+    }

@@ -44,6 +44,7 @@ class Turn:
     user: str | None = None
     warnings: list[str] = field(default_factory=list)  # gate findings under policy=warn
     response_id: str = field(default_factory=ids.response_id)
+    session_id: str | None = None
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:

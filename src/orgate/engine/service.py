@@ -1,12 +1,18 @@
 """The responses service: run one turn from request to stored response, as one event stream.
 
-``create()`` resolves the model and the context, calls the provider, and
-awaits the provider's first event before returning, so that an upstream
-failure that happens before any output (429, 5xx, refused connection) is an
-HTTP error with the right status, not a failed stream. The returned
-``ResponseStream`` yields spec event dicts; the terminal response is
-persisted before the terminal event is yielded, so a response a client saw
-complete is already durable. Non-streaming callers drain the same stream.
+``create()`` resolves the model and the context (``previous_response_id``,
+``item_reference``, the session's latest response), calls the provider
+through the pipeline, and awaits the first model event before returning, so
+that an upstream failure that happens before any output (429, 5xx, refused
+connection) is an HTTP error with the right status, not a failed stream.
+The returned ``ResponseStream`` yields spec event dicts (or SSE frames); the
+terminal response is persisted before the terminal event is yielded, so a
+response a client saw complete is already durable. Non-streaming callers
+drain the same stream.
+
+Sessions: a request in a session (header or ``user``) holds the session's
+turn lease from ``create()`` until its response is stored; a second
+concurrent request in the same session gets 409 ``session_busy``.
 """
 
 from __future__ import annotations
@@ -23,8 +29,11 @@ from orgate.engine.input_gate import Policy, check_context
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol import CreateResponseBody
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
+from orgate.store.base import ResponseStore, SessionBusy, SessionTurn, StoreError, UnknownResponse
 
 log = logging.getLogger("orgate.engine")
+
+Encoder = Callable[[dict[str, Any]], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,27 +45,6 @@ class Caller:
     models: tuple[str, ...] | None = None
 
 
-class HistoryStore(Protocol):
-    """What the service needs of the response store."""
-
-    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None: ...
-
-    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None: ...
-
-    async def save(
-        self,
-        response: dict[str, Any],
-        *,
-        tenant: str,
-        input_items: list[dict[str, Any]],
-        previous_response_id: str | None,
-        session_id: str | None,
-        deployment: str | None,
-        request: dict[str, Any],
-        events: bytes | None = None,
-    ) -> None: ...
-
-
 ProviderFactory = Callable[[Deployment], Provider]
 
 
@@ -66,6 +54,10 @@ class Pipeline(Protocol):
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
 
+def store_failure(exc: StoreError) -> ApiError:
+    return ApiError(503, f"The response store is unavailable: {exc}", type=SERVER_ERROR, code="store_unavailable")
+
+
 class ResponsesService:
     """Runs turns. Built once per app with its deployments, providers and (optional) store."""
 
@@ -73,15 +65,17 @@ class ResponsesService:
         self,
         deployments: Mapping[str, Deployment],
         providers: ProviderFactory,
-        store: HistoryStore | None = None,
+        store: ResponseStore | None = None,
         gate_policy: Policy = "enforce",
         pipeline: Pipeline | None = None,
+        ttl_seconds: float | None = None,
     ) -> None:
         self.deployments = deployments
         self.providers = providers
         self.store = store
         self.gate_policy: Policy = gate_policy
         self.pipeline = pipeline
+        self.ttl_seconds = ttl_seconds
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
@@ -91,89 +85,163 @@ class ResponsesService:
             raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.", code="model_not_found", param="model")
         return deployment
 
-    async def prepare(self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None) -> Turn:
+    async def prepare(
+        self,
+        body: CreateResponseBody,
+        caller: Caller,
+        warnings: list[str] | None = None,
+        *,
+        session: SessionTurn | None = None,
+    ) -> Turn:
         deployment = self.resolve(body.model, caller)
         new_input = await self._resolve_references(normalize_input(body), caller)
+        previous = body.previous_response_id
+        if previous is None and session is not None and session.latest_response_id:
+            previous = session.latest_response_id
         history: list[Any] = []
-        if body.previous_response_id:
-            if self.store is None:
-                raise not_found(
-                    f"Previous response with id '{body.previous_response_id}' not found (this server does not store responses).",
-                    param="previous_response_id",
-                )
-            stored = await self.store.context(body.previous_response_id, caller.tenant)
+        if previous:
+            stored = None
+            if self.store is not None:
+                try:
+                    stored = await self.store.context(previous, caller.tenant)
+                except StoreError as exc:
+                    raise store_failure(exc) from None
             if stored is None:
-                raise not_found(f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id")
+                raise not_found(f"Previous response with id '{previous}' not found.", param="previous_response_id")
             history = items_from_wire(stored)
         warnings = [] if warnings is None else warnings
         check_context(history, new_input, self.gate_policy, warnings)
         turn = build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
+        turn.base["previous_response_id"] = previous
         turn.warnings = warnings
+        if turn.background and not turn.store:
+            raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
         return turn
 
     async def _resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
-        if not any(getattr(item, "type", "") in ("item_reference", None) and not hasattr(item, "role") for item in items):
+        if not any(getattr(item, "type", None) == "item_reference" for item in items):
             return items
         resolved: list[Any] = []
         for index, item in enumerate(items):
-            if type(item).__name__ != "ItemReferenceParam":
+            if getattr(item, "type", None) != "item_reference":
                 resolved.append(item)
                 continue
-            found = await self.store.get_item(item.id, caller.tenant) if self.store is not None else None
+            found = None
+            if self.store is not None:
+                try:
+                    found = await self.store.get_item(item.id, caller.tenant)
+                except StoreError as exc:
+                    raise store_failure(exc) from None
             if found is None:
                 raise not_found(f"Item with id '{item.id}' not found.", param=f"input[{index}].id")
             resolved.extend(items_from_wire([found]))
         return resolved
 
+    async def begin_session(self, caller: Caller, session_id: str | None) -> SessionTurn | None:
+        if session_id is None or self.store is None:
+            return None
+        try:
+            return await self.store.begin_session_turn(caller.tenant, session_id)
+        except SessionBusy:
+            raise ApiError(
+                409,
+                f"Session '{session_id}' already has a response in progress; send the next turn when it is done.",
+                code="session_busy",
+                param="session",
+            ) from None
+        except StoreError as exc:
+            raise store_failure(exc) from None
+
+    async def end_session(self, session: SessionTurn | None) -> None:
+        if session is None or self.store is None:
+            return
+        try:
+            await self.store.end_session_turn(session)
+        except StoreError:
+            log.warning("could not release session %s", session.session_id, exc_info=True)
+
     async def create(
-        self, body: CreateResponseBody, caller: Caller, warnings: list[str] | None = None, *, budget: Any = None
+        self,
+        body: CreateResponseBody,
+        caller: Caller,
+        warnings: list[str] | None = None,
+        *,
+        budget: Any = None,
+        session_id: str | None = None,
     ) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
-        turn = await self.prepare(body, caller, warnings)
-        provider = self.providers(turn.deployment)
-        outcome: Any = None
-        if self.pipeline is not None:
-            provider, outcome = self.pipeline.open(turn, provider, budget)
-        upstream = provider.stream(turn.request)
+        session = await self.begin_session(caller, session_id)
         try:
-            first = await anext(upstream)
-        except StopAsyncIteration:
-            raise ApiError(
-                502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
-            ) from None
+            turn = await self.prepare(body, caller, warnings, session=session)
+            turn.session_id = session_id
+            provider = self.providers(turn.deployment)
+            outcome: Any = None
+            if self.pipeline is not None:
+                provider, outcome = self.pipeline.open(turn, provider, budget)
+            upstream = provider.stream(turn.request)
+            if turn.background:
+                # Background work starts in its own task; nothing is awaited here.
+                stream = ResponseStream(self, turn, caller, upstream, None, session)
+                stream.builder.status = "queued"
+                await self.persist(stream.builder, turn, caller)
+                return stream
+            try:
+                first = await anext(upstream)
+            except StopAsyncIteration:
+                raise ApiError(
+                    502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
+                ) from None
+            except BaseException:
+                await _aclose(upstream)
+                raise
         except BaseException:
-            await _aclose(upstream)
+            await self.end_session(session)
             raise
-        stream = ResponseStream(self, turn, caller, upstream, first)
-        if outcome is not None and outcome.status != "passthrough" and outcome.status != "pending":
+        stream = ResponseStream(self, turn, caller, upstream, first, session)
+        if outcome is not None and outcome.status not in ("passthrough", "pending"):
             stream.headers.update(outcome.headers())
         if turn.warnings:
             stream.headers["X-Orgate-Gate-Warnings"] = " | ".join(turn.warnings)
+        if session_id is not None:
+            stream.headers["X-Session-Id"] = session_id
         return stream
 
-    async def persist(self, builder: ResponseBuilder, turn: Turn, caller: Caller) -> None:
+    async def persist(self, builder: ResponseBuilder, turn: Turn, caller: Caller, events: bytes | None = None) -> None:
         if not turn.store or self.store is None:
             return
-        response = builder.snapshot()
-        await self.store.save(
-            response,
-            tenant=caller.tenant,
-            input_items=[item_to_wire(item) for item in turn.new_input],
-            previous_response_id=turn.base.get("previous_response_id"),
-            session_id=None,
-            deployment=turn.deployment.name,
-            request=_request_record(turn.request),
-        )
+        expires_at = builder.created_at + self.ttl_seconds if self.ttl_seconds else None
+        try:
+            await self.store.save(
+                builder.snapshot(),
+                tenant=caller.tenant,
+                input_items=[item_to_wire(item) for item in turn.new_input],
+                previous_response_id=turn.base.get("previous_response_id"),
+                session_id=turn.session_id,
+                deployment=turn.deployment.name,
+                request=_request_record(turn),
+                events=events,
+                expires_at=expires_at,
+            )
+        except UnknownResponse:
+            # The previous response was deleted while this turn ran: keep the answer, unchained.
+            log.warning("previous response of %s vanished; storing it without its chain", builder.id)
+            turn.base["previous_response_id"] = None
+            await self.persist(builder, turn, caller, events)
+        except StoreError as exc:
+            log.error("could not store response %s: %s", builder.id, exc)
 
 
-def _request_record(request: ModelRequest) -> dict[str, Any]:
+def _request_record(turn: Turn) -> dict[str, Any]:
+    request: ModelRequest = turn.request
     return {
-        "model": request.model,
+        "model": turn.base["model"],
+        "upstream_model": request.model,
         "instructions": request.instructions,
         "max_output_tokens": request.max_output_tokens,
         "temperature": request.temperature,
         "top_p": request.top_p,
         "text_format": None if request.text_format is None else request.text_format.type,
+        "stream": turn.stream,
     }
 
 
@@ -187,42 +255,78 @@ async def _aclose(agen: AsyncIterator[Any]) -> None:
 
 
 class ResponseStream:
-    """The events of one response, in order; iterate once."""
+    """The events of one response, in order; iterate once (``events()``, ``frames()`` or ``final()``)."""
 
-    def __init__(self, service: ResponsesService, turn: Turn, caller: Caller, upstream: AsyncIterator[ModelEvent], first: ModelEvent) -> None:
+    def __init__(
+        self,
+        service: ResponsesService,
+        turn: Turn,
+        caller: Caller,
+        upstream: AsyncIterator[ModelEvent],
+        first: ModelEvent | None,
+        session: SessionTurn | None = None,
+    ) -> None:
         self.service = service
         self.turn = turn
         self.caller = caller
         self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
-        self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome)
-        self._upstream = upstream
-        self._first = first
+        self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
         self.error: ApiError | None = None  # why the response failed, if it did
+        self._upstream = upstream
+        self._first = first  # None: a background response, whose upstream call starts in _run
+        self._session = session
+        self.cancel_requested = False  # set by the background runner before it cancels the task
 
     @property
     def response_id(self) -> str:
         return self.builder.id
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        return self._run()
+        return self._run(None)  # type: ignore[return-value]
 
-    async def _run(self) -> AsyncIterator[dict[str, Any]]:
+    def frames(self, encode: Encoder) -> AsyncIterator[bytes]:
+        """The events encoded by ``encode`` (e.g. as SSE frames); stored ones keep the frames for replay."""
+        return self._run(encode)  # type: ignore[return-value]
+
+    async def _run(self, encode: Encoder | None) -> AsyncIterator[Any]:
         builder = self.builder
-        builder.start()
-        for event in builder.drain():
-            yield event
+        kept: list[bytes] | None = [] if encode is not None and self.turn.store and self.service.store is not None else None
+
+        def out(events: list[dict[str, Any]]) -> list[Any]:
+            if encode is None:
+                return events
+            frames = [encode(event) for event in events]
+            if kept is not None:
+                kept.extend(frames)
+            return frames
+
         try:
+            if self._first is None:
+                builder.start(queued=True)
+                builder.in_progress()
+            else:
+                builder.start()
+            for item in out(builder.drain()):
+                yield item
             try:
+                if self._first is None:
+                    await self.service.persist(builder, self.turn, self.caller)
+                    try:
+                        self._first = await anext(self._upstream)
+                    except StopAsyncIteration:
+                        raise ApiError(
+                            502, f"upstream '{self.turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
+                        ) from None
                 builder.feed(self._first)
                 if not builder.finished:
-                    for event in builder.drain():
-                        yield event
+                    for item in out(builder.drain()):
+                        yield item
                     async for model_event in self._upstream:
                         builder.feed(model_event)
                         if builder.finished:
                             break
-                        for event in builder.drain():
-                            yield event
+                        for item in out(builder.drain()):
+                            yield item
                 if not builder.finished:
                     raise ApiError(
                         502,
@@ -239,16 +343,25 @@ class ResponseStream:
                 log.exception("response %s failed: %s", builder.id, type(error).__name__)
                 self.error = ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error")
                 builder.fail(self.error)
-            events = builder.drain()
+            final = out(builder.drain())
             # Persist before the terminal event leaves: what the client sees complete is durable.
-            try:
-                await self.service.persist(builder, self.turn, self.caller)
-            except ApiError as error:
-                log.error("could not store response %s: %s", builder.id, error.message)
-            for event in events:
-                yield event
+            await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None)
+            await self.service.end_session(self._session)
+            self._session = None
+            for item in final:
+                yield item
         finally:
             await _aclose(self._upstream)
+            if not builder.finished:
+                if self.cancel_requested:
+                    builder.cancel()
+                else:
+                    # The client went away mid-stream: keep what was produced, marked failed.
+                    builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))
+                await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
+            if self._session is not None:
+                session, self._session = self._session, None
+                await asyncio.shield(self.service.end_session(session))
 
     async def final(self) -> dict[str, Any]:
         """Drain the stream and return the final response (the non-streaming path)."""

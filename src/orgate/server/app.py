@@ -6,6 +6,7 @@ registry and the HTTP pool are opened in the app's lifespan and closed with it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -18,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 
 from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys
+from orgate.engine.background import BackgroundRunner
 from orgate.engine.service import ResponsesService
 from orgate.neutral import Deployment
 from orgate.protocol.errors import ApiError
@@ -26,6 +28,8 @@ from orgate.server import routes
 from orgate.server.auth import Authenticator
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
 from orgate.server.pipeline import Pipeline
+from orgate.server.stored import stored_routes
+from orgate.store import StoreError, describe_url, open_store
 
 log = logging.getLogger("orgate.server")
 
@@ -47,6 +51,7 @@ class Services:
     metrics: CollectorRegistry
     pipeline: Pipeline
     store: Any = None
+    background: BackgroundRunner = field(default_factory=BackgroundRunner)
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,7 +61,8 @@ def build_services(settings: Settings) -> Services:
     metrics = CollectorRegistry()
     pipeline = Pipeline(settings, metrics)
     providers = ProviderRegistry()
-    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy, pipeline=pipeline)
+    ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
+    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl)
     return Services(
         metrics=metrics,
         pipeline=pipeline,
@@ -67,6 +73,22 @@ def build_services(settings: Settings) -> Services:
         providers=providers,
         responses=responses,
     )
+
+
+async def _maintain(services: Services, every: float = 60.0) -> None:
+    """Periodic store upkeep: fail responses of dead processes, prune past the TTL."""
+    ttl_days = services.settings.store.ttl_days
+    while True:
+        await asyncio.sleep(every)
+        store = services.store
+        if store is None:
+            return
+        try:
+            await store.recover_interrupted()
+            if ttl_days:
+                await store.prune(older_than=ttl_days * 86400)
+        except StoreError as exc:
+            log.warning("store maintenance failed: %s", exc)
 
 
 def default_route_sets(settings: Settings) -> list[RouteSet]:
@@ -85,19 +107,38 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     """Build the ASGI app. ``route_sets`` defaults to what the settings switch on."""
     services = services or build_services(settings)
     extra = default_route_sets(settings) if route_sets is None else route_sets
-    table: list[BaseRoute] = [*routes.core_routes(services)]
+    table: list[BaseRoute] = [*routes.core_routes(services), *stored_routes(services)]
     for route_set in extra:
         table.extend(route_set(services))
     table.extend(routes.fallback_routes(services))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        maintenance: asyncio.Task[None] | None = None
+        if settings.store.enabled:
+            try:
+                store = await open_store(settings.store.url)
+            except (StoreError, ValueError) as exc:
+                log.error("cannot open the response store %s: %s", describe_url(settings.store.url), exc)
+                raise SystemExit(f"orgate: cannot open the response store: {exc}") from None
+            services.store = store
+            services.responses.store = store
+            recovered = await store.recover_interrupted()
+            if recovered:
+                log.warning("marked %d interrupted response(s) as failed", len(recovered))
+            maintenance = asyncio.create_task(_maintain(services))
         try:
             yield
         finally:
+            if maintenance is not None:
+                maintenance.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await maintenance
+            await services.background.aclose()
             await services.providers.aclose()
             if services.store is not None:
                 await services.store.close()
+            services.pipeline.close()
 
     app = Starlette(
         routes=table,

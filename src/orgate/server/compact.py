@@ -44,7 +44,12 @@ from orgate.engine.builder import usage_dict
 from orgate.engine.context import items_from_wire, normalize_input
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller
-from orgate.protocol import CompactionSummaryItemParam, CompactResponseMethodPublicBody, CreateResponseBody, UserMessageItemParam
+from orgate.protocol import (
+    CompactionSummaryItemParam,
+    CompactResponseMethodPublicBody,
+    CreateResponseBody,
+    UserMessageItemParam,
+)
 from orgate.protocol.errors import ApiError, from_validation_error, invalid_request, not_found
 from orgate.server.body import read_json
 from orgate.server.routes import authenticate, json_response

@@ -61,7 +61,13 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         if isinstance(data, dict) and "input" in data:
             data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
         body = parse_body(data)
-        stream = await services.responses.create(body, caller, warnings, budget=budget)
+        session_id = session_of(services, request, body)
+        stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
+        if body.background:
+            services.background.start(stream, frame)
+            if body.stream:
+                return StreamingResponse(_subscribe(services, stream.response_id), media_type="text/event-stream", headers=SSE_HEADERS | stream.headers)
+            return json_response(stream.builder.snapshot(), headers=stream.headers)
         if body.stream:
             return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS | stream.headers)
         response = await stream.final()
@@ -148,6 +154,27 @@ def fallback_routes(services: Services) -> Sequence[BaseRoute]:
 
 
 async def _sse(stream: ResponseStream) -> AsyncIterator[bytes]:
-    async for event in stream:
-        yield frame(event)
+    async for chunk in stream.frames(frame):
+        yield chunk
     yield DONE
+
+
+async def _subscribe(services: Services, response_id: str) -> AsyncIterator[bytes]:
+    async for chunk in services.background.subscribe(response_id):
+        yield chunk
+    yield DONE
+
+
+def session_of(services: Services, request: Request, body: Any) -> str | None:
+    """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
+    settings = services.settings.sessions
+    value = request.headers.get(settings.header)
+    if value:
+        if len(value) > 256:
+            raise ApiError(400, f"The {settings.header} header is longer than 256 characters.", param=settings.header, code="invalid_value")
+        return value
+    if settings.use_user_field:
+        user = (body.model_extra or {}).get("user")
+        if isinstance(user, str) and user:
+            return user
+    return None

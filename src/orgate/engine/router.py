@@ -1,0 +1,513 @@
+"""Routing: one client-facing model name over one or more deployments, with fallbacks.
+
+A ``Route`` is an ordered list of ``Target``s (a ``Deployment`` plus its weight
+and concurrency limit) and a ``RoutePolicy``. ``RoutedProvider`` is a
+``Provider`` over a route; ``Router`` builds them and is the service's
+provider factory.
+
+Rules (see ``docs/routing.md``):
+
+- **Fallback before the first event only.** An upstream failure raised before
+  the first event (429, 500/502/503/504 of type ``server_error`` /
+  ``rate_limit_error`` / ``model_error``: connection failures, timeouts,
+  overload) moves on to the next deployment at once; a deployment that failed
+  is tried again, up to ``retries`` more times, after an exponential backoff
+  with full jitter or its ``Retry-After`` (seconds or HTTP date). A
+  ``Retry-After`` above ``backoff_max`` drops that deployment for this
+  request; when none is left the last error (the 429 and its ``Retry-After``)
+  goes to the client. Other errors (400s, the tool guard's verdicts) are
+  never retried. After the first event nothing is retried: the error
+  propagates and the engine fails the stream cleanly.
+- **Concurrency.** A deployment with ``max_concurrency`` holds a slot for its
+  whole stream. A full deployment is skipped for the next one; when every
+  remaining deployment is full the request waits up to ``queue_timeout`` for
+  a slot, then gets a 429 ``too_many_concurrent_requests`` (``Retry-After: 1``).
+- **Circuit breaker.** ``circuit_failures`` consecutive failures open a
+  deployment's circuit for ``circuit_cooldown`` seconds (it is skipped); then
+  one probe request is let through (half-open): success closes the circuit,
+  failure opens it again. When every deployment is open the request fails
+  fast with 503 ``upstream_unavailable``.
+- **Affinity.** ``RouteTrace.prefer`` names the deployment to try first (the
+  session's previous turn); ``RouteTrace.served_by`` tells which one answered.
+
+Only this module sleeps or keeps per-deployment state; it does no I/O itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import logging
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, Provider
+from orgate.protocol.errors import MODEL_ERROR, RATE_LIMIT, SERVER_ERROR, ApiError
+
+log = logging.getLogger("orgate.router")
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRY_TYPES = frozenset({SERVER_ERROR, RATE_LIMIT, MODEL_ERROR})
+# Verdicts on the model's output made by orgate itself, not upstream failures: never retried here.
+NOT_UPSTREAM_CODES = frozenset({"invalid_tool_arguments", "tool_choice_violation"})
+# Failures that another deployment may not have, but that asking the same one again cannot fix.
+SAME_DEPLOYMENT_FUTILE = frozenset({"upstream_auth_failed", "upstream_model_not_found"})
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[object]]
+
+
+# --- the route, as configured ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RoutePolicy:
+    """How a route retries, falls back, limits and trips. Defaults match ``[models.routing]``."""
+
+    strategy: Literal["ordered", "weighted"] = "ordered"
+    retries: int = 2  # further tries of a deployment that failed, per request
+    backoff_base: float = 0.25  # seconds; the n-th retry waits up to base * 2**(n-1)
+    backoff_max: float = 8.0  # cap on one wait, and on the Retry-After honoured
+    circuit_failures: int = 5  # consecutive failures that open a deployment's circuit
+    circuit_cooldown: float = 30.0  # seconds a deployment is skipped before one probe
+    queue_timeout: float = 1.0  # seconds to wait for a slot when every deployment is full
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One deployment of a route."""
+
+    deployment: Deployment
+    weight: float = 1.0  # for strategy "weighted"
+    max_concurrency: int | None = None  # in-flight streams; None = unlimited
+
+    @property
+    def name(self) -> str:
+        return self.deployment.name
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A client-facing model name served by ``targets`` (fallback order) under ``policy``."""
+
+    name: str
+    targets: tuple[Target, ...]
+    policy: RoutePolicy = field(default_factory=RoutePolicy)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return intersect_capabilities([t.deployment.capabilities for t in self.targets])
+
+
+def intersect_capabilities(caps: Sequence[Capabilities]) -> Capabilities:
+    """What every one of ``caps`` can take: flags AND-ed, limits at their smallest known value."""
+    if not caps:
+        return Capabilities()
+
+    def smallest(values: list[int | None]) -> int | None:
+        known = [v for v in values if v is not None]
+        return min(known) if known else None
+
+    return Capabilities(
+        tools=all(c.tools for c in caps),
+        images=all(c.images for c in caps),
+        json_schema=all(c.json_schema for c in caps),
+        json_object=all(c.json_object for c in caps),
+        reasoning=all(c.reasoning for c in caps),
+        max_output_tokens=smallest([c.max_output_tokens for c in caps]),
+        context_window=smallest([c.context_window for c in caps]),
+    )
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One upstream call of a request: which deployment, and how it ended (None = it answered)."""
+
+    deployment: str
+    error: str | None = None  # "<status> <code>" of the failure
+
+
+@dataclass(slots=True)
+class RouteTrace:
+    """Passed in by the caller for one turn: the deployment to prefer, and what happened."""
+
+    prefer: str | None = None  # e.g. the deployment of the session's previous turn
+    served_by: str | None = None  # the deployment whose answer is being streamed
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def retryable(error: ApiError) -> bool:
+    """An upstream failure another try (here or at another deployment) may not have."""
+    return error.status in RETRY_STATUSES and error.type in RETRY_TYPES and error.code not in NOT_UPSTREAM_CODES
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None if absent or unreadable."""
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        current = datetime.now(UTC).timestamp() if now is None else now
+        seconds = when.timestamp() - current
+    if math.isnan(seconds) or math.isinf(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def backoff_delay(retry: int, policy: RoutePolicy, rng: random.Random) -> float:
+    """Full jitter: uniform in [0, min(backoff_max, backoff_base * 2**(retry-1))] for the retry-th retry (1-based)."""
+    ceiling = min(policy.backoff_max, policy.backoff_base * (2 ** max(0, retry - 1)))
+    return rng.uniform(0.0, ceiling)
+
+
+def _busy(route: Route, waited: float) -> ApiError:
+    return ApiError(
+        429,
+        f"every deployment of model '{route.name}' is at its concurrency limit (waited {waited:g}s for a slot)",
+        type=RATE_LIMIT,
+        code="too_many_concurrent_requests",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _all_open(route: Route, retry_in: float) -> ApiError:
+    return ApiError(
+        503,
+        f"every deployment of model '{route.name}' is cooling down after repeated failures",
+        type=SERVER_ERROR,
+        code="upstream_unavailable",
+        headers={"Retry-After": str(max(1, math.ceil(retry_in)))},
+    )
+
+
+def _empty(target: Target) -> ApiError:
+    return ApiError(502, f"upstream '{target.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response")
+
+
+# --- per-deployment state ------------------------------------------------------------------------
+
+
+class DeploymentState:
+    """Concurrency slots and the circuit breaker of one deployment, shared by every request."""
+
+    def __init__(self, limit: int | None, clock: Clock) -> None:
+        self.limit = limit
+        self.in_use = 0
+        self.failures = 0  # consecutive
+        self.open_until: float | None = None  # circuit open (skipped) until then
+        self.probing = False  # half-open: the one probe is in flight
+        self._clock = clock
+
+    @property
+    def full(self) -> bool:
+        return self.limit is not None and self.in_use >= self.limit
+
+    def circuit(self) -> Literal["closed", "open", "half_open"]:
+        if self.open_until is None:
+            return "closed"
+        if self._clock() < self.open_until or self.probing:
+            return "open"
+        return "half_open"
+
+    def acquire(self) -> bool:
+        """Take a slot (and the probe when half-open); False when full or open."""
+        state = self.circuit()
+        if state == "open" or self.full:
+            return False
+        if state == "half_open":
+            self.probing = True
+        self.in_use += 1
+        return True
+
+    def release(self) -> None:
+        self.in_use -= 1
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.open_until = None
+        self.probing = False
+
+    def failed(self, policy: RoutePolicy) -> bool:
+        """Count a failure; True when this one opened (or re-opened) the circuit."""
+        self.failures += 1
+        opened = self.probing or (self.open_until is None and self.failures >= policy.circuit_failures)
+        if opened:
+            self.open_until = self._clock() + policy.circuit_cooldown
+        self.probing = False
+        return opened
+
+    def abandoned(self) -> None:
+        """The attempt ended without a verdict on the upstream (client gone, a 400): free the probe."""
+        self.probing = False
+
+
+# --- the provider over a route -----------------------------------------------------------------------
+
+
+class RoutedProvider:
+    """A ``Provider`` over a ``Route``: fallbacks, retries, limits and circuits (see the module docstring)."""
+
+    def __init__(self, route: Route, providers: Callable[[Deployment], Provider], router: Router) -> None:
+        self.route = route
+        self._providers = providers
+        self._router = router
+
+    async def aclose(self) -> None:
+        """The providers belong to the registry that built them."""
+
+    def _order(self, prefer: str | None) -> list[Target]:
+        targets = list(self.route.targets)
+        if self.route.policy.strategy == "weighted" and len(targets) > 1:
+            rng = self._router.rng
+            targets.sort(key=lambda t: rng.random() ** (1.0 / t.weight), reverse=True)
+        if prefer is not None:
+            targets.sort(key=lambda t: t.name != prefer)  # stable: the preferred one first
+        return targets
+
+    async def stream(self, request: ModelRequest, trace: RouteTrace | None = None) -> AsyncIterator[ModelEvent]:
+        trace = RouteTrace() if trace is None else trace
+        router = self._router
+        policy = self.route.policy
+        clock = router.clock
+        order = self._order(trace.served_by or trace.prefer)
+        tries = {t.name: 0 for t in order}
+        not_before = {t.name: 0.0 for t in order}
+        done: set[str] = set()
+        last_error: ApiError | None = None
+        queue_deadline: float | None = None
+
+        while True:
+            now = clock()
+            live = [t for t in order if t.name not in done]
+            usable = [t for t in live if router.state(t).circuit() != "open"]
+            if not usable:
+                if last_error is not None:
+                    raise last_error
+                reopen = min((router.state(t).open_until or now) - now for t in live) if live else 0.0
+                raise _all_open(self.route, reopen)
+            ready = [t for t in usable if not_before[t.name] <= now]
+            if not ready:
+                await router.sleep(min(not_before[t.name] for t in usable) - now)
+                continue
+            target = next((t for t in ready if router.state(t).acquire()), None)
+            if target is None:
+                # Every deployment that may be tried now is at its limit: queue, briefly.
+                if queue_deadline is None:
+                    queue_deadline = now + policy.queue_timeout
+                if now >= queue_deadline:
+                    raise _busy(self.route, policy.queue_timeout)
+                # wake up when a slot frees, a backed-off deployment becomes ready, or the queue times out
+                wake = min([queue_deadline, *(not_before[t.name] for t in usable if not_before[t.name] > now)])
+                await router.wait_for_slot(wake - now)
+                continue
+            queue_deadline = None
+            state = router.state(target)
+            tries[target.name] += 1
+            attempt = Attempt(target.name)
+            trace.attempts.append(attempt)
+            upstream: AsyncIterator[ModelEvent] | None = None
+            try:
+                provider = self._providers(target.deployment)
+                upstream = provider.stream(dataclasses.replace(request, model=target.deployment.upstream_model))
+                try:
+                    first = await anext(upstream)
+                except StopAsyncIteration:
+                    raise _empty(target) from None
+            except ApiError as error:
+                router.free(state)
+                await _aclose(upstream)
+                attempt.error = f"{error.status} {error.code}"
+                if not retryable(error):
+                    state.abandoned()
+                    raise
+                self._failed(target, state)
+                last_error = error
+                self._plan_retry(target, error, tries, not_before, done)
+                continue
+            except BaseException:
+                router.free(state)
+                state.abandoned()
+                await _aclose(upstream)
+                raise
+
+            state.succeeded()
+            trace.served_by = target.name
+            try:
+                yield first
+                async for event in upstream:
+                    yield event
+            except ApiError as error:  # after the first event: never retried, the engine fails the stream
+                attempt.error = f"{error.status} {error.code}"
+                if retryable(error):
+                    self._failed(target, state)
+                raise
+            finally:
+                try:
+                    await _aclose(upstream)  # a client that went away closes the upstream request now
+                finally:
+                    router.free(state)
+            return
+
+    def _failed(self, target: Target, state: DeploymentState) -> None:
+        if state.failed(self.route.policy):
+            log.warning(
+                "route %s: circuit of %s opened for %gs after %d consecutive failure(s)",
+                self.route.name,
+                target.name,
+                self.route.policy.circuit_cooldown,
+                state.failures,
+            )
+
+    def _plan_retry(self, target: Target, error: ApiError, tries: dict[str, int], not_before: dict[str, float], done: set[str]) -> None:
+        """After ``target`` failed with a retryable ``error``: when (if ever) to try it again."""
+        policy = self.route.policy
+        router = self._router
+        name = target.name
+        if tries[name] > policy.retries or error.code in SAME_DEPLOYMENT_FUTILE:
+            done.add(name)
+            log.info("route %s: %s failed (%s); not trying it again", self.route.name, name, error.code)
+            return
+        wait = retry_after_seconds(error.headers)
+        if wait is not None and wait > policy.backoff_max:
+            done.add(name)
+            log.info("route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max)
+            return
+        if wait is None:
+            wait = backoff_delay(tries[name], policy, router.rng)
+        not_before[name] = router.clock() + wait
+        log.info("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait)
+
+
+async def _aclose(agen: AsyncIterator[ModelEvent] | None) -> None:
+    close = getattr(agen, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask the real error
+            log.debug("error while closing an upstream stream", exc_info=True)
+
+
+class _Bound:
+    """A routed provider bound to one turn's ``RouteTrace`` (what wrappers such as the tool guard call)."""
+
+    def __init__(self, routed: RoutedProvider, trace: RouteTrace) -> None:
+        self.routed = routed
+        self.trace = trace
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return self.routed.stream(request, self.trace)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Router:
+    """The service's provider factory: routed models get a ``RoutedProvider``, others their plain provider.
+
+    ``providers`` builds (and owns) the provider of one deployment, e.g. a
+    ``ProviderRegistry``. ``clock``, ``sleep`` and ``rng`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        routes: Mapping[str, Route],
+        providers: Callable[[Deployment], Provider],
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.routes = dict(routes)
+        self.providers = providers
+        self.clock = clock
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self._routed: dict[str, RoutedProvider] = {}
+        self._states: dict[str, DeploymentState] = {}
+        self._freed: asyncio.Event | None = None
+        for route in self.routes.values():
+            for target in route.targets:
+                self._states.setdefault(target.name, DeploymentState(target.max_concurrency, clock))
+
+    def state(self, target: Target) -> DeploymentState:
+        return self._states[target.name]
+
+    def routed(self, name: str) -> RoutedProvider | None:
+        route = self.routes.get(name)
+        if route is None:
+            return None
+        provider = self._routed.get(name)
+        if provider is None:
+            provider = self._routed[name] = RoutedProvider(route, self.providers, self)
+        return provider
+
+    def __call__(self, deployment: Deployment) -> Provider:
+        """A ``ProviderFactory``: the provider for a client-facing model's deployment (no trace)."""
+        routed = self.routed(deployment.name)
+        return self.providers(deployment) if routed is None else routed
+
+    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]:
+        """The provider for one turn and its trace: ``trace.served_by`` names the deployment that answered."""
+        trace = RouteTrace(prefer=prefer)
+        routed = self.routed(deployment.name)
+        if routed is None:
+            trace.served_by = deployment.name
+            return self.providers(deployment), trace
+        return _Bound(routed, trace), trace
+
+    # slots: released synchronously (also from a closing generator), waited for with a timeout
+
+    def free(self, state: DeploymentState) -> None:
+        state.release()
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
+
+    async def wait_for_slot(self, timeout: float) -> bool:
+        """Wait until some deployment frees a slot; False on timeout."""
+        if self._freed is None:
+            self._freed = asyncio.Event()
+        freed = self._freed
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await freed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        """Nothing of its own: the providers' owner closes them."""
+
+
+__all__ = [
+    "Attempt",
+    "DeploymentState",
+    "RoutePolicy",
+    "Route",
+    "RouteTrace",
+    "RoutedProvider",
+    "Router",
+    "Target",
+    "backoff_delay",
+    "intersect_capabilities",
+    "retry_after_seconds",
+    "retryable",
+]

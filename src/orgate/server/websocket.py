@@ -1,0 +1,368 @@
+"""WebSocket mode of ``/v1/responses`` (Open Responses 2026-04-24).
+
+A client opens a WebSocket to ``/v1/responses`` with the usual
+``Authorization: Bearer`` header and sends ``response.create`` messages (the
+create body plus ``type``; ``stream``, ``stream_options`` and ``background`` are
+refused). Each response is answered with exactly the events the SSE stream of the
+same request carries (same dicts, same ``sequence_number``s), one JSON text
+message per event. Rules:
+
+- A refused key ends the handshake with HTTP 401 and the spec error body (when
+  the ASGI server supports the WebSocket denial extension, as uvicorn does;
+  otherwise the socket is accepted, gets a 401 error event and is closed with
+  1008). With WebSocket mode disabled the handshake is refused with HTTP 426,
+  so clients fall back to HTTP.
+- One response in flight per connection: a ``response.create`` that arrives
+  before the running response's terminal event gets a 409 error event
+  (``response_in_progress``) and the running one goes on undisturbed.
+- Request errors (bad JSON, unknown ``type``, validation, a failed create) are
+  ``WebSocketErrorEvent`` envelopes; the connection stays usable.
+- ``previous_response_id`` resolves from the store, or from this connection's
+  own cache of the responses it made (context = input + output of each, the
+  last ``cache_responses`` of them), which is how ``store: false`` chains
+  continue. The cache belongs to the connection: after a reconnect the id is
+  ``previous_response_not_found``. A continuation that fails evicts the
+  referenced id from the cache.
+- After ``max_connection_seconds`` no new response is accepted; a running one
+  gets ``drain_seconds`` to finish, then the client receives an error with code
+  ``websocket_connection_limit_reached`` and the socket is closed (1000).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from orgate.engine.context import item_to_wire
+from orgate.engine.input_gate import split_namespaced
+from orgate.engine.service import Caller, ResponseStream
+from orgate.protocol import WebSocketResponseCreateEvent
+from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
+from orgate.server.body import check_depth
+from orgate.server.errors import error_response
+from orgate.server.routes import structured_budget
+
+if TYPE_CHECKING:
+    from orgate.server.app import Services
+
+log = logging.getLogger("orgate.server.websocket")
+
+DISALLOWED_FIELDS = ("stream", "stream_options", "background")
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_DENIAL_EXTENSION = "websocket.http.response"
+
+
+class WebSocketSettings(BaseModel):
+    """``[websocket]``: WebSocket mode of ``/v1/responses``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    max_connection_seconds: float = Field(3600.0, gt=0)
+    drain_seconds: float = Field(30.0, ge=0)  # at the lifetime limit: time left to a running response
+    cache_responses: int = Field(16, ge=0)  # connection-local contexts kept for previous_response_id
+
+
+def websocket_settings(services: Services) -> WebSocketSettings:
+    """``settings.websocket`` once the lead wires it into ``config.Settings``; the defaults until then."""
+    found = getattr(services.settings, "websocket", None)
+    if found is None or isinstance(found, WebSocketSettings):
+        return found or WebSocketSettings()
+    return WebSocketSettings.model_validate(found.model_dump())
+
+
+def error_event(error: ApiError) -> dict[str, Any]:
+    """The ``WebSocketErrorEvent`` envelope of an ``ApiError``."""
+    return {
+        "type": "error",
+        "status": error.status,
+        "error": {"type": error.type, "code": error.code or error.type, "message": error.message, "param": error.param},
+    }
+
+
+# --------------------------------------------------------------------------- continuation from the connection cache
+
+
+class _ConnectionHistory:
+    """A store stand-in for one create: ``context(previous_id)`` from the connection cache, the rest delegated.
+
+    Interim, until ``ResponsesService.create`` takes ``history_override`` (see the
+    report): a stored continuation of a cache-only response is saved unlinked,
+    with the cached context as its leading input items.
+    """
+
+    def __init__(self, store: Any, response_id: str, items: list[dict[str, Any]]) -> None:
+        self._store = store
+        self._response_id = response_id
+        self._items = items
+
+    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
+        if response_id == self._response_id:
+            return list(self._items)
+        return await self._store.context(response_id, tenant) if self._store is not None else None
+
+    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        return await self._store.get_item(item_id, tenant) if self._store is not None else None
+
+    async def save(self, response: dict[str, Any], **kwargs: Any) -> None:
+        if self._store is None:
+            return
+        if kwargs.get("previous_response_id") == self._response_id:
+            kwargs["previous_response_id"] = None
+            kwargs["input_items"] = [*self._items, *kwargs.get("input_items", [])]
+        await self._store.save(response, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def create_with_history(
+    services: Services, body: Any, caller: Caller, warnings: list[str], previous_id: str, history: list[dict[str, Any]], *, budget: Any = None
+) -> ResponseStream:
+    """``services.responses.create`` with the history of ``previous_id`` given, not looked up."""
+    service = services.responses
+    if "history_override" in inspect.signature(service.create).parameters:
+        return await service.create(body, caller, warnings, budget=budget, history_override=history)  # type: ignore[call-arg]
+    clone = copy.copy(service)
+    clone.store = _ConnectionHistory(service.store, previous_id, history)  # type: ignore[assignment]
+    if service.store is None:
+        body = body.model_copy(update={"store": False})  # nothing is stored: say so in the response
+    return await clone.create(body, caller, warnings, budget=budget)
+
+
+# --------------------------------------------------------------------------- one connection
+
+
+class _Entry:
+    __slots__ = ("items", "stored")
+
+    def __init__(self, items: list[dict[str, Any]], stored: bool) -> None:
+        self.items = items
+        self.stored = stored
+
+
+class Connection:
+    """One accepted socket: its receive loop, its running response and its response cache."""
+
+    def __init__(self, services: Services, ws: WebSocket, caller: Caller, settings: WebSocketSettings) -> None:
+        self.services = services
+        self.ws = ws
+        self.caller = caller
+        self.settings = settings
+        self.cache: OrderedDict[str, _Entry] = OrderedDict()
+        self.busy = False
+        self.task: asyncio.Task[None] | None = None
+        self._send_lock = asyncio.Lock()
+
+    async def send(self, event: dict[str, Any]) -> None:
+        async with self._send_lock:
+            await self.ws.send_text(orjson.dumps(event).decode())
+
+    async def send_error(self, error: ApiError) -> None:
+        await self.send(error_event(error))
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.max_connection_seconds
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                try:
+                    message = await asyncio.wait_for(self.ws.receive(), remaining)
+                except TimeoutError:
+                    break
+                if message["type"] == "websocket.disconnect":
+                    return
+                raw = message.get("text")
+                if raw is None and message.get("bytes") is not None:
+                    raw = message["bytes"]
+                if raw is None:
+                    continue
+                try:
+                    await self.handle(raw)
+                except ApiError as error:
+                    await self.send_error(error)
+            await self._end_of_life()
+        except (WebSocketDisconnect, RuntimeError) as exc:  # the client went away while we were sending
+            log.debug("websocket closed: %s", exc)
+        finally:
+            if self.task is not None and not self.task.done():
+                self.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self.task
+
+    async def _end_of_life(self) -> None:
+        if self.task is not None and not self.task.done():
+            done, _ = await asyncio.wait({self.task}, timeout=self.settings.drain_seconds)
+            if not done:
+                self.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self.task
+        await self.send_error(
+            ApiError(
+                400,
+                f"This WebSocket connection reached its maximum lifetime of {self.settings.max_connection_seconds:g} seconds; open a new connection to continue.",
+                code="websocket_connection_limit_reached",
+            )
+        )
+        await self.ws.close(1000, "connection lifetime reached")
+
+    # --- one client message --------------------------------------------------------------------
+
+    async def handle(self, raw: str | bytes) -> None:
+        limits = self.services.settings.limits
+        if len(raw) > limits.max_body_bytes:
+            raise ApiError(413, f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).", code="request_too_large")
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise invalid_request(f"We could not parse the JSON of your message: {exc}", code="invalid_json") from None
+        if not isinstance(data, dict):
+            raise invalid_request("A WebSocket message must be a JSON object with a 'type'.", code="invalid_type")
+        kind = data.get("type")
+        if kind is None:
+            raise invalid_request("Missing required parameter: 'type' (send 'response.create').", param="type", code="missing_required_parameter")
+        if kind != "response.create":
+            raise invalid_request(f"Unknown message type {kind!r}: the only client message is 'response.create'.", param="type", code="unknown_event_type")
+        if self.busy:
+            raise ApiError(409, "A response is already in progress on this connection; wait for its terminal event before sending another response.create.", code="response_in_progress")
+        for name in DISALLOWED_FIELDS:
+            if name in data:
+                raise invalid_request(
+                    f"'{name}' is not allowed in a WebSocket response.create message (responses are always streamed over the socket).",
+                    param=name,
+                    code="unsupported_parameter",
+                )
+        check_depth(data, limits.max_json_depth)
+        items = data.get("input")
+        if isinstance(items, list) and len(items) > limits.max_input_items:
+            raise ApiError(400, f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).", code="too_many_items", param="input")
+        tools = data.get("tools")
+        if isinstance(tools, list) and len(tools) > limits.max_tools:
+            raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
+        warnings: list[str] = []
+        budget = structured_budget(data, None)
+        if "input" in data:
+            data["input"] = split_namespaced(data["input"], self.services.settings.gate.policy, warnings)
+        try:
+            body = WebSocketResponseCreateEvent.model_validate(data)
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
+        previous = body.previous_response_id
+        self.busy = True
+        try:
+            stream = await self._create(body, warnings, previous, budget)
+        except ApiError:
+            self.busy = False
+            if previous:
+                self.cache.pop(previous, None)
+            raise
+        except BaseException:
+            self.busy = False
+            raise
+        self.task = asyncio.create_task(self._pump(stream, previous))
+
+    async def _create(self, body: WebSocketResponseCreateEvent, warnings: list[str], previous: str | None, budget: Any) -> ResponseStream:
+        entry = self.cache.get(previous) if previous else None
+        try:
+            if previous and entry is not None and not (entry.stored and self.services.responses.store is not None):
+                self.cache.move_to_end(previous)
+                return await create_with_history(self.services, body, self.caller, warnings, previous, entry.items, budget=budget)
+            return await self.services.responses.create(body, self.caller, warnings, budget=budget)
+        except ApiError as error:
+            if error.param == "previous_response_id" and error.status == 404:
+                raise ApiError(404, error.message, type=error.type, code="previous_response_not_found", param="previous_response_id") from None
+            raise
+
+    async def _pump(self, stream: ResponseStream, previous: str | None) -> None:
+        finished = False
+        try:
+            async for event in stream:
+                if event.get("type") in TERMINAL_EVENTS:
+                    finished = True
+                    self._finished(stream, event, previous)
+                await self.send(event)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a send to a gone client, or a bug: end this response, keep the server up
+            log.debug("websocket response pump ended early", exc_info=True)
+        finally:
+            if not finished:  # after the terminal event the connection may already run the next response
+                self.busy = False
+
+    def _finished(self, stream: ResponseStream, terminal: dict[str, Any], previous: str | None) -> None:
+        """Before the terminal event leaves: the connection is free again and the cache is updated."""
+        self.busy = False
+        response = terminal.get("response") or {}
+        if terminal["type"] == "response.failed":
+            if previous:
+                self.cache.pop(previous, None)
+            return
+        if self.settings.cache_responses <= 0:
+            return
+        turn = stream.turn
+        items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *response.get("output", [])]
+        self.cache[stream.response_id] = _Entry(items, stored=bool(response.get("store")))
+        while len(self.cache) > self.settings.cache_responses:
+            self.cache.popitem(last=False)
+
+
+# --------------------------------------------------------------------------- the route
+
+
+async def _refuse(ws: WebSocket, error: ApiError) -> None:
+    """Refuse the handshake with an HTTP status, or (without the denial extension) accept, tell and close."""
+    if _DENIAL_EXTENSION in ws.scope.get("extensions", {}):
+        await ws.send_denial_response(error_response(error))
+        return
+    await ws.accept()
+    await ws.send_text(orjson.dumps(error_event(error)).decode())
+    await ws.close(1008 if error.status in (401, 403) else 1000)
+
+
+def websocket_routes(services: Services, settings: WebSocketSettings | None = None) -> Sequence[BaseRoute]:
+    """``WebSocketRoute("/v1/responses")``; HTTP requests on the path still go to the POST route."""
+    conf = settings or websocket_settings(services)
+    if not services.settings.endpoints.responses.enabled:
+        return []
+
+    async def responses_socket(ws: WebSocket) -> None:
+        if not conf.enabled:
+            await _refuse(
+                ws,
+                ApiError(426, "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events).", code="websocket_disabled"),
+            )
+            return
+        try:
+            caller = services.auth.authenticate(ws.headers.get("authorization"))
+        except ApiError as error:
+            await _refuse(ws, error)
+            return
+        await ws.accept()
+        connection = Connection(services, ws, caller, conf)
+        try:
+            await connection.serve()
+        except Exception:  # noqa: BLE001 - a bug must not kill the worker; tell the client, close 1011
+            log.exception("websocket connection failed")
+            if ws.client_state is WebSocketState.CONNECTED:
+                with contextlib.suppress(Exception):
+                    await connection.send_error(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+                    await ws.close(1011)
+
+    return [WebSocketRoute("/v1/responses", responses_socket)]
+
+
+__all__ = ["Connection", "WebSocketSettings", "create_with_history", "error_event", "websocket_routes", "websocket_settings"]
