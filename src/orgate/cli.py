@@ -17,6 +17,10 @@ import uvicorn
 
 from orgate import __version__
 from orgate.config import ConfigError, Settings, load_settings
+from orgate.gate import cli as gate_cli
+from orgate.store import cli as store_cli
+from orgate.structured import cli as structured_cli
+from orgate.structured.settings import StructuredSettings
 from orgate.server.app import Services, build_services, create_app
 
 log = logging.getLogger("orgate")
@@ -97,13 +101,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="listen address (overrides [server] host)")
     serve.add_argument("--port", type=int, help="listen port (overrides [server] port)")
     serve.set_defaults(handler=cmd_serve)
+    gate_cli.register(sub)
+    store_cli.register(sub)
+    structured_cli.register(sub, review_db=_review_db)
     return parser
+
+
+def _review_db(args: argparse.Namespace) -> str:
+    """The review queue of the configuration in $ORGATE_CONFIG (or the default)."""
+    try:
+        return load_settings(None).structured.review_db
+    except ConfigError:
+        return StructuredSettings().review_db
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.handler(args) or 0)
+    handler = getattr(args, "handler", None) or args.func
+    return int(handler(args) or 0)
 
 
 if __name__ == "__main__":

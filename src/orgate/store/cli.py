@@ -62,7 +62,8 @@ def register(subparsers: Any) -> None:
 
 
 def _url(args: argparse.Namespace) -> str | None:
-    return args.url or os.environ.get(URL_ENV) or None
+    # --url, then $ORGATE_STORE_URL, then the config override variable ORGATE_STORE__URL.
+    return args.url or os.environ.get(URL_ENV) or os.environ.get("ORGATE_STORE__URL") or None
 
 
 def _stamp(value: float | None) -> str:
