@@ -1,0 +1,157 @@
+"""``check(item, tools)``: may this logged item be replayed as a generic function call?
+
+The checks run in a fixed order and the first failure wins:
+
+1. ``type`` missing, not a string, or containing ``:`` → ``namespaced``
+   (an item with no ``type`` but a string ``role`` is the spec's shorthand
+   message and counts as ``message``);
+2. ``type`` is not ``function_call`` → ``not_function_call``;
+3. ``status`` is not ``completed`` → ``status``;
+4. ``arguments`` is not a string → ``arguments_type``;
+5. ``arguments`` does not parse as JSON → ``arguments_parse``;
+6. the named tool is not in the catalogue → ``unknown_tool``;
+7. the parsed arguments fail the tool's JSON Schema → ``arguments_schema``;
+8. otherwise ``ok``.
+
+With ``tools=None`` there is no tool catalogue and steps 6–7 are skipped (a
+call must still carry a string ``name``). With a catalogue, even an empty one,
+a name that is not in it is ``unknown_tool``. The gate never edits the item.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from orgate.gate.tools import ToolCatalog, load_tools
+from orgate.gate.verdict import Code, Verdict
+
+_NAMESPACED = Code.NAMESPACED
+_NOT_FUNCTION_CALL = Code.NOT_FUNCTION_CALL
+_STATUS = Code.STATUS
+_ARGUMENTS_TYPE = Code.ARGUMENTS_TYPE
+_ARGUMENTS_PARSE = Code.ARGUMENTS_PARSE
+_UNKNOWN_TOOL = Code.UNKNOWN_TOOL
+_ARGUMENTS_SCHEMA = Code.ARGUMENTS_SCHEMA
+_OK = Code.OK
+_loads = orjson.loads
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def check(
+    item: Any,
+    tools: Any = None,
+    *,
+    require_status: bool = True,
+) -> Verdict:
+    """The gate's verdict for one item (any JSON value; never raises for one).
+
+    ``tools`` is ``None`` (no catalogue), a ``ToolCatalog``, or anything
+    ``load_tools`` accepts (converting it on every call — pass a ``ToolCatalog``
+    in loops). ``require_status=False`` lets a call with no ``status`` at all
+    through step 3 (request inputs often omit it); a present status other than
+    ``completed`` still fails.
+    """
+    if not isinstance(item, dict):
+        return Verdict(_NAMESPACED, f"item is {_kind(item)}, not an object with a type")
+    name = item.get("name")
+    if name.__class__ is not str:
+        name = None
+    call_id = item.get("call_id")
+    if call_id.__class__ is not str:
+        call_id = None
+    id_ = item.get("id")
+    if id_.__class__ is not str:
+        id_ = None
+    typ = item.get("type")
+
+    # 1. namespaced / not portable
+    if typ.__class__ is not str:
+        if typ is None and "type" not in item and isinstance(item.get("role"), str):
+            return Verdict(
+                _NOT_FUNCTION_CALL,
+                "message (role shorthand), not a function_call",
+                (),
+                name,
+                call_id,
+                id_,
+            )
+        msg = "item has no type" if "type" not in item else f"type is {_kind(typ)}, not a string"
+        return Verdict(_NAMESPACED, msg, (), name, call_id, id_)
+    if ":" in typ:
+        return Verdict(
+            _NAMESPACED,
+            f"{typ!r} is a provider extension: keep it in its original session",
+            (),
+            name,
+            call_id,
+            id_,
+        )
+    # 2. function_call only
+    if typ != "function_call":
+        return Verdict(
+            _NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_
+        )
+    # 3. status
+    status = item.get("status")
+    if status != "completed" and (require_status or "status" in item):
+        if status == "in_progress":
+            msg = "status is 'in_progress': the call is still streaming"
+        elif status == "incomplete":
+            msg = "status is 'incomplete': the arguments may be truncated"
+        elif "status" not in item:
+            msg = "status is missing (must be 'completed')"
+        else:
+            msg = f"status is {status!r}, not 'completed'"
+        return Verdict(_STATUS, msg, (), name, call_id, id_)
+    # 4. arguments must be a JSON string
+    arguments = item.get("arguments")
+    if arguments.__class__ is not str:
+        what = "missing" if "arguments" not in item else f"{_kind(arguments)}"
+        return Verdict(
+            _ARGUMENTS_TYPE, f"arguments is {what}, not a JSON string", (), name, call_id, id_
+        )
+    # 5. arguments must parse
+    try:
+        parsed = _loads(arguments)
+    except ValueError as exc:  # orjson.JSONDecodeError
+        return Verdict(
+            _ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
+        )
+    # 6. the named tool must exist
+    if name is None:
+        return Verdict(
+            _UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_
+        )
+    if tools is None:
+        return Verdict(
+            _OK, "ok (no tool catalogue: name and schema not checked)", (), name, call_id, id_
+        )
+    catalog = tools if isinstance(tools, ToolCatalog) else load_tools(tools)
+    tool = catalog.get(name)
+    if tool is None:
+        return Verdict(_UNKNOWN_TOOL, f"no tool named {name!r} is defined", (), name, call_id, id_)
+    # 7. the arguments must match the tool's schema (never "fixed")
+    errors = tool.schema.validate(parsed)
+    if errors:
+        first = errors[0]
+        return Verdict(
+            _ARGUMENTS_SCHEMA, f"{first.path}: {first.message}", errors, name, call_id, id_
+        )
+    return Verdict(_OK, "ok", (), name, call_id, id_)

@@ -1,0 +1,240 @@
+"""``diff(left, right)``: the same item or trajectory as produced by two providers.
+
+Items are paired first by ``call_id`` (a call with its call, an output with its
+output; the n-th repeat with the n-th repeat), then items without a
+``call_id`` by position among themselves; call-like items left over on both
+sides (``function_call``/``function_call_output`` or anything carrying a
+``call_id``) are paired by position, and a ``call_id`` difference is reported
+when their call_ids differ.
+What is still unpaired is ``missing`` (left only) or ``extra`` (right only).
+
+For each pair the diff reports ``type`` changes, ``name`` changes, ``status``
+changes and ``arguments`` that differ as parsed JSON (key order and
+whitespace do not count, ``1`` equals ``1.0`` but not ``true``; an unparseable
+string is compared as a string).
+
+The verdict is ``block`` — the next request must not be sent — when a type
+differs and either side is namespaced (above all a portable type that became
+``provider:...``), or when call_ids do not pair (a ``call_id`` change, or a
+missing/extra call-like item); otherwise ``ok``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+DIFF_KINDS: tuple[str, ...] = ("type", "call_id", "name", "arguments", "status", "missing", "extra")
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One difference; ``left``/``right`` are item indexes (``None`` when absent)."""
+
+    kind: str
+    left: int | None
+    right: int | None
+    detail: dict[str, Any]
+    blocking: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "left": self.left,
+            "right": self.right,
+            "blocking": self.blocking,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    verdict: Literal["ok", "block"]
+    differences: tuple[Difference, ...]
+
+    @property
+    def blocked(self) -> bool:
+        return self.verdict == "block"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "differences": [d.to_dict() for d in self.differences]}
+
+
+def as_items(value: Any) -> list[Any]:
+    """An item, a list of items, or a stored response (its ``output``) → a list of items."""
+    if isinstance(value, list):
+        return value
+    if is_response(value):
+        return list(value["output"])
+    return [value]
+
+
+def is_response(value: Any) -> bool:
+    """A stored response: an object with an ``output`` list that is not itself an item."""
+    return (
+        isinstance(value, dict)
+        and "output" in value
+        and isinstance(value["output"], list)
+        and (value.get("object") == "response" or "type" not in value)
+    )
+
+
+def _get(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else None
+
+
+def _call_id(item: Any) -> str | None:
+    cid = _get(item, "call_id")
+    return cid if isinstance(cid, str) else None
+
+
+def _namespaced(typ: Any) -> bool:
+    return not isinstance(typ, str) or ":" in typ
+
+
+def _role(item: Any) -> str:
+    typ = _get(item, "type")
+    return "output" if isinstance(typ, str) and typ.endswith("_output") else "call"
+
+
+def _call_like(item: Any) -> bool:
+    return _call_id(item) is not None or _get(item, "type") in (
+        "function_call",
+        "function_call_output",
+    )
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: booleans are not numbers, ``1 == 1.0``, key order ignored."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b if isinstance(a, bool) and isinstance(b, bool) else False
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    return bool(a == b)
+
+
+def _arguments(value: Any) -> tuple[str, Any]:
+    if isinstance(value, str):
+        try:
+            return "json", orjson.loads(value)
+        except ValueError:
+            return "raw", value
+    return "json", value
+
+
+def _compare(li: int, ri: int, a: Any, b: Any, out: list[Difference]) -> None:
+    ta, tb = _get(a, "type"), _get(b, "type")
+    if ta != tb or type(ta) is not type(tb):
+        became = _namespaced(tb) and not _namespaced(ta)
+        blocking = _namespaced(ta) or _namespaced(tb)
+        out.append(
+            Difference(
+                "type",
+                li,
+                ri,
+                {"left": ta, "right": tb, "became_namespaced": became},
+                blocking,
+            )
+        )
+    for key in ("name", "status"):
+        va, vb = _get(a, key), _get(b, key)
+        if not json_equal(va, vb):
+            out.append(Difference(key, li, ri, {"left": va, "right": vb}))
+    has_a = isinstance(a, dict) and "arguments" in a
+    has_b = isinstance(b, dict) and "arguments" in b
+    if has_a or has_b:
+        va, vb = _get(a, "arguments"), _get(b, "arguments")
+        (ka, pa), (kb, pb) = _arguments(va), _arguments(vb)
+        if ka != kb or not json_equal(pa, pb):
+            detail = {
+                "left": va,
+                "right": vb,
+                "compared_as": "json" if ka == kb == "json" else "string",
+            }
+            out.append(Difference("arguments", li, ri, detail))
+
+
+def diff(left: Any, right: Any) -> DiffResult:
+    """Compare two items / trajectories / stored responses (see the module doc)."""
+    litems, ritems = as_items(left), as_items(right)
+    pairs: list[tuple[int, int]] = []
+    lfree = [True] * len(litems)
+    rfree = [True] * len(ritems)
+
+    # 1. by call_id (+ role, + occurrence)
+    rkeyed: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for j, item in enumerate(ritems):
+        cid = _call_id(item)
+        if cid is not None:
+            rkeyed[(cid, _role(item))].append(j)
+    for i, item in enumerate(litems):
+        cid = _call_id(item)
+        if cid is None:
+            continue
+        queue = rkeyed.get((cid, _role(item)))
+        if queue:
+            j = queue.pop(0)
+            pairs.append((i, j))
+            lfree[i] = rfree[j] = False
+
+    differences: list[Difference] = []
+    # 2. items without call_id (and not call-like) by position
+    lplain = [i for i, it in enumerate(litems) if lfree[i] and not _call_like(it)]
+    rplain = [j for j, it in enumerate(ritems) if rfree[j] and not _call_like(it)]
+    for i, j in zip(lplain, rplain, strict=False):
+        pairs.append((i, j))
+        lfree[i] = rfree[j] = False
+    # 3. leftover call-like items by position: their call_ids do not pair
+    lcall = [i for i, it in enumerate(litems) if lfree[i] and _call_like(it)]
+    rcall = [j for j, it in enumerate(ritems) if rfree[j] and _call_like(it)]
+    changed: list[tuple[int, int]] = []
+    for i, j in zip(lcall, rcall, strict=False):
+        changed.append((i, j))
+        lfree[i] = rfree[j] = False
+
+    changed_set = set(changed)
+    for i, j in sorted(pairs + changed):
+        if (i, j) in changed_set and not json_equal(
+            _get(litems[i], "call_id"), _get(ritems[j], "call_id")
+        ):
+            differences.append(
+                Difference(
+                    "call_id",
+                    i,
+                    j,
+                    {"left": _get(litems[i], "call_id"), "right": _get(ritems[j], "call_id")},
+                    True,
+                )
+            )
+        _compare(i, j, litems[i], ritems[j], differences)
+    for i, item in enumerate(litems):
+        if lfree[i]:
+            cid = _call_id(item)
+            differences.append(
+                Difference(
+                    "missing",
+                    i,
+                    None,
+                    {"type": _get(item, "type"), "call_id": cid},
+                    _call_like(item),
+                )
+            )
+    for j, item in enumerate(ritems):
+        if rfree[j]:
+            cid = _call_id(item)
+            differences.append(
+                Difference(
+                    "extra", None, j, {"type": _get(item, "type"), "call_id": cid}, _call_like(item)
+                )
+            )
+    verdict: Literal["ok", "block"] = "block" if any(d.blocking for d in differences) else "ok"
+    return DiffResult(verdict, tuple(differences))
