@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.neutral import Capabilities, Deployment
+from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
 from orgate.structured.settings import StructuredSettings
 
 PROVIDERS = ("builtin", "openai-chat", "openai-responses", "anthropic")
@@ -73,6 +74,8 @@ class EndpointsSettings(_Section):
 
 class BuiltinSettings(_Section):
     enabled: bool = True
+    # how the built-in ``orgate/flaky`` model misbehaves on JSON output (docs/builtin-model.md)
+    misbehave: MisbehaveSettings = Field(default_factory=MisbehaveSettings)
 
 
 class StoreSettings(_Section):
@@ -382,7 +385,7 @@ def _resolve_with(value: str | None, env: Any, where: str) -> str | None:
     return value
 
 
-BUILTIN_MODELS = ("orgate/echo",)
+BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
 
 
 _DEFAULT_CAPABILITIES = {
@@ -462,7 +465,7 @@ def deployments(settings: Settings, environ: dict[str, str] | None = None) -> di
 
     A model with several deployments is represented by its first one, renamed to
     the model's name, with the capabilities that all of them share (requests are
-    validated against those); ``routes()`` lists the deployments behind it.
+    validated against those); ``route_table()`` lists the deployments behind it.
     """
     env = os.environ if environ is None else environ
     table: dict[str, Deployment] = {}
@@ -486,7 +489,7 @@ def deployments(settings: Settings, environ: dict[str, str] | None = None) -> di
     return table
 
 
-def routes(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Route]:
+def route_table(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Route]:
     """Model name → its ``Route``, for the models that are routed (``deployments``, ``routing`` or
     ``max_concurrency`` configured). Keyed by the name ``deployments()`` gives their deployment."""
     env = os.environ if environ is None else environ

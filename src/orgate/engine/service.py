@@ -35,6 +35,9 @@ log = logging.getLogger("orgate.engine")
 
 Encoder = Callable[[dict[str, Any]], bytes]
 
+# Failures of the model's output (not of the transport): in a stream they end in response.failed.
+MODEL_OUTPUT_FAILURES = frozenset({"structured_output_invalid", "invalid_tool_arguments", "tool_choice_violation"})
+
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -185,19 +188,27 @@ class ResponsesService:
                 stream.builder.status = "queued"
                 await self.persist(stream.builder, turn, caller)
                 return stream
+            failed: ApiError | None = None
+            first: ModelEvent | None = None
             try:
                 first = await anext(upstream)
             except StopAsyncIteration:
                 raise ApiError(
                     502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
                 ) from None
+            except ApiError as error:
+                await _aclose(upstream)
+                if not (turn.stream and error.code in MODEL_OUTPUT_FAILURES):
+                    raise
+                # The model answered, but never validly: a stream says so with response.failed.
+                failed = error
             except BaseException:
                 await _aclose(upstream)
                 raise
         except BaseException:
             await self.end_session(session)
             raise
-        stream = ResponseStream(self, turn, caller, upstream, first, session)
+        stream = ResponseStream(self, turn, caller, upstream, first, session, failed=failed)
         if outcome is not None and outcome.status not in ("passthrough", "pending"):
             stream.headers.update(outcome.headers())
         if turn.warnings:
@@ -265,6 +276,8 @@ class ResponseStream:
         upstream: AsyncIterator[ModelEvent],
         first: ModelEvent | None,
         session: SessionTurn | None = None,
+        *,
+        failed: ApiError | None = None,
     ) -> None:
         self.service = service
         self.turn = turn
@@ -274,6 +287,7 @@ class ResponseStream:
         self.error: ApiError | None = None  # why the response failed, if it did
         self._upstream = upstream
         self._first = first  # None: a background response, whose upstream call starts in _run
+        self._failed = failed  # the turn already failed before its first event
         self._session = session
         self.cancel_requested = False  # set by the background runner before it cancels the task
 
@@ -301,7 +315,7 @@ class ResponseStream:
             return frames
 
         try:
-            if self._first is None:
+            if self._first is None and self._failed is None:
                 builder.start(queued=True)
                 builder.in_progress()
             else:
@@ -309,6 +323,8 @@ class ResponseStream:
             for item in out(builder.drain()):
                 yield item
             try:
+                if self._failed is not None:
+                    raise self._failed
                 if self._first is None:
                     await self.service.persist(builder, self.turn, self.caller)
                     try:

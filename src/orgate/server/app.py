@@ -24,6 +24,7 @@ from orgate.engine.service import ResponsesService
 from orgate.neutral import Deployment
 from orgate.protocol.errors import ApiError
 from orgate.providers import ProviderRegistry
+from orgate.providers.builtin_misbehave import flaky_wrapper
 from orgate.server import routes
 from orgate.server.auth import Authenticator
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
@@ -60,7 +61,7 @@ def build_services(settings: Settings) -> Services:
     table = deployments(settings)
     metrics = CollectorRegistry()
     pipeline = Pipeline(settings, metrics)
-    providers = ProviderRegistry()
+    providers = ProviderRegistry(wrap=flaky_wrapper(settings.builtin.misbehave))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl)
     return Services(

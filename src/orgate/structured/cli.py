@@ -1,4 +1,4 @@
-"""``orgate schema check|strictify FILE`` and ``orgate review list|show|resolve``.
+"""``orgate schema check|strictify FILE``, ``orgate review list|show|resolve`` and ``orgate eval``.
 
 ``register(subparsers)`` adds both commands to the main argparse parser; each
 sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
@@ -11,6 +11,8 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
   ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force]``:
   the queue at ``--db``, else the configured ``[structured] review_db``
   (through the ``review_db`` hook the lead passes), else ``orgate-review.db``.
+- ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
+  ``orgate.structured.eval``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orgate.structured.eval import add_parser as add_eval_parser
 from orgate.structured.review import ReviewError, ReviewQueue
 from orgate.structured.settings import StructuredSettings
 from orgate.structured.strict import check, strictify
@@ -161,7 +164,7 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
-    """Add ``schema`` and ``review`` to the main parser's sub-commands.
+    """Add ``schema``, ``review`` and ``eval`` to the main parser's sub-commands.
 
     ``review_db(args)`` may return the configured ``[structured] review_db``
     (the lead's config loader); ``--db`` always wins.
@@ -212,6 +215,8 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
         "--force", action="store_true", help="accept a value that does not match the schema"
     )
     p.set_defaults(func=cmd_review_resolve)
+
+    add_eval_parser(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:

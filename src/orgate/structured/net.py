@@ -71,8 +71,6 @@ from orgate.structured.layers import (
 from orgate.structured.metrics import StructuredMetrics
 from orgate.structured.outcome import (
     ERROR_CODE,
-    OUTCOME_HEADER,
-    REVIEW_ID_HEADER,
     AttemptRecord,
     ExhaustedBy,
     Outcome,
@@ -467,9 +465,7 @@ class SafetyNet:
             message += f" Last failure at stage {last.stage}: " + "; ".join(shown) + "."
         if outcome.review_id:
             message += f" Queued for review as {outcome.review_id}."
-        headers = {OUTCOME_HEADER: outcome.status}
-        if outcome.review_id:
-            headers[REVIEW_ID_HEADER] = outcome.review_id
+        headers = outcome.headers()  # outcome, mode, attempts and review id, as on success
         return ApiError(
             500, message, type=MODEL_ERROR, code=ERROR_CODE, param="text.format", headers=headers
         )

@@ -1,0 +1,696 @@
+"""``orgate eval``: measure the safety net on representative prompts, in-process.
+
+``orgate eval CASES --model M [--runs N] [--config FILE] [--baseline FILE]
+[--save FILE] [--misbehave SPEC] [--concurrency N]`` runs every case of CASES N
+times through the gateway's **own** safety net (``SafetyNet`` built from the
+``[structured]`` section of the config, the same policy, checks and counters
+the server uses) against the configured model, offline when the model is the
+built-in ``orgate/echo`` or ``orgate/flaky``. It prints
+
+- the three rates, read from the net's Prometheus counters
+  (``StructuredMetrics.rates``): first-attempt failure rate, retry recovery
+  rate, budget exhaustion rate;
+- failed attempts by stage, retries used (by stage and per request),
+  outcomes, latency percentiles (p50/p95) and a per-case table.
+
+CASES is YAML (a list of cases, or a mapping with ``cases`` and an optional
+``misbehave`` block for ``orgate/flaky``) or JSONL (one case per line). A
+case has ``name``, ``prompt``, ``format`` (a ``text.format`` object:
+``json_schema`` with ``name``/``schema``/``strict``, or ``json_object``), and
+optionally ``semantic`` (``module:function`` checks for this case),
+``max_output_tokens`` (a low limit induces truncation) and ``instructions``.
+The case file's folder is put on ``sys.path`` so checks can live next to it.
+
+``--baseline FILE`` compares with a saved report and exits 1 when the budget
+exhaustion rate rose by ≥ 1 percentage point or the first-attempt failure rate
+by ≥ 5 points (``REGRESSION_THRESHOLDS``). ``--save FILE`` writes the JSON
+report to FILE and a Markdown summary (with a text bar chart of the rates)
+next to it (``FILE`` with the suffix ``.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orgate.config import ConfigError, Settings, deployments, load_settings
+from orgate.neutral import Capabilities, Deployment, ModelRequest, Provider, TextFormat
+from orgate.protocol import UserMessageItemParam
+from orgate.protocol.errors import ApiError
+from orgate.providers import ProviderRegistry
+from orgate.providers.builtin import BuiltinProvider
+from orgate.providers.builtin_misbehave import FLAKY_MODEL, FlakyProvider, MisbehaveSettings
+from orgate.structured.metrics import StructuredMetrics
+from orgate.structured.net import SafetyNet
+from orgate.structured.outcome import ERROR_CODE, Outcome
+from orgate.structured.review import ReviewQueue
+from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
+
+RATE_NAMES = ("first_attempt_failure_rate", "retry_recovery_rate", "budget_exhaustion_rate")
+REGRESSION_THRESHOLDS = {"budget_exhaustion_rate": 0.01, "first_attempt_failure_rate": 0.05}
+"""A rise of at least this much (absolute, as a fraction: 0.01 = 1 percentage point) fails ``--baseline``."""
+_EPS = 1e-9
+_BUILTIN_CAPS = Capabilities(
+    tools=True, images=True, json_schema=True, json_object=True, max_output_tokens=8192
+)
+
+
+class CaseError(ValueError):
+    """The CASES file is unreadable or a case is malformed; the message says which."""
+
+
+@dataclass(slots=True, frozen=True)
+class Case:
+    name: str
+    prompt: str
+    format: dict[str, Any]
+    semantic: tuple[str, ...] = ()
+    max_output_tokens: int | None = None
+    instructions: str | None = None
+
+    @property
+    def format_name(self) -> str:
+        return str(self.format.get("name") or "json_object")
+
+    def text_format(self) -> TextFormat:
+        if self.format.get("type") == "json_object":
+            return TextFormat("json_object")
+        return TextFormat(
+            "json_schema",
+            self.format_name,
+            self.format.get("schema"),
+            self.format.get("strict"),
+            self.format.get("description"),
+        )
+
+
+@dataclass(slots=True)
+class CaseFile:
+    cases: list[Case]
+    misbehave: MisbehaveSettings | None = None
+
+
+def _case(raw: Any, where: str) -> Case:
+    if not isinstance(raw, dict):
+        raise CaseError(f"{where}: a case must be a mapping")
+    unknown = set(raw) - {
+        "name",
+        "prompt",
+        "format",
+        "semantic",
+        "max_output_tokens",
+        "instructions",
+    }
+    if unknown:
+        raise CaseError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    for key in ("name", "prompt", "format"):
+        if key not in raw:
+            raise CaseError(f"{where}: missing {key!r}")
+    fmt = raw["format"]
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
+        raise CaseError(f"{where}: format must be a json_schema or json_object text.format object")
+    if fmt["type"] == "json_schema" and (
+        not isinstance(fmt.get("schema"), dict) or not fmt.get("name")
+    ):
+        raise CaseError(f"{where}: a json_schema format needs `name` and a `schema` object")
+    semantic = raw.get("semantic") or []
+    if isinstance(semantic, str):
+        semantic = [semantic]
+    limit = raw.get("max_output_tokens")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise CaseError(f"{where}: max_output_tokens must be a positive integer")
+    return Case(
+        name=str(raw["name"]),
+        prompt=str(raw["prompt"]),
+        format=dict(fmt),
+        semantic=tuple(str(s) for s in semantic),
+        max_output_tokens=limit,
+        instructions=raw.get("instructions"),
+    )
+
+
+def load_cases(path: str | Path) -> CaseFile:
+    """Read a YAML or JSONL case file (by suffix; ``.jsonl``/``.ndjson`` are JSONL)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CaseError(f"cannot read {file}: {exc}") from None
+    misbehave: MisbehaveSettings | None = None
+    try:
+        if file.suffix in (".jsonl", ".ndjson"):
+            raws = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            data = yaml.safe_load(text)
+            if isinstance(data, dict):
+                raws = data.get("cases")
+                if data.get("misbehave") is not None:
+                    misbehave = MisbehaveSettings.model_validate(data["misbehave"])
+            else:
+                raws = data
+    except (json.JSONDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise CaseError(f"{file}: {exc}") from None
+    if not isinstance(raws, list) or not raws:
+        raise CaseError(f"{file}: no cases (expected a list, or a mapping with `cases`)")
+    cases = [_case(raw, f"{file} case {i + 1}") for i, raw in enumerate(raws)]
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise CaseError(f"{file}: case names must be unique")
+    return CaseFile(cases, misbehave)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(slots=True)
+class RunResult:
+    case: str
+    run: int
+    status: str  # ok | recovered | default | review | error | passthrough | upstream_error
+    stages: list[str | None]  # per attempt: None = valid
+    exhausted_by: str | None
+    latency_ms: float
+    error: str | None = None
+
+    @property
+    def retries(self) -> int:
+        return max(0, len(self.stages) - 1)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(slots=True)
+class EvalReport:
+    model: str
+    cases_file: str
+    runs: int
+    cases: int
+    misbehave: dict[str, Any] | None
+    # requests, first_attempt_failures, recovered_by_retry, budget_exhausted
+    counts: dict[str, float]
+    rates: dict[str, float]
+    failures_by_stage: dict[str, int]
+    retries_by_stage: dict[str, int]
+    retries_used: dict[str, int]  # retries per request → how many requests
+    outcomes: dict[str, int]
+    latency_ms: dict[str, float]
+    per_case: list[dict[str, Any]] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def build_report(
+    results: list[RunResult],
+    metrics: StructuredMetrics,
+    *,
+    model: str,
+    cases: list[Case],
+    cases_file: str,
+    runs: int,
+    misbehave: MisbehaveSettings | None,
+) -> EvalReport:
+    rates = metrics.rates(model=model)
+    failures: Counter[str] = Counter()
+    retries: Counter[str] = Counter()
+    for r in results:
+        for index, stage in enumerate(r.stages):
+            if stage is not None:
+                failures[stage] += 1
+                if index + 1 < len(r.stages):
+                    retries[stage] += 1
+    judged = [r for r in results if r.status not in ("passthrough", "upstream_error")]
+    latencies = [r.latency_ms for r in results]
+    per_case = []
+    for case in cases:
+        mine = [r for r in results if r.case == case.name]
+        judged_mine = [r for r in mine if r in judged]
+        n = len(judged_mine) or 1
+        per_case.append(
+            {
+                "name": case.name,
+                "format": case.format_name,
+                "requests": len(judged_mine),
+                "first_attempt_failure_rate": sum(r.stages[0] is not None for r in judged_mine) / n,
+                "budget_exhaustion_rate": sum(
+                    r.status not in ("ok", "recovered") for r in judged_mine
+                )
+                / n,
+                "retries": sum(r.retries for r in mine),
+                "p50_ms": round(_percentile([r.latency_ms for r in mine], 50), 3),
+            }
+        )
+    return EvalReport(
+        model=model,
+        cases_file=cases_file,
+        runs=runs,
+        cases=len(cases),
+        misbehave=misbehave.model_dump() if misbehave is not None else None,
+        counts={
+            "requests": rates.requests,
+            "first_attempt_failures": rates.first_attempt_failures,
+            "recovered_by_retry": rates.recovered_by_retry,
+            "budget_exhausted": rates.budget_exhausted,
+        },
+        rates={name: getattr(rates, name) for name in RATE_NAMES},
+        failures_by_stage=dict(sorted(failures.items())),
+        retries_by_stage=dict(sorted(retries.items())),
+        retries_used={str(k): v for k, v in sorted(Counter(r.retries for r in judged).items())},
+        outcomes=dict(sorted(Counter(r.status for r in results).items())),
+        latency_ms={
+            "p50": round(_percentile(latencies, 50), 3),
+            "p95": round(_percentile(latencies, 95), 3),
+            "max": round(max(latencies, default=0.0), 3),
+        },
+        per_case=per_case,
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _policy(settings: StructuredSettings, case: Case) -> StructuredPolicy:
+    """The configured policy, with the case's own semantic checks added to its format."""
+    if not case.semantic:
+        return StructuredPolicy.from_settings(settings)
+    formats = dict(settings.formats)
+    current = formats.get(case.format_name, FormatSettings())
+    formats[case.format_name] = current.model_copy(
+        update={"semantic": [*current.semantic, *case.semantic]}
+    )
+    return StructuredPolicy.from_settings(settings.model_copy(update={"formats": formats}))
+
+
+def _request(deployment: Deployment, case: Case, run: int) -> ModelRequest:
+    return ModelRequest(
+        model=deployment.upstream_model,
+        input=[UserMessageItemParam(content=case.prompt)],
+        instructions=case.instructions,
+        max_output_tokens=case.max_output_tokens,
+        text_format=case.text_format(),
+        metadata={"orgate_eval_case": case.name, "orgate_eval_run": str(run)},
+    )
+
+
+async def run_eval(
+    cases: list[Case],
+    provider: Provider,
+    deployment: Deployment,
+    settings: StructuredSettings,
+    *,
+    runs: int = 1,
+    concurrency: int = 1,
+    metrics: StructuredMetrics | None = None,
+    review_db: str | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> tuple[list[RunResult], StructuredMetrics]:
+    """Run every case ``runs`` times through a ``SafetyNet``; results in (case, run) order."""
+    metrics = metrics if metrics is not None else StructuredMetrics(CollectorRegistry())
+    with tempfile.TemporaryDirectory(prefix="orgate-eval-") as tmp:
+        queue = ReviewQueue(review_db or str(Path(tmp) / "review.db"))
+        nets = {
+            case.name: SafetyNet(provider, deployment, _policy(settings, case), metrics, queue)
+            for case in cases
+        }
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(case: Case, run: int) -> RunResult:
+            async with gate:
+                outcome = Outcome(response_id=f"eval_{case.name}_{run}")
+                started = time.perf_counter()
+                error: str | None = None
+                try:
+                    async for _ in nets[case.name].stream(
+                        _request(deployment, case, run), outcome=outcome
+                    ):
+                        pass
+                except ApiError as exc:
+                    if exc.code != ERROR_CODE:
+                        error = f"{exc.code}: {exc.message}"
+                elapsed = (time.perf_counter() - started) * 1000
+                status = outcome.status if error is None else "upstream_error"
+                result = RunResult(
+                    case.name,
+                    run,
+                    status,
+                    [a.stage for a in outcome.attempts],
+                    outcome.exhausted_by,
+                    elapsed,
+                    error,
+                )
+                if on_result is not None:
+                    on_result(result)
+                return result
+
+        results = await asyncio.gather(*(one(c, r) for c in cases for r in range(1, runs + 1)))
+        close = getattr(queue, "close", None)
+        if close is not None:
+            close()
+    return list(results), metrics
+
+
+def resolve_target(
+    settings: Settings, model: str, misbehave: MisbehaveSettings | None
+) -> tuple[Deployment, Callable[[], Provider], MisbehaveSettings | None]:
+    """The deployment for ``model`` and a factory of its provider (call it inside the loop).
+
+    ``orgate/flaky`` is always built here, with ``misbehave`` (else the config's
+    ``[builtin] misbehave``, else the defaults), so that the rates of an eval
+    are the ones it reports.
+    """
+    table = deployments(settings)
+    if model == FLAKY_MODEL and settings.builtin.enabled:
+        rates = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
+        dep = table.get(model) or Deployment(model, "builtin", model, capabilities=_BUILTIN_CAPS)
+        return dep, lambda: FlakyProvider(BuiltinProvider(dep), rates), rates
+    dep = table.get(model)
+    if dep is None:
+        known = ", ".join(sorted({*table, FLAKY_MODEL} if settings.builtin.enabled else table))
+        raise ConfigError(f"unknown model {model!r}; configured: {known or '(none)'}")
+    registry = ProviderRegistry()
+    return dep, lambda: registry(dep), None
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def compare(current: EvalReport, baseline: EvalReport) -> list[tuple[str, float, float, bool]]:
+    """Per rate: (name, baseline, current, regressed)."""
+    rows = []
+    for name in RATE_NAMES:
+        before, now = baseline.rates.get(name, 0.0), current.rates.get(name, 0.0)
+        limit = REGRESSION_THRESHOLDS.get(name)
+        rows.append((name, before, now, limit is not None and now - before >= limit - _EPS))
+    return rows
+
+
+def bar(value: float, width: int = 40) -> str:
+    filled = round(max(0.0, min(1.0, value)) * width)
+    return "█" * filled + "·" * (width - filled)
+
+
+def to_markdown(
+    report: EvalReport, comparison: list[tuple[str, float, float, bool]] | None = None
+) -> str:
+    lines = [
+        f"# orgate eval — {report.model}",
+        "",
+        f"{report.cases} case(s) × {report.runs} run(s) from `{report.cases_file}`; "
+        f"{int(report.counts['requests'])} request(s) judged.",
+        "",
+        "## Rates",
+        "",
+        "```text",
+    ]
+    for name in RATE_NAMES:
+        label = name.replace("_", " ")
+        lines.append(f"{label:<28} {bar(report.rates[name])} {_pct(report.rates[name]):>6}")
+    lines += ["```", "", "| rate | value |", "|---|---|"]
+    lines += [f"| {n.replace('_', ' ')} | {_pct(report.rates[n])} |" for n in RATE_NAMES]
+    lines += [
+        "",
+        "## Failures and retries",
+        "",
+        "| stage | failed attempts | retries caused |",
+        "|---|---|---|",
+    ]
+    for stage in sorted(set(report.failures_by_stage) | set(report.retries_by_stage)):
+        lines.append(
+            f"| {stage} | {report.failures_by_stage.get(stage, 0)} | {report.retries_by_stage.get(stage, 0)} |"
+        )
+    lines += [
+        "",
+        "Retries used per request: "
+        + ", ".join(f"{k}: {v}" for k, v in report.retries_used.items()),
+    ]
+    lines += ["", "Outcomes: " + ", ".join(f"{k} {v}" for k, v in report.outcomes.items())]
+    lat = report.latency_ms
+    lines += [
+        "",
+        f"Latency: p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, max {lat['max']:.1f} ms",
+    ]
+    lines += [
+        "",
+        "## Cases",
+        "",
+        "| case | format | requests | first-attempt failures | exhausted | retries |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in report.per_case:
+        lines.append(
+            f"| {row['name']} | {row['format']} | {row['requests']} | {_pct(row['first_attempt_failure_rate'])} "
+            f"| {_pct(row['budget_exhaustion_rate'])} | {row['retries']} |"
+        )
+    if comparison is not None:
+        lines += [
+            "",
+            "## Against the baseline",
+            "",
+            "| rate | baseline | now | change | |",
+            "|---|---|---|---|---|",
+        ]
+        for name, before, now, regressed in comparison:
+            lines.append(
+                f"| {name.replace('_', ' ')} | {_pct(before)} | {_pct(now)} | {(now - before) * 100:+.1f} pts | {'REGRESSION' if regressed else 'ok'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def print_report(
+    report: EvalReport, console: Console, comparison: list[tuple[str, float, float, bool]] | None
+) -> None:
+    rates = Table(title=f"orgate eval — {report.model} ({report.cases} cases × {report.runs} runs)")
+    rates.add_column("rate")
+    rates.add_column("value", justify="right")
+    rates.add_column("")
+    for name in RATE_NAMES:
+        rates.add_row(name.replace("_", " "), _pct(report.rates[name]), bar(report.rates[name], 30))
+    console.print(rates)
+    counts = report.counts
+    console.print(
+        f"requests {int(counts['requests'])}, first-attempt failures {int(counts['first_attempt_failures'])}, "
+        f"recovered by retry {int(counts['recovered_by_retry'])}, budget exhausted {int(counts['budget_exhausted'])}"
+    )
+    stages = Table(title="failures by stage")
+    stages.add_column("stage")
+    stages.add_column("failed attempts", justify="right")
+    stages.add_column("retries caused", justify="right")
+    for stage in sorted(set(report.failures_by_stage) | set(report.retries_by_stage)):
+        stages.add_row(
+            stage,
+            str(report.failures_by_stage.get(stage, 0)),
+            str(report.retries_by_stage.get(stage, 0)),
+        )
+    console.print(stages)
+    console.print(
+        "retries used per request: "
+        + ", ".join(f"{k} → {v}" for k, v in report.retries_used.items())
+    )
+    console.print("outcomes: " + ", ".join(f"{k} {v}" for k, v in report.outcomes.items()))
+    lat = report.latency_ms
+    console.print(
+        f"latency: p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms, max {lat['max']:.1f} ms"
+    )
+    if comparison is not None:
+        table = Table(title="against the baseline")
+        for col in ("rate", "baseline", "now", "change", "verdict"):
+            table.add_column(col)
+        for name, before, now, regressed in comparison:
+            table.add_row(
+                name.replace("_", " "),
+                _pct(before),
+                _pct(now),
+                f"{(now - before) * 100:+.1f} pts",
+                "[red]REGRESSION[/red]" if regressed else "ok",
+            )
+        console.print(table)
+
+
+def save_report(
+    report: EvalReport,
+    path: str | Path,
+    comparison: list[tuple[str, float, float, bool]] | None = None,
+) -> tuple[Path, Path]:
+    """Write FILE (JSON) and FILE with suffix ``.md`` (Markdown summary); returns both paths."""
+    json_path = Path(path)
+    md_path = (
+        json_path.with_suffix(".md")
+        if json_path.suffix != ".md"
+        else json_path.with_suffix(".md.md")
+    )
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(to_markdown(report, comparison), encoding="utf-8")
+    return json_path, md_path
+
+
+# --------------------------------------------------------------------------- command
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    out = Console(width=max(100, Console().width))
+    if not args.verbose:  # one log record per attempt is noise here; the report has the numbers
+        logging.getLogger("orgate.structured").addHandler(logging.NullHandler())
+        logging.getLogger("orgate.structured").propagate = False
+    folder = str(Path(args.cases).resolve().parent)
+    if folder not in sys.path:  # semantic checks next to the case file are importable
+        sys.path.insert(0, folder)
+    try:
+        case_file = load_cases(args.cases)
+        settings = load_settings(args.config)
+        misbehave = (
+            MisbehaveSettings.parse(args.misbehave) if args.misbehave else case_file.misbehave
+        )
+        if args.seed is not None:
+            base = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
+            misbehave = base.model_copy(update={"seed": args.seed})
+        deployment, make_provider, rates = resolve_target(settings, args.model, misbehave)
+        baseline = None
+        if args.baseline:
+            baseline = EvalReport.from_dict(
+                json.loads(Path(args.baseline).read_text(encoding="utf-8"))
+            )
+    except (CaseError, ConfigError, ValueError, OSError, TypeError) as exc:
+        err.print(f"orgate eval: {exc}", markup=False, highlight=False)
+        return 2
+    if args.runs < 1:
+        err.print("orgate eval: --runs must be at least 1")
+        return 2
+    total = len(case_file.cases) * args.runs
+
+    async def main() -> list[RunResult]:
+        provider = make_provider()
+        try:
+            with Progress(
+                TextColumn("[bold]eval[/bold] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=args.quiet,
+            ) as progress:
+                task = progress.add_task(args.model, total=total)
+                results, metrics = await run_eval(
+                    case_file.cases,
+                    provider,
+                    deployment,
+                    settings.structured,
+                    runs=args.runs,
+                    concurrency=args.concurrency,
+                    on_result=lambda _: progress.advance(task),
+                )
+            holder.append(metrics)
+            return results
+        finally:
+            await provider.aclose()
+
+    holder: list[StructuredMetrics] = []
+    results = asyncio.run(main())
+    report = build_report(
+        results,
+        holder[0],
+        model=deployment.name,
+        cases=case_file.cases,
+        cases_file=str(args.cases),
+        runs=args.runs,
+        misbehave=rates,
+    )
+    comparison = compare(report, baseline) if baseline is not None else None
+    if args.json:
+        print(
+            json.dumps(
+                {"report": report.to_dict(), "baseline": [list(c) for c in comparison or []]},
+                indent=2,
+            )
+        )
+    else:
+        print_report(report, out, comparison)
+    if args.save:
+        json_path, md_path = save_report(report, args.save, comparison)
+        err.print(f"saved {json_path} and {md_path}", highlight=False)
+    upstream_errors = sum(r.status == "upstream_error" for r in results)
+    if upstream_errors:
+        err.print(
+            f"{upstream_errors} request(s) failed upstream (not counted in the rates)",
+            highlight=False,
+        )
+    if comparison is not None and any(regressed for *_, regressed in comparison):
+        err.print("regression against the baseline", style="red", highlight=False)
+        return 1
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "eval", help="measure the structured-output safety net on a case file (in-process)"
+    )
+    p.add_argument("cases", help="YAML or JSONL case file")
+    p.add_argument(
+        "--model", required=True, help="a configured model, or orgate/echo, orgate/flaky"
+    )
+    p.add_argument("--runs", type=int, default=1, help="runs per case (default 1)")
+    p.add_argument(
+        "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
+    )
+    p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
+    p.add_argument("--save", help="write the JSON report here and a Markdown summary next to it")
+    p.add_argument(
+        "--misbehave",
+        help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
+    )
+    p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
+    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="log every attempt (logger orgate.structured)"
+    )
+    p.set_defaults(func=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry
+    parser = argparse.ArgumentParser(prog="orgate")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
