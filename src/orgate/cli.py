@@ -18,10 +18,10 @@ import uvicorn
 from orgate import __version__
 from orgate.config import ConfigError, Settings, load_settings
 from orgate.gate import cli as gate_cli
+from orgate.server.app import Services, build_services, create_app
 from orgate.store import cli as store_cli
 from orgate.structured import cli as structured_cli
 from orgate.structured.settings import StructuredSettings
-from orgate.server.app import Services, build_services, create_app
 
 log = logging.getLogger("orgate")
 
@@ -87,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=settings.server.log_level,
         access_log=settings.server.access_log,
         server_header=False,
+        ws_max_size=settings.limits.max_body_bytes + 1024,
         timeout_graceful_shutdown=30,
     )
     return 0

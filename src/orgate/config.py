@@ -204,6 +204,23 @@ class ModelSettings(_Section):
         return [entry.name or f"{self.name}[{index}]" for index, entry in enumerate(self.deployments)]
 
 
+class WebSocketSettings(_Section):
+    """``[websocket]``: WebSocket mode of ``/v1/responses`` (see server/websocket.py, docs/websocket.md)."""
+
+    enabled: bool = True
+    max_connection_seconds: float = Field(3600.0, gt=0)
+    drain_seconds: float = Field(30.0, ge=0)
+    cache_responses: int = Field(16, ge=0)
+
+
+class CompactionSettings(_Section):
+    """``[compaction]``: the sealing key of compaction items and the policy (see server/compact.py, docs/compaction.md)."""
+
+    secret: str | None = "env:ORGATE_COMPACTION_SECRET"
+    key_file: str | None = None
+    keep_turns: int = Field(2, ge=0)
+
+
 class Settings(BaseModel):
     """The whole validated configuration."""
 
@@ -217,6 +234,8 @@ class Settings(BaseModel):
     gate: GateSettings = Field(default_factory=GateSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     structured: StructuredSettings = Field(default_factory=StructuredSettings)
     models: list[ModelSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)

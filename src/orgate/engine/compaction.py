@@ -299,9 +299,9 @@ def fit_context(
     reserve: int = 0,
 ) -> Fit:
     """Decide what the model is sent. ``context_window`` None = unknown, everything goes."""
-    estimate = estimate_tokens(items, instructions)
     if context_window is None:
-        return Fit(items, [], estimate)
+        return Fit(items, [], 0)  # the hot path: no estimate needed
+    estimate = estimate_tokens(items, instructions)
     budget = max(context_window - reserve, 0)
     if estimate <= budget:
         return Fit(items, [], estimate)

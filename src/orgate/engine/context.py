@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from orgate.engine import ids
+from orgate.engine.router import RouteTrace
 from orgate.neutral import Deployment, ModelRequest, TextFormat
 from orgate.protocol import (
     CreateResponseBody,
@@ -44,7 +45,9 @@ class Turn:
     user: str | None = None
     warnings: list[str] = field(default_factory=list)  # gate findings under policy=warn
     response_id: str = field(default_factory=ids.response_id)
+    history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
     session_id: str | None = None
+    route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:

@@ -332,8 +332,10 @@ class RoutedProvider:
                 except StopAsyncIteration:
                     raise _empty(target) from None
             except ApiError as error:
-                router.free(state)
-                await _aclose(upstream)
+                try:
+                    await _aclose(upstream)
+                finally:
+                    router.free(state)
                 attempt.error = f"{error.status} {error.code}"
                 if not retryable(error):
                     state.abandoned()
@@ -350,18 +352,21 @@ class RoutedProvider:
 
             state.succeeded()
             trace.served_by = target.name
+            assert upstream is not None
             try:
                 yield first
                 async for event in upstream:
                     yield event
-            except ApiError as error:  # after the first event: never retried, the engine fails the stream
+            except ApiError as error:
+                # After the first event nothing is retried: the engine fails the stream cleanly.
                 attempt.error = f"{error.status} {error.code}"
                 if retryable(error):
                     self._failed(target, state)
                 raise
             finally:
                 try:
-                    await _aclose(upstream)  # a client that went away closes the upstream request now
+                    # a client that went away (generator closed or cancelled) closes the upstream now
+                    await _aclose(upstream)
                 finally:
                     router.free(state)
             return

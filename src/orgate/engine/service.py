@@ -18,14 +18,17 @@ concurrent request in the same session gets 409 ``session_busy``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from orgate.engine.builder import ResponseBuilder
+from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context
+from orgate.engine.router import Router, RouteTrace
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol import CreateResponseBody
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
@@ -72,6 +75,7 @@ class ResponsesService:
         gate_policy: Policy = "enforce",
         pipeline: Pipeline | None = None,
         ttl_seconds: float | None = None,
+        compaction_key: bytes | None = None,
     ) -> None:
         self.deployments = deployments
         self.providers = providers
@@ -79,6 +83,13 @@ class ResponsesService:
         self.gate_policy: Policy = gate_policy
         self.pipeline = pipeline
         self.ttl_seconds = ttl_seconds
+        self.compaction_key = compaction_key  # opens `compaction` input items (see prepare)
+
+    def _open(self, deployment: Deployment, prefer: str | None) -> tuple[Provider, RouteTrace]:
+        """The provider for one turn; ``prefer`` = the session's last deployment (prompt-cache locality)."""
+        if isinstance(self.providers, Router):
+            return self.providers.open(deployment, prefer)
+        return self.providers(deployment), RouteTrace(prefer=prefer, served_by=deployment.name)
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
@@ -95,14 +106,19 @@ class ResponsesService:
         warnings: list[str] | None = None,
         *,
         session: SessionTurn | None = None,
+        history_override: list[dict[str, Any]] | None = None,
     ) -> Turn:
         deployment = self.resolve(body.model, caller)
         new_input = await self._resolve_references(normalize_input(body), caller)
+        if self.compaction_key is not None:
+            new_input = expand(new_input, self.compaction_key, context=caller.tenant)
         previous = body.previous_response_id
         if previous is None and session is not None and session.latest_response_id:
             previous = session.latest_response_id
         history: list[Any] = []
-        if previous:
+        if history_override is not None:
+            history = items_from_wire(history_override)
+        elif previous:
             stored = None
             if self.store is not None:
                 try:
@@ -116,7 +132,17 @@ class ResponsesService:
         check_context(history, new_input, self.gate_policy, warnings)
         turn = build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
         turn.base["previous_response_id"] = previous
+        turn.history_unlinked = history_override is not None
         turn.warnings = warnings
+        fit = fit_context(
+            turn.request.input,
+            context_window=deployment.capabilities.context_window,
+            truncation=body.truncation,
+            instructions=body.instructions,
+            reserve=body.max_output_tokens or 0,
+        )
+        if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
+            turn.request = dataclasses.replace(turn.request, input=fit.items)
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
         return turn
@@ -171,13 +197,14 @@ class ResponsesService:
         *,
         budget: Any = None,
         session_id: str | None = None,
+        history_override: list[dict[str, Any]] | None = None,
     ) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
         session = await self.begin_session(caller, session_id)
         try:
-            turn = await self.prepare(body, caller, warnings, session=session)
+            turn = await self.prepare(body, caller, warnings, session=session, history_override=history_override)
             turn.session_id = session_id
-            provider = self.providers(turn.deployment)
+            provider, turn.route = self._open(turn.deployment, session.deployment if session is not None else None)
             outcome: Any = None
             if self.pipeline is not None:
                 provider, outcome = self.pipeline.open(turn, provider, budget)
@@ -221,14 +248,19 @@ class ResponsesService:
         if not turn.store or self.store is None:
             return
         expires_at = builder.created_at + self.ttl_seconds if self.ttl_seconds else None
+        input_items = [item_to_wire(item) for item in turn.new_input]
+        previous = turn.base.get("previous_response_id")
+        if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
+            input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
+            previous = None
         try:
             await self.store.save(
                 builder.snapshot(),
                 tenant=caller.tenant,
-                input_items=[item_to_wire(item) for item in turn.new_input],
-                previous_response_id=turn.base.get("previous_response_id"),
+                input_items=input_items,
+                previous_response_id=previous,
                 session_id=turn.session_id,
-                deployment=turn.deployment.name,
+                deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
                 request=_request_record(turn),
                 events=events,
                 expires_at=expires_at,

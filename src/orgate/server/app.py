@@ -18,8 +18,9 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 
-from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys
+from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys, route_table
 from orgate.engine.background import BackgroundRunner
+from orgate.engine.router import Router
 from orgate.engine.service import ResponsesService
 from orgate.neutral import Deployment
 from orgate.protocol.errors import ApiError
@@ -27,9 +28,11 @@ from orgate.providers import ProviderRegistry
 from orgate.providers.builtin_misbehave import flaky_wrapper
 from orgate.server import routes
 from orgate.server.auth import Authenticator
+from orgate.server.compact import KEY_EXTRA, compact_routes, compaction_key
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
 from orgate.server.pipeline import Pipeline
 from orgate.server.stored import stored_routes
+from orgate.server.websocket import websocket_routes
 from orgate.store import StoreError, describe_url, open_store
 
 log = logging.getLogger("orgate.server")
@@ -63,8 +66,13 @@ def build_services(settings: Settings) -> Services:
     pipeline = Pipeline(settings, metrics)
     providers = ProviderRegistry(wrap=flaky_wrapper(settings.builtin.misbehave))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
-    responses = ResponsesService(table, providers, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl)
+    key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
+    router = Router(route_table(settings), providers)
+    responses = ResponsesService(
+        table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key
+    )
     return Services(
+        extras={KEY_EXTRA: key},
         metrics=metrics,
         pipeline=pipeline,
         settings=settings,
@@ -108,7 +116,12 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     """Build the ASGI app. ``route_sets`` defaults to what the settings switch on."""
     services = services or build_services(settings)
     extra = default_route_sets(settings) if route_sets is None else route_sets
-    table: list[BaseRoute] = [*routes.core_routes(services), *stored_routes(services)]
+    table: list[BaseRoute] = [
+        *routes.core_routes(services),
+        *stored_routes(services),
+        *compact_routes(services),
+        *websocket_routes(services),
+    ]
     for route_set in extra:
         table.extend(route_set(services))
     table.extend(routes.fallback_routes(services))

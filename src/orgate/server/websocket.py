@@ -196,7 +196,7 @@ class Connection:
                 except ApiError as error:
                     await self.send_error(error)
             await self._end_of_life()
-        except (WebSocketDisconnect, RuntimeError) as exc:  # the client went away while we were sending
+        except (WebSocketDisconnect, RuntimeError, OSError) as exc:  # the client went away while we were sending
             log.debug("websocket closed: %s", exc)
         finally:
             if self.task is not None and not self.task.done():

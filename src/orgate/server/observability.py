@@ -1,0 +1,504 @@
+"""Request ids, one structured log line per request, Prometheus metrics, optional tracing.
+
+``ObservabilityMiddleware`` is plain ASGI (no ``BaseHTTPMiddleware``): it never
+buffers a body and only wraps ``send`` to add ``X-Request-Id``, note the status
+and the time of the first body chunk of a stream. Per request it
+
+- takes a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or makes one,
+- applies the per-key rate limits (``ratelimit.py``) to model calls,
+- logs one line on ``orgate.access`` (method, route template, status, duration,
+  model, request id; the request body only with ``[logging] bodies = true``),
+- records ``orgate_http_*`` metrics on the app's registry.
+
+``instrument_providers()`` is a ``ProviderRegistry(wrap=...)`` hook that times
+every upstream call by deployment, counts its errors and the tokens of its
+``Finish`` usage, and charges those tokens to the caller's rate limit.
+
+The current request (id, model, key) lives in a context variable, so that log
+lines from deeper layers carry the request id (``JsonFormatter`` adds it).
+
+Tracing (``[tracing] enabled = true``) imports OpenTelemetry only when enabled:
+with tracing off nothing of it is imported.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import re
+import time
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+
+if TYPE_CHECKING:
+    from orgate.server.auth import Authenticator
+    from orgate.server.ratelimit import RateLimiter
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("orgate.access")
+log = logging.getLogger("orgate.server")
+
+REQUEST_ID_HEADER = b"x-request-id"
+_VALID_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
+# Model calls: what the per-key rate limits apply to.
+LIMITED_PATHS = frozenset({"/v1/responses", "/v1/responses/compact", "/v1/chat/completions"})
+MAX_LOGGED_BODY = 64 * 1024
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+@dataclass(slots=True)
+class RequestInfo:
+    """What is known about the request being served (shared with the layers below via a context variable)."""
+
+    request_id: str
+    method: str
+    path: str
+    model: str | None = None
+    deployment: str | None = None
+    key_name: str | None = None
+
+
+_current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("orgate_request", default=None)
+
+
+def current_request() -> RequestInfo | None:
+    return _current.get()
+
+
+def note_model(model: object) -> None:
+    """Record the requested model name on the current request (for the log line and metrics)."""
+    info = _current.get()
+    if info is not None and isinstance(model, str):
+        info.model = model[:200]
+
+
+class HttpMetrics:
+    """The gateway's own Prometheus series, registered on the app's registry."""
+
+    def __init__(self, registry: CollectorRegistry, known_models: Iterable[str] = ()) -> None:
+        self.known_models = frozenset(known_models)
+        self.requests = Counter(
+            "orgate_http_requests", "HTTP requests by route template, method, status and model.", ["route", "method", "status", "model"], registry=registry
+        )
+        self.duration = Histogram(
+            "orgate_http_request_duration_seconds",
+            "Time from the request's arrival to its last body byte (whole stream for SSE).",
+            ["route", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.first_chunk = Histogram(
+            "orgate_stream_time_to_first_chunk_seconds",
+            "Streams: time from the request's arrival to the first body chunk after the headers.",
+            ["route", "model"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.upstream_duration = Histogram(
+            "orgate_upstream_duration_seconds",
+            "Upstream calls: time from the call to its end, by deployment and outcome (ok, error, cancelled).",
+            ["deployment", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.upstream_first = Histogram(
+            "orgate_upstream_time_to_first_event_seconds",
+            "Upstream calls: time to the first model event, by deployment.",
+            ["deployment"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.upstream_errors = Counter(
+            "orgate_upstream_errors", "Upstream calls that failed, by deployment and error code.", ["deployment", "code"], registry=registry
+        )
+        self.tokens = Counter(
+            "orgate_tokens", "Tokens reported by upstreams, by deployment and direction (input, output).", ["deployment", "direction"], registry=registry
+        )
+        self.rate_limited = Counter("orgate_rate_limited", "Requests refused with 429 by the per-key limits, by key name.", ["key"], registry=registry)
+        # labels() takes a lock and builds a tuple each time: keep the children (the label sets are bounded).
+        self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
+
+    def request_children(self, route: str, method: str, status: str, model: str) -> tuple[Any, Any]:
+        key = (route, method, status, model)
+        children = self._children.get(key)
+        if children is None:
+            children = (self.requests.labels(route, method, status, model), self.duration.labels(route, method))
+            self._children[key] = children
+        return children
+
+    def model_label(self, model: str | None) -> str:
+        """Client-chosen names become labels only when configured: no unbounded label sets."""
+        if model is None:
+            return ""
+        return model if model in self.known_models else "other"
+
+
+# --- the middleware ------------------------------------------------------------------------------
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers") or ():
+        if name == REQUEST_ID_HEADER:
+            if _VALID_ID.fullmatch(value):
+                return value.decode("ascii")
+            break
+    return os.urandom(16).hex()
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers") or ():
+        if name == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+class ObservabilityMiddleware:
+    """Pure ASGI middleware: request id, rate limits, access log line, metrics (and a span when tracing)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: HttpMetrics,
+        auth: Authenticator | None = None,
+        limiter: RateLimiter | None = None,
+        log_bodies: bool = False,
+        tracer: Any = None,
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.auth = auth
+        self.limiter = limiter
+        self.log_bodies = log_bodies
+        self.tracer = tracer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        info = RequestInfo(_request_id(scope), scope.get("method", ""), scope.get("path", ""))
+        token = _current.set(info)
+        id_header = (b"x-request-id", info.request_id.encode("ascii"))
+        status = 0
+        streaming = False
+        first_chunk: float | None = None
+        body_log: bytearray | None = bytearray() if self.log_bodies else None
+
+        watching = True  # False once nothing more is to be learned from the messages: the fast path
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status, streaming, first_chunk, watching
+            if watching:
+                kind = message["type"]
+                if kind == "http.response.start":
+                    status = message["status"]
+                    headers = list(message.get("headers") or ())
+                    headers.append(id_header)
+                    for name, value in headers:
+                        if name == b"content-type" and value.startswith(b"text/event-stream"):
+                            streaming = True
+                    watching = streaming
+                    message = {**message, "headers": headers}
+                elif kind == "http.response.body" and message.get("body"):
+                    first_chunk = time.perf_counter()
+                    watching = False
+            await send(message)
+
+        app_receive = receive
+        if body_log is not None:
+
+            async def logging_receive() -> Message:
+                message = await receive()
+                if message["type"] == "http.request" and len(body_log) < MAX_LOGGED_BODY:
+                    body_log.extend(message.get("body", b"")[: MAX_LOGGED_BODY - len(body_log)])
+                return message
+
+            app_receive = logging_receive
+
+        span = self._start_span(info) if self.tracer is not None else None
+        try:
+            refusal = await self._rate_limit(scope, info) if self.limiter is not None else None
+            if refusal is not None:
+                await _send_error(send_wrapper, refusal)
+            else:
+                await self.app(scope, app_receive, send_wrapper)
+        except Exception as exc:
+            if status:
+                raise  # mid-response: the server closes the connection; logged below
+            log.exception("unhandled error on %s %s", info.method, info.path, exc_info=exc)
+            await _send_error(send_wrapper, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+        finally:
+            _current.reset(token)
+            ended = time.perf_counter()
+            self._record(scope, info, status or 500, started, ended, first_chunk, body_log)
+            if span is not None:
+                span.set_attribute("http.response.status_code", status or 500)
+                if info.model:
+                    span.set_attribute("gen_ai.request.model", info.model)
+                span.end()
+
+    async def _rate_limit(self, scope: Scope, info: RequestInfo) -> ApiError | None:
+        assert self.limiter is not None
+        if scope.get("method") != "POST" or scope.get("path") not in LIMITED_PATHS or self.auth is None:
+            return None
+        try:
+            caller = self.auth.authenticate(_header(scope, b"authorization"))
+        except ApiError:
+            return None  # the route answers 401
+        info.key_name = caller.key_name
+        refusal = await self.limiter.admit(caller.key_name)
+        if refusal is not None:
+            self.metrics.rate_limited.labels(caller.key_name).inc()
+        return refusal
+
+    def _route(self, scope: Scope) -> str:
+        route = scope.get("route")
+        path = getattr(route, "path", None)
+        return path if isinstance(path, str) else "unmatched"
+
+    def _record(self, scope: Scope, info: RequestInfo, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
+        route = self._route(scope)
+        model = self.metrics.model_label(info.model)
+        duration = ended - started
+        counter, histogram = self.metrics.request_children(route, info.method, str(status), model)
+        counter.inc()
+        histogram.observe(duration)
+        if first_chunk is not None:
+            self.metrics.first_chunk.labels(route, model).observe(first_chunk - started)
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        fields: dict[str, Any] = {
+            "request_id": info.request_id,
+            "method": info.method,
+            "route": route,
+            "status": status,
+            "duration_ms": round(duration * 1000, 3),
+        }
+        if info.model is not None:
+            fields["model"] = info.model
+        if info.deployment is not None:
+            fields["deployment"] = info.deployment
+        if first_chunk is not None:
+            fields["first_chunk_ms"] = round((first_chunk - started) * 1000, 3)
+        if body is not None:
+            fields["body"] = body.decode("utf-8", "replace")
+        access_log.info("%s %s %s %.1fms", info.method, route, status, duration * 1000, extra={"orgate": fields})
+
+    def _start_span(self, info: RequestInfo) -> Any:
+        span = self.tracer.start_span(f"{info.method} {info.path}", kind=_server_kind())
+        span.set_attribute("http.request.method", info.method)
+        span.set_attribute("url.path", info.path)
+        span.set_attribute("orgate.request_id", info.request_id)
+        return span
+
+
+def _server_kind() -> Any:
+    from opentelemetry.trace import SpanKind  # only reached with tracing on
+
+    return SpanKind.SERVER
+
+
+async def _send_error(send: Send, error: ApiError) -> None:
+    body = orjson.dumps(error.body())
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+# --- upstream instrumentation ---------------------------------------------------------------------
+
+
+class InstrumentedProvider:
+    """Wraps one deployment's provider: latency, errors and tokens by deployment; tokens charged to the caller."""
+
+    def __init__(self, inner: Provider, deployment: Deployment, metrics: HttpMetrics, limiter: RateLimiter | None) -> None:
+        self.inner = inner
+        self.deployment = deployment
+        self.metrics = metrics
+        self.limiter = limiter
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return self._stream(request)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        name = self.deployment.name
+        metrics = self.metrics
+        info = _current.get()
+        if info is not None:
+            info.deployment = name
+            if info.model is None:
+                info.model = name
+        started = time.perf_counter()
+        outcome = "cancelled"
+        first = True
+        upstream = self.inner.stream(request)
+        try:
+            async for event in upstream:
+                if first:
+                    metrics.upstream_first.labels(name).observe(time.perf_counter() - started)
+                    first = False
+                if isinstance(event, Finish):
+                    outcome = "ok"
+                    if event.usage is not None:
+                        await self._count(event, info)
+                yield event
+            outcome = "ok"
+        except ApiError as exc:
+            outcome = "error"
+            metrics.upstream_errors.labels(name, exc.code or str(exc.status)).inc()
+            raise
+        except Exception as exc:
+            outcome = "error"
+            metrics.upstream_errors.labels(name, type(exc).__name__).inc()
+            raise
+        finally:
+            metrics.upstream_duration.labels(name, outcome).observe(time.perf_counter() - started)
+            close = getattr(upstream, "aclose", None)
+            if close is not None:
+                await close()  # cancels the upstream HTTP request when the client went away
+
+    async def _count(self, event: Finish, info: RequestInfo | None) -> None:
+        usage = event.usage
+        assert usage is not None
+        name = self.deployment.name
+        self.metrics.tokens.labels(name, "input").inc(usage.input_tokens)
+        self.metrics.tokens.labels(name, "output").inc(usage.output_tokens)
+        if self.limiter is not None and info is not None and info.key_name is not None:
+            await self.limiter.charge(info.key_name, usage.input_tokens + usage.output_tokens)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def instrument_providers(
+    metrics: HttpMetrics,
+    limiter: RateLimiter | None = None,
+    inner: Callable[[Provider, Deployment], Provider] | None = None,
+) -> Callable[[Provider, Deployment], Provider]:
+    """A ``ProviderRegistry(wrap=...)`` hook (composes with another hook given as ``inner``)."""
+
+    def wrap(provider: Provider, deployment: Deployment) -> Provider:
+        if inner is not None:
+            provider = inner(provider, deployment)
+        return InstrumentedProvider(provider, deployment, metrics, limiter)
+
+    return wrap
+
+
+# --- logging ----------------------------------------------------------------------------------------
+
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "orgate", "color_message"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, request_id (when inside a request) and fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "orgate", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        else:
+            info = _current.get()
+            if info is not None:
+                entry["request_id"] = info.request_id
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and key not in entry and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+        return orjson.dumps(entry, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    """The classic one-line format, with the request's fields appended as ``key=value``."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = getattr(record, "orgate", None)
+        if isinstance(fields, dict):
+            extras = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("method", "route", "status", "duration_ms", "body"))
+            line = f"{line} {extras}"
+            if "body" in fields:
+                line += " body=" + orjson.dumps(fields["body"]).decode()
+        else:
+            info = _current.get()
+            if info is not None:
+                line += f" request_id={info.request_id}"
+        return line
+
+
+def configure_logging(level: str, log_format: str, access_log: bool = True) -> None:
+    """Root handler on stderr with the chosen format; ``orgate.access`` on or off."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.getLogger("orgate.access").setLevel(logging.INFO if access_log else logging.WARNING)
+
+
+# --- tracing ----------------------------------------------------------------------------------------
+
+
+def setup_tracing(enabled: bool, service_name: str = "orgate", endpoint: str | None = None) -> Any:
+    """An OpenTelemetry tracer when enabled, else None (and nothing of OpenTelemetry is imported)."""
+    if not enabled:
+        return None
+    try:
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise SystemExit(
+            "orgate: [tracing] enabled = true needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http "
+            f"(pip install them): {exc}"
+        ) from None
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return trace.get_tracer("orgate")
+
+
+__all__ = [
+    "HttpMetrics",
+    "InstrumentedProvider",
+    "JsonFormatter",
+    "ObservabilityMiddleware",
+    "RequestInfo",
+    "configure_logging",
+    "current_request",
+    "instrument_providers",
+    "note_model",
+    "setup_tracing",
+]

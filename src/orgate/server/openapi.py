@@ -1,0 +1,239 @@
+"""``GET /openapi.json``: the Open Responses document as orgate serves it.
+
+The spec's schemas and ``POST /responses`` are kept as they are; orgate adds
+what it serves beyond the spec:
+
+- ``servers``: this gateway's ``/v1`` (relative, or under ``[server] public_url``),
+- ``GET``/``DELETE /responses/{response_id}``, ``GET .../input_items``,
+  ``POST .../cancel``, ``GET /models``,
+- ``POST /chat/completions`` (marked ``deprecated``: the legacy adapter) when enabled,
+- the bearer ``security`` scheme applied to every operation,
+- the spec's error shape (``Error``) for every 4xx/5xx answer.
+
+The spec file ships in the package (``orgate/data/openapi-2026-04-24.json``);
+``ORGATE_SPEC_PATH`` names another copy. The document is built once per app.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from orgate.server.app import Services
+
+SPEC_FILE = "openapi-2026-04-24.json"
+SECURITY = "ApiKeyAuth"
+# The error body of every non-2xx HTTP answer (the spec's normative shape).
+ERROR_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "required": ["error"],
+    "additionalProperties": False,
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+
+def load_spec() -> dict[str, Any]:
+    override = os.environ.get("ORGATE_SPEC_PATH")
+    if override:
+        with open(override, "rb") as file:
+            return orjson.loads(file.read())
+    return orjson.loads(resources.files("orgate").joinpath("data", SPEC_FILE).read_bytes())
+
+
+def _error_responses(*statuses: int) -> dict[str, Any]:
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    text = {400: "Invalid request", 401: "Missing or invalid API key", 404: "Not found", 413: "Request body too large", 415: "Unsupported Content-Type", 429: "Rate limit", 500: "Server error", 502: "Upstream error", 503: "Unavailable", 504: "Upstream timeout"}
+    return {str(s): {"description": text.get(s, "Error"), "content": content} for s in statuses}
+
+
+_COMMON = (400, 401, 404, 429, 500)
+_ID = {"name": "response_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _stored_paths() -> dict[str, Any]:
+    resource = {"$ref": "#/components/schemas/ResponseResource"}
+    return {
+        "/responses/{response_id}": {
+            "get": {
+                "summary": "Get a stored response",
+                "operationId": "getResponse",
+                "parameters": [_ID, {"name": "stream", "in": "query", "required": False, "schema": {"type": "boolean"}}],
+                "responses": {"200": {"description": "The response", "content": {"application/json": {"schema": resource}}}, **_error_responses(*_COMMON)},
+            },
+            "delete": {
+                "summary": "Delete a stored response",
+                "operationId": "deleteResponse",
+                "parameters": [_ID],
+                "responses": {
+                    "200": {
+                        "description": "Deleted",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["id", "object", "deleted"],
+                                    "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["response"]}, "deleted": {"type": "boolean"}},
+                                }
+                            }
+                        },
+                    },
+                    **_error_responses(*_COMMON),
+                },
+            },
+        },
+        "/responses/{response_id}/input_items": {
+            "get": {
+                "summary": "List the input items of a stored response",
+                "operationId": "listInputItems",
+                "parameters": [
+                    _ID,
+                    {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
+                    {"name": "order", "in": "query", "required": False, "schema": {"type": "string", "enum": ["asc", "desc"]}},
+                    {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
+                ],
+                "responses": {
+                    "200": {
+                        "description": "A page of items",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["object", "data", "has_more"],
+                                    "properties": {
+                                        "object": {"type": "string", "enum": ["list"]},
+                                        "data": {"type": "array", "items": {"$ref": "#/components/schemas/ItemField"}},
+                                        "first_id": {"type": ["string", "null"]},
+                                        "last_id": {"type": ["string", "null"]},
+                                        "has_more": {"type": "boolean"},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    **_error_responses(*_COMMON),
+                },
+            }
+        },
+        "/responses/{response_id}/cancel": {
+            "post": {
+                "summary": "Cancel a background response",
+                "operationId": "cancelResponse",
+                "parameters": [_ID],
+                "responses": {"200": {"description": "The response", "content": {"application/json": {"schema": resource}}}, **_error_responses(*_COMMON)},
+            }
+        },
+        "/models": {
+            "get": {
+                "summary": "List the models this key may use",
+                "operationId": "listModels",
+                "responses": {
+                    "200": {
+                        "description": "Models",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["object", "data"],
+                                    "properties": {
+                                        "object": {"type": "string", "enum": ["list"]},
+                                        "data": {
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "required": ["id", "object", "owned_by"],
+                                                "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "created": {"type": "integer"}, "owned_by": {"type": "string"}},
+                                            },
+                                        },
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    **_error_responses(401, 500),
+                },
+            }
+        },
+    }
+
+
+def _chat_path() -> dict[str, Any]:
+    return {
+        "/chat/completions": {
+            "post": {
+                "summary": "Chat Completions (legacy adapter)",
+                "description": "The legacy OpenAI Chat Completions endpoint, mapped onto /responses. Not part of Open Responses; prefer /responses.",
+                "operationId": "createChatCompletion",
+                "deprecated": True,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object", "required": ["model", "messages"]}}}},
+                "responses": {"200": {"description": "A chat.completion or a stream of chat.completion.chunk"}, **_error_responses(*_COMMON)},
+            }
+        }
+    }
+
+
+def build_document(*, public_url: str | None = None, routed: set[str] | None = None, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document orgate serves, built from the spec (not modified in place).
+
+    ``routed`` is the set of the app's route paths (``/v1/...``): only operations it
+    serves are listed (None lists the spec's paths, the stored-response paths and
+    ``/models``, without the legacy chat endpoint).
+    """
+    doc = copy.deepcopy(spec if spec is not None else load_spec())
+    info = doc.setdefault("info", {})
+    info["title"] = "orgate (Open Responses gateway)"
+    info["x-open-responses-version"] = info.get("version")
+    doc["servers"] = [{"url": (public_url.rstrip("/") if public_url else "") + "/v1", "description": "this orgate gateway"}]
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault("ErrorResponse", ERROR_RESPONSE)
+    doc["components"]["securitySchemes"] = {SECURITY: {"type": "http", "scheme": "bearer"}}
+    doc["security"] = [{SECURITY: []}]
+    candidates: dict[str, Any] = {**doc.get("paths", {}), **_stored_paths(), **_chat_path()}
+    paths: dict[str, Any] = {}
+    for path, item in candidates.items():
+        if routed is None and path == "/chat/completions":
+            continue
+        if routed is None or "/v1" + path in routed:
+            paths[path] = item
+    if "/responses" in paths and "post" in paths["/responses"]:
+        post = paths["/responses"].get("post", {})
+        for status, answer in _error_responses(*_COMMON, 413, 415, 502, 504).items():
+            post.setdefault("responses", {}).setdefault(status, answer)
+    doc["paths"] = paths
+    return doc
+
+
+def openapi_routes(services: Services) -> Sequence[BaseRoute]:
+    """``GET /openapi.json``, built on first use from the routes the app really has."""
+    public_url = services.settings.server.public_url
+    built: list[bytes] = []
+
+    async def openapi(request: Request) -> Response:
+        if not built:
+            routed = {path for route in request.app.routes if isinstance(path := getattr(route, "path", None), str)}
+            built.append(orjson.dumps(build_document(public_url=public_url, routed=routed)))
+        return Response(built[0], media_type="application/json")
+
+    return [Route("/openapi.json", openapi, methods=["GET"])]
+
+
+__all__ = ["build_document", "load_spec", "openapi_routes"]

@@ -1,0 +1,466 @@
+"""The router over scripted upstreams: fallbacks, retries and their timing, circuits, limits, affinity."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from orgate.engine.router import (
+    RoutePolicy,
+    RouteTrace,
+    backoff_delay,
+    intersect_capabilities,
+    retry_after_seconds,
+    retryable,
+)
+from orgate.neutral import Capabilities, Finish, TextDelta
+from orgate.protocol.errors import ApiError
+from tests.routing.doubles import (
+    ManualClock,
+    Scripted,
+    answer,
+    answer_then_fail,
+    bad_request,
+    deployment,
+    drain,
+    fail,
+    hold,
+    make_router,
+    rate_limit,
+    request,
+    server_error,
+    slow_start,
+    texts,
+)
+
+FAST = RoutePolicy(retries=0, backoff_base=0.01, backoff_max=0.05)
+
+
+# --- fallbacks ---------------------------------------------------------------------------------
+
+
+async def test_falls_back_in_order_and_rewrites_the_model() -> None:
+    a = Scripted("a", fail(server_error(502)))
+    b = Scripted("b", fail(server_error(503, "upstream_overloaded")))
+    c = Scripted("c")
+    router, front = make_router(a, b, c, policy=FAST)
+    provider, trace = router.open(front)
+    events = await drain(provider.stream(request()))
+    assert texts(events) == "c answers" and isinstance(events[-1], Finish)
+    assert [call.model for call in a.calls + b.calls + c.calls] == ["up-a", "up-b", "up-c"]
+    assert trace.served_by == "c"
+    assert [(x.deployment, x.error) for x in trace.attempts] == [
+        ("a", "502 upstream_error"),
+        ("b", "503 upstream_overloaded"),
+        ("c", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        rate_limit(),
+        server_error(500, "model_error"),
+        server_error(502, "upstream_unavailable"),
+        server_error(504, "upstream_timeout"),
+        ApiError(500, "model failed", type="model_error", code="model_error"),
+    ],
+)
+async def test_retryable_failures_fall_back(error: ApiError) -> None:
+    a, b = Scripted("a", fail(error)), Scripted("b")
+    router, front = make_router(a, b, policy=FAST)
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        bad_request(),
+        ApiError(404, "nope", type="invalid_request_error", code="not_found"),
+        ApiError(500, "invalid calls", type="model_error", code="invalid_tool_arguments"),
+        ApiError(501, "odd", type="server_error", code="upstream_error"),
+    ],
+)
+async def test_other_errors_are_not_retried(error: ApiError) -> None:
+    a, b = Scripted("a", fail(error)), Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(retries=2))
+    with pytest.raises(ApiError) as info:
+        await drain(router(front).stream(request()))
+    assert info.value is error
+    assert len(a.calls) == 1 and not b.calls
+
+
+async def test_no_retry_after_the_first_event() -> None:
+    a = Scripted("a", answer_then_fail(server_error(502)))
+    b = Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(retries=2))
+    provider, trace = router.open(front)
+    seen = []
+    with pytest.raises(ApiError) as info:
+        async for event in provider.stream(request()):
+            seen.append(event)
+    assert info.value.status == 502
+    assert seen == [TextDelta("partial")]
+    assert len(a.calls) == 1 and not b.calls and a.calls[0].closed
+    assert trace.served_by == "a"
+
+
+async def test_all_failing_raises_the_last_error() -> None:
+    a = Scripted("a", fail(server_error(502)))
+    b = Scripted("b", fail(server_error(503, "upstream_overloaded")))
+    router, front = make_router(a, b, policy=FAST)
+    with pytest.raises(ApiError) as info:
+        await drain(router(front).stream(request()))
+    assert info.value.code == "upstream_overloaded"
+    assert len(a.calls) == len(b.calls) == 1
+
+
+async def test_auth_failure_falls_back_but_is_not_retried_on_the_same_deployment() -> None:
+    a = Scripted("a", fail(server_error(502, "upstream_auth_failed")))
+    router, front = make_router(a, policy=RoutePolicy(retries=3, backoff_base=0.001))
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert len(a.calls) == 1
+
+
+async def test_an_empty_upstream_stream_counts_as_a_failure() -> None:
+    a = Scripted("a", answer())
+    a.steps[0].events = []
+    router, front = make_router(a, Scripted("b"), policy=FAST)
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+
+
+# --- retries and their timing ------------------------------------------------------------------
+
+
+async def test_retry_honours_retry_after_seconds() -> None:
+    # Measured on the real monotonic clock: the backoff alone would retry at once.
+    a = Scripted("a", fail(rate_limit("0.2")), answer("second try"))
+    router, front = make_router(a, policy=RoutePolicy(retries=2, backoff_base=0.001, backoff_max=1))
+    events = await drain(router(front).stream(request()))
+    assert texts(events) == "second try"
+    gap = a.calls[1].at - a.calls[0].at
+    assert 0.2 <= gap < 1.5, gap
+
+
+async def test_retry_after_above_backoff_max_gives_up_with_the_429() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(rate_limit("30")))
+    router, front = make_router(a, policy=RoutePolicy(retries=2, backoff_max=0.5), clock=clock)
+    with pytest.raises(ApiError) as info:
+        await drain(router(front).stream(request()))
+    assert clock.sleeps == []  # no wait at all
+    assert info.value.status == 429 and info.value.headers == {"Retry-After": "30"}
+    assert len(a.calls) == 1
+
+
+async def test_retry_after_above_backoff_max_moves_on_to_the_next_deployment() -> None:
+    clock = ManualClock()
+    a, b = Scripted("a", fail(rate_limit("30"))), Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(retries=2, backoff_max=0.5), clock=clock)
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+    assert clock.sleeps == [] and len(a.calls) == 1
+
+
+async def test_a_fallback_does_not_wait_but_a_retry_does() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(rate_limit("2")), answer("a again"))
+    b = Scripted("b", fail(server_error(502, "upstream_auth_failed")))
+    router, front = make_router(a, b, policy=RoutePolicy(retries=1, backoff_base=4, backoff_max=8), clock=clock)
+    events = await drain(router(front).stream(request()))
+    assert texts(events) == "a again"
+    # a (429, Retry-After 2) → b at once → b failed for good: wait for a's Retry-After, not longer
+    assert clock.sleeps == [2.0]
+    assert a.calls[1].at - a.calls[0].at < 1  # (real time: the manual clock did the waiting)
+
+
+def test_retry_after_parses_seconds_and_http_dates() -> None:
+    assert retry_after_seconds({"Retry-After": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "0.25"}) == 0.25
+    assert retry_after_seconds({"Retry-After": "-4"}) == 0.0
+    assert retry_after_seconds({}) is None
+    assert retry_after_seconds({"Retry-After": "soon"}) is None
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    later = format_datetime(now + timedelta(seconds=90), usegmt=True)
+    assert retry_after_seconds({"Retry-After": later}, now=now.timestamp()) == pytest.approx(90)
+    past = format_datetime(now - timedelta(seconds=90), usegmt=True)
+    assert retry_after_seconds({"Retry-After": past}, now=now.timestamp()) == 0.0
+
+
+async def test_retry_after_http_date_is_honoured() -> None:
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=100), usegmt=True)
+    a = Scripted("a", fail(rate_limit(when)))
+    router, front = make_router(a, policy=RoutePolicy(retries=2, backoff_max=8))
+    with pytest.raises(ApiError) as info:  # 100 s > backoff_max: given up at once, date passed on
+        await drain(router(front).stream(request()))
+    assert info.value.headers["Retry-After"] == when
+
+
+def test_backoff_is_full_jitter_within_exponential_bounds() -> None:
+    policy = RoutePolicy(backoff_base=0.25, backoff_max=2.0)
+    rng = random.Random(1)
+    for retry, ceiling in [(1, 0.25), (2, 0.5), (3, 1.0), (4, 2.0), (5, 2.0), (12, 2.0)]:
+        samples = [backoff_delay(retry, policy, rng) for _ in range(500)]
+        assert all(0.0 <= s <= ceiling for s in samples)
+        assert max(samples) > 0.8 * ceiling and min(samples) < 0.2 * ceiling  # jitter spans the range
+
+
+async def test_backoff_waits_grow_and_stay_bounded() -> None:
+    clock = ManualClock()
+    a = Scripted("a", *[fail(server_error(502)) for _ in range(5)])
+    router, front = make_router(a, policy=RoutePolicy(retries=4, backoff_base=1.0, backoff_max=3.0), clock=clock)
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert len(a.calls) == 5
+    assert len(clock.sleeps) == 4
+    for retry, slept in enumerate(clock.sleeps, start=1):
+        assert 0.0 <= slept <= min(3.0, 1.0 * 2 ** (retry - 1))
+
+
+async def test_retries_count_per_deployment() -> None:
+    clock = ManualClock()
+    a = Scripted("a", *[fail(server_error(502)) for _ in range(3)])
+    b = Scripted("b", *[fail(server_error(502)) for _ in range(3)])
+    router, front = make_router(a, b, policy=RoutePolicy(retries=2, circuit_failures=100), clock=clock)
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert (len(a.calls), len(b.calls)) == (3, 3)
+
+
+# --- circuit breaker -------------------------------------------------------------------------------
+
+
+async def test_circuit_opens_then_half_opens_for_one_probe() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(server_error()), fail(server_error()))
+    b = Scripted("b")
+    policy = RoutePolicy(retries=0, circuit_failures=2, circuit_cooldown=10)
+    router, front = make_router(a, b, policy=policy, clock=clock)
+    for _ in range(2):
+        assert texts(await drain(router(front).stream(request()))) == "b answers"
+    assert len(a.calls) == 2
+    # open: a is skipped without being called
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+    assert len(a.calls) == 2
+    clock.now += 10
+    # half-open: one probe reaches a; until it answers, other requests skip a
+    release = asyncio.Event()
+    a.steps.append(slow_start(release))
+    probe = asyncio.create_task(drain(router(front).stream(request())))
+    while len(a.calls) < 3:
+        await asyncio.sleep(0)
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+    assert len(a.calls) == 3
+    release.set()
+    assert texts(await probe) == "late"
+    # the probe succeeded (its first event came): closed again
+    assert texts(await drain(router(front).stream(request()))) == "a answers"
+
+
+async def test_a_failed_probe_opens_the_circuit_again() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(server_error()), fail(server_error()))
+    b = Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=10), clock=clock)
+    await drain(router(front).stream(request()))
+    clock.now += 10
+    await drain(router(front).stream(request()))  # the probe fails; b answers
+    assert len(a.calls) == 2
+    clock.now += 5
+    await drain(router(front).stream(request()))
+    assert len(a.calls) == 2  # open again for a whole cool-down
+
+
+async def test_every_circuit_open_fails_fast_with_503() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(server_error()))
+    router, front = make_router(a, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=30), clock=clock)
+    with pytest.raises(ApiError) as first:
+        await drain(router(front).stream(request()))
+    assert first.value.code == "upstream_error"  # the real error the first time
+    clock.now += 12
+    with pytest.raises(ApiError) as info:
+        await drain(router(front).stream(request()))
+    assert (info.value.status, info.value.code) == (503, "upstream_unavailable")
+    assert info.value.headers == {"Retry-After": "18"}
+    assert len(a.calls) == 1
+
+
+async def test_bad_requests_and_cancellations_do_not_trip_the_circuit() -> None:
+    a = Scripted("a", fail(bad_request()), fail(bad_request()))
+    router, front = make_router(a, policy=RoutePolicy(retries=0, circuit_failures=1))
+    for _ in range(2):
+        with pytest.raises(ApiError):
+            await drain(router(front).stream(request()))
+    assert texts(await drain(router(front).stream(request()))) == "a answers"
+
+
+async def test_mid_stream_failures_count_towards_the_circuit() -> None:
+    a = Scripted("a", answer_then_fail(server_error()))
+    router, front = make_router(a, Scripted("b"), policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=60))
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert texts(await drain(router(front).stream(request()))) == "b answers"
+
+
+# --- concurrency limits ------------------------------------------------------------------------------
+
+
+async def test_a_full_deployment_is_skipped_for_the_next() -> None:
+    release = asyncio.Event()
+    a = Scripted("a", hold(release))
+    b = Scripted("b")
+    router, front = make_router(a, b, limits={"a": 1}, policy=FAST)
+    first = router(front).stream(request())
+    assert await anext(first) == TextDelta("held")
+    provider, trace = router.open(front)
+    assert texts(await drain(provider.stream(request()))) == "b answers"
+    assert trace.served_by == "b" and trace.attempts[0].deployment == "b"
+    release.set()
+    await drain(first)
+    assert texts(await drain(router(front).stream(request()))) == "a answers"  # the slot was freed
+
+
+async def test_all_full_waits_for_a_slot_within_the_queue_timeout() -> None:
+    release = asyncio.Event()
+    a = Scripted("a", hold(release))
+    router, front = make_router(a, limits={"a": 1}, policy=RoutePolicy(queue_timeout=2))
+    first = router(front).stream(request())
+    await anext(first)
+    asyncio.get_running_loop().call_later(0.1, release.set)
+    started = time.monotonic()
+
+    async def finish_first() -> None:
+        await drain(first)
+
+    finisher = asyncio.create_task(finish_first())
+    assert texts(await drain(router(front).stream(request()))) == "a answers"
+    assert time.monotonic() - started >= 0.08  # it waited for the slot (a 429 would have come at 2 s)
+    await finisher
+
+
+async def test_all_full_past_the_queue_timeout_is_a_429() -> None:
+    release = asyncio.Event()
+    a = Scripted("a", hold(release))
+    router, front = make_router(a, limits={"a": 1}, policy=RoutePolicy(queue_timeout=0.15))
+    first = router(front).stream(request())
+    await anext(first)
+    started = time.monotonic()
+    with pytest.raises(ApiError) as info:
+        await drain(router(front).stream(request()))
+    assert 0.15 <= time.monotonic() - started < 3
+    assert (info.value.status, info.value.code, info.value.headers) == (429, "too_many_concurrent_requests", {"Retry-After": "1"})
+    release.set()
+    await drain(first)
+
+
+async def test_slots_are_freed_on_failure_and_on_close() -> None:
+    release = asyncio.Event()
+    a = Scripted("a", fail(server_error()), hold(release), answer_then_fail(server_error()))
+    router, front = make_router(a, limits={"a": 1}, policy=RoutePolicy(retries=0, queue_timeout=0, circuit_failures=100))
+    state = router.state(router.routes["m"].targets[0])
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert state.in_use == 0
+    stream = router(front).stream(request())
+    await anext(stream)
+    assert state.in_use == 1
+    await stream.aclose()  # the client went away
+    assert state.in_use == 0 and a.calls[1].closed
+    with pytest.raises(ApiError):
+        await drain(router(front).stream(request()))
+    assert state.in_use == 0
+
+
+async def test_cancelling_the_consumer_closes_the_upstream() -> None:
+    release = asyncio.Event()
+    a = Scripted("a", hold(release))
+    router, front = make_router(a, limits={"a": 1})
+
+    async def consume() -> None:
+        await drain(router(front).stream(request()))
+
+    task = asyncio.create_task(consume())
+    while not a.calls:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert a.calls[0].closed
+    assert router.state(router.routes["m"].targets[0]).in_use == 0
+
+
+# --- affinity and routing shape -----------------------------------------------------------------------
+
+
+async def test_prefer_routes_to_the_named_deployment_first() -> None:
+    a, b = Scripted("a"), Scripted("b")
+    router, front = make_router(a, b)
+    provider, trace = router.open(front, prefer="b")
+    assert texts(await drain(provider.stream(request()))) == "b answers"
+    assert trace.served_by == "b" and not a.calls
+
+
+async def test_prefer_falls_back_when_the_preferred_deployment_fails() -> None:
+    a, b = Scripted("a"), Scripted("b", fail(server_error()))
+    router, front = make_router(a, b, policy=FAST)
+    provider, trace = router.open(front, prefer="b")
+    assert texts(await drain(provider.stream(request()))) == "a answers"
+    assert trace.served_by == "a"
+
+
+async def test_a_second_call_in_the_same_turn_sticks_to_the_serving_deployment() -> None:
+    a, b = Scripted("a", fail(server_error())), Scripted("b")
+    router, front = make_router(a, b, policy=FAST)
+    provider, trace = router.open(front)
+    await drain(provider.stream(request()))
+    await drain(provider.stream(request()))  # e.g. the tool guard's second attempt
+    assert len(a.calls) == 1 and len(b.calls) == 2 and trace.served_by == "b"
+
+
+async def test_weighted_strategy_spreads_first_choices() -> None:
+    a, b = Scripted("a"), Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(strategy="weighted"))
+    for _ in range(40):
+        await drain(router(front).stream(request()))
+    assert 8 <= len(a.calls) <= 32 and len(a.calls) + len(b.calls) == 40
+
+
+async def test_unrouted_models_get_their_plain_provider() -> None:
+    plain = Scripted("plain")
+    router, _ = make_router(Scripted("a"))
+    router.providers = lambda d: plain
+    other = deployment("other")
+    provider, trace = router.open(other, prefer="x")
+    assert provider is plain and trace.served_by == "other"
+    assert router(other) is plain
+
+
+def test_route_capabilities_are_what_every_deployment_takes() -> None:
+    caps = intersect_capabilities(
+        [
+            Capabilities(tools=True, images=True, json_schema=True, reasoning=True, max_output_tokens=4096),
+            Capabilities(tools=True, images=False, json_schema=False, reasoning=True, max_output_tokens=None, context_window=8000),
+        ]
+    )
+    assert (caps.tools, caps.images, caps.json_schema, caps.reasoning) == (True, False, False, True)
+    assert (caps.max_output_tokens, caps.context_window) == (4096, 8000)
+
+
+def test_retryable_classification() -> None:
+    assert retryable(rate_limit())
+    assert retryable(server_error(503))
+    assert not retryable(bad_request())
+    assert not retryable(ApiError(500, "x", type="model_error", code="tool_choice_violation"))
+    assert not retryable(ApiError(500, "x", type="invalid_request_error"))
+
+
+def test_trace_defaults() -> None:
+    trace = RouteTrace()
+    assert (trace.prefer, trace.served_by, trace.attempts) == (None, None, [])
