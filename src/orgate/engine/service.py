@@ -352,6 +352,11 @@ class ResponseStream:
                 builder.in_progress()
             else:
                 builder.start()
+                if encode is not None and self._failed is None:
+                    # A streaming client learns the id from response.created: store the response
+                    # (in_progress) before that event leaves, so that it is fetchable while it runs
+                    # and, after a crash mid-stream, recovered as failed instead of lost (404).
+                    await self.service.persist(builder, self.turn, self.caller)
             for item in out(builder.drain()):
                 yield item
             try:

@@ -10,13 +10,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
+from orgate.server.routes import _subscribe as subscribe_sse
 from orgate.store import ResponseStore, StoreError
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                 record = await store.get(response_id, caller.tenant)
                 if record is None:
                     raise _missing(response_id)
+                if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
+                    # Still running here: replay its frames so far, then follow it live.
+                    return StreamingResponse(subscribe_sse(services, response_id), media_type="text/event-stream", headers=SSE_HEADERS)
                 events = await store.events(response_id, caller.tenant)
                 if not events:
                     raise invalid_request(
@@ -61,8 +65,15 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
     async def delete_response(request: Request) -> Response:
         caller = authenticate(services, request)
         response_id = request.path_params["response_id"]
+        store = _store(services)
         try:
-            deleted = await _store(services).delete(response_id, caller.tenant)
+            record = await store.get(response_id, caller.tenant)
+            if record is not None and record.status in ("queued", "in_progress"):
+                # Stop the work first: its final save would otherwise store the response again.
+                await store.request_cancel(response_id, caller.tenant)
+                if services.background.cancel(response_id):
+                    await services.background.wait_stored(store, response_id, caller.tenant)
+            deleted = await store.delete(response_id, caller.tenant)
         except StoreError as exc:
             raise store_failure(exc) from None
         if not deleted:
