@@ -87,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level=settings.server.log_level,
         access_log=settings.server.access_log,
         server_header=False,
+        proxy_headers=False,  # X-Forwarded-* are not trusted unless a deployment puts a proxy middleware in front
         ws_max_size=settings.limits.max_body_bytes + 1024,
         timeout_graceful_shutdown=30,
     )

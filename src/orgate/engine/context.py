@@ -82,7 +82,8 @@ def normalize_input(body: CreateResponseBody) -> list[Any]:
     if raw is None:
         return []
     if isinstance(raw, str):
-        return [UserMessageItemParam(role="user", content=raw)]
+        # Already validated as the body's `input`; constructing skips a second validation.
+        return [UserMessageItemParam.model_construct(type="message", role="user", content=raw)]
     return list(raw)
 
 

@@ -30,7 +30,7 @@ from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wir
 from orgate.engine.input_gate import Policy, check_context
 from orgate.engine.router import Router, RouteTrace
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
-from orgate.protocol import CreateResponseBody
+from orgate.protocol import CreateResponseBody, ItemReferenceParam
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
 from orgate.store.base import ResponseStore, SessionBusy, SessionTurn, StoreError, UnknownResponse
 
@@ -148,11 +148,14 @@ class ResponsesService:
         return turn
 
     async def _resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
-        if not any(getattr(item, "type", None) == "item_reference" for item in items):
+        for item in items:
+            if type(item) is ItemReferenceParam:
+                break
+        else:
             return items
         resolved: list[Any] = []
         for index, item in enumerate(items):
-            if getattr(item, "type", None) != "item_reference":
+            if type(item) is not ItemReferenceParam:
                 resolved.append(item)
                 continue
             found = None
@@ -208,7 +211,7 @@ class ResponsesService:
             outcome: Any = None
             if self.pipeline is not None:
                 provider, outcome = self.pipeline.open(turn, provider, budget)
-            upstream = provider.stream(turn.request)
+            upstream = batches(provider, turn.request)
             if turn.background:
                 # Background work starts in its own task; nothing is awaited here.
                 stream = ResponseStream(self, turn, caller, upstream, None, session)
@@ -216,7 +219,7 @@ class ResponsesService:
                 await self.persist(stream.builder, turn, caller)
                 return stream
             failed: ApiError | None = None
-            first: ModelEvent | None = None
+            first: list[ModelEvent] | None = None
             try:
                 first = await anext(upstream)
             except StopAsyncIteration:
@@ -297,6 +300,22 @@ async def _aclose(agen: AsyncIterator[Any]) -> None:
             log.debug("error while closing an upstream stream", exc_info=True)
 
 
+def batches(provider: Provider, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+    """The provider's events in batches: its own (``stream_batches``, one per upstream read) or one each."""
+    native = getattr(provider, "stream_batches", None)
+    if native is not None:
+        return native(request)
+    return _one_by_one(provider.stream(request))
+
+
+async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    try:
+        async for event in events:
+            yield [event]
+    finally:
+        await _aclose(events)
+
+
 class ResponseStream:
     """The events of one response, in order; iterate once (``events()``, ``frames()`` or ``final()``)."""
 
@@ -305,8 +324,8 @@ class ResponseStream:
         service: ResponsesService,
         turn: Turn,
         caller: Caller,
-        upstream: AsyncIterator[ModelEvent],
-        first: ModelEvent | None,
+        upstream: AsyncIterator[list[ModelEvent]],
+        first: list[ModelEvent] | None,
         session: SessionTurn | None = None,
         *,
         failed: ApiError | None = None,
@@ -330,21 +349,25 @@ class ResponseStream:
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._run(None)  # type: ignore[return-value]
 
-    def frames(self, encode: Encoder) -> AsyncIterator[bytes]:
-        """The events encoded by ``encode`` (e.g. as SSE frames); stored ones keep the frames for replay."""
-        return self._run(encode)  # type: ignore[return-value]
+    def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
+        """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;
+        ``trailer`` (e.g. ``data: [DONE]``) ends the last chunk. Stored responses keep the frames for replay."""
+        return self._run(encode, trailer)  # type: ignore[return-value]
 
-    async def _run(self, encode: Encoder | None) -> AsyncIterator[Any]:
+    async def _run(self, encode: Encoder | None, trailer: bytes = b"") -> AsyncIterator[Any]:
         builder = self.builder
         kept: list[bytes] | None = [] if encode is not None and self.turn.store and self.service.store is not None else None
 
         def out(events: list[dict[str, Any]]) -> list[Any]:
+            """Dict mode: the events; encoded mode: all of them as one chunk (one write downstream)."""
             if encode is None:
                 return events
-            frames = [encode(event) for event in events]
+            if not events:
+                return events
+            chunk = b"".join([encode(event) for event in events])
             if kept is not None:
-                kept.extend(frames)
-            return frames
+                kept.append(chunk)
+            return [chunk]
 
         try:
             if self._first is None and self._failed is None:
@@ -357,8 +380,11 @@ class ResponseStream:
                     # (in_progress) before that event leaves, so that it is fetchable while it runs
                     # and, after a crash mid-stream, recovered as failed instead of lost (404).
                     await self.service.persist(builder, self.turn, self.caller)
-            for item in out(builder.drain()):
-                yield item
+            if self._first is None and self._failed is None:
+                # Background: the upstream call has not started; the client sees the lifecycle now.
+                for item in out(builder.drain()):
+                    yield item
+            # Otherwise the lifecycle events leave together with the first batch (one write).
             try:
                 if self._failed is not None:
                     raise self._failed
@@ -370,12 +396,19 @@ class ResponseStream:
                         raise ApiError(
                             502, f"upstream '{self.turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
                         ) from None
-                builder.feed(self._first)
+                feed = builder.feed
+                for model_event in self._first:
+                    feed(model_event)
+                    if builder.finished:
+                        break
                 if not builder.finished:
                     for item in out(builder.drain()):
                         yield item
-                    async for model_event in self._upstream:
-                        builder.feed(model_event)
+                    async for batch in self._upstream:
+                        for model_event in batch:
+                            feed(model_event)
+                            if builder.finished:
+                                break
                         if builder.finished:
                             break
                         for item in out(builder.drain()):
@@ -401,6 +434,8 @@ class ResponseStream:
             await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None)
             await self.service.end_session(self._session)
             self._session = None
+            if trailer:
+                final = [b"".join([*final, trailer])]
             for item in final:
                 yield item
         finally:

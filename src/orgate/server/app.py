@@ -29,6 +29,7 @@ from orgate.providers.builtin_misbehave import flaky_wrapper
 from orgate.server import routes
 from orgate.server.auth import Authenticator
 from orgate.server.compact import KEY_EXTRA, compact_routes, compaction_key
+from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
 from orgate.server.pipeline import Pipeline
 from orgate.server.stored import stored_routes
@@ -154,7 +155,7 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
                 await services.store.close()
             services.pipeline.close()
 
-    app = Starlette(
+    app = OrgateApp(
         routes=table,
         lifespan=lifespan,
         exception_handlers={
@@ -164,7 +165,27 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
         },
     )
     app.state.services = services
+    if settings.endpoints.responses.enabled:
+        app.fast_create = CreateResponse(services)
     return app
+
+
+class OrgateApp(Starlette):
+    """The Starlette app, with ``POST /v1/responses`` dispatched straight to its ASGI handler.
+
+    The hot path skips the framework's middleware and routing layers; every
+    other request (and the same path's WebSocket and other methods) goes
+    through Starlette as usual.
+    """
+
+    fast_create: CreateResponse | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        fast = self.fast_create
+        if fast is not None and scope["type"] == "http" and scope["path"] == "/v1/responses" and scope["method"] == "POST":
+            await fast(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 __all__ = ["Route", "Services", "build_services", "create_app"]

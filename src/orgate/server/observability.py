@@ -179,8 +179,11 @@ class ObservabilityMiddleware:
         limiter: RateLimiter | None = None,
         log_bodies: bool = False,
         tracer: Any = None,
+        static_routes: Iterable[str] = ("/v1/responses",),
     ) -> None:
         self.app = app
+        # Paths served without Starlette's router (no scope["route"]): their path is their template.
+        self.static_routes = frozenset(static_routes)
         self.metrics = metrics
         self.auth = auth
         self.limiter = limiter
@@ -270,7 +273,9 @@ class ObservabilityMiddleware:
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
         path = getattr(route, "path", None)
-        return path if isinstance(path, str) else "unmatched"
+        if isinstance(path, str):
+            return path
+        return scope["path"] if scope.get("path") in self.static_routes else "unmatched"
 
     def _record(self, scope: Scope, info: RequestInfo, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
         route = self._route(scope)

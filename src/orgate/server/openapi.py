@@ -214,10 +214,12 @@ def build_document(*, public_url: str | None = None, routed: set[str] | None = N
             continue
         if routed is None or "/v1" + path in routed:
             paths[path] = item
-    if "/responses" in paths and "post" in paths["/responses"]:
-        post = paths["/responses"].get("post", {})
-        for status, answer in _error_responses(*_COMMON, 413, 415, 502, 504).items():
-            post.setdefault("responses", {}).setdefault(status, answer)
+    for item in paths.values():
+        for method, operation in item.items():
+            if method in ("get", "post", "delete") and isinstance(operation, dict):
+                extra = (413, 415, 502, 503, 504) if method == "post" else (503,)
+                for status, answer in _error_responses(*_COMMON, *extra).items():
+                    operation.setdefault("responses", {}).setdefault(status, answer)
     doc["paths"] = paths
     return doc
 

@@ -61,7 +61,10 @@ class Pipeline:
     def _count(self, code: str) -> None:
         self.gate_verdicts.labels(code).inc()
 
-    def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome]:
+    def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome | None]:
+        request = turn.request
+        if request.text_format is None and not request.tools and request.tool_choice is None:
+            return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()
         outcome.response_id = turn.response_id
         net = SafetyNet(provider, turn.deployment, self.policy, self.metrics, self.review, validators=self.validators)

@@ -1,30 +1,26 @@
-"""HTTP routes: ``POST /v1/responses``, ``GET /v1/models``, ``GET /healthz``.
+"""HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models, health, metrics, review queue.
 
-Each handler authenticates, parses, calls the service and renders: JSON for
-non-streaming bodies, SSE for streams. Errors are raised as ``ApiError`` and
-rendered by the app's one handler.
+Each handler authenticates, parses, calls a service and renders JSON. Errors
+are raised as ``ApiError`` and rendered by the app's one handler.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.engine.context import parse_body
-from orgate.engine.input_gate import split_namespaced
-from orgate.engine.service import Caller, ResponseStream
+from orgate.engine.service import Caller
 from orgate.protocol.errors import ApiError
 from orgate.server.body import read_json
-from orgate.server.errors import error_response
-from orgate.server.sse import DONE, frame
-from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride, ReviewError
+from orgate.server.create_endpoint import CreateResponse
+from orgate.structured import ReviewError
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -41,42 +37,6 @@ def authenticate(services: Services, request: Request) -> Caller:
 
 
 def core_routes(services: Services) -> Sequence[BaseRoute]:
-    async def create_response(request: Request) -> Response:
-        caller = authenticate(services, request)
-        data = await read_json(request, services.settings.limits)
-        if isinstance(data, dict):
-            items = data.get("input")
-            if isinstance(items, list) and len(items) > services.settings.limits.max_input_items:
-                raise ApiError(
-                    400,
-                    f"'input' has {len(items)} items, more than the limit of {services.settings.limits.max_input_items} (limits.max_input_items).",
-                    code="too_many_items",
-                    param="input",
-                )
-            tools = data.get("tools")
-            if isinstance(tools, list) and len(tools) > services.settings.limits.max_tools:
-                raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {services.settings.limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
-        warnings: list[str] = []
-        budget = structured_budget(data, request.headers.get(BUDGET_HEADER))
-        if isinstance(data, dict) and "input" in data:
-            data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
-        body = parse_body(data)
-        session_id = session_of(services, request, body)
-        stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
-        if body.background:
-            services.background.start(stream, frame)
-            if body.stream:
-                return StreamingResponse(_subscribe(services, stream.response_id), media_type="text/event-stream", headers=SSE_HEADERS | stream.headers)
-            return json_response(stream.builder.snapshot(), headers=stream.headers)
-        if body.stream:
-            return StreamingResponse(_sse(stream), media_type="text/event-stream", headers=SSE_HEADERS | stream.headers)
-        response = await stream.final()
-        if stream.error is not None:
-            error = stream.error
-            error.headers = {**stream.headers, **error.headers}
-            return error_response(error)
-        return json_response(response, headers=stream.headers)
-
     async def list_models(request: Request) -> Response:
         caller_models = authenticate(services, request).models
         data = [
@@ -131,50 +91,9 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         Route("/v1/orgate/review/{review_id}/resolve", review_resolve, methods=["POST"]),
     ]
     if services.settings.endpoints.responses.enabled:
-        routes.append(Route("/v1/responses", create_response, methods=["POST"]))
+        routes.append(Route("/v1/responses", CreateResponse(services), methods=["POST"]))
     return routes
-
-
-def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
-    """The safety-net budget override: body field ``structured_budget`` (removed here) and/or the header."""
-    from_body = None
-    if isinstance(data, dict) and BODY_FIELD in data:
-        raw = data.pop(BODY_FIELD)
-        if not isinstance(raw, dict):
-            raise ApiError(400, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", code="invalid_structured_budget", param=BODY_FIELD)
-        from_body = BudgetOverride.from_mapping(raw)
-    from_header = BudgetOverride.from_header(header) if header else None
-    if from_body is not None and from_header is not None:
-        return from_body.merged(from_header)
-    return from_body or from_header
 
 
 def fallback_routes(services: Services) -> Sequence[BaseRoute]:
     return []
-
-
-async def _sse(stream: ResponseStream) -> AsyncIterator[bytes]:
-    async for chunk in stream.frames(frame):
-        yield chunk
-    yield DONE
-
-
-async def _subscribe(services: Services, response_id: str) -> AsyncIterator[bytes]:
-    async for chunk in services.background.subscribe(response_id):
-        yield chunk
-    yield DONE
-
-
-def session_of(services: Services, request: Request, body: Any) -> str | None:
-    """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
-    settings = services.settings.sessions
-    value = request.headers.get(settings.header)
-    if value:
-        if len(value) > 256:
-            raise ApiError(400, f"The {settings.header} header is longer than 256 characters.", param=settings.header, code="invalid_value")
-        return value
-    if settings.use_user_field:
-        user = (body.model_extra or {}).get("user")
-        if isinstance(user, str) and user:
-            return user
-    return None

@@ -10,8 +10,40 @@ import orjson
 DONE = b"data: [DONE]\n\n"
 
 
+EVENT_TYPES = (
+    "response.created",
+    "response.queued",
+    "response.in_progress",
+    "response.completed",
+    "response.failed",
+    "response.incomplete",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.reasoning_summary_part.added",
+    "response.reasoning_summary_part.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.refusal.delta",
+    "response.refusal.done",
+    "response.reasoning.delta",
+    "response.reasoning.done",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_summary_text.done",
+    "response.output_text.annotation.added",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "error",
+)
+_PREFIXES = {kind: b"event: " + kind.encode() + b"\ndata: " for kind in EVENT_TYPES}
+
+
 def frame(event: dict[str, Any]) -> bytes:
-    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+    """One SSE frame: ``event: <type>``, ``data: <json>``, blank line (no ``id:``)."""
+    kind = event["type"]
+    prefix = _PREFIXES.get(kind) or b"event: " + kind.encode() + b"\ndata: "
+    return b"".join((prefix, orjson.dumps(event), b"\n\n"))
 
 
 async def encode(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:

@@ -16,8 +16,8 @@ from starlette.routing import BaseRoute, Route
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
+from orgate.server.create_endpoint import subscribe_frames
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
-from orgate.server.routes import _subscribe as subscribe_sse
 from orgate.store import ResponseStore, StoreError
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                     raise _missing(response_id)
                 if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
                     # Still running here: replay its frames so far, then follow it live.
-                    return StreamingResponse(subscribe_sse(services, response_id), media_type="text/event-stream", headers=SSE_HEADERS)
+                    return StreamingResponse(subscribe_frames(services, response_id), media_type="text/event-stream", headers=SSE_HEADERS)
                 events = await store.events(response_id, caller.tenant)
                 if not events:
                     raise invalid_request(

@@ -50,8 +50,8 @@ from orgate.engine.service import Caller, ResponseStream
 from orgate.protocol import WebSocketResponseCreateEvent
 from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
 from orgate.server.body import check_depth
+from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
-from orgate.server.routes import structured_budget
 
 if TYPE_CHECKING:
     from orgate.server.app import Services

@@ -1,11 +1,15 @@
 """SQLite backend: the embedded default store.
 
-One connection, used only by one dedicated thread (every call is one hop to that
-thread, which runs a whole operation — several statements, one transaction). WAL
-journal with ``synchronous=NORMAL``: a commit is in the WAL file before ``save``
-returns, so it survives the process being killed; only an OS crash or power loss
-can lose the last transactions. Several processes may share one file (writes are
-serialised by SQLite's lock, ``busy_timeout`` waits for it).
+Two connections. Writes (``save``, ``delete``, status, cancel and session turns)
+run on the event loop's thread, batched: every write submitted during one loop
+iteration shares one transaction, committed in the next iteration before the
+callers resume (``InlineWriter``). Reads, maintenance and the writes that meet a
+lock held elsewhere run on one dedicated thread that owns the other connection
+(one hop per operation). WAL journal with ``synchronous=NORMAL``: a commit is in
+the WAL file before ``save`` returns, so it survives the process being killed; only
+an OS crash or power loss can lose the last transactions. Several processes may
+share one file (writes are serialised by SQLite's lock, ``busy_timeout`` waits for
+it on the database thread; the inline writer never waits).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from orgate.store.base import (
 )
 from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
 from orgate.store.schema import SCHEMA_VERSION, SQLITE_MIGRATIONS
-from orgate.store.sqlite_worker import Kind, SqliteWorker
+from orgate.store.sqlite_worker import LOCKED, InlineWriter, Kind, SqliteWorker
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -89,6 +93,8 @@ class SqliteStore(ResponseStore):
         self._heartbeat_interval = heartbeat_interval
         self._worker = SqliteWorker("orgate-sqlite")
         self._conn: sqlite3.Connection | None = None
+        #: Writes on the event loop thread (None for ``:memory:``: one connection only).
+        self._inline: InlineWriter | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -106,6 +112,15 @@ class SqliteStore(ResponseStore):
             raise
         if path != ":memory:":
             store._worker.start_checkpointer(path, checkpoint_interval)
+            try:
+                store._inline = InlineWriter(
+                    store._connect_inline(),
+                    asyncio.get_running_loop(),
+                    clean=(StoreError, ValueError),
+                )
+            except BaseException:
+                await store.close()
+                raise
         if heartbeat_interval > 0:
             store._heartbeat_task = asyncio.get_running_loop().create_task(
                 store._heartbeat_loop(), name="orgate-store-heartbeat"
@@ -124,10 +139,52 @@ class SqliteStore(ResponseStore):
             raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         return result
 
+    async def _write_op(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run the write ``fn(conn, *args)``: inline in this loop iteration's batch, else on the thread."""
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        inline = self._inline
+        if inline is not None and inline.conn is not None:
+            if asyncio.get_running_loop() is inline.loop:
+                try:
+                    result: T = await inline.submit(fn, *args)
+                except sqlite3.Error as exc:
+                    raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+                if result is not LOCKED:
+                    return result
+        return await self._run(Kind.WRITE, self._on_thread, fn, args)
+
+    def _on_thread(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        assert self._conn is not None
+        return fn(self._conn, *args)
+
+    def _connect_inline(self) -> sqlite3.Connection:
+        """The event loop thread's write connection (the schema exists by now)."""
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")  # a held lock: hand over to the thread
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("PRAGMA wal_autocheckpoint = 20000")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
+        return conn
+
     def _x(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         assert self._conn is not None
         self.query_count += 1
         return self._conn.execute(sql, params)
+
+    def _q(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        self.query_count += 1
+        return conn.execute(sql, params)
 
     def _write(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
@@ -212,8 +269,7 @@ class SqliteStore(ResponseStore):
         expires_at: float | None = None,
     ) -> None:
         rows = encode_save(response, input_items, request)
-        await self._run(
-            Kind.WRITE,
+        await self._write_op(
             self._save_sync,
             rows,
             tenant,
@@ -226,6 +282,7 @@ class SqliteStore(ResponseStore):
 
     def _save_sync(
         self,
+        conn: sqlite3.Connection,
         rows: SaveRows,
         tenant: str,
         previous_response_id: str | None,
@@ -236,11 +293,12 @@ class SqliteStore(ResponseStore):
     ) -> None:
         n = len(rows.seqs)
 
-        existing = self._x("SELECT tenant FROM responses WHERE id = ?", (rows.id,)).fetchone()
+        existing = self._q(conn, "SELECT tenant FROM responses WHERE id = ?", (rows.id,)).fetchone()
         if existing is not None:
             if existing[0] != tenant:
                 raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
-            self._x(
+            self._q(
+                conn,
                 """UPDATE responses SET status = ?, model = ?, updated_at = ?,
                     session_id = ?, deployment = ?, owner = ?, expires_at = ?,
                     response = ?, request = ?,
@@ -265,7 +323,8 @@ class SqliteStore(ResponseStore):
             chain: list[str] = []
             base_len = 0
             if previous_response_id is not None:
-                parent = self._x(
+                parent = self._q(
+                    conn,
                     f"SELECT chain, history_len FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
                     (previous_response_id, tenant, rows.now),
                 ).fetchone()
@@ -274,7 +333,8 @@ class SqliteStore(ResponseStore):
                 chain = loads(parent[0])
                 base_len = parent[1]
             chain.append(rows.id)
-            self._x(
+            self._q(
+                conn,
                 f"""INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
                     previous_response_id, session_id, deployment, chain, depth,
                     history_len, own_items, owner, expires_at, response, request)
@@ -299,9 +359,8 @@ class SqliteStore(ResponseStore):
                     rows.request,
                 ),
             )
-        assert self._conn is not None
         self.query_count += 1
-        self._conn.executemany(
+        conn.executemany(
             """INSERT INTO items (tenant, response_id, seq, kind, item_id, data)
             VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT (response_id, seq) DO UPDATE SET
@@ -315,15 +374,17 @@ class SqliteStore(ResponseStore):
             ],
         )
         if existing is not None:
-            self._x("DELETE FROM items WHERE response_id = ? AND seq >= ?", (rows.id, n))
+            self._q(conn, "DELETE FROM items WHERE response_id = ? AND seq >= ?", (rows.id, n))
         if events is not None:
-            self._x(
+            self._q(
+                conn,
                 """INSERT INTO response_events (response_id, tenant, data) VALUES (?, ?, ?)
                 ON CONFLICT (response_id) DO UPDATE SET data = excluded.data""",
                 (rows.id, tenant, events),
             )
         if session_id is not None:
-            self._x(
+            self._q(
+                conn,
                 """INSERT INTO sessions (tenant, session_id, latest_response_id, deployment, updated_at)
                 VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (tenant, session_id) DO UPDATE SET
@@ -344,14 +405,16 @@ class SqliteStore(ResponseStore):
         return _record(row) if row is not None else None
 
     async def delete(self, response_id: str, tenant: str) -> bool:
-        return await self._run(Kind.WRITE, self._delete_sync, response_id, tenant)
+        return await self._write_op(self._delete_sync, response_id, tenant)
 
-    def _delete_sync(self, response_id: str, tenant: str) -> bool:
-        cur = self._x("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant))
+    def _delete_sync(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> bool:
+        cur = self._q(
+            conn, "DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
+        )
         if cur.rowcount == 0:
             return False
-        self._x("DELETE FROM items WHERE response_id = ?", (response_id,))
-        self._x("DELETE FROM response_events WHERE response_id = ?", (response_id,))
+        self._q(conn, "DELETE FROM items WHERE response_id = ?", (response_id,))
+        self._q(conn, "DELETE FROM response_events WHERE response_id = ?", (response_id,))
         return True
 
     async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
@@ -445,30 +508,36 @@ class SqliteStore(ResponseStore):
         *,
         error: dict[str, Any] | None = None,
     ) -> bool:
-        return await self._run(
-            Kind.WRITE, self._set_status_sync, response_id, tenant, status, error
-        )
+        return await self._write_op(self._set_status_sync, response_id, tenant, status, error)
 
     def _set_status_sync(
-        self, response_id: str, tenant: str, status: str, error: dict[str, Any] | None
+        self,
+        conn: sqlite3.Connection,
+        response_id: str,
+        tenant: str,
+        status: str,
+        error: dict[str, Any] | None,
     ) -> bool:
-        row = self._x(
+        row = self._q(
+            conn,
             "SELECT response FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         ).fetchone()
         if row is None:
             return False
-        self._x(
+        self._q(
+            conn,
             "UPDATE responses SET status = ?, response = ?, updated_at = ? WHERE id = ?",
             (status, rewrite_status(row[0], status, error), time.time(), response_id),
         )
         return True
 
     async def request_cancel(self, response_id: str, tenant: str) -> bool:
-        return await self._run(Kind.WRITE, self._request_cancel_sync, response_id, tenant)
+        return await self._write_op(self._request_cancel_sync, response_id, tenant)
 
-    def _request_cancel_sync(self, response_id: str, tenant: str) -> bool:
-        cur = self._x(
+    def _request_cancel_sync(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> bool:
+        cur = self._q(
+            conn,
             "UPDATE responses SET cancel_requested = 1 WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         )
@@ -551,13 +620,16 @@ class SqliteStore(ResponseStore):
     async def begin_session_turn(
         self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
     ) -> SessionTurn:
-        return await self._run(Kind.WRITE, self._begin_turn_sync, tenant, session_id, lease_seconds)
+        return await self._write_op(self._begin_turn_sync, tenant, session_id, lease_seconds)
 
-    def _begin_turn_sync(self, tenant: str, session_id: str, lease_seconds: float) -> SessionTurn:
+    def _begin_turn_sync(
+        self, conn: sqlite3.Connection, tenant: str, session_id: str, lease_seconds: float
+    ) -> SessionTurn:
         now = time.time()
         token = uuid.uuid4().hex
         expires = now + lease_seconds
-        row = self._x(
+        row = self._q(
+            conn,
             """INSERT INTO sessions (tenant, session_id, updated_at, lease_token, lease_owner,
                 lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)
             ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = excluded.lease_token,
@@ -571,10 +643,11 @@ class SqliteStore(ResponseStore):
         return SessionTurn(tenant, session_id, token, row[0], row[1], expires)
 
     async def end_session_turn(self, turn: SessionTurn) -> None:
-        await self._run(Kind.WRITE, self._end_turn_sync, turn)
+        await self._write_op(self._end_turn_sync, turn)
 
-    def _end_turn_sync(self, turn: SessionTurn) -> None:
-        self._x(
+    def _end_turn_sync(self, conn: sqlite3.Connection, turn: SessionTurn) -> None:
+        self._q(
+            conn,
             """UPDATE sessions SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
             WHERE tenant = ? AND session_id = ? AND lease_token = ?""",
             (turn.tenant, turn.session_id, turn.token),
@@ -653,11 +726,27 @@ class SqliteStore(ResponseStore):
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
+        inline, self._inline = self._inline, None
+        if inline is not None:
+            self._close_inline(inline)
         try:
             await self._run(Kind.RAW, self._close_sync)
         finally:
             self._closed = True
             self._worker.stop()
+
+    @staticmethod
+    def _close_inline(inline: InlineWriter) -> None:
+        """Commit the queued inline writes and close their connection (on their loop)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is inline.loop or inline.loop.is_closed():
+            inline.close()
+        else:
+            with contextlib.suppress(RuntimeError):  # that loop stopped meanwhile
+                inline.loop.call_soon_threadsafe(inline.close)
 
     def _close_sync(self) -> None:
         if self._conn is None:

@@ -56,6 +56,12 @@ class OpenAIChatProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
+        async for batch in self.stream_batches(request):
+            for event in batch:
+                yield event
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The same events, grouped as they were decoded from each network read (fewer hand-offs)."""
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
         decoder = ChatStreamDecoder(deployment.name)
@@ -73,24 +79,26 @@ class OpenAIChatProvider:
                         body = orjson.loads(raw)
                     except orjson.JSONDecodeError:
                         raise invalid_response(deployment.name, "the body is not JSON") from None
-                    for event in decode_completion(body, deployment.name):
-                        yield event
+                    yield list(decode_completion(body, deployment.name))
                     return
                 feed = decoder.feed
                 try:
                     async for chunk in resp.content.iter_any():
-                        for event in feed(chunk):
-                            yield event
+                        events = feed(chunk)
+                        if events:
+                            yield events
                         if decoder.done:
                             break
                 except aiohttp.ClientPayloadError as exc:
                     if decoder.finish_reason is None:
                         raise truncated(deployment, "the connection was closed mid-stream") from exc
                     # the answer was complete (finish_reason seen); only [DONE] / usage got lost
-                for event in decoder.close():
-                    yield event
+                final = decoder.close()
                 if not resp.content.at_eof():
+                    # Read the end of the body first, so the pooled connection is reused
+                    # even though the consumer stops at the final event.
                     await _drain(resp)
+                yield final
         except ApiError:
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

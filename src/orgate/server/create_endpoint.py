@@ -1,0 +1,209 @@
+"""``POST /v1/responses`` as a plain ASGI app: the hot path, kept free of framework layers.
+
+The app factory routes this one method+path straight here (and also
+registers it as a Starlette route, so method errors and the WebSocket route
+on the same path behave as everywhere else). It authenticates, reads and
+checks the body, calls the service and sends: one JSON body, or SSE frames.
+Frames produced while the upstream's bytes are being decoded are sent
+together: one ``send`` per upstream read instead of one per event.
+A client that disconnects cancels the response (and with it the upstream call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from orgate.engine.context import parse_body
+from orgate.engine.input_gate import split_namespaced
+from orgate.engine.service import ResponseStream
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.server.body import check_declared_length, media_type, parse_json, read_asgi_body
+from orgate.server.sse import DONE, frame
+from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
+
+if TYPE_CHECKING:
+    from orgate.server.app import Services
+
+log = logging.getLogger("orgate.server")
+
+Scope = dict[str, Any]
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+
+
+def _encode_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
+
+
+async def send_json(send: Any, status: int, body: bytes, extra: Mapping[str, str] | None = None) -> None:
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers += _encode_headers(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_error(send: Any, error: ApiError) -> None:
+    await send_json(send, error.status, orjson.dumps(error.body()), error.headers)
+
+
+async def send_sse(send: Any, receive: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None = None) -> None:
+    """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call)."""
+    headers = list(_SSE_HEADERS)
+    if extra:
+        headers += _encode_headers(extra)
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+    async def pump() -> None:
+        last = False
+        async for chunk in chunks:
+            last = chunk.endswith(DONE)  # the final chunk also ends the body: one write fewer
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+        if not last:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        pumping.cancel()
+
+    pumping = asyncio.create_task(pump())
+    watcher = asyncio.create_task(watch())
+    try:
+        await pumping
+    except asyncio.CancelledError:
+        if not pumping.cancelled():
+            raise  # we are being cancelled ourselves
+    finally:
+        watcher.cancel()
+        if not pumping.done():
+            pumping.cancel()
+        for result in await asyncio.gather(pumping, watcher, return_exceptions=True):
+            if isinstance(result, Exception) and not isinstance(result, asyncio.CancelledError):
+                log.error("SSE stream ended by %r", result)
+
+
+class CreateResponse:
+    """The ASGI app of ``POST /v1/responses``."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.limits = services.settings.limits
+        self.session_header = services.settings.sessions.header.lower()
+        self.budget_header = BUDGET_HEADER.lower()
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        try:
+            await self._handle(scope, receive, send)
+        except ApiError as error:
+            await send_error(send, error)
+        except Exception:  # noqa: BLE001 - the one place a bug becomes a clean 500
+            log.exception("unhandled error on POST /v1/responses")
+            await send_error(send, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+
+    async def _handle(self, scope: Scope, receive: Any, send: Any) -> None:
+        services = self.services
+        headers = _headers(scope)
+        caller = services.auth.authenticate(headers.get("authorization"))
+        media = media_type(headers.get("content-type", ""))
+        check_declared_length(headers.get("content-length"), self.limits)
+        raw = await read_asgi_body(receive, self.limits)
+        if raw is None:
+            return  # the client went away before sending its request
+        data = parse_json(raw, media, self.limits)
+        warnings: list[str] = []
+        budget = None
+        if isinstance(data, dict):
+            self._check_counts(data)
+            if BODY_FIELD in data or self.budget_header in headers:
+                budget = structured_budget(data, headers.get(self.budget_header))
+            if "input" in data:
+                data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
+        body = parse_body(data)
+        session_id = self._session(headers, body)
+        stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
+        if body.background:
+            services.background.start(stream, frame)
+            if body.stream:
+                await send_sse(send, receive, _subscribe(services, stream.response_id), stream.headers)
+            else:
+                await send_json(send, 200, orjson.dumps(stream.builder.snapshot()), stream.headers)
+            return
+        if body.stream:
+            await send_sse(send, receive, sse_frames(stream), stream.headers)
+            return
+        response = await stream.final()
+        if stream.error is not None:
+            error = stream.error
+            error.headers = {**stream.headers, **error.headers}
+            await send_error(send, error)
+            return
+        await send_json(send, 200, orjson.dumps(response), stream.headers)
+
+    def _check_counts(self, data: dict[str, Any]) -> None:
+        items = data.get("input")
+        limits = self.limits
+        if isinstance(items, list) and len(items) > limits.max_input_items:
+            raise ApiError(
+                400,
+                f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
+                code="too_many_items",
+                param="input",
+            )
+        tools = data.get("tools")
+        if isinstance(tools, list) and len(tools) > limits.max_tools:
+            raise ApiError(
+                400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools"
+            )
+
+    def _session(self, headers: Mapping[str, str], body: Any) -> str | None:
+        """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
+        value = headers.get(self.session_header)
+        if value:
+            if len(value) > 256:
+                name = self.services.settings.sessions.header
+                raise ApiError(400, f"The {name} header is longer than 256 characters.", param=name, code="invalid_value")
+            return value
+        if self.services.settings.sessions.use_user_field and body.model_extra:
+            user = body.model_extra.get("user")
+            if isinstance(user, str) and user:
+                return user
+        return None
+
+
+def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
+    """The safety-net budget override: body field ``structured_budget`` (removed here) and/or the header."""
+    from_body = None
+    if isinstance(data, dict) and BODY_FIELD in data:
+        raw = data.pop(BODY_FIELD)
+        if not isinstance(raw, dict):
+            raise ApiError(400, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", code="invalid_structured_budget", param=BODY_FIELD)
+        from_body = BudgetOverride.from_mapping(raw)
+    from_header = BudgetOverride.from_header(header) if header else None
+    if from_body is not None and from_header is not None:
+        return from_body.merged(from_header)
+    return from_body or from_header
+
+
+def sse_frames(stream: ResponseStream) -> AsyncIterator[bytes]:
+    return stream.frames(frame, DONE)
+
+
+async def _subscribe(services: Services, response_id: str) -> AsyncIterator[bytes]:
+    async for chunk in services.background.subscribe(response_id):
+        yield chunk
+    yield DONE
+
+
+def subscribe_frames(services: Services, response_id: str) -> AsyncIterator[bytes]:
+    """The SSE frames of a running background response (used by ``GET ?stream=true``)."""
+    return _subscribe(services, response_id)
