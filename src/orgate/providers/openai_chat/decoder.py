@@ -150,7 +150,19 @@ class ChatStreamDecoder:
         tail = lines.pop()
         if tail:
             self._partial.append(tail)
+        loads = orjson.loads
         for line in lines:
+            # Fast path: one complete JSON object on one `data: ` line (what servers send).
+            # A line that is not complete JSON falls back to the general SSE rules below.
+            if line[:7] == b"data: {" and not self._data:
+                try:
+                    obj = loads(line[6:])
+                except orjson.JSONDecodeError:
+                    pass
+                else:
+                    if type(obj) is dict:
+                        self.chunk(obj)
+                        continue
             self._line(line)
             if self.done:
                 break
@@ -206,7 +218,12 @@ class ChatStreamDecoder:
                 if choice.get("index", 0) == 0:
                     delta = choice.get("delta")
                     if delta:
-                        self._delta(delta)
+                        content = delta.get("content")
+                        if len(delta) == 1 and type(content) is str:
+                            if content:  # the common chunk: text only
+                                self._out.append(TextDelta(content))
+                        else:
+                            self._delta(delta)
                     reason = choice.get("finish_reason")
                     if reason:
                         self.finish_reason = reason
