@@ -11,6 +11,11 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
+# Redis for the shared rate-limit tests; schemathesis (fuzzing) in its own venv, since its
+# pinned jsonschema-rs conflicts with orgate's.
+command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+[ -x .venv-fuzz/bin/schemathesis ] || { "$PY" -m venv .venv-fuzz && .venv-fuzz/bin/pip install -q schemathesis; }
+
 # PostgreSQL for the store tests (installed from Debian packages if missing).
 if [ -x .ci/postgres.sh ] || [ -f .ci/postgres.sh ]; then
   eval "$(bash .ci/postgres.sh)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,7 @@ from orgate import __version__
 from orgate.config import ConfigError, Settings, load_settings
 from orgate.gate import cli as gate_cli
 from orgate.server.app import Services, build_services, create_app
+from orgate.server.observability import configure_logging
 from orgate.store import cli as store_cli
 from orgate.structured import cli as structured_cli
 from orgate.structured.settings import StructuredSettings
@@ -70,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.server.host = args.host
     if args.port is not None:
         settings.server.port = args.port
-    logging.basicConfig(level=settings.server.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
     try:
         services = build_services(settings)
     except ConfigError as exc:
@@ -78,6 +80,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(settings, services=services)
     print(_banner(settings, services), flush=True)
+    # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
+    # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.run(
         app,
         host=settings.server.host,
@@ -85,13 +90,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         loop="uvloop" if sys.platform != "win32" else "asyncio",
         http="httptools",
         log_level=settings.server.log_level,
-        access_log=settings.server.access_log,
+        access_log=False,  # orgate.access logs one line per request instead ([server] access_log)
+        log_config=None,  # uvicorn's loggers go through the root handler and its format
         server_header=False,
         proxy_headers=False,  # X-Forwarded-* are not trusted unless a deployment puts a proxy middleware in front
         ws_max_size=settings.limits.max_body_bytes + 1024,
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=settings.server.drain_timeout,
     )
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:

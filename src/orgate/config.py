@@ -39,8 +39,10 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    access_log: bool = False
+    access_log: bool = False  # one line per request on the orgate.access logger (costs ~7% CPU per request)
     public_url: str | None = None  # shown in the banner when behind a proxy
+    log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
+    drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses may take to finish
 
 
 class ApiKeySettings(_Section):
@@ -51,6 +53,8 @@ class ApiKeySettings(_Section):
     sha256: str | None = None
     tenant: str | None = None  # defaults to the name
     models: list[str] | None = None  # allowed models; None = all
+    rpm: int | None = Field(None, ge=1)  # model calls per minute; None = unlimited
+    tpm: int | None = Field(None, ge=1)  # tokens (input + output) per minute; None = unlimited
 
     @model_validator(mode="after")
     def _one_secret(self) -> ApiKeySettings:
@@ -61,6 +65,25 @@ class ApiKeySettings(_Section):
 
 class AuthSettings(_Section):
     api_keys: list[str | ApiKeySettings] = Field(default_factory=lambda: ["env:ORGATE_API_KEY"])
+
+
+class RateLimitSettings(_Section):
+    """``[ratelimit]``: per-key limits are shared between processes through Redis when ``redis_url`` is set."""
+
+    redis_url: str | None = None  # may be env:NAME
+    prefix: str = "orgate:rl"
+
+
+class LoggingSettings(_Section):
+    bodies: bool = False  # log request bodies (may hold personal data): only when explicitly enabled
+
+
+class TracingSettings(_Section):
+    """OpenTelemetry tracing, off by default (needs the opentelemetry packages when on)."""
+
+    enabled: bool = False
+    service_name: str = "orgate"
+    otlp_endpoint: str | None = None  # None: the OTEL_EXPORTER_OTLP_* environment variables
 
 
 class EndpointSwitch(_Section):
@@ -99,6 +122,9 @@ class LimitSettings(_Section):
     max_input_items: int = Field(4096, ge=1)
     max_json_depth: int = Field(64, ge=4)
     max_tools: int = Field(128, ge=1)
+    max_string_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # any one JSON string or key (e.g. an image data URL)
+    max_schema_bytes: int = Field(256 * 1024, ge=1024)  # one tool `parameters` / text.format schema, as JSON
+    body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
 
 
 class CapabilitySettings(_Section):
@@ -234,6 +260,9 @@ class Settings(BaseModel):
     gate: GateSettings = Field(default_factory=GateSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    ratelimit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     structured: StructuredSettings = Field(default_factory=StructuredSettings)
@@ -361,6 +390,8 @@ class ResolvedKey(BaseModel):
     sha256: bytes | None  # digest, when configured as a hash
     models: tuple[str, ...] | None
     generated: bool = False
+    rpm: int | None = None
+    tpm: int | None = None
 
 
 def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) -> list[ResolvedKey]:
@@ -385,6 +416,8 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
                 secret=secret.encode() if secret else None,
                 sha256=digest,
                 models=tuple(entry.models) if entry.models is not None else None,
+                rpm=entry.rpm,
+                tpm=entry.tpm,
             )
         )
     extra = env.get("ORGATE_API_KEY")

@@ -113,6 +113,26 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
         raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning", code="unsupported_parameter")
 
 
+def check_tool_choice(choice: Any, tools: list[Any]) -> None:
+    """A forced or allowed tool must be one of ``tools`` (a client mistake, not a model failure)."""
+    if choice is None or isinstance(choice, str):
+        if choice == "required" and not tools:
+            raise invalid_request("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice", code="invalid_value")
+        return
+    names = {t.name for t in tools}
+    if choice.type == "function":
+        if choice.name not in names:
+            raise invalid_request(f"tool_choice names the function '{choice.name}', which is not in 'tools'.", param="tool_choice.name", code="invalid_value")
+        return
+    for index, allowed in enumerate(choice.tools):
+        if allowed.name not in names:
+            raise invalid_request(
+                f"tool_choice.tools[{index}] names the function '{allowed.name}', which is not in 'tools'.",
+                param=f"tool_choice.tools[{index}].name",
+                code="invalid_value",
+            )
+
+
 def _tool_echo(tool: Any) -> dict[str, Any]:
     return {
         "type": "function",
@@ -147,7 +167,54 @@ def text_format_of(body: CreateResponseBody) -> TextFormat | None:
         raise invalid_request("text.format of type json_schema needs a 'schema'.", param="text.format.schema", code="missing_required_parameter")
     if not fmt.name:
         raise invalid_request("text.format of type json_schema needs a 'name'.", param="text.format.name", code="missing_required_parameter")
+    if _ref_cycle(fmt.schema_):
+        raise invalid_request(
+            "text.format.schema has a $ref cycle that never reaches a constraint: no value can be checked against it.",
+            param="text.format.schema",
+            code="invalid_json_schema",
+        )
     return TextFormat(type="json_schema", name=fmt.name, schema=fmt.schema_, strict=fmt.strict, description=fmt.description)
+
+
+_ANNOTATIONS = frozenset({"$ref", "$defs", "definitions", "description", "title", "$comment", "$schema", "$id"})
+
+
+def _ref_cycle(schema: Any) -> bool:
+    """True when a chain of local ``$ref``s comes back to itself through nodes that are only references."""
+
+    def resolve(ref: str) -> Any:
+        node: Any = schema
+        for part in ref[1:].split("/"):
+            if not part:
+                continue
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    stack: list[Any] = [schema]
+    seen_nodes = 0
+    while stack and seen_nodes < 10_000:
+        node = stack.pop()
+        seen_nodes += 1
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        stack.extend(v for v in node.values() if isinstance(v, dict | list))
+        ref = node.get("$ref")
+        chain: set[int] = set()
+        while isinstance(ref, str) and ref.startswith("#") and set(node) <= _ANNOTATIONS:
+            if id(node) in chain:
+                return True
+            chain.add(id(node))
+            node = resolve(ref)
+            if not isinstance(node, dict):
+                break
+            ref = node.get("$ref")
+    return False
 
 
 def _text_echo(body: CreateResponseBody, fmt: TextFormat | None) -> dict[str, Any]:
@@ -178,6 +245,7 @@ def build_turn(
         raise invalid_request("'input' is required (or a previous_response_id to continue).", param="input", code="missing_required_parameter")
     check_capabilities(deployment, new_input, body)
     tools = list(body.tools or [])
+    check_tool_choice(body.tool_choice, tools)
     fmt = text_format_of(body)
     extra = body.model_extra or {}
     stop = extra.get("stop")

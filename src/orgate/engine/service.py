@@ -29,7 +29,7 @@ from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context
 from orgate.engine.router import Router, RouteTrace
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
 from orgate.store.base import ResponseStore, SessionBusy, SessionTurn, StoreError, UnknownResponse
@@ -298,22 +298,6 @@ async def _aclose(agen: AsyncIterator[Any]) -> None:
             await close()
         except Exception:  # noqa: BLE001 - closing a failed upstream must not mask the real error
             log.debug("error while closing an upstream stream", exc_info=True)
-
-
-def batches(provider: Provider, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-    """The provider's events in batches: its own (``stream_batches``, one per upstream read) or one each."""
-    native = getattr(provider, "stream_batches", None)
-    if native is not None:
-        return native(request)
-    return _one_by_one(provider.stream(request))
-
-
-async def _one_by_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
-    try:
-        async for event in events:
-            yield [event]
-    finally:
-        await _aclose(events)
 
 
 class ResponseStream:

@@ -6,6 +6,7 @@ translate these to and from one wire protocol each; the engine never sees a
 provider's wire format.
 """
 
+from orgate.neutral.batches import batches
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
     Finish,
@@ -37,4 +38,5 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStart",
     "Usage",
+    "batches",
 ]

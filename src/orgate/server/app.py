@@ -31,7 +31,15 @@ from orgate.server.auth import Authenticator
 from orgate.server.compact import KEY_EXTRA, compact_routes, compaction_key
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
+from orgate.server.observability import (
+    HttpMetrics,
+    ObservabilityMiddleware,
+    instrument_providers,
+    setup_tracing,
+)
+from orgate.server.openapi import openapi_routes
 from orgate.server.pipeline import Pipeline
+from orgate.server.ratelimit import RateLimiter, build_limiter
 from orgate.server.stored import stored_routes
 from orgate.server.websocket import websocket_routes
 from orgate.store import StoreError, describe_url, open_store
@@ -55,6 +63,8 @@ class Services:
     responses: ResponsesService
     metrics: CollectorRegistry
     pipeline: Pipeline
+    http_metrics: HttpMetrics
+    limiter: RateLimiter | None = None
     store: Any = None
     background: BackgroundRunner = field(default_factory=BackgroundRunner)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -65,7 +75,9 @@ def build_services(settings: Settings) -> Services:
     table = deployments(settings)
     metrics = CollectorRegistry()
     pipeline = Pipeline(settings, metrics)
-    providers = ProviderRegistry(wrap=flaky_wrapper(settings.builtin.misbehave))
+    http_metrics = HttpMetrics(metrics, known_models=table)
+    limiter = build_limiter(keys, settings.ratelimit.redis_url, settings.ratelimit.prefix)
+    providers = ProviderRegistry(wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
     router = Router(route_table(settings), providers)
@@ -76,6 +88,8 @@ def build_services(settings: Settings) -> Services:
         extras={KEY_EXTRA: key},
         metrics=metrics,
         pipeline=pipeline,
+        http_metrics=http_metrics,
+        limiter=limiter,
         settings=settings,
         keys=keys,
         deployments=table,
@@ -122,6 +136,7 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
         *stored_routes(services),
         *compact_routes(services),
         *websocket_routes(services),
+        *openapi_routes(services),
     ]
     for route_set in extra:
         table.extend(route_set(services))
@@ -151,6 +166,8 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
                     await maintenance
             await services.background.aclose()
             await services.providers.aclose()
+            if services.limiter is not None:
+                await services.limiter.aclose()
             if services.store is not None:
                 await services.store.close()
             services.pipeline.close()
@@ -167,6 +184,16 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     app.state.services = services
     if settings.endpoints.responses.enabled:
         app.fast_create = CreateResponse(services)
+    # Outermost, around the fast path too: request id, rate limits, access log, metrics.
+    app.observe = ObservabilityMiddleware(
+        app.dispatch,
+        metrics=services.http_metrics,
+        auth=services.auth,
+        limiter=services.limiter,
+        log_bodies=settings.logging.bodies,
+        tracer=setup_tracing(settings.tracing.enabled, settings.tracing.service_name, settings.tracing.otlp_endpoint),
+        static_routes=[path for route in table if "{" not in (path := getattr(route, "path", "{"))],
+    )
     return app
 
 
@@ -179,8 +206,15 @@ class OrgateApp(Starlette):
     """
 
     fast_create: CreateResponse | None = None
+    observe: ObservabilityMiddleware | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.observe is not None and scope["type"] == "http":
+            await self.observe(scope, receive, send)
+            return
+        await self.dispatch(scope, receive, send)
+
+    async def dispatch(self, scope: Any, receive: Any, send: Any) -> None:
         fast = self.fast_create
         if fast is not None and scope["type"] == "http" and scope["path"] == "/v1/responses" and scope["method"] == "POST":
             await fast(scope, receive, send)

@@ -1,14 +1,26 @@
-"""Reading a JSON request body within the configured limits, with spec-shaped errors."""
+"""Reading a JSON request body within the configured limits, with spec-shaped errors.
+
+Every limit has a name in ``[limits]`` and the error message names it:
+``max_body_bytes`` (413), ``body_timeout`` (408), ``max_json_depth``,
+``max_string_bytes``, ``max_input_items``, ``max_tools`` and
+``max_schema_bytes`` (400). Invalid UTF-8, NaN/Infinity and duplicate object
+keys are refused with 400 too (``invalid_json`` / ``duplicate_key``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import json
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import orjson
 from starlette.requests import Request
 
 from orgate.config import LimitSettings
 from orgate.protocol.errors import ApiError, invalid_request
+
+T = TypeVar("T")
 
 # `curl -d '{...}'` labels a JSON body as form data: accepted when the body is JSON.
 LENIENT_MEDIA = frozenset({"", "application/x-www-form-urlencoded", "text/plain"})
@@ -18,6 +30,10 @@ async def read_json(request: Request, limits: LimitSettings) -> Any:
     """Read and parse a Starlette request's JSON body within the limits."""
     media = media_type(request.headers.get("content-type", ""))
     check_declared_length(request.headers.get("content-length"), limits)
+    return parse_json(await with_body_timeout(_stream_body(request, limits), limits), media, limits)
+
+
+async def _stream_body(request: Request, limits: LimitSettings) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -25,11 +41,26 @@ async def read_json(request: Request, limits: LimitSettings) -> Any:
         if size > limits.max_body_bytes:
             raise _too_large(limits)
         chunks.append(chunk)
-    return parse_json(b"".join(chunks), media, limits)
+    return b"".join(chunks)
+
+
+async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
+    """``limits.body_timeout`` for receiving a whole body (slow clients): else 408 ``request_timeout``."""
+    try:
+        async with asyncio.timeout(limits.body_timeout):
+            return await reading
+    except TimeoutError:
+        raise ApiError(
+            408, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).", code="request_timeout"
+        ) from None
 
 
 async def read_asgi_body(receive: Any, limits: LimitSettings) -> bytes | None:
-    """The raw body of an ASGI request within the size limit; None if the client went away."""
+    """The raw body of an ASGI request within the size and time limits; None if the client went away."""
+    return await with_body_timeout(_receive_body(receive, limits), limits)
+
+
+async def _receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -68,7 +99,7 @@ def parse_json(raw: bytes, media: str, limits: LimitSettings) -> Any:
         if media in LENIENT_MEDIA and media:
             raise ApiError(415, f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.", code="unsupported_media_type") from None
         raise invalid_request(f"We could not parse the JSON body of your request: {exc}", code="invalid_json") from None
-    check_depth(data, limits.max_json_depth)
+    check_structure(data, raw, limits)
     return data
 
 
@@ -82,8 +113,130 @@ def check_depth(data: Any, limit: int) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > limit:
-            raise invalid_request(f"The request body is nested deeper than {limit} levels (limits.max_json_depth).", code="nesting_too_deep")
+            raise _too_deep(limit)
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
+
+
+def _too_deep(limit: int) -> ApiError:
+    return invalid_request(f"The request body is nested deeper than {limit} levels (limits.max_json_depth).", code="nesting_too_deep")
+
+
+def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
+    """One walk over the parsed body: depth, string sizes, and the duplicate-key check.
+
+    Duplicate keys: orjson keeps the last value silently. Every object member has
+    exactly one ``:`` outside strings, so a body is free of duplicates when the
+    number of members parsed equals the number of ``:`` in the raw bytes minus
+    those inside strings. Counting ``:`` in ``raw`` runs at memchr speed; the
+    colons of strings are only counted when the first comparison leaves a gap
+    (a string contains a colon). Only a body that fails the count pays for the
+    exact (slow) pass that names the key.
+    """
+    max_depth = limits.max_json_depth
+    max_string = limits.max_string_bytes
+    members = 0
+    strings: list[str] = []
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise _too_deep(max_depth)
+        if isinstance(node, dict):
+            members += len(node)
+            for key, value in node.items():
+                strings.append(key)
+                if isinstance(value, dict | list):
+                    stack.append((value, depth + 1))
+                elif isinstance(value, str):
+                    strings.append(value)
+        elif isinstance(node, list):
+            for value in node:
+                if isinstance(value, dict | list):
+                    stack.append((value, depth + 1))
+                elif isinstance(value, str):
+                    strings.append(value)
+        elif isinstance(node, str):
+            strings.append(node)
+    # A str of n characters is at most 4n UTF-8 bytes and at least n: only measure when it matters.
+    for text in strings:
+        if len(text) * 4 > max_string and len(text.encode("utf-8", "surrogatepass")) > max_string:
+            raise invalid_request(
+                f"A string in the request body is longer than the limit of {max_string} bytes (limits.max_string_bytes).", code="string_too_long"
+            )
+    colons = raw.count(b":")
+    if colons == members:
+        return
+    inside = sum(text.count(":") for text in strings if ":" in text)
+    escaped = raw.count(b"\\u003a") + raw.count(b"\\u003A")  # may over-count (never under-count): errs towards the exact pass
+    if colons - inside + escaped <= members:
+        return
+    duplicate = find_duplicate_key(raw)
+    if duplicate is not None:
+        raise invalid_request(
+            f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.", code="duplicate_key"
+        )
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Duplicate(key)
+        seen[key] = value
+    return seen
+
+
+def find_duplicate_key(raw: bytes) -> str | None:
+    """The first key found twice in one object (slow exact pass, only for suspicious bodies)."""
+    try:
+        json.loads(raw, object_pairs_hook=_pairs)
+    except _Duplicate as dup:
+        return dup.key
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+def check_request_limits(data: Any, limits: LimitSettings) -> None:
+    """Count limits of a create-response body: input items, tools, schema sizes."""
+    if not isinstance(data, dict):
+        return
+    items = data.get("input")
+    if isinstance(items, list) and len(items) > limits.max_input_items:
+        raise ApiError(
+            400,
+            f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
+            code="too_many_items",
+            param="input",
+        )
+    tools = data.get("tools")
+    if isinstance(tools, list):
+        if len(tools) > limits.max_tools:
+            raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
+        for index, tool in enumerate(tools):
+            if isinstance(tool, dict):
+                _check_schema(tool.get("parameters"), f"tools[{index}].parameters", limits)
+    text = data.get("text")
+    if isinstance(text, dict) and isinstance(text.get("format"), dict):
+        _check_schema(text["format"].get("schema"), "text.format.schema", limits)
+
+
+def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
+    if not isinstance(schema, dict | list):
+        return
+    size = len(orjson.dumps(schema))
+    if size > limits.max_schema_bytes:
+        raise ApiError(
+            400,
+            f"'{param}' is {size} bytes of JSON, more than the limit of {limits.max_schema_bytes} (limits.max_schema_bytes).",
+            code="schema_too_large",
+            param=param,
+        )

@@ -22,7 +22,14 @@ from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import ResponseStream
 from orgate.protocol.errors import SERVER_ERROR, ApiError
-from orgate.server.body import check_declared_length, media_type, parse_json, read_asgi_body
+from orgate.server.body import (
+    check_declared_length,
+    check_request_limits,
+    media_type,
+    parse_json,
+    read_asgi_body,
+)
+from orgate.server.observability import note_model
 from orgate.server.sse import DONE, frame
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
@@ -123,7 +130,8 @@ class CreateResponse:
         warnings: list[str] = []
         budget = None
         if isinstance(data, dict):
-            self._check_counts(data)
+            note_model(data.get("model"))
+            check_request_limits(data, self.limits)
             if BODY_FIELD in data or self.budget_header in headers:
                 budget = structured_budget(data, headers.get(self.budget_header))
             if "input" in data:
@@ -148,22 +156,6 @@ class CreateResponse:
             await send_error(send, error)
             return
         await send_json(send, 200, orjson.dumps(response), stream.headers)
-
-    def _check_counts(self, data: dict[str, Any]) -> None:
-        items = data.get("input")
-        limits = self.limits
-        if isinstance(items, list) and len(items) > limits.max_input_items:
-            raise ApiError(
-                400,
-                f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
-                code="too_many_items",
-                param="input",
-            )
-        tools = data.get("tools")
-        if isinstance(tools, list) and len(tools) > limits.max_tools:
-            raise ApiError(
-                400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools"
-            )
 
     def _session(self, headers: Mapping[str, str], body: Any) -> str | None:
         """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""

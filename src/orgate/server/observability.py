@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider
+from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 
 if TYPE_CHECKING:
@@ -339,10 +339,13 @@ class InstrumentedProvider:
         self.metrics = metrics
         self.limiter = limiter
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return self._stream(request)
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        async for batch in self.stream_batches(request):
+            for event in batch:
+                yield event
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The inner provider's batches, measured (batches keep one write per upstream read)."""
         name = self.deployment.name
         metrics = self.metrics
         info = _current.get()
@@ -353,17 +356,19 @@ class InstrumentedProvider:
         started = time.perf_counter()
         outcome = "cancelled"
         first = True
-        upstream = self.inner.stream(request)
+        upstream = batches(self.inner, request)
         try:
-            async for event in upstream:
+            async for batch in upstream:
                 if first:
                     metrics.upstream_first.labels(name).observe(time.perf_counter() - started)
                     first = False
-                if isinstance(event, Finish):
-                    outcome = "ok"
-                    if event.usage is not None:
-                        await self._count(event, info)
-                yield event
+                if batch:
+                    last = batch[-1]
+                    if isinstance(last, Finish):
+                        outcome = "ok"
+                        if last.usage is not None:
+                            await self._count(last, info)
+                yield batch
             outcome = "ok"
         except ApiError as exc:
             outcome = "error"

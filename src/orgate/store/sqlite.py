@@ -144,14 +144,17 @@ class SqliteStore(ResponseStore):
         if self._closed:
             raise StoreUnavailable("the store is closed")
         inline = self._inline
-        if inline is not None and inline.conn is not None:
-            if asyncio.get_running_loop() is inline.loop:
-                try:
-                    result: T = await inline.submit(fn, *args)
-                except sqlite3.Error as exc:
-                    raise StoreError(f"SQLite store {self.path}: {exc}") from exc
-                if result is not LOCKED:
-                    return result
+        if (
+            inline is not None
+            and inline.conn is not None
+            and asyncio.get_running_loop() is inline.loop
+        ):
+            try:
+                result: T = await inline.submit(fn, *args)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+            if result is not LOCKED:
+                return result
         return await self._run(Kind.WRITE, self._on_thread, fn, args)
 
     def _on_thread(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
@@ -170,7 +173,9 @@ class SqliteStore(ResponseStore):
             conn.execute("PRAGMA busy_timeout = 0")  # a held lock: hand over to the thread
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = OFF")
-            conn.execute("PRAGMA wal_autocheckpoint = 20000")
+            # Never checkpoint (fsync) on the event loop: the checkpointer thread does,
+            # and the database thread's connection keeps the size safety net.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA journal_size_limit = 67108864")
         except sqlite3.Error as exc:
             conn.close()

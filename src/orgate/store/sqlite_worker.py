@@ -169,7 +169,17 @@ class SqliteWorker:
 
 
 class _Checkpointer:
-    """PASSIVE WAL checkpoints on their own connection and thread."""
+    """PASSIVE WAL checkpoints on their own connection and thread.
+
+    After a checkpoint that copied the whole WAL, the next write transaction
+    rewinds the WAL to its start, and with ``synchronous=NORMAL`` the connection
+    doing that syncs the WAL header: an fsync, which can take milliseconds to
+    hundreds of milliseconds. So that this never happens on the event loop (the
+    inline writer), the checkpointer makes that first write itself, at once: it
+    flips a bit of ``PRAGMA user_version`` (unused by orgate). It checkpoints only when
+    another connection changed the database (``PRAGMA data_version``), so an idle
+    store stays idle.
+    """
 
     def __init__(self, path: str, interval: float) -> None:
         self._path = path
@@ -193,13 +203,29 @@ class _Checkpointer:
         try:
             conn.execute("PRAGMA busy_timeout = 1000")
             conn.execute("PRAGMA synchronous = NORMAL")
+            seen = None
             while not self._stopped.wait(self._interval):
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    if version == seen:
+                        continue  # nobody else wrote since the last round
+                    self.checkpoint(conn)
+                    seen = conn.execute("PRAGMA data_version").fetchone()[0]
                 except sqlite3.Error:
                     log.debug("checkpoint skipped", exc_info=True)
         finally:
             conn.close()
+
+    @staticmethod
+    def checkpoint(conn: sqlite3.Connection) -> None:
+        """Checkpoint; when the whole WAL was copied, rewind it here (see the class)."""
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or frames <= 0 or copied != frames:
+            return
+        # A real change (a no-op UPDATE writes nothing): flip a bit of user_version,
+        # which orgate does not use otherwise.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.execute(f"PRAGMA user_version = {int(version) ^ 1}")
 
 
 #: What an inline write resolves to when the write lock was taken: run it on the thread.
@@ -262,10 +288,16 @@ class InlineWriter:
         if not jobs:
             return
         self.jobs += len(jobs)
-        if not self._transaction(jobs) and len(jobs) > 1:
-            for job in jobs:  # something failed half-way: each job in its own transaction
-                self._transaction([job])
-        _deliver(jobs)
+        try:
+            if not self._transaction(jobs) and len(jobs) > 1:
+                for job in jobs:  # something failed half-way: each job in its own transaction
+                    self._transaction([job])
+        except BaseException as exc:  # a bug here must not leave the callers waiting forever
+            for job in jobs:
+                job.ok, job.result = False, exc
+            raise
+        finally:
+            _deliver(jobs)
 
     def close(self) -> None:
         """Flush, then close the connection."""

@@ -1,0 +1,137 @@
+"""Pure pieces: the token buckets, the duplicate-key scan, the request-id rule, the OpenAPI builder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orgate.server.observability import JsonFormatter, RequestInfo, _current, _request_id
+from orgate.server.openapi import build_document
+from orgate.server.ratelimit import KeyLimits, LocalLimiter, build_limiter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_request_bucket_refills_continuously() -> None:
+    clock = Clock()
+    limiter = LocalLimiter({"a": KeyLimits(rpm=60)}, clock=clock)
+    for _ in range(60):
+        assert await limiter.admit("a") is None
+    refusal = await limiter.admit("a")
+    assert refusal is not None and refusal.status == 429 and refusal.headers["Retry-After"] == "1"
+    assert refusal.body()["error"]["code"] == "rate_limit_exceeded"
+    clock.now += 1.0  # one request per second comes back
+    assert await limiter.admit("a") is None
+    assert await limiter.admit("a") is not None
+    assert await limiter.admit("unlimited-key") is None
+
+
+async def test_token_debt_blocks_until_repaid() -> None:
+    clock = Clock()
+    limiter = LocalLimiter({"t": KeyLimits(tpm=600)}, clock=clock)
+    assert await limiter.admit("t") is None
+    await limiter.charge("t", 1200)  # 600 in debt: 10 tokens/s → 60 s to repay
+    refusal = await limiter.admit("t")
+    assert refusal is not None and 60 <= int(refusal.headers["Retry-After"]) <= 61
+    clock.now += 59
+    assert await limiter.admit("t") is not None
+    clock.now += 2
+    assert await limiter.admit("t") is None
+
+
+def test_no_limits_no_limiter() -> None:
+    class Key:
+        def __init__(self, name: str, rpm: int | None = None, tpm: int | None = None) -> None:
+            self.name, self.rpm, self.tpm = name, rpm, tpm
+
+    assert build_limiter([Key("a"), Key("b")]) is None
+    assert isinstance(build_limiter([Key("a", rpm=5)]), LocalLimiter)
+
+
+# --- duplicate keys ------------------------------------------------------------------------------
+
+body_module = pytest.importorskip("orgate.server.body")
+if not hasattr(body_module, "check_structure"):
+    pytest.skip("the body.py patch (check_structure) is not applied", allow_module_level=True)
+
+from orgate.config import LimitSettings  # noqa: E402
+from orgate.protocol.errors import ApiError  # noqa: E402
+
+LIMITS = LimitSettings()
+KEYS = st.sampled_from(["a", "b", "a:b", ":", "\\u003a", "k"])
+VALUES = st.recursive(
+    st.one_of(st.none(), st.integers(), st.sampled_from(["", ":", "x:y", "::", "\\u003a", "http://h:1/"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(st.tuples(KEYS, inner), max_size=4)),
+    max_leaves=12,
+)
+
+
+def _encode(value: object) -> str:
+    """JSON text; a list of (key, value) tuples becomes an object that may repeat keys."""
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        return "{" + ",".join(json.dumps(k) + ":" + _encode(v) for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_encode(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _has_duplicates(value: object) -> bool:
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        keys = [json.loads(json.dumps(k)) for k, _ in value]
+        return len(keys) != len(set(keys)) or any(_has_duplicates(v) for _, v in value)
+    if isinstance(value, list):
+        return any(_has_duplicates(v) for v in value)
+    return False
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=VALUES)
+def test_duplicate_scan_is_exact(value: object) -> None:
+    import orjson
+
+    raw = _encode(value).encode()
+    data = orjson.loads(raw)
+    if _has_duplicates(value):
+        with pytest.raises(ApiError) as caught:
+            body_module.check_structure(data, raw, LIMITS)
+        assert caught.value.code == "duplicate_key"
+    else:
+        body_module.check_structure(data, raw, LIMITS)
+
+
+# --- request ids, log format, OpenAPI ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given_id", "kept"), [(b"abc", True), (b"A.b_c:d-1", True), (b"x" * 128, True), (b"x" * 129, False), (b"a b", False), (b"", False), (b"\xff", False)])
+def test_request_id_rule(given_id: bytes, kept: bool) -> None:
+    result = _request_id({"headers": [(b"x-request-id", given_id)]})
+    assert (result == given_id.decode("latin-1")) is kept
+
+
+def test_json_formatter_adds_request_id() -> None:
+    import logging
+
+    token = _current.set(RequestInfo("rid-1", "GET", "/x"))
+    try:
+        record = logging.LogRecord("orgate.engine", logging.WARNING, "", 0, "hello %s", ("world",), None)
+        line = json.loads(JsonFormatter().format(record))
+    finally:
+        _current.reset(token)
+    assert line["msg"] == "hello world" and line["request_id"] == "rid-1" and line["level"] == "warning"
+
+
+def test_openapi_only_lists_routed_paths() -> None:
+    doc = build_document(routed={"/v1/responses", "/v1/models"})
+    assert set(doc["paths"]) == {"/responses", "/models"}
+    full = build_document(public_url="https://gw.example.com/")
+    assert full["servers"] == [{"url": "https://gw.example.com/v1", "description": "this orgate gateway"}]
+    assert "/chat/completions" not in full["paths"] and "/responses/{response_id}/cancel" in full["paths"]
