@@ -82,13 +82,15 @@ class OpenAIChatProvider:
                     yield list(decode_completion(body, deployment.name))
                     return
                 feed = decoder.feed
+                pending: list[ModelEvent] = []
                 try:
                     async for chunk in resp.content.iter_any():
                         events = feed(chunk)
+                        if decoder.done:
+                            pending = events  # sent together with the final events below
+                            break
                         if events:
                             yield events
-                        if decoder.done:
-                            break
                 except aiohttp.ClientPayloadError as exc:
                     if decoder.finish_reason is None:
                         raise truncated(deployment, "the connection was closed mid-stream") from exc
@@ -98,7 +100,7 @@ class OpenAIChatProvider:
                     # Read the end of the body first, so the pooled connection is reused
                     # even though the consumer stops at the final event.
                     await _drain(resp)
-                yield final
+                yield pending + final if pending else final
         except ApiError:
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
