@@ -17,6 +17,9 @@ reported as the median, because the machine is noisy:
 3. Database round trips per turn (``context`` + ``save``) at the same depths,
    counted in-process with the store's ``query_count`` (SQLite: statements;
    PostgreSQL: round trips), the way ``tests/store/test_responses.py`` does.
+4. In-process cost of ``save`` alone (no HTTP): ``--save-count`` saves of an
+   echo-sized response from 1, 16 and 64 concurrent tasks, with the CPU time of
+   the event loop's thread and of the whole process per save.
 
 Usage::
 
@@ -333,6 +336,63 @@ async def round_trips(url: str) -> dict[int, tuple[int, int]]:
     return costs
 
 
+# --------------------------------------------------------------------------- save cost
+
+SAVE_CONCURRENCY = (1, 16, 64)
+
+
+async def save_cost(url: str, count: int) -> dict[int, dict[str, float]]:
+    """Per save at each concurrency: wall µs, loop-thread CPU µs, process CPU µs, statements."""
+    from orgate.store import open_store
+
+    text = BODY["input"]
+    inputs = [{"type": "message", "role": "user", "content": text}]
+    request = {"model": "orgate/echo", "upstream_model": "echo", "stream": False}
+    out: dict[int, dict[str, float]] = {}
+    store = await open_store(url, heartbeat_interval=0)
+    try:
+        for conc in SAVE_CONCURRENCY:
+            n = count if conc > 1 else max(1, count // 4)
+            bodies = iter(
+                {
+                    "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
+                    "status": "completed", "model": "orgate/echo", "error": None,
+                    "output": [{"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "status": "completed",
+                                "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                    "usage": {"input_tokens": 12, "output_tokens": 12, "total_tokens": 24},
+                }
+                for _ in range(n)
+            )  # fmt: skip
+
+            async def saver(bodies=bodies) -> None:  # noqa: ANN001 - one shared iterator
+                for body in bodies:
+                    await store.save(
+                        body,
+                        tenant="bench",
+                        input_items=inputs,
+                        deployment="orgate/echo",
+                        request=request,
+                    )
+
+            q0 = store.query_count
+            wall0, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
+            await asyncio.gather(*(saver() for _ in range(conc)))
+            wall, cpu, thread = (
+                time.perf_counter() - wall0,
+                time.process_time() - cpu0,
+                time.thread_time() - thread0,
+            )
+            out[conc] = {
+                "wall_us": wall * 1e6 / n,
+                "loop_cpu_us": thread * 1e6 / n,
+                "process_cpu_us": cpu * 1e6 / n,
+                "statements": (store.query_count - q0) / n,
+            }
+    finally:
+        await store.close()
+    return out
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -345,6 +405,7 @@ def report(
     curves: dict[str, dict[int, dict[str, list[float]]]],
     trips: dict[str, dict[int, tuple[int, int]]],
     args: argparse.Namespace,
+    saves: dict[str, dict[int, dict[str, float]]] | None = None,
 ) -> str:
     lines = [
         f"Store benchmark — built-in model, one worker, wrk {args.duration:g} s × {args.repeats} runs per cell, median (`{' '.join(sys.argv)}`)",
@@ -399,8 +460,19 @@ def report(
                 lines.append(f"| {name} | {depth} | {ctx} | {save} |")
         lines.append("")
         lines.append(
-            "Round trips counted in-process with `ResponseStore.query_count` (SQLite: statements on its one DB thread, one thread hop per call; PostgreSQL: server round trips)."
+            "Round trips counted in-process with `ResponseStore.query_count` (SQLite: statements, excluding BEGIN/COMMIT, which a batch of concurrent writes shares; PostgreSQL: server round trips)."
         )
+    if saves:
+        lines += [
+            "",
+            "| store | concurrent saves | wall µs / save | event-loop thread CPU µs / save | process CPU µs / save | statements / save |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name, by_conc in saves.items():
+            for conc, v in by_conc.items():
+                lines.append(
+                    f"| {name} | {conc} | {v['wall_us']:.0f} | {v['loop_cpu_us']:.0f} | {v['process_cpu_us']:.0f} | {v['statements']:.1f} |"
+                )
     return "\n".join(lines)
 
 
@@ -426,7 +498,13 @@ def main(argv: list[str] | None = None) -> int:
         help="requests per chain-depth measurement (default 40)",
     )
     parser.add_argument(
-        "--skip", default="", help="comma list of parts to skip: throughput,chain,trips"
+        "--skip", default="", help="comma list of parts to skip: throughput,chain,trips,save"
+    )
+    parser.add_argument(
+        "--save-count",
+        type=int,
+        default=4000,
+        help="saves per concurrency in the save part (default 4000)",
     )
     parser.add_argument("--json", help="also write the raw figures to this file")
     args = parser.parse_args(argv)
@@ -468,7 +546,15 @@ def main(argv: list[str] | None = None) -> int:
             if args.pg_url:
                 with pg_schema(args.pg_url) as url:
                     trips["postgresql"] = asyncio.run(round_trips(url))
-    print(report(tp, curves, trips, args))
+        saves: dict[str, dict[int, dict[str, float]]] = {}
+        if "save" not in skip:
+            saves["sqlite"] = asyncio.run(
+                save_cost(f"sqlite://{workdir}/saves.db", args.save_count)
+            )
+            if args.pg_url:
+                with pg_schema(args.pg_url) as url:
+                    saves["postgresql"] = asyncio.run(save_cost(url, args.save_count))
+    print(report(tp, curves, trips, args, saves))
     if args.json:
         raw = {
             "throughput": {
@@ -477,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "chain": curves,
             "round_trips": trips,
+            "save_cost": saves,
         }
         Path(args.json).write_text(json.dumps(raw, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
 
 
 def new_id(prefix: str) -> str:
-    """A random id: ``prefix`` + ``_`` + 48 hex characters (192 random bits)."""
-    return f"{prefix}_{os.urandom(24).hex()}"
+    """``prefix_`` + 12 hex of Unix milliseconds + 36 random hex (144 random bits).
+
+    Time-ordered ids keep the store's index writes sequential; 144 random bits
+    keep them unguessable.
+    """
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{os.urandom(18).hex()}"
 
 
 def response_id() -> str:

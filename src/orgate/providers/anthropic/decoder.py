@@ -21,7 +21,6 @@ have no neutral event: they are skipped and counted in ``skipped``.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +40,7 @@ from orgate.neutral import (
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.providers.anthropic.envelope import encode_blocks
 from orgate.providers.anthropic.errors import stream_error
-from orgate.providers.anthropic.sse import SseEvent, SseParser
+from orgate.providers.sse_decoder import SseStreamDecoder
 
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -107,7 +106,7 @@ class _UsageAcc:
         )
 
 
-class StreamDecoder:
+class StreamDecoder(SseStreamDecoder):
     """Incremental decoder of one Anthropic SSE stream. ``name`` (the deployment) goes into error messages.
 
     ``feed`` returns the events decoded so far and raises ``ApiError`` on an
@@ -119,42 +118,13 @@ class StreamDecoder:
     """
 
     def __init__(self, name: str = "anthropic") -> None:
-        self.name = name
-        self.finished = False
-        self.skipped: Counter[str] = Counter()
-        self._sse = SseParser()
-        self._pending: ApiError | None = None
+        super().__init__(name)
         self._blocks: dict[int, _Block] = {}
         self._tool_count = 0
         # the current run of thinking blocks (one reasoning item)
         self._run: list[dict[str, Any]] = []
         self._usage = _UsageAcc()
         self._stop_reason: Any = None
-
-    @property
-    def failed(self) -> bool:
-        """An upstream error is pending: the next ``feed`` / ``close`` raises it."""
-        return self._pending is not None
-
-    def feed(self, chunk: bytes) -> list[ModelEvent]:
-        return self._run_events(self._sse.feed(chunk))
-
-    def close(self) -> list[ModelEvent]:
-        return self._run_events(self._sse.close())
-
-    def _run_events(self, events: list[SseEvent]) -> list[ModelEvent]:
-        """Decode ``events``; an error after some output is raised by the next call instead."""
-        if self._pending is not None:
-            raise self._pending
-        out: list[ModelEvent] = []
-        try:
-            for sse in events:
-                self._event(sse.event, sse.data, out)
-        except ApiError as exc:
-            if not out:
-                raise
-            self._pending = exc
-        return out
 
     def _event(self, name: str, data: str, out: list[ModelEvent]) -> None:
         if self.finished:

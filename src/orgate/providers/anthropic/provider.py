@@ -7,22 +7,20 @@ non-streaming clients alike; an upstream (or proxy) that answers
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
-import aiohttp
 import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
-from orgate.protocol.errors import ApiError
 from orgate.providers.anthropic.decoder import StreamDecoder, bad_stream, decode_message
 from orgate.providers.anthropic.errors import http_error
 from orgate.providers.anthropic.mapping import build_body
-from orgate.providers.http import HttpPool, client_error, timeout_for, truncated
+from orgate.providers.http import HttpPool, timeout_for
+from orgate.providers.upstream import log_skipped, stream_sse
 
 ANTHROPIC_VERSION = "2023-06-01"
-DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after message_stop
 
 _log = logging.getLogger(__name__)
 
@@ -62,55 +60,23 @@ class AnthropicProvider:
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
         decoder = StreamDecoder(deployment.name)
-        session = self._pool.session(deployment)
-        try:
-            async with session.post(
-                self._url, data=payload, headers=self._headers, timeout=self._timeout
-            ) as resp:
-                if resp.status >= 400:
-                    raise http_error(resp.status, await resp.read(), resp.headers, deployment.name)
-                content_type = resp.headers.get("Content-Type", "")
-                if "json" in content_type and "event-stream" not in content_type:
-                    try:
-                        body = orjson.loads(await resp.read())
-                    except orjson.JSONDecodeError:
-                        raise bad_stream(deployment.name, "the body is not JSON") from None
-                    for event in decode_message(body, deployment.name):
-                        yield event
-                    return
-                try:
-                    async for chunk in resp.content.iter_any():
-                        for event in decoder.feed(chunk):
-                            yield event
-                        if decoder.finished or decoder.failed:
-                            break
-                except aiohttp.ClientPayloadError as exc:
-                    raise truncated(deployment, "the connection was closed mid-stream") from exc
-                if not decoder.finished:
-                    for event in decoder.close():
-                        yield event
-                if not decoder.finished:
-                    raise truncated(deployment, "no message_stop event")
-                if not resp.content.at_eof():
-                    await _drain(resp)
-        except ApiError:
-            raise
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise client_error(exc, deployment) from exc
-        if decoder.skipped:  # server-side tool blocks have no neutral event yet (docs/providers.md)
-            _log.info(
-                "upstream '%s': skipped content blocks %s", deployment.name, dict(decoder.skipped)
-            )
+        events = stream_sse(
+            self._pool.session(deployment),
+            self._url,
+            payload,
+            headers=self._headers,
+            timeout=self._timeout,
+            deployment=deployment,
+            decoder=decoder,
+            http_error=http_error,
+            decode_json=decode_message,
+            bad_stream=bad_stream,
+            terminal="message_stop",
+        )
+        async with aclosing(events):
+            async for event in events:
+                yield event
+        log_skipped(_log, deployment, "content blocks", decoder.skipped)
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the pool's owner closes the pool."""
-
-
-async def _drain(resp: aiohttp.ClientResponse) -> None:
-    """Read what follows ``message_stop`` (normally just the chunked terminator) so the connection is reused."""
-    try:
-        async with asyncio.timeout(DRAIN_TIMEOUT):
-            while await resp.content.readany():
-                pass
-    except (TimeoutError, aiohttp.ClientError, OSError):
-        pass

@@ -9,7 +9,6 @@ with ``decode_completion``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -25,8 +24,7 @@ from orgate.providers.openai_chat.decoder import (
 )
 from orgate.providers.openai_chat.errors import http_error
 from orgate.providers.openai_chat.mapping import ChatOptions, build_body
-
-DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after [DONE]
+from orgate.providers.upstream import drain
 
 
 def completions_url(base_url: str) -> str:
@@ -99,7 +97,7 @@ class OpenAIChatProvider:
                 if not resp.content.at_eof():
                     # Read the end of the body first, so the pooled connection is reused
                     # even though the consumer stops at the final event.
-                    await _drain(resp)
+                    await drain(resp)
                 yield pending + final if pending else final
         except ApiError:
             raise
@@ -108,13 +106,3 @@ class OpenAIChatProvider:
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the pool's owner closes the pool."""
-
-
-async def _drain(resp: aiohttp.ClientResponse) -> None:
-    """Read what follows ``[DONE]`` (normally just the chunked terminator) so the connection is reused."""
-    try:
-        async with asyncio.timeout(DRAIN_TIMEOUT):
-            while await resp.content.readany():
-                pass
-    except (TimeoutError, aiohttp.ClientError, OSError):
-        pass

@@ -29,7 +29,6 @@ in ``skipped``.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +47,8 @@ from orgate.neutral import (
     Usage,
 )
 from orgate.protocol.errors import SERVER_ERROR, ApiError
-from orgate.providers.anthropic.sse import SseEvent, SseParser
 from orgate.providers.openai_responses.errors import failed_error, stream_error
+from orgate.providers.sse_decoder import SseStreamDecoder
 
 _PORTABLE = ("message", "function_call", "reasoning")
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -100,7 +99,7 @@ def _texts(parts: Any, *kinds: str) -> list[str]:
     return out
 
 
-class StreamDecoder:
+class StreamDecoder(SseStreamDecoder):
     """Incremental decoder of one Responses SSE stream. ``name`` (the deployment) goes into error messages.
 
     ``feed`` returns the events decoded so far and raises ``ApiError`` on an
@@ -112,11 +111,7 @@ class StreamDecoder:
     """
 
     def __init__(self, name: str = "openai-responses") -> None:
-        self.name = name
-        self.finished = False
-        self.skipped: Counter[str] = Counter()
-        self._sse = SseParser()
-        self._pending: ApiError | None = None
+        super().__init__(name)
         self._calls: dict[int, _Call] = {}
         self._order: list[int] = []  # output indexes of calls, in neutral order
         self._active: int | None = None
@@ -124,31 +119,6 @@ class StreamDecoder:
         self._skipped_items: set[int] = set()
 
     # --- bytes -------------------------------------------------------------------------------
-
-    @property
-    def failed(self) -> bool:
-        """An upstream error is pending: the next ``feed`` / ``close`` raises it."""
-        return self._pending is not None
-
-    def feed(self, chunk: bytes) -> list[ModelEvent]:
-        return self._run_events(self._sse.feed(chunk))
-
-    def close(self) -> list[ModelEvent]:
-        return self._run_events(self._sse.close())
-
-    def _run_events(self, events: list[SseEvent]) -> list[ModelEvent]:
-        """Decode ``events``; an error after some output is raised by the next call instead."""
-        if self._pending is not None:
-            raise self._pending
-        out: list[ModelEvent] = []
-        try:
-            for sse in events:
-                self._event(sse.event, sse.data, out)
-        except ApiError as exc:
-            if not out:
-                raise
-            self._pending = exc
-        return out
 
     def _event(self, name: str, data: str, out: list[ModelEvent]) -> None:
         if self.finished or data.strip() == "[DONE]":

@@ -1,0 +1,55 @@
+"""The byte-level half shared by the SSE stream decoders (``anthropic``, ``openai-responses``).
+
+``SseStreamDecoder`` splits the fed bytes into SSE events and hands each to
+the subclass's ``_event``; an ``ApiError`` raised after some events were
+decoded from the same chunk is held back (``failed``) and raised by the next
+``feed`` / ``close``, so the events before it still reach the client.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from orgate.neutral import ModelEvent
+from orgate.protocol.errors import ApiError
+from orgate.providers.anthropic.sse import SseEvent, SseParser
+
+
+class SseStreamDecoder:
+    """Base of an incremental SSE decoder; ``name`` (the deployment) goes into error messages."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.finished = False
+        self.skipped: Counter[str] = Counter()
+        self._sse = SseParser()
+        self._pending: ApiError | None = None
+
+    @property
+    def failed(self) -> bool:
+        """An upstream error is pending: the next ``feed`` / ``close`` raises it."""
+        return self._pending is not None
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        return self._run_events(self._sse.feed(chunk))
+
+    def close(self) -> list[ModelEvent]:
+        return self._run_events(self._sse.close())
+
+    def _run_events(self, events: list[SseEvent]) -> list[ModelEvent]:
+        """Decode ``events``; an error after some output is raised by the next call instead."""
+        if self._pending is not None:
+            raise self._pending
+        out: list[ModelEvent] = []
+        try:
+            for sse in events:
+                self._event(sse.event, sse.data, out)
+        except ApiError as exc:
+            if not out:
+                raise
+            self._pending = exc
+        return out
+
+    def _event(self, name: str, data: str, out: list[ModelEvent]) -> None:
+        """Decode one SSE event (its ``event:`` name and ``data``) into ``out``."""
+        raise NotImplementedError
