@@ -52,3 +52,18 @@ async def test_serve_websocket_disabled_is_426() -> None:
             async with connect(server.url.replace("http", "ws") + "/v1/responses", additional_headers=server.headers(), proxy=None):
                 pass
         assert refused.value.response.status_code == 426
+
+
+async def test_serve_websocket_rate_limit_per_key() -> None:
+    config = '[auth]\napi_keys = [{ name = "limited", key = "rl-key", rpm = 1 }]\n'
+    with OrgateServer(config, api_key="rl-key", env={"ORGATE_API_KEY": ""}) as server:
+        url = server.url.replace("http", "ws") + "/v1/responses"
+        async with connect(url, additional_headers=server.headers(), proxy=None) as ws:
+            create = orjson.dumps({"type": "response.create", "model": "orgate/echo", "input": "one", "store": False}).decode()
+            await ws.send(create)
+            while orjson.loads(await asyncio.wait_for(ws.recv(), 10))["type"] != "response.completed":
+                pass
+            await ws.send(create)
+            error = orjson.loads(await asyncio.wait_for(ws.recv(), 10))
+            validate("WebSocketErrorEvent", error)
+            assert error["status"] == 429

@@ -49,7 +49,7 @@ from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller, ResponseStream
 from orgate.protocol import WebSocketResponseCreateEvent
 from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
-from orgate.server.body import check_depth
+from orgate.server.body import check_depth, check_request_limits
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 
@@ -247,12 +247,11 @@ class Connection:
                     code="unsupported_parameter",
                 )
         check_depth(data, limits.max_json_depth)
-        items = data.get("input")
-        if isinstance(items, list) and len(items) > limits.max_input_items:
-            raise ApiError(400, f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).", code="too_many_items", param="input")
-        tools = data.get("tools")
-        if isinstance(tools, list) and len(tools) > limits.max_tools:
-            raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
+        check_request_limits(data, limits)
+        if self.services.limiter is not None:
+            refusal = await self.services.limiter.admit(self.caller.key_name)
+            if refusal is not None:
+                raise refusal
         warnings: list[str] = []
         budget = structured_budget(data, None)
         if "input" in data:
