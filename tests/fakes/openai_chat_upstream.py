@@ -20,18 +20,17 @@ Sync use (a server-level test running orgate in a subprocess)::
 
 from __future__ import annotations
 
-import asyncio
-import re
-import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from tests.fakes._base import ClientGone, LoopbackFake, Raw, RecordedRequest
+from tests.fakes._base import split_evenly as _split
+from tests.fakes._base import words as _words
 
 MODEL = "fake-model"
 
@@ -66,16 +65,6 @@ class Script:
     cut_after: int | None = None  # abort the TCP connection after N chunks
     garbage_after: int | None = None  # send a non-JSON data line after N chunks
     done: bool = True  # send ``data: [DONE]``
-
-
-@dataclass
-class Raw:
-    """Exact bytes to send, in these network chunks, with an optional pause between them."""
-
-    chunks: list[bytes]
-    status: int = 200
-    content_type: str = "text/event-stream"
-    delay: float = 0.0
 
 
 Reply = Script | Raw
@@ -128,28 +117,6 @@ def garbage(*, after: int = 1) -> Script:
     return Script(content="one two three", garbage_after=after)
 
 
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    peer: Any = None  # the client's (host, port): same port = same kept-alive connection
-    disconnected: bool = False  # the client went away before the reply was complete
-    completed: bool = False  # the whole reply was written
-
-
-def _words(content: str) -> list[str]:
-    return re.findall(r"\s*\S+", content) or ([content] if content else [])
-
-
-def _split(s: str, n: int) -> list[str]:
-    if n <= 1 or len(s) <= 1:
-        return [s]
-    size = max(1, -(-len(s) // n))
-    return [s[i : i + size] for i in range(0, len(s), size)]
-
-
 def _usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt,
@@ -186,55 +153,11 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-class _Stream:
-    """Writes the chunks of one streamed answer, honouring a Script's failure knobs."""
-
-    def __init__(self, fake: FakeOpenAIChat, request: web.Request, record: RecordedRequest) -> None:
-        self.fake = fake
-        self.request = request
-        self.record = record
-        self.response: web.StreamResponse | None = None
-        self.sent = 0
-
-    def closing(self) -> bool:
-        transport = self.request.transport
-        return transport is None or transport.is_closing()
-
-    async def write(self, data: bytes) -> None:
-        assert self.response is not None
-        try:
-            await self.response.write(data)
-        except (ConnectionError, RuntimeError) as exc:
-            self.record.disconnected = True
-            raise _ClientGone from exc
-
-
-class _ClientGone(Exception):
-    pass
-
-
-class FakeOpenAIChat:
+class FakeOpenAIChat(LoopbackFake):
     """The fake upstream. Use as ``async with``, or ``start_in_thread()`` for sync tests."""
 
-    def __init__(
-        self,
-        *replies: Reply,
-        handler: Callable[[dict[str, Any]], Reply] | None = None,
-        model: str = MODEL,
-    ) -> None:
-        self.replies: deque[Reply] = deque(replies)
-        self.handler = handler
-        self.model = model
-        self.requests: list[RecordedRequest] = []
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    # -- scripting ------------------------------------------------------------------
-
-    def enqueue(self, *replies: Reply) -> None:
-        self.replies.extend(replies)
+    thread_name = "fake-openai-chat"
+    default_model = MODEL
 
     @property
     def base_url(self) -> str:
@@ -245,98 +168,17 @@ class FakeOpenAIChat:
         """The JSON bodies of the chat completion requests received, in order."""
         return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def _next(self, body: dict[str, Any]) -> Reply:
-        if self.replies:
-            return self.replies.popleft()
-        if self.handler is not None:
-            return self.handler(body)
+    def _default(self, body: dict[str, Any]) -> Reply:
         return text(f"You said: {last_user_text(body)}")
 
-    async def wait_disconnected(self, index: int = -1, timeout: float = 5.0) -> bool:
-        """Wait until request ``index`` is marked disconnected (True) or the timeout passes."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.requests and self.requests[index].disconnected:
-                return True
-            await asyncio.sleep(0.01)
-        return False
-
-    # -- lifecycle ------------------------------------------------------------------
+    # -- routes ---------------------------------------------------------------------
 
     def _app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_post("/v1/chat/completions", self.serve)
+        app.router.add_post("/chat/completions", self.serve)
         app.router.add_get("/v1/models", self._models)
         return app
-
-    async def start(self) -> None:
-        self._runner = web.AppRunner(
-            self._app(), handle_signals=False, access_log=None, shutdown_timeout=0.1
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAIChat:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    @classmethod
-    def start_in_thread(
-        cls,
-        *replies: Reply,
-        handler: Callable[[dict[str, Any]], Reply] | None = None,
-        model: str = MODEL,
-    ) -> FakeOpenAIChat:
-        """Run a fake in a background thread with its own loop; stop it with ``stop_thread()``."""
-        fake = cls(*replies, handler=handler, model=model)
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            fake._loop = loop
-            try:
-                loop.run_until_complete(fake.start())
-            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
-                failure.append(exc)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(fake.stop())
-            loop.close()
-
-        fake._thread = threading.Thread(target=run, name="fake-openai-chat", daemon=True)
-        fake._thread.start()
-        ready.wait(10)
-        if failure:
-            raise failure[0]
-        return fake
-
-    def stop_thread(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIChat:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_thread()
 
     # -- handlers ------------------------------------------------------------------
 
@@ -349,43 +191,8 @@ class FakeOpenAIChat:
         }
         return web.Response(body=orjson.dumps(data), content_type="application/json")
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            body = raw
-        transport = request.transport
-        peer = transport.get_extra_info("peername") if transport is not None else None
-        record = RecordedRequest(request.method, request.path, dict(request.headers), body, peer)
-        self.requests.append(record)
-        if not isinstance(body, dict):
-            return self._error_response(
-                400, {"message": "body is not JSON", "type": "invalid_request_error"}, {}
-            )
-        reply = self._next(body)
-        try:
-            if isinstance(reply, Raw):
-                return await self._raw(request, reply, record)
-            if reply.stall_before_headers:
-                await self._sleep_watching(request, record, reply.stall_before_headers)
-            if reply.status != 200:
-                record.completed = True
-                return self._error_response(reply.status, reply.error or {}, reply.headers)
-            if body.get("stream"):
-                return await self._stream(request, body, reply, record)
-            record.completed = True
-            return web.Response(
-                body=orjson.dumps(self._completion(body, reply)),
-                content_type="application/json",
-                headers=reply.headers,
-            )
-        except _ClientGone:
-            return web.Response(status=499)
-
-    @staticmethod
-    def _error_response(
-        status: int, error: dict[str, Any], headers: dict[str, str]
+    def error_response(
+        self, status: int, error: dict[str, Any], headers: dict[str, str]
     ) -> web.Response:
         return web.Response(
             status=status,
@@ -393,37 +200,6 @@ class FakeOpenAIChat:
             content_type="application/json",
             headers=headers,
         )
-
-    async def _sleep_watching(
-        self, request: web.Request, record: RecordedRequest, seconds: float
-    ) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            transport = request.transport
-            if transport is None or transport.is_closing():
-                record.disconnected = True
-                raise _ClientGone
-            await asyncio.sleep(0.01)
-
-    async def _raw(
-        self, request: web.Request, reply: Raw, record: RecordedRequest
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=reply.status, headers={"Content-Type": reply.content_type}
-        )
-        await response.prepare(request)
-        stream = _Stream(self, request, record)
-        stream.response = response
-        try:
-            for i, chunk in enumerate(reply.chunks):
-                if i and reply.delay:
-                    await self._sleep_watching(request, record, reply.delay)
-                await stream.write(chunk)
-            await response.write_eof()
-        except _ClientGone:
-            return response
-        record.completed = True
-        return response
 
     # -- wire format ---------------------------------------------------------------
 
@@ -500,7 +276,7 @@ class FakeOpenAIChat:
                         deltas.extend(tail)
         return deltas
 
-    async def _stream(
+    async def stream_reply(
         self, request: web.Request, body: dict[str, Any], reply: Script, record: RecordedRequest
     ) -> web.StreamResponse:
         response = web.StreamResponse(
@@ -512,8 +288,6 @@ class FakeOpenAIChat:
             },
         )
         await response.prepare(request)
-        stream = _Stream(self, request, record)
-        stream.response = response
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         cid = f"chatcmpl-{uuid.uuid4().hex[:29]}"
         created = int(time.time())
@@ -541,8 +315,8 @@ class FakeOpenAIChat:
             chunks.append({**base, "choices": [], "usage": usage})
 
         try:
-            await self._send(request, record, stream, reply, chunks)
-        except _ClientGone:
+            await self._send(request, record, response, reply, chunks)
+        except ClientGone:
             return response
         return response
 
@@ -550,33 +324,33 @@ class FakeOpenAIChat:
         self,
         request: web.Request,
         record: RecordedRequest,
-        stream: _Stream,
+        response: web.StreamResponse,
         reply: Script,
         chunks: list[dict[str, Any]],
     ) -> None:
-        assert stream.response is not None
         for n, chunk in enumerate(chunks):
             if n and reply.delay:
-                await self._sleep_watching(request, record, reply.delay)
+                await self.sleep_watching(request, record, reply.delay)
             if reply.cut_after is not None and n >= reply.cut_after:
                 transport = request.transport
                 if transport is not None:
                     transport.abort()
                 return
             if reply.garbage_after is not None and n == reply.garbage_after:
-                await stream.write(b"data: {this is not json\n\n")
+                await self.write(response, record, b"data: {this is not json\n\n")
             if reply.stall_after is not None and n == reply.stall_after:
-                await self._sleep_watching(request, record, reply.stall_seconds)
-            await stream.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+                await self.sleep_watching(request, record, reply.stall_seconds)
+            await self.write(response, record, b"data: " + orjson.dumps(chunk) + b"\n\n")
         if reply.done:
-            await stream.write(b"data: [DONE]\n\n")
-        if stream.closing():
+            await self.write(response, record, b"data: [DONE]\n\n")
+        transport = request.transport
+        if transport is None or transport.is_closing():
             record.disconnected = True
-            raise _ClientGone
-        await stream.response.write_eof()
+            raise ClientGone
+        await response.write_eof()
         record.completed = True
 
-    def _completion(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
+    def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
         message: dict[str, Any] = {
             "role": "assistant",
             "content": reply.content,

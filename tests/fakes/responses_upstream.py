@@ -20,7 +20,6 @@ Sync use: ``with FakeResponses.start_in_thread(text("hi")) as fake: ...``
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,8 +28,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.fakes.anthropic_upstream import ClientGone, LoopbackFake, sse_frame
-from tests.fakes.openai_chat_upstream import Raw, RecordedRequest
+from tests.fakes._base import (
+    LoopbackFake,
+    Raw,
+    RecordedRequest,
+    sse_frame,
+)
+from tests.fakes._base import split_evenly as _split
+from tests.fakes._base import words as _words
 
 MODEL = "gpt-fake-1"
 
@@ -143,17 +148,6 @@ def stall(seconds: float = 30.0, *, after: int = 5) -> Script:
     return Script(text="one two three four", stall_after=after, stall_seconds=seconds)
 
 
-def _words(content: str) -> list[str]:
-    return re.findall(r"\s*\S+", content) or ([content] if content else [])
-
-
-def _split(s: str, n: int) -> list[str]:
-    if n <= 1 or len(s) <= 1:
-        return [s]
-    size = max(1, -(-len(s) // n))
-    return [s[i : i + size] for i in range(0, len(s), size)]
-
-
 def _texts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
@@ -189,9 +183,7 @@ class FakeResponses(LoopbackFake):
     """The fake Responses upstream. Use as ``async with``, or ``start_in_thread()`` for sync tests."""
 
     thread_name = "fake-responses"
-
-    def __init__(self, *replies: Any, model: str = MODEL, **kw: Any) -> None:
-        super().__init__(*replies, model=model, **kw)
+    default_model = MODEL
 
     @property
     def base_url(self) -> str:
@@ -199,50 +191,37 @@ class FakeResponses(LoopbackFake):
 
     def _app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/responses", self._responses)
-        app.router.add_post("/responses", self._responses)
+        app.router.add_post("/v1/responses", self.serve)
+        app.router.add_post("/responses", self.serve)
         return app
 
     def _default(self, body: dict[str, Any]) -> Reply:
         return text(f"You said: {last_user_text(body)}")
 
-    async def _responses(self, request: web.Request) -> web.StreamResponse:
-        record, body = await self._record(request)
-        if not isinstance(body, dict):
-            return _error_response(
-                400, {"message": "body is not JSON", "type": "invalid_request_error"}, {}
-            )
-        reply = self._next(body)
-        try:
-            if isinstance(reply, Raw):
-                return await self.send_raw(request, reply, record)
-            if reply.stall_before_headers:
-                await self.sleep_watching(request, record, reply.stall_before_headers)
-            if reply.status != 200:
-                record.completed = True
-                return _error_response(reply.status, reply.error or {}, reply.headers)
-            if body.get("stream"):
-                frames = [sse_frame(e) for e in self.events(body, reply)]
-                if reply.done:
-                    frames.append(b"data: [DONE]\n\n")
-                return await self.send_events(
-                    request,
-                    record,
-                    frames,
-                    delay=reply.delay,
-                    cut_after=reply.cut_after,
-                    stall_after=reply.stall_after,
-                    stall_seconds=reply.stall_seconds,
-                    headers=reply.headers,
-                )
-            record.completed = True
-            return web.Response(
-                body=orjson.dumps(self.response(body, reply, self.output_items(reply))),
-                content_type="application/json",
-                headers=reply.headers,
-            )
-        except ClientGone:
-            return web.Response(status=499)
+    def error_response(
+        self, status: int, error: dict[str, Any], headers: dict[str, str]
+    ) -> web.Response:
+        return _error_response(status, error, headers)
+
+    async def stream_reply(
+        self, request: web.Request, body: dict[str, Any], reply: Script, record: RecordedRequest
+    ) -> web.StreamResponse:
+        frames = [sse_frame(e) for e in self.events(body, reply)]
+        if reply.done:
+            frames.append(b"data: [DONE]\n\n")
+        return await self.send_events(
+            request,
+            record,
+            frames,
+            delay=reply.delay,
+            cut_after=reply.cut_after,
+            stall_after=reply.stall_after,
+            stall_seconds=reply.stall_seconds,
+            headers=reply.headers,
+        )
+
+    def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
+        return self.response(body, reply, self.output_items(reply))
 
     # -- wire format -----------------------------------------------------------------
 

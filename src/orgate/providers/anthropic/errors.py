@@ -24,7 +24,8 @@ from typing import Any
 
 import orjson
 
-from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.upstream_errors import status_error
 
 _MAX_MESSAGE = 1000
 
@@ -86,15 +87,7 @@ def error_for(
     whatever the status (proxies in front of Anthropic may send it with a 5xx).
     """
     who = f"upstream '{name}' (anthropic)"
-    if status == 429:
-        return ApiError(
-            429,
-            f"{who} is rate limiting requests: {message}",
-            type=RATE_LIMIT,
-            code="rate_limit_exceeded",
-            headers=retry_after(headers),
-        )
-    if status == 529 or kind == "overloaded_error":
+    if status != 429 and (status == 529 or kind == "overloaded_error"):
         return ApiError(
             503,
             f"{who} is overloaded: {message}",
@@ -102,27 +95,9 @@ def error_for(
             code="upstream_overloaded",
             headers=retry_after(headers),
         )
-    if status in (400, 413, 422):
-        return ApiError(
-            400,
-            f"{who} rejected the request: {message}",
-            type=INVALID_REQUEST,
-            code="upstream_bad_request",
-        )
-    if status in (401, 403):
-        return ApiError(
-            502,
-            f"{who} rejected our credentials (HTTP {status})",
-            type=SERVER_ERROR,
-            code="upstream_auth_failed",
-        )
-    if status == 404:
-        return ApiError(
-            502,
-            f"{who} does not know the model or endpoint: {message}",
-            type=SERVER_ERROR,
-            code="upstream_model_not_found",
-        )
+    error = status_error(status, message, who, headers, retry_after)
+    if error is not None:
+        return error
     if status in (408, 504):
         return ApiError(
             504, f"{who} timed out: {message}", type=SERVER_ERROR, code="upstream_timeout"

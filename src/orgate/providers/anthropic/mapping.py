@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -34,6 +33,8 @@ import orjson
 from orgate.neutral import ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
+from orgate.providers.plain import get_field as _get
+from orgate.providers.plain import plain as _plain
 
 DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024
@@ -46,26 +47,6 @@ THINKING_BUDGETS: dict[str, int] = {
 }
 
 Block = dict[str, Any]
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """Attribute or key access; enum members become their value."""
-    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
-    return value.value if isinstance(value, Enum) else value
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy of a schema-ish value (dict, Pydantic model, list)."""
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
 
 
 def _unsupported(what: str, param: str, code: str = "unsupported_content") -> Exception:

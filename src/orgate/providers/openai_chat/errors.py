@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.upstream_errors import status_error
 
 _MAX_MESSAGE = 1000
 
@@ -67,35 +68,9 @@ def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -
 
 def error_for(status: int, message: str, headers: Mapping[str, str], name: str) -> ApiError:
     who = f"upstream '{name}'"
-    if status == 429:
-        return ApiError(
-            429,
-            f"{who} is rate limiting requests: {message}",
-            type=RATE_LIMIT,
-            code="rate_limit_exceeded",
-            headers=_retry_after(headers),
-        )
-    if status in (400, 413, 422):
-        return ApiError(
-            400,
-            f"{who} rejected the request: {message}",
-            type=INVALID_REQUEST,
-            code="upstream_bad_request",
-        )
-    if status in (401, 403):
-        return ApiError(
-            502,
-            f"{who} rejected our credentials (HTTP {status})",
-            type=SERVER_ERROR,
-            code="upstream_auth_failed",
-        )
-    if status == 404:
-        return ApiError(
-            502,
-            f"{who} does not know the model or endpoint: {message}",
-            type=SERVER_ERROR,
-            code="upstream_model_not_found",
-        )
+    error = status_error(status, message, who, headers, _retry_after)
+    if error is not None:
+        return error
     if status in (408, 504):
         return ApiError(
             504,

@@ -21,13 +21,14 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from orgate.neutral import ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
+from orgate.providers.plain import get_field as _get
+from orgate.providers.plain import plain
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,30 +39,6 @@ class ChatOptions:
     max_tokens_field: str = "max_tokens"
     developer_role: str = "system"  # "developer" for upstreams that accept it
     include_usage: bool = True  # ask for the usage chunk when streaming
-
-
-def _get(obj: Any, name: str, default: Any = None) -> Any:
-    """Attribute or key access; enum members become their value."""
-    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
-    if isinstance(value, Enum):
-        return value.value
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy of a schema-ish value (dict, Pydantic model, list)."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json", by_alias=True, exclude_none=False)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
 
 
 def _image_part(part: Any, param: str) -> dict[str, Any]:
@@ -212,7 +189,7 @@ def _tool(tool: Any) -> dict[str, Any]:
         function["description"] = description
     parameters = _get(tool, "parameters")
     if parameters is not None:
-        function["parameters"] = _plain(parameters)
+        function["parameters"] = plain(parameters, exclude_none=False)
     strict = _get(tool, "strict")
     if strict is not None:
         function["strict"] = strict

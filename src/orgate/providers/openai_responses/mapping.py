@@ -20,27 +20,13 @@ set by the chat adapter) has no Responses equivalent and is refused with a 400.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
 from orgate.neutral import ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import is_anthropic_reasoning
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy of a protocol model, dict, list or enum, without ``None`` values of models."""
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json", by_alias=True, exclude_none=True)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Enum):
-        return value.value
-    return value
+from orgate.providers.plain import plain as _plain
 
 
 def map_item(item: Any, param: str) -> dict[str, Any] | None:
