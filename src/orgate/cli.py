@@ -9,6 +9,7 @@ worker on uvloop + httptools.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -79,6 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"orgate: {exc}", file=sys.stderr)
         return 2
     app = create_app(settings, services=services)
+    tune_gc()
     print(_banner(settings, services), flush=True)
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
@@ -102,6 +104,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
+
+
+def tune_gc() -> None:
+    """Fewer, cheaper garbage collections for a request server.
+
+    Everything loaded at start-up is moved out of the collector's view
+    (``gc.freeze``), and the young generation is collected every 20,000
+    allocations instead of 700: a request allocates many short-lived objects,
+    and the default threshold made the collector run several times per request.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 def build_parser() -> argparse.ArgumentParser:
