@@ -338,6 +338,12 @@ class InstrumentedProvider:
         self.deployment = deployment
         self.metrics = metrics
         self.limiter = limiter
+        # Label children looked up once: the deployment never changes (labels() takes a lock).
+        name = deployment.name
+        self._first = metrics.upstream_first.labels(name)
+        self._duration = {outcome: metrics.upstream_duration.labels(name, outcome) for outcome in ("ok", "error", "cancelled")}
+        self._tokens_in = metrics.tokens.labels(name, "input")
+        self._tokens_out = metrics.tokens.labels(name, "output")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         async for batch in self.stream_batches(request):
@@ -360,7 +366,7 @@ class InstrumentedProvider:
         try:
             async for batch in upstream:
                 if first:
-                    metrics.upstream_first.labels(name).observe(time.perf_counter() - started)
+                    self._first.observe(time.perf_counter() - started)
                     first = False
                 if batch:
                     last = batch[-1]
@@ -379,7 +385,7 @@ class InstrumentedProvider:
             metrics.upstream_errors.labels(name, type(exc).__name__).inc()
             raise
         finally:
-            metrics.upstream_duration.labels(name, outcome).observe(time.perf_counter() - started)
+            self._duration[outcome].observe(time.perf_counter() - started)
             close = getattr(upstream, "aclose", None)
             if close is not None:
                 await close()  # cancels the upstream HTTP request when the client went away
@@ -387,9 +393,8 @@ class InstrumentedProvider:
     async def _count(self, event: Finish, info: RequestInfo | None) -> None:
         usage = event.usage
         assert usage is not None
-        name = self.deployment.name
-        self.metrics.tokens.labels(name, "input").inc(usage.input_tokens)
-        self.metrics.tokens.labels(name, "output").inc(usage.output_tokens)
+        self._tokens_in.inc(usage.input_tokens)
+        self._tokens_out.inc(usage.output_tokens)
         if self.limiter is not None and info is not None and info.key_name is not None:
             await self.limiter.charge(info.key_name, usage.input_tokens + usage.output_tokens)
 
