@@ -527,6 +527,3 @@ class ResponseBuilder:
         self._close_open("incomplete")
         self.status = "cancelled"
 
-    def terminal_response(self) -> dict[str, Any]:
-        return self.snapshot()
-

@@ -49,7 +49,3 @@ class ProviderRegistry:
         for provider in providers:
             await provider.aclose()
         await self.pool.aclose()
-
-
-def supported(provider: str) -> bool:
-    return provider in _FACTORIES

@@ -140,7 +140,6 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     ]
     for route_set in extra:
         table.extend(route_set(services))
-    table.extend(routes.fallback_routes(services))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

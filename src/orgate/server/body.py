@@ -107,19 +107,6 @@ def _too_large(limits: LimitSettings) -> ApiError:
     return ApiError(413, f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).", code="request_too_large")
 
 
-def check_depth(data: Any, limit: int) -> None:
-    """Refuse JSON nested deeper than ``limit`` (iterative: no recursion on hostile input)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            raise _too_deep(limit)
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
-
-
 def _too_deep(limit: int) -> ApiError:
     return invalid_request(f"The request body is nested deeper than {limit} levels (limits.max_json_depth).", code="nesting_too_deep")
 

@@ -93,7 +93,3 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
     if services.settings.endpoints.responses.enabled:
         routes.append(Route("/v1/responses", CreateResponse(services), methods=["POST"]))
     return routes
-
-
-def fallback_routes(services: Services) -> Sequence[BaseRoute]:
-    return []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -44,9 +43,3 @@ def frame(event: dict[str, Any]) -> bytes:
     kind = event["type"]
     prefix = _PREFIXES.get(kind) or b"event: " + kind.encode() + b"\ndata: "
     return b"".join((prefix, orjson.dumps(event), b"\n\n"))
-
-
-async def encode(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[bytes]:
-    async for event in events:
-        yield frame(event)
-    yield DONE

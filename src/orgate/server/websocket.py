@@ -49,7 +49,7 @@ from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller, ResponseStream
 from orgate.protocol import WebSocketResponseCreateEvent
 from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
-from orgate.server.body import check_depth, check_request_limits
+from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 
@@ -226,10 +226,8 @@ class Connection:
         limits = self.services.settings.limits
         if len(raw) > limits.max_body_bytes:
             raise ApiError(413, f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).", code="request_too_large")
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise invalid_request(f"We could not parse the JSON of your message: {exc}", code="invalid_json") from None
+        # The same checks as an HTTP body: JSON, depth, string sizes, duplicate keys.
+        data = parse_json(raw.encode() if isinstance(raw, str) else raw, "application/json", limits)
         if not isinstance(data, dict):
             raise invalid_request("A WebSocket message must be a JSON object with a 'type'.", code="invalid_type")
         kind = data.get("type")
@@ -246,7 +244,6 @@ class Connection:
                     param=name,
                     code="unsupported_parameter",
                 )
-        check_depth(data, limits.max_json_depth)
         check_request_limits(data, limits)
         if self.services.limiter is not None:
             refusal = await self.services.limiter.admit(self.caller.key_name)
