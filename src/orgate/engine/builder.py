@@ -104,6 +104,7 @@ class ResponseBuilder:
         self._seq = 0
         self._open: _Message | _Call | _Reasoning | None = None
         self._finished = False
+        self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -496,11 +497,13 @@ class ResponseBuilder:
         if incomplete:
             self.status = "incomplete"
             self.incomplete_details = {"reason": incomplete}
-            self._emit({"type": "response.incomplete", "response": self.snapshot()})
+            self.final = self.snapshot()
+            self._emit({"type": "response.incomplete", "response": self.final})
         else:
             self.status = "completed"
             self.completed_at = int(time.time())
-            self._emit({"type": "response.completed", "response": self.snapshot()})
+            self.final = self.snapshot()
+            self._emit({"type": "response.completed", "response": self.final})
 
     def fail(self, error: ApiError) -> None:
         """End the response as failed: open item closed ``incomplete``, ``error`` event, ``response.failed``."""
@@ -517,7 +520,8 @@ class ResponseBuilder:
                 "error": {"type": error.type, "code": code, "message": error.message, "param": error.param},
             }
         )
-        self._emit({"type": "response.failed", "response": self.snapshot()})
+        self.final = self.snapshot()
+        self._emit({"type": "response.failed", "response": self.final})
 
     def cancel(self) -> None:
         """End a background response as cancelled (no terminal event is defined for it; the stored status says it)."""

@@ -258,7 +258,7 @@ class ResponsesService:
             previous = None
         try:
             await self.store.save(
-                builder.snapshot(),
+                builder.final if builder.final is not None else builder.snapshot(),
                 tenant=caller.tenant,
                 input_items=input_items,
                 previous_response_id=previous,
@@ -272,6 +272,7 @@ class ResponsesService:
             # The previous response was deleted while this turn ran: keep the answer, unchained.
             log.warning("previous response of %s vanished; storing it without its chain", builder.id)
             turn.base["previous_response_id"] = None
+            builder.final = None  # re-snapshot without the vanished link
             await self.persist(builder, turn, caller, events)
         except StoreError as exc:
             log.error("could not store response %s: %s", builder.id, exc)

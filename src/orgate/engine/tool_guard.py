@@ -75,8 +75,13 @@ class ToolGuard:
     async def aclose(self) -> None:
         await self.inner.aclose()
 
+    @staticmethod
+    def applies(request: ModelRequest) -> bool:
+        """Whether a request has anything to guard (tools or a tool_choice)."""
+        return bool(request.tools) or request.tool_choice is not None
+
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        if self.policy == "off" or (not request.tools and request.tool_choice is None):
+        if self.policy == "off" or not self.applies(request):
             return self.inner.stream(request)
         return self._guarded(request)
 

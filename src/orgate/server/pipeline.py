@@ -63,7 +63,7 @@ class Pipeline:
 
     def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome | None]:
         request = turn.request
-        if request.text_format is None and not request.tools and request.tool_choice is None:
+        if request.text_format is None and not ToolGuard.applies(request):
             return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()
         outcome.response_id = turn.response_id
