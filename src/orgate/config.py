@@ -12,6 +12,7 @@ import dataclasses
 import os
 import secrets
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -290,19 +291,19 @@ class Settings(BaseModel):
 # --- secrets ---------------------------------------------------------------------------------
 
 
-def resolve_secret(value: str | None, *, where: str, required: bool = True) -> str | None:
-    """Resolve ``env:NAME`` to the variable's value; other strings are literal."""
-    if value is None:
+def resolve_secret(
+    value: str | None, *, where: str, required: bool = True, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """Resolve ``env:NAME`` to the variable's value (``ConfigError`` if unset and required); other strings are literal."""
+    if value is None or not value.startswith("env:"):
+        return value
+    name = value[4:]
+    resolved = (os.environ if environ is None else environ).get(name)
+    if not resolved:
+        if required:
+            raise ConfigError(f"{where}: environment variable {name} is not set")
         return None
-    if value.startswith("env:"):
-        name = value[4:]
-        resolved = os.environ.get(name)
-        if resolved is None or resolved == "":
-            if required:
-                raise ConfigError(f"{where}: environment variable {name} is not set")
-            return None
-        return resolved
-    return value
+    return resolved
 
 
 # --- loading ---------------------------------------------------------------------------------
@@ -401,11 +402,11 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
     for index, entry in enumerate(settings.auth.api_keys):
         where = f"auth.api_keys[{index}]"
         if isinstance(entry, str):
-            value = _resolve_with(entry, env, where)
+            value = resolve_secret(entry, where=where, required=False, environ=env)
             if value:
                 keys.append(ResolvedKey(name=f"key{index}", tenant=f"key{index}", secret=value.encode(), sha256=None, models=None))
             continue
-        secret = _resolve_with(entry.key, env, where) if entry.key else None
+        secret = resolve_secret(entry.key, where=where, required=False, environ=env) if entry.key else None
         digest = bytes.fromhex(entry.sha256) if entry.sha256 else None
         if secret is None and digest is None:
             continue
@@ -427,14 +428,6 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
         generated = "sk-orgate-" + secrets.token_urlsafe(24)
         keys.append(ResolvedKey(name="generated", tenant="generated", secret=generated.encode(), sha256=None, models=None, generated=True))
     return keys
-
-
-def _resolve_with(value: str | None, env: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if value.startswith("env:"):
-        return env.get(value[4:]) or None
-    return value
 
 
 BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
@@ -461,12 +454,7 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
 
 
 def _api_key(value: str | None, env: Any, where: str) -> str | None:
-    if value is not None and value.startswith("env:"):
-        resolved = env.get(value[4:])
-        if not resolved:
-            raise ConfigError(f"{where}: api_key refers to {value[4:]}, which is not set")
-        return str(resolved)
-    return value
+    return resolve_secret(value, where=f"{where}: api_key", environ=env)
 
 
 def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:

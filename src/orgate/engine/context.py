@@ -314,15 +314,6 @@ def item_to_wire(item: Any) -> dict[str, Any]:
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 
-__all__ = [
-    "EXTENSION_FIELDS",
-    "Turn",
-    "build_turn",
-    "item_to_wire",
-    "items_from_wire",
-    "normalize_input",
-    "text_format_of",
-]
 
 
 def parse_body(data: Any) -> CreateResponseBody:
@@ -333,3 +324,15 @@ def parse_body(data: Any) -> CreateResponseBody:
         return CreateResponseBody.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
+
+
+__all__ = [
+    "EXTENSION_FIELDS",
+    "Turn",
+    "build_turn",
+    "item_to_wire",
+    "items_from_wire",
+    "normalize_input",
+    "parse_body",
+    "text_format_of",
+]
