@@ -164,19 +164,22 @@ class SqliteStore(ResponseStore):
     def _connect_inline(self) -> sqlite3.Connection:
         """The event loop thread's write connection (the schema exists by now)."""
         try:
+            # Set-up waits for locks like any connection (another process may be
+            # migrating the same file); only then is the connection made non-waiting.
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
             )
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
         try:
-            conn.execute("PRAGMA busy_timeout = 0")  # a held lock: hand over to the thread
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = OFF")
             # Never checkpoint (fsync) on the event loop: the checkpointer thread does,
             # and the database thread's connection keeps the size safety net.
             conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA journal_size_limit = 67108864")
+            conn.execute("SELECT 1 FROM schema_version").fetchall()  # schema read while waiting is allowed
+            conn.execute("PRAGMA busy_timeout = 0")  # from now on a held lock hands over to the thread
         except sqlite3.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
@@ -202,6 +205,19 @@ class SqliteStore(ResponseStore):
         self._x("COMMIT")
         return result
 
+    def _set_wal(self) -> None:
+        """Switch to WAL. Several processes opening a new file at once can make SQLite
+        answer "database is locked" here without calling the busy handler: retry briefly."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                self._x("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def _open_sync(self) -> None:
         if self.path != ":memory:":
             try:
@@ -216,7 +232,7 @@ class SqliteStore(ResponseStore):
             )
             self._conn = self._worker.conn = conn
             self._x("PRAGMA busy_timeout = 30000")
-            self._x("PRAGMA journal_mode = WAL")
+            self._set_wal()
             self._x("PRAGMA synchronous = NORMAL")
             self._x("PRAGMA foreign_keys = OFF")
             self._x("PRAGMA wal_autocheckpoint = 20000")  # a safety net: checkpoints run aside
