@@ -343,3 +343,19 @@ async def test_one_failing_write_does_not_sink_its_batch(store: ResponseStore) -
         got = await store.get(f"resp_{'b' if n % 5 == 0 else 'g'}{n}", "t")
         assert (got is None) == (n % 5 == 0)
     assert await store.context("resp_g1", "t") == [user("1")]
+
+
+async def test_output_items_replace_the_spec_output_in_the_history(store: ResponseStore) -> None:
+    # A provider-extension item the spec's output leaves out is kept for the next turn.
+    extension = {"id": "ws_1", "type": "web_search_call", "status": "completed"}
+    answer = assistant("msg_x", "found it")
+    body = response("resp_x", [answer])
+    await store.save(body, tenant="t", input_items=[user("search")], output_items=[extension, answer])
+    got = await store.get("resp_x", "t")
+    assert got is not None and got.response == body
+    assert await store.context("resp_x", "t") == [user("search"), extension, answer]
+    assert await store.get_item("ws_1", "t") == extension
+    page = await store.input_items("resp_x", "t")
+    assert page is not None and [item["role"] for item in page.data] == ["user"]
+    await store.save(response("resp_y"), tenant="t", input_items=[user("more")], previous_response_id="resp_x")
+    assert await store.context("resp_y", "t") == [user("search"), extension, answer, user("more")]

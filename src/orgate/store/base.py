@@ -9,7 +9,6 @@ missing one. See ``docs/store.md`` for the data model and the guarantees.
 from __future__ import annotations
 
 import abc
-import hashlib
 import os
 import socket
 import uuid
@@ -220,15 +219,17 @@ def owner_is_dead(owner: str) -> bool | None:
 def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
     """The item's own ``id``, or a stable id derived from its place in the response.
 
-    Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids
-    that stay the same when a response is saved again.
+    Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids:
+    the response id's suffix plus the position, so they stay the same when a
+    response is saved again and sort like the (time-ordered) response ids, which
+    keeps the item-id index's writes sequential.
     """
     own = item.get("id")
     if isinstance(own, str) and own:
         return own
-    digest = hashlib.blake2b(f"{response_id}:{position}".encode(), digest_size=12).hexdigest()
+    suffix = response_id.partition("_")[2] or response_id
     is_message = item.get("type", "message") == "message"
-    return f"{'msg' if is_message else 'item'}_{digest}"
+    return f"{'msg' if is_message else 'item'}_{suffix}{position:06x}"
 
 
 def with_id(item: dict[str, Any], item_id: str) -> dict[str, Any]:
@@ -293,11 +294,14 @@ class ResponseStore(abc.ABC):
         request: dict[str, Any] | None = None,
         events: bytes | None = None,
         expires_at: float | None = None,
+        output_items: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         """Insert or update (by ``response["id"]``) a response in one transaction.
 
         ``input_items`` are this response's own new input items, already resolved
-        (no ``item_reference``); its output items are ``response["output"]``.
+        (no ``item_reference``); its output items are ``output_items`` when given
+        (what the model produced, e.g. with provider-extension items the spec's
+        ``output`` leaves out), else ``response["output"]``.
         Saving again replaces the status, body, output items and events (background
         progress). With ``session_id`` the session's latest response becomes this one.
         Raises ``UnknownResponse`` when ``previous_response_id`` is not the tenant's

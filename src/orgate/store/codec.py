@@ -33,8 +33,12 @@ def encode_save(
     response: dict[str, Any],
     input_items: Sequence[dict[str, Any]],
     request: dict[str, Any] | None,
+    output_items: Sequence[dict[str, Any]] | None = None,
 ) -> SaveRows:
-    """Encode a response and its own items (inputs first, then outputs) for storage."""
+    """Encode a response and its own items (inputs first, then outputs) for storage.
+
+    The outputs are ``output_items`` when given, else ``response["output"]``.
+    """
     response_id = response.get("id")
     if not isinstance(response_id, str) or not response_id:
         raise ValueError("response has no id")
@@ -44,7 +48,7 @@ def encode_save(
     model = response.get("model")
     created = response.get("created_at")
     now = time.time()
-    outputs = response.get("output") or []
+    outputs = output_items if output_items is not None else response.get("output") or []
     seqs: list[int] = []
     kinds: list[str] = []
     item_ids: list[str] = []

@@ -305,8 +305,9 @@ class PostgresStore(ResponseStore):
         request: dict[str, Any] | None = None,
         events: bytes | None = None,
         expires_at: float | None = None,
+        output_items: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        rows = encode_save(response, input_items, request)
+        rows = encode_save(response, input_items, request, output_items)
         row = await self._fetchrow(
             _SAVE,
             rows.id,

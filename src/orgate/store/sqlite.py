@@ -288,8 +288,9 @@ class SqliteStore(ResponseStore):
         request: dict[str, Any] | None = None,
         events: bytes | None = None,
         expires_at: float | None = None,
+        output_items: Sequence[dict[str, Any]] | None = None,
     ) -> None:
-        rows = encode_save(response, input_items, request)
+        rows = encode_save(response, input_items, request, output_items)
         await self._write_op(
             self._save_sync,
             rows,
