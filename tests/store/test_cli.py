@@ -55,7 +55,7 @@ async def test_stats_and_prune_commands(store_url: str, capsys: pytest.CaptureFi
 
     loop = asyncio.get_running_loop()
     code, out = await loop.run_in_executor(None, run, "store", "stats", "--url", store_url)
-    assert code == 0 and "responses:      2" in out and "schema version: 1" in out
+    assert code == 0 and "responses:      2" in out and "schema version: " in out
     assert "orgate:orgate@" not in out
     code, out = await loop.run_in_executor(
         None, run, "store", "prune", "--url", store_url, "--older-than", "7d"

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import orjson
 import pytest
 
 from orgate.store import (
@@ -47,13 +48,17 @@ async def test_schema_created_then_reused(store_url: str, open_at: OpenStore) ->
     await first.close()
     second = await open_at()  # migration is a no-op the second time
     assert await second.get("resp_1", "t") is not None
-    assert (await second.stats()).schema_version == 1
+    assert (await second.stats()).schema_version == _version(store_url)
+
+
+def _version(store_url: str) -> int:
+    return schema.SQLITE_SCHEMA_VERSION if store_url.startswith("sqlite") else schema.POSTGRES_SCHEMA_VERSION
 
 
 async def test_schema_newer_than_code_is_refused(store_url: str, open_at: OpenStore) -> None:
     await (await open_at()).close()
     await _set_schema_version(store_url, 99)
-    with pytest.raises(SchemaTooNew, match=r"schema version 99, newer than the version 1") as err:
+    with pytest.raises(SchemaTooNew, match=r"schema version 99, newer than the version \d") as err:
         await open_store(store_url)
     assert "upgrade orgate" in str(err.value)
     assert "***" in str(err.value) or "orgate:orgate@" not in str(err.value)
@@ -182,7 +187,7 @@ async def test_prune_and_stats(store: ResponseStore) -> None:
     stats = await store.stats()
     assert (stats.responses, stats.items, stats.events) == (3, 5, 1)
     assert stats.by_status == {"completed": 2, "in_progress": 1}
-    assert stats.sessions == 2 and stats.schema_version == 1
+    assert stats.sessions == 2 and stats.schema_version == _version(store.backend)
     assert stats.oldest_created_at == now - 10 * 86400 and stats.newest_created_at == now
 
     assert await store.prune(older_than=7 * 86400) == 2  # the old one and the expired one
@@ -239,7 +244,7 @@ async def test_concurrent_first_starts_migrate_once(open_at: OpenStore) -> None:
     await stores[0].save(response("resp_1"), tenant="t", input_items=[])
     for store in stores:
         assert await store.get("resp_1", "t") is not None
-        assert (await store.stats()).schema_version == 1
+        assert (await store.stats()).schema_version == _version(store.backend)
 
 
 async def test_default_and_memory_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,7 +265,52 @@ async def test_default_and_memory_sqlite(tmp_path: Path, monkeypatch: pytest.Mon
         await memory.get("resp_m", "t")
 
 
-def test_both_backends_have_every_migration() -> None:
-    expected = list(range(1, schema.SCHEMA_VERSION + 1))
-    assert sorted(schema.SQLITE_MIGRATIONS) == expected
-    assert sorted(schema.POSTGRES_MIGRATIONS) == expected
+def test_each_backend_has_every_migration() -> None:
+    assert sorted(schema.SQLITE_MIGRATIONS) == list(range(1, schema.SQLITE_SCHEMA_VERSION + 1))
+    assert sorted(schema.POSTGRES_MIGRATIONS) == list(range(1, schema.POSTGRES_SCHEMA_VERSION + 1))
+
+
+async def test_sqlite_version_1_file_is_migrated_with_its_items(tmp_path: Path) -> None:
+    """A file written by schema version 1 (items in their own table) opens intact."""
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in schema.SQLITE_MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    first = response("resp_1", [assistant("msg_out1", "one")])
+    second = response("resp_2", [assistant("msg_out2", "two")])
+    for body, chain, prev in ((first, '["resp_1"]', None), (second, '["resp_1","resp_2"]', "resp_1")):
+        conn.execute(
+            """INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
+                previous_response_id, chain, depth, history_len, own_items, response)
+            VALUES (?, 't', 'completed', 'test-model', 1, 1, ?, ?, ?, ?, 2, ?)""",
+            (body["id"], prev, chain, chain.count(",") , 2 * (chain.count(",") + 1), orjson.dumps(body)),
+        )
+        rid = body["id"]
+        conn.execute(
+            "INSERT INTO items VALUES ('t', ?, 0, 'input', ?, ?)",
+            (rid, f"msg_legacy_{rid}", orjson.dumps(user(f"q {rid}"))),
+        )
+        conn.execute(
+            "INSERT INTO items VALUES ('t', ?, 1, 'output', ?, ?)",
+            (rid, body["output"][0]["id"], orjson.dumps(body["output"][0])),
+        )
+    conn.close()
+    store = await open_store(f"sqlite://{path}", heartbeat_interval=0)
+    try:
+        assert (await store.stats()).schema_version == schema.SQLITE_SCHEMA_VERSION
+        assert await store.context("resp_2", "t") == [
+            user("q resp_1"), first["output"][0], user("q resp_2"), second["output"][0]
+        ]
+        page = await store.input_items("resp_2", "t")
+        assert page is not None and [i["id"] for i in page.data] == ["msg_legacy_resp_2"]
+        assert await store.get_item("msg_legacy_resp_1", "t") == {"id": "msg_legacy_resp_1", **user("q resp_1")}
+        assert await store.get_item("msg_out2", "t") == second["output"][0]
+        await store.save(response("resp_3"), tenant="t", input_items=[user("q3")], previous_response_id="resp_2")
+        assert len(await store.context("resp_3", "t") or []) == 5
+        assert await store.delete("resp_1", "t") is True
+        assert await store.get_item("msg_legacy_resp_1", "t") is None
+        assert await store.context("resp_3", "t") is None  # its chain lost a link
+    finally:
+        await store.close()

@@ -14,7 +14,11 @@ from orgate.store.base import STATUSES, item_id_for
 
 @dataclass(frozen=True, slots=True)
 class SaveRows:
-    """What ``save`` writes, encoded once, outside any transaction."""
+    """What ``save`` writes, encoded once, outside any transaction.
+
+    Items are numbered in one sequence per response: its own inputs first
+    (``0 … len(inputs) - 1``), then its outputs.
+    """
 
     id: str
     status: str
@@ -23,10 +27,25 @@ class SaveRows:
     now: float
     body: bytes
     request: bytes | None
-    seqs: list[int]
-    kinds: list[str]
-    item_ids: list[str]
-    datas: list[bytes]
+    inputs: Sequence[dict[str, Any]]
+    outputs: Sequence[dict[str, Any]]
+    #: True when the outputs are not the body's ``output`` (``save(output_items=...)``).
+    custom_outputs: bool
+    input_ids: list[str]
+    output_ids: list[str]
+
+    @property
+    def size(self) -> int:
+        """How many items the response owns."""
+        return len(self.input_ids) + len(self.output_ids)
+
+    def item_columns(self) -> tuple[list[int], list[str], list[str], list[bytes]]:
+        """One row per item (seq, kind, id, JSON) for a table of items."""
+        seqs = list(range(self.size))
+        kinds = ["input"] * len(self.input_ids) + ["output"] * len(self.output_ids)
+        ids = [*self.input_ids, *self.output_ids]
+        datas = [orjson.dumps(item) for item in (*self.inputs, *self.outputs)]
+        return seqs, kinds, ids, datas
 
 
 def encode_save(
@@ -49,17 +68,7 @@ def encode_save(
     created = response.get("created_at")
     now = time.time()
     outputs = output_items if output_items is not None else response.get("output") or []
-    seqs: list[int] = []
-    kinds: list[str] = []
-    item_ids: list[str] = []
-    datas: list[bytes] = []
-    for kind, items in (("input", input_items), ("output", outputs)):
-        for item in items:
-            seq = len(seqs)
-            seqs.append(seq)
-            kinds.append(kind)
-            item_ids.append(item_id_for(item, response_id, seq))
-            datas.append(orjson.dumps(item))
+    first_output = len(input_items)
     return SaveRows(
         id=response_id,
         status=status,
@@ -68,10 +77,11 @@ def encode_save(
         now=now,
         body=orjson.dumps(response),
         request=orjson.dumps(request) if request is not None else None,
-        seqs=seqs,
-        kinds=kinds,
-        item_ids=item_ids,
-        datas=datas,
+        inputs=input_items,
+        outputs=outputs,
+        custom_outputs=output_items is not None,
+        input_ids=[item_id_for(item, response_id, seq) for seq, item in enumerate(input_items)],
+        output_ids=[item_id_for(item, response_id, first_output + seq) for seq, item in enumerate(outputs)],
     )
 
 

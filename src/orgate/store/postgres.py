@@ -44,7 +44,11 @@ from orgate.store.base import (
     with_id,
 )
 from orgate.store.codec import encode_save, loads, rewrite_status
-from orgate.store.schema import POSTGRES_MIGRATION_LOCK, POSTGRES_MIGRATIONS, SCHEMA_VERSION
+from orgate.store.schema import (
+    POSTGRES_MIGRATION_LOCK,
+    POSTGRES_MIGRATIONS,
+    POSTGRES_SCHEMA_VERSION,
+)
 
 log = logging.getLogger(__name__)
 
@@ -275,9 +279,9 @@ class PostgresStore(ResponseStore):
                 "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"
             )
             current = await conn.fetchval("SELECT max(version) FROM schema_version") or 0
-            if current > SCHEMA_VERSION:
-                raise SchemaTooNew(current, SCHEMA_VERSION, self.url)
-            for version in range(current + 1, SCHEMA_VERSION + 1):
+            if current > POSTGRES_SCHEMA_VERSION:
+                raise SchemaTooNew(current, POSTGRES_SCHEMA_VERSION, self.url)
+            for version in range(current + 1, POSTGRES_SCHEMA_VERSION + 1):
                 for statement in POSTGRES_MIGRATIONS[version]:
                     await conn.execute(statement)
                 await conn.execute("DELETE FROM schema_version")
@@ -323,11 +327,8 @@ class PostgresStore(ResponseStore):
             expires_at,
             rows.body,
             rows.request,
-            len(rows.seqs),
-            rows.seqs,
-            rows.kinds,
-            rows.item_ids,
-            rows.datas,
+            rows.size,
+            *rows.item_columns(),
             events,
         )
         assert row is not None

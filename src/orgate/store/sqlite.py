@@ -41,13 +41,14 @@ from orgate.store.base import (
     StoreUnavailable,
     UnknownResponse,
     check_order,
+    item_id_for,
     new_owner_id,
     owner_is_dead,
     page_of,
     with_id,
 )
 from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
-from orgate.store.schema import SCHEMA_VERSION, SQLITE_MIGRATIONS
+from orgate.store.schema import SQLITE_MIGRATIONS, SQLITE_SCHEMA_VERSION
 from orgate.store.sqlite_worker import LOCKED, InlineWriter, Kind, SqliteWorker
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,15 @@ _RESPONSE_COLUMNS = (
     "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
 )
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
+
+
+def _item_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
+    """The ids of a response's items, inputs first, from its stored row."""
+    ids: list[str] = loads(input_ids)
+    first_output = len(ids)
+    output_items = loads(outputs) if outputs is not None else loads(body).get("output") or []
+    ids += [item_id_for(item, response_id, first_output + k) for k, item in enumerate(output_items)]
+    return ids
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
@@ -256,9 +266,9 @@ class SqliteStore(ResponseStore):
             self._x("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             row = self._x("SELECT max(version) FROM schema_version").fetchone()
             current = row[0] or 0
-            if current > SCHEMA_VERSION:
-                raise SchemaTooNew(current, SCHEMA_VERSION, f"sqlite://{self.path}")
-            for version in range(current + 1, SCHEMA_VERSION + 1):
+            if current > SQLITE_SCHEMA_VERSION:
+                raise SchemaTooNew(current, SQLITE_SCHEMA_VERSION, f"sqlite://{self.path}")
+            for version in range(current + 1, SQLITE_SCHEMA_VERSION + 1):
                 for statement in SQLITE_MIGRATIONS[version]:
                     self._x(statement)
                 self._x("DELETE FROM schema_version")
@@ -313,17 +323,68 @@ class SqliteStore(ResponseStore):
         events: bytes | None,
         expires_at: float | None,
     ) -> None:
-        n = len(rows.seqs)
-
-        existing = self._q(conn, "SELECT tenant FROM responses WHERE id = ?", (rows.id,)).fetchone()
-        if existing is not None:
-            if existing[0] != tenant:
+        # Refusals (UnknownResponse, ResponseConflict) are raised before anything is
+        # written: the inline writer's batch transaction stays clean.
+        n = rows.size
+        inputs = dumps(rows.inputs)
+        input_ids = dumps(rows.input_ids)
+        outputs = dumps(rows.outputs) if rows.custom_outputs else None
+        chain: list[str] = []
+        base_len = 0
+        if previous_response_id is not None:
+            parent = self._q(
+                conn,
+                f"SELECT chain, history_len FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+                (previous_response_id, tenant, rows.now),
+            ).fetchone()
+            if parent is not None:
+                chain = loads(parent[0])
+                base_len = parent[1]
+            elif self._owned_items(conn, rows.id, tenant) is None:
+                raise UnknownResponse(previous_response_id)
+            # else: a save again of a response whose parent has gone since; its chain stays.
+        chain.append(rows.id)
+        inserted = self._q(
+            conn,
+            f"""INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
+                previous_response_id, session_id, deployment, chain, depth,
+                history_len, own_items, owner, expires_at, response, request,
+                inputs, input_ids, outputs)
+            VALUES ({", ".join("?" * 20)})
+            ON CONFLICT (id) DO NOTHING""",
+            (
+                rows.id,
+                tenant,
+                rows.status,
+                rows.model,
+                rows.created_at,
+                rows.now,
+                previous_response_id,
+                session_id,
+                deployment,
+                dumps(chain),
+                len(chain) - 1,
+                base_len + n,
+                n,
+                self.owner_id,
+                expires_at,
+                rows.body,
+                rows.request,
+                inputs,
+                input_ids,
+                outputs,
+            ),
+        ).rowcount
+        new_keys = [*rows.input_ids, *rows.output_ids]
+        if not inserted:  # saved before (background progress, a stream's in_progress row)
+            old_keys = self._owned_items(conn, rows.id, tenant)
+            if old_keys is None:
                 raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
             self._q(
                 conn,
                 """UPDATE responses SET status = ?, model = ?, updated_at = ?,
                     session_id = ?, deployment = ?, owner = ?, expires_at = ?,
-                    response = ?, request = ?,
+                    response = ?, request = ?, inputs = ?, input_ids = ?, outputs = ?,
                     history_len = history_len - own_items + ?, own_items = ?
                 WHERE id = ?""",
                 (
@@ -336,67 +397,28 @@ class SqliteStore(ResponseStore):
                     expires_at,
                     rows.body,
                     rows.request,
+                    inputs,
+                    input_ids,
+                    outputs,
                     n,
                     n,
                     rows.id,
                 ),
             )
-        else:
-            chain: list[str] = []
-            base_len = 0
-            if previous_response_id is not None:
-                parent = self._q(
-                    conn,
-                    f"SELECT chain, history_len FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
-                    (previous_response_id, tenant, rows.now),
-                ).fetchone()
-                if parent is None:
-                    raise UnknownResponse(previous_response_id)
-                chain = loads(parent[0])
-                base_len = parent[1]
-            chain.append(rows.id)
-            self._q(
-                conn,
-                f"""INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
-                    previous_response_id, session_id, deployment, chain, depth,
-                    history_len, own_items, owner, expires_at, response, request)
-                VALUES ({", ".join("?" * 17)})""",
-                (
-                    rows.id,
-                    tenant,
-                    rows.status,
-                    rows.model,
-                    rows.created_at,
-                    rows.now,
-                    previous_response_id,
-                    session_id,
-                    deployment,
-                    dumps(chain),
-                    len(chain) - 1,
-                    base_len + n,
-                    n,
-                    self.owner_id,
-                    expires_at,
-                    rows.body,
-                    rows.request,
-                ),
-            )
-        self.query_count += 1
-        conn.executemany(
-            """INSERT INTO items (tenant, response_id, seq, kind, item_id, data)
-            VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT (response_id, seq) DO UPDATE SET
-                kind = excluded.kind, item_id = excluded.item_id, data = excluded.data
-            WHERE items.data IS NOT excluded.data""",
-            [
-                (tenant, rows.id, seq, kind, item_id, data)
-                for seq, kind, item_id, data in zip(
-                    rows.seqs, rows.kinds, rows.item_ids, rows.datas, strict=True
+            gone = set(old_keys).difference(new_keys)
+            if gone:
+                self.query_count += 1
+                conn.executemany(
+                    "DELETE FROM item_ids WHERE tenant = ? AND item_id = ? AND response_id = ?",
+                    [(tenant, item_id, rows.id) for item_id in gone],
                 )
-            ],
-        )
-        if existing is not None:
-            self._q(conn, "DELETE FROM items WHERE response_id = ? AND seq >= ?", (rows.id, n))
+        if new_keys:
+            self.query_count += 1
+            conn.executemany(
+                """INSERT INTO item_ids (tenant, item_id, response_id, seq) VALUES (?, ?, ?, ?)
+                ON CONFLICT DO UPDATE SET seq = excluded.seq WHERE seq != excluded.seq""",
+                [(tenant, item_id, rows.id, seq) for seq, item_id in enumerate(new_keys)],
+            )
         if events is not None:
             self._q(
                 conn,
@@ -416,6 +438,15 @@ class SqliteStore(ResponseStore):
                 (tenant, session_id, rows.id, deployment, rows.now),
             )
 
+    def _owned_items(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> list[str] | None:
+        """The ids of a stored response's items, or None when it is not this tenant's (or absent)."""
+        row = self._q(
+            conn,
+            "SELECT input_ids, outputs, response FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
+        ).fetchone()
+        return None if row is None else _item_ids(response_id, row[0], row[1], row[2])
+
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         return await self._run(Kind.READ, self._get_sync, response_id, tenant)
 
@@ -430,39 +461,45 @@ class SqliteStore(ResponseStore):
         return await self._write_op(self._delete_sync, response_id, tenant)
 
     def _delete_sync(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> bool:
-        cur = self._q(
-            conn, "DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)
-        )
-        if cur.rowcount == 0:
+        keys = self._owned_items(conn, response_id, tenant)
+        if keys is None:
             return False
-        self._q(conn, "DELETE FROM items WHERE response_id = ?", (response_id,))
+        self._q(conn, "DELETE FROM responses WHERE id = ?", (response_id,))
+        self._forget_items(conn, [(tenant, item_id, response_id) for item_id in keys])
         self._q(conn, "DELETE FROM response_events WHERE response_id = ?", (response_id,))
         return True
+
+    def _forget_items(self, conn: sqlite3.Connection, keys: list[tuple[str, str, str]]) -> None:
+        if keys:
+            self.query_count += 1
+            conn.executemany(
+                "DELETE FROM item_ids WHERE tenant = ? AND item_id = ? AND response_id = ?", keys
+            )
 
     async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
         return await self._run(Kind.READ, self._context_sync, response_id, tenant)
 
     def _context_sync(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
         now = time.time()
-        row = self._x(
-            f"""SELECT json_array_length(r.chain),
-                (SELECT count(*) FROM json_each(r.chain) AS p
-                    JOIN responses AS x ON x.id = p.value
-                    WHERE x.tenant = r.tenant
-                    AND (x.expires_at IS NULL OR x.expires_at > ?))
-            FROM responses AS r WHERE r.id = ? AND r.tenant = ? AND {_LIVE}""",
-            (now, response_id, tenant, now),
-        ).fetchone()
-        if row is None or row[0] != row[1]:
-            return None
-        items = self._x(
-            """SELECT i.data FROM responses AS r, json_each(r.chain) AS p
-                JOIN items AS i ON i.response_id = p.value AND i.tenant = r.tenant
-            WHERE r.id = ? AND r.tenant = ?
-            ORDER BY p.key, i.seq""",
-            (response_id, tenant),
+        rows = self._x(
+            """SELECT x.tenant, x.expires_at, x.inputs,
+                coalesce(x.outputs, json_extract(CAST(x.response AS TEXT), '$.output'))
+            FROM responses AS r, json_each(r.chain) AS p
+                LEFT JOIN responses AS x ON x.id = p.value
+            WHERE r.id = ? AND r.tenant = ? AND (r.expires_at IS NULL OR r.expires_at > ?)
+            ORDER BY p.key""",
+            (response_id, tenant, now),
         ).fetchall()
-        return [loads(data) for (data,) in items]
+        if not rows:
+            return None
+        history: list[dict[str, Any]] = []
+        for owner, expires_at, inputs, outputs in rows:
+            if owner != tenant or (expires_at is not None and expires_at <= now):
+                return None  # a link of the chain was deleted or has expired
+            history += loads(inputs)
+            if outputs is not None:
+                history += loads(outputs)
+        return history
 
     async def input_items(
         self,
@@ -481,34 +518,42 @@ class SqliteStore(ResponseStore):
     def _input_items_sync(
         self, response_id: str, tenant: str, limit: int, order: Order, after: str | None
     ) -> ItemsPage | None:
-        if self._get_sync(response_id, tenant) is None:
+        row = self._x(
+            f"SELECT inputs, input_ids FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+            (response_id, tenant, time.time()),
+        ).fetchone()
+        if row is None:
             return None
-        direction, cmp = ("ASC", ">") if order == "asc" else ("DESC", "<")
-        params: list[Any] = [response_id, tenant]
-        cursor = ""
+        pairs = list(zip(loads(row[1]), loads(row[0]), strict=True))
         if after is not None:
-            cursor = f"""AND seq {cmp} (SELECT seq FROM items WHERE response_id = ?
-                AND tenant = ? AND kind = 'input' AND item_id = ? ORDER BY seq LIMIT 1)"""
-            params += [response_id, tenant, after]
-        rows = self._x(
-            f"""SELECT item_id, data FROM items WHERE response_id = ? AND tenant = ?
-                AND kind = 'input' {cursor} ORDER BY seq {direction} LIMIT ?""",
-            (*params, limit + 1),
-        ).fetchall()
-        return page_of([(item_id, loads(data)) for item_id, data in rows], limit)
+            # The page after the first occurrence of ``after`` (none when it is not an input).
+            position = next((i for i, (item_id, _) in enumerate(pairs) if item_id == after), None)
+            pairs = [] if position is None else pairs[position + 1 :] if order == "asc" else pairs[:position]
+        if order == "desc":
+            pairs.reverse()
+        return page_of(pairs[: limit + 1], limit)
 
     async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
         return await self._run(Kind.READ, self._get_item_sync, item_id, tenant)
 
     def _get_item_sync(self, item_id: str, tenant: str) -> dict[str, Any] | None:
         row = self._x(
-            """SELECT i.data FROM items AS i JOIN responses AS r ON r.id = i.response_id
+            """SELECT i.seq, json_array_length(r.input_ids), r.inputs,
+                coalesce(r.outputs, json_extract(CAST(r.response AS TEXT), '$.output'))
+            FROM item_ids AS i JOIN responses AS r ON r.id = i.response_id
             WHERE i.tenant = ? AND i.item_id = ? AND r.tenant = i.tenant
               AND (r.expires_at IS NULL OR r.expires_at > ?)
-            ORDER BY i.rowid LIMIT 1""",
+            ORDER BY i.response_id LIMIT 1""",
             (tenant, item_id, time.time()),
         ).fetchone()
-        return with_id(loads(row[0]), item_id) if row is not None else None
+        if row is None:
+            return None
+        seq, input_count, inputs, outputs = row
+        items = loads(inputs) if seq < input_count else loads(outputs or b"[]")
+        position = seq if seq < input_count else seq - input_count
+        if position >= len(items):
+            return None
+        return with_id(items[position], item_id)
 
     async def events(self, response_id: str, tenant: str) -> bytes | None:
         return await self._run(Kind.READ, self._events_sync, response_id, tenant)
@@ -683,19 +728,45 @@ class SqliteStore(ResponseStore):
     def _prune_sync(self, older_than: float) -> int:
         now = time.time()
         cutoff = now - older_than
-        self._x(
-            """CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY)""",
-        )
-        self._x("DELETE FROM doomed")
-        self._x(
-            """INSERT INTO doomed SELECT id FROM responses WHERE created_at < ?
-            UNION SELECT id FROM responses WHERE expires_at IS NOT NULL AND expires_at <= ?""",
-            (cutoff, now),
-        )
-        count = self._x("DELETE FROM responses WHERE id IN (SELECT id FROM doomed)").rowcount
-        self._x("DELETE FROM items WHERE response_id IN (SELECT id FROM doomed)")
-        self._x("DELETE FROM response_events WHERE response_id IN (SELECT id FROM doomed)")
-        self._x("DELETE FROM doomed")
+        # Rowids follow creation order (a response's row is inserted when it is first
+        # saved, right after it is created), so the old ones sit at the start: find
+        # the first row that is not old, then collect the old rows before it. A row
+        # inserted out of order around the cutoff is left for the next prune.
+        boundary = self._x(
+            "SELECT rowid FROM responses WHERE created_at >= ? ORDER BY rowid LIMIT 1", (cutoff,)
+        ).fetchone()
+        doomed = self._x(
+            """SELECT id, tenant, input_ids, outputs, response FROM responses
+                WHERE rowid < ? AND created_at < ?
+            UNION ALL
+            SELECT id, tenant, input_ids, outputs, response FROM responses
+                WHERE expires_at IS NOT NULL AND expires_at <= ? AND NOT (rowid < ? AND created_at < ?)""",
+            (
+                boundary[0] if boundary is not None else 1 << 62,
+                cutoff,
+                now,
+                boundary[0] if boundary is not None else 1 << 62,
+                cutoff,
+            ),
+        ).fetchall()
+        conn = self._conn
+        assert conn is not None
+        for start in range(0, len(doomed), 500):
+            batch = doomed[start : start + 500]
+            self.query_count += 1
+            conn.executemany("DELETE FROM responses WHERE id = ?", [(row[0],) for row in batch])
+            self._forget_items(
+                conn,
+                [
+                    (tenant, item_id, response_id)
+                    for response_id, tenant, input_ids, outputs, body in batch
+                    for item_id in _item_ids(response_id, input_ids, outputs, body)
+                ],
+            )
+            self.query_count += 1
+            conn.executemany(
+                "DELETE FROM response_events WHERE response_id = ?", [(row[0],) for row in batch]
+            )
         self._x(
             """DELETE FROM sessions WHERE updated_at < ?
             AND (lease_token IS NULL OR lease_expires_at <= ?)""",
@@ -705,7 +776,7 @@ class SqliteStore(ResponseStore):
             "DELETE FROM owners WHERE owner_id != ? AND heartbeat_at < ?",
             (self.owner_id, min(cutoff, now - 86400)),
         )
-        return count
+        return len(doomed)
 
     async def stats(self) -> StoreStats:
         return await self._run(Kind.READ, self._stats_sync)
@@ -719,7 +790,7 @@ class SqliteStore(ResponseStore):
         ).fetchone()
         count = {
             table: self._x(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("items", "sessions", "response_events")
+            for table in ("item_ids", "sessions", "response_events")
         }
         version = self._x("SELECT max(version) FROM schema_version").fetchone()[0]
         size = 0
@@ -733,7 +804,7 @@ class SqliteStore(ResponseStore):
             schema_version=version,
             responses=sum(by_status.values()),
             by_status=by_status,
-            items=count["items"],
+            items=count["item_ids"],
             sessions=count["sessions"],
             events=count["response_events"],
             oldest_created_at=oldest,
