@@ -359,3 +359,15 @@ async def test_output_items_replace_the_spec_output_in_the_history(store: Respon
     assert page is not None and [item["role"] for item in page.data] == ["user"]
     await store.save(response("resp_y"), tenant="t", input_items=[user("more")], previous_response_id="resp_x")
     assert await store.context("resp_y", "t") == [user("search"), extension, answer, user("more")]
+
+
+async def test_listed_ids_of_id_less_inputs_resolve_until_deleted(store: ResponseStore) -> None:
+    await store.save(response("resp_0a1b"), tenant="t", input_items=[user("one"), user("two")])
+    page = await store.input_items("resp_0a1b", "t", order="asc")
+    assert page is not None
+    for item in page.data:
+        assert await store.get_item(item["id"], "t") == item
+        assert await store.get_item(item["id"], "other-tenant") is None
+    assert page.data[0]["id"] != page.data[1]["id"]
+    await store.delete("resp_0a1b", "t")
+    assert await store.get_item(page.data[0]["id"], "t") is None

@@ -221,8 +221,7 @@ def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
 
     Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids:
     the response id's suffix plus the position, so they stay the same when a
-    response is saved again and sort like the (time-ordered) response ids, which
-    keeps the item-id index's writes sequential.
+    response is saved again and sort like the (time-ordered) response ids.
     """
     own = item.get("id")
     if isinstance(own, str) and own:
@@ -230,6 +229,23 @@ def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
     suffix = response_id.partition("_")[2] or response_id
     is_message = item.get("type", "message") == "message"
     return f"{'msg' if is_message else 'item'}_{suffix}{position:06x}"
+
+
+def derived_location(item_id: str) -> tuple[str, int] | None:
+    """Where a derived id (see ``item_id_for``) points: (response id, position), if it is one."""
+    prefix, _, rest = item_id.partition("_")
+    if prefix not in ("msg", "item") or len(rest) < 7:
+        return None
+    try:
+        position = int(rest[-6:], 16)
+    except ValueError:
+        return None
+    return f"resp_{rest[:-6]}", position
+
+
+def is_derived(item_id: str, response_id: str, position: int) -> bool:
+    """True when ``item_id`` is the derived id of that place (findable without an index)."""
+    return response_id.startswith("resp_") and derived_location(item_id) == (response_id, position)
 
 
 def with_id(item: dict[str, Any], item_id: str) -> dict[str, Any]:

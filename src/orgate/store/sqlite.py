@@ -41,6 +41,8 @@ from orgate.store.base import (
     StoreUnavailable,
     UnknownResponse,
     check_order,
+    derived_location,
+    is_derived,
     item_id_for,
     new_owner_id,
     owner_is_dead,
@@ -61,13 +63,13 @@ _RESPONSE_COLUMNS = (
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 
-def _item_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
-    """The ids of a response's items, inputs first, from its stored row."""
+def _indexed_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
+    """The ids of a response's items that ``item_ids`` holds (derived input ids are not)."""
     ids: list[str] = loads(input_ids)
     first_output = len(ids)
     output_items = loads(outputs) if outputs is not None else loads(body).get("output") or []
     ids += [item_id_for(item, response_id, first_output + k) for k, item in enumerate(output_items)]
-    return ids
+    return [item_id for seq, item_id in enumerate(ids) if not is_derived(item_id, response_id, seq)]
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
@@ -375,7 +377,11 @@ class SqliteStore(ResponseStore):
                 outputs,
             ),
         ).rowcount
-        new_keys = [*rows.input_ids, *rows.output_ids]
+        new_keys = [
+            (item_id, seq)
+            for seq, item_id in enumerate((*rows.input_ids, *rows.output_ids))
+            if not is_derived(item_id, rows.id, seq)
+        ]
         if not inserted:  # saved before (background progress, a stream's in_progress row)
             old_keys = self._owned_items(conn, rows.id, tenant)
             if old_keys is None:
@@ -405,7 +411,7 @@ class SqliteStore(ResponseStore):
                     rows.id,
                 ),
             )
-            gone = set(old_keys).difference(new_keys)
+            gone = set(old_keys).difference(item_id for item_id, _ in new_keys)
             if gone:
                 self.query_count += 1
                 conn.executemany(
@@ -417,7 +423,7 @@ class SqliteStore(ResponseStore):
             conn.executemany(
                 """INSERT INTO item_ids (tenant, item_id, response_id, seq) VALUES (?, ?, ?, ?)
                 ON CONFLICT DO UPDATE SET seq = excluded.seq WHERE seq != excluded.seq""",
-                [(tenant, item_id, rows.id, seq) for seq, item_id in enumerate(new_keys)],
+                [(tenant, item_id, rows.id, seq) for item_id, seq in new_keys],
             )
         if events is not None:
             self._q(
@@ -439,13 +445,13 @@ class SqliteStore(ResponseStore):
             )
 
     def _owned_items(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> list[str] | None:
-        """The ids of a stored response's items, or None when it is not this tenant's (or absent)."""
+        """The indexed ids of a stored response's items, or None when it is not this tenant's (or absent)."""
         row = self._q(
             conn,
             "SELECT input_ids, outputs, response FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         ).fetchone()
-        return None if row is None else _item_ids(response_id, row[0], row[1], row[2])
+        return None if row is None else _indexed_ids(response_id, row[0], row[1], row[2])
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         return await self._run(Kind.READ, self._get_sync, response_id, tenant)
@@ -537,6 +543,18 @@ class SqliteStore(ResponseStore):
         return await self._run(Kind.READ, self._get_item_sync, item_id, tenant)
 
     def _get_item_sync(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        now = time.time()
+        location = derived_location(item_id)
+        if location is not None:  # an id-less input item: found by its response's row
+            response_id, position = location
+            row = self._x(
+                f"SELECT inputs FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+                (response_id, tenant, now),
+            ).fetchone()
+            if row is not None:
+                inputs = loads(row[0])
+                if position < len(inputs) and item_id_for(inputs[position], response_id, position) == item_id:
+                    return with_id(inputs[position], item_id)
         row = self._x(
             """SELECT i.seq, json_array_length(r.input_ids), r.inputs,
                 coalesce(r.outputs, json_extract(CAST(r.response AS TEXT), '$.output'))
@@ -544,7 +562,7 @@ class SqliteStore(ResponseStore):
             WHERE i.tenant = ? AND i.item_id = ? AND r.tenant = i.tenant
               AND (r.expires_at IS NULL OR r.expires_at > ?)
             ORDER BY i.response_id LIMIT 1""",
-            (tenant, item_id, time.time()),
+            (tenant, item_id, now),
         ).fetchone()
         if row is None:
             return None
@@ -760,7 +778,7 @@ class SqliteStore(ResponseStore):
                 [
                     (tenant, item_id, response_id)
                     for response_id, tenant, input_ids, outputs, body in batch
-                    for item_id in _item_ids(response_id, input_ids, outputs, body)
+                    for item_id in _indexed_ids(response_id, input_ids, outputs, body)
                 ],
             )
             self.query_count += 1
@@ -790,8 +808,9 @@ class SqliteStore(ResponseStore):
         ).fetchone()
         count = {
             table: self._x(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("item_ids", "sessions", "response_events")
+            for table in ("sessions", "response_events")
         }
+        items = self._x("SELECT coalesce(sum(own_items), 0) FROM responses").fetchone()[0]
         version = self._x("SELECT max(version) FROM schema_version").fetchone()[0]
         size = 0
         if self.path != ":memory:":
@@ -804,7 +823,7 @@ class SqliteStore(ResponseStore):
             schema_version=version,
             responses=sum(by_status.values()),
             by_status=by_status,
-            items=count["item_ids"],
+            items=items,
             sessions=count["sessions"],
             events=count["response_events"],
             oldest_created_at=oldest,
