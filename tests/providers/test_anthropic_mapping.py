@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
 from orgate.protocol import (
     AllowedToolsParam,
     AssistantMessageItemParam,
@@ -378,6 +378,20 @@ def test_unknown_item_types_are_refused() -> None:
         build_body(req(user("hi"), item))
     assert err.value.status == 400 and err.value.param == "input[1]"
     assert err.value.code == "unsupported_item"
+
+
+def test_opaque_history_items_are_left_out() -> None:
+    item = OpaqueItem(
+        id="ext_1",
+        origin="openai-responses https://api.openai.com/v1",
+        item={"type": "web_search_call", "id": "ws_1", "status": "completed"},
+    )
+    body = build_body(req(user("hi"), assistant("one"), item, assistant("two"), user("more")))
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+        {"role": "user", "content": [{"type": "text", "text": "more"}]},
+    ]
 
 
 def test_plain_dict_items_work_too() -> None:

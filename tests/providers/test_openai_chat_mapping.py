@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
 from orgate.protocol import (
     AllowedToolsParam,
     AssistantMessageItemParam,
@@ -367,6 +367,28 @@ def test_response_format() -> None:
             "strict": True,
         },
     }
+
+
+def test_opaque_history_items_are_left_out_as_if_absent() -> None:
+    item = OpaqueItem(
+        id="ext_1",
+        origin="openai-responses https://api.openai.com/v1",
+        item={"type": "web_search_call", "id": "ws_1", "status": "completed"},
+    )
+    call = FunctionCallItemParam(call_id="c1", name="get_weather", arguments="{}")
+    body = build_body(
+        req(user("x"), AssistantMessageItemParam(content="looking"), item, call)
+    )
+    # the call still joins the assistant message the opaque item stood after
+    assert body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": "looking",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
+        }
+    ]
 
 
 def test_unknown_item_type_is_refused() -> None:

@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from orgate.neutral import (
+    ExtensionItem,
     Finish,
     ModelEvent,
     ReasoningDelta,
@@ -223,9 +224,18 @@ def frames(*events: dict[str, Any], done: bool = False) -> bytes:
 
 RECORDED = frames(*_EVENTS)
 
+ORIGIN = "openai-responses https://api.openai.com/v1"
+WEB_SEARCH = {
+    "id": "ws_1",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {"type": "search", "query": "zurich weather"},
+}
+
 EXPECTED: list[Any] = [
     ReasoningDelta("Need the weather in Zürich.", "summary"),
     ReasoningEncrypted("gAAAAABo-ENC"),
+    ExtensionItem(WEB_SEARCH, ORIGIN),
     TextDelta("Checking now ⛅"),
     ToolCallStart(0, "call_A", "get_weather"),
     ToolCallDelta(0, '{"city": "Zürich"}'),
@@ -237,7 +247,7 @@ EXPECTED: list[Any] = [
 
 
 def decode(chunks: list[bytes]) -> tuple[list[ModelEvent], StreamDecoder]:
-    decoder = StreamDecoder("gpt")
+    decoder = StreamDecoder("gpt", ORIGIN)
     events: list[ModelEvent] = []
     for chunk in chunks:
         events += decoder.feed(chunk)
@@ -273,7 +283,7 @@ def test_whole_stream() -> None:
     events, decoder = decode([RECORDED])
     assert merged(events) == EXPECTED
     assert decoder.finished
-    assert decoder.skipped == {"web_search_call": 1}
+    assert decoder.skipped == {}
 
 
 def test_every_two_way_split() -> None:
@@ -364,6 +374,47 @@ def test_interleaved_calls_come_out_one_after_another() -> None:
         ToolCallDelta(1, '{"y":2}'),
         Finish("tool_calls", None),
     ]
+
+
+def test_an_extension_item_done_inside_an_open_call_follows_that_call() -> None:
+    a = call_events(0, "A", ['{"x":', "1}"])
+    item = {"id": "fs_1", "type": "file_search_call", "status": "completed", "queries": ["q"]}
+    events, _ = decode(
+        [
+            frames(
+                *a["added"],
+                a["deltas"][0],
+                {"type": "response.output_item.done", "output_index": 1, "item": item},
+                a["deltas"][1],
+                *a["done"],
+                COMPLETED,
+            )
+        ]
+    )
+    assert merged(events) == [
+        ToolCallStart(0, "A", "f"),
+        ToolCallDelta(0, '{"x":1}'),
+        ExtensionItem(item, ORIGIN),
+        Finish("tool_calls", None),
+    ]
+
+
+def test_namespaced_items_are_passed_on_whole_and_spec_types_without_an_event_are_skipped() -> None:
+    namespaced = {"id": "x_1", "type": "openai:web_search_preview_call", "status": "completed", "extra": None}
+    stray = {"id": "fco_1", "type": "function_call_output", "call_id": "c", "output": "o"}
+    events, decoder = decode(
+        [
+            frames(
+                {"type": "response.output_item.added", "output_index": 0, "item": {**namespaced, "status": "in_progress"}},
+                {"type": "response.output_item.done", "output_index": 0, "item": namespaced},
+                {"type": "response.output_item.done", "output_index": 0, "item": namespaced},  # repeated: once
+                {"type": "response.output_item.done", "output_index": 1, "item": stray},
+                COMPLETED,
+            )
+        ]
+    )
+    assert events == [ExtensionItem(namespaced, ORIGIN), Finish("stop", None)]
+    assert decoder.skipped == {"function_call_output": 1}
 
 
 def test_arguments_only_in_done_events_are_passed_on() -> None:
@@ -512,6 +563,12 @@ def test_non_streaming_response() -> None:
                 "content": [{"type": "output_text", "text": "hello"}],
             },
             {"type": "web_search_call", "id": "ws", "status": "completed"},
+            {
+                "type": "message",
+                "id": "m2",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "after"}],
+            },
         ],
         "usage": {
             "input_tokens": 5,
@@ -520,9 +577,11 @@ def test_non_streaming_response() -> None:
             "output_tokens_details": {"reasoning_tokens": 2},
         },
     }
-    assert decode_response(body, "gpt") == [
+    assert decode_response(body, "gpt", ORIGIN) == [
         ReasoningEncrypted("ENC"),
         TextDelta("hello"),
+        ExtensionItem({"type": "web_search_call", "id": "ws", "status": "completed"}, ORIGIN),
+        TextDelta("after"),
         Finish("stop", Usage(5, 6, 1, 2)),
     ]
     with pytest.raises(ApiError):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import Deployment, ModelRequest, OpaqueItem, TextFormat, origin_of
 from orgate.protocol import (
     AllowedToolsParam,
     AssistantMessageItemParam,
@@ -219,3 +219,58 @@ def test_stop_is_refused() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user("hi"), stop=["END"]))
     assert (err.value.status, err.value.param) == (400, "stop")
+
+
+# --- opaque history items (an upstream's own items, kept for that upstream) ----------------------
+
+ORIGIN = "openai-responses https://api.openai.com/v1"
+WEB_SEARCH = {
+    "id": "ws_1",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {"type": "search", "query": "x", "sources": None},
+}
+
+
+def opaque(item: dict[str, Any], origin: str = ORIGIN) -> OpaqueItem:
+    return OpaqueItem(id="ext_1", origin=origin, item=item)
+
+
+def test_opaque_items_of_this_origin_go_back_unchanged_in_place() -> None:
+    namespaced = {"type": "openai:web_search_preview_call", "id": "wsp_1", "status": "completed"}
+    body = build_body(
+        req(user("hi"), opaque(WEB_SEARCH), opaque(namespaced), user("again")), origin=ORIGIN
+    )
+    # the raw items, with their own ids (OpenAI's web_search_call requires it) and null fields
+    assert body["input"] == [
+        {"type": "message", "role": "user", "content": "hi"},
+        WEB_SEARCH,
+        namespaced,
+        {"type": "message", "role": "user", "content": "again"},
+    ]
+    assert body["input"][1] is not WEB_SEARCH  # a copy: the history item is not changed
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "openai-responses http://127.0.0.1:8000/v1",  # same protocol, another upstream
+        "openai-chat https://api.openai.com/v1",  # same host, another protocol
+        None,  # a body built without a deployment
+    ],
+)
+def test_opaque_items_of_another_origin_are_left_out(origin: str | None) -> None:
+    body = build_body(req(user("hi"), opaque(WEB_SEARCH), user("again")), origin=origin)
+    assert [i["content"] for i in body["input"]] == ["hi", "again"]
+
+
+def test_origin_of_ignores_credentials_query_case_and_default_port() -> None:
+    def origin(provider: str, base_url: str) -> str:
+        return origin_of(Deployment(name="d", provider=provider, upstream_model="m", base_url=base_url))
+
+    assert origin("openai-responses", "https://api.openai.com/v1") == ORIGIN
+    assert origin("openai-responses", "HTTPS://u:secret@API.OpenAI.com:443/v1/?k=secret") == ORIGIN
+    assert origin("openai-responses", "http://127.0.0.1:8000/v1") != origin(
+        "openai-responses", "http://127.0.0.1:8001/v1"
+    )
+    assert origin("anthropic", "https://api.openai.com/v1") != ORIGIN

@@ -26,9 +26,11 @@ from tests.fakes.responses_upstream import (
 from orgate.neutral import (
     Capabilities,
     Deployment,
+    ExtensionItem,
     Finish,
     ModelEvent,
     ModelRequest,
+    OpaqueItem,
     ReasoningDelta,
     ReasoningEncrypted,
     RefusalDelta,
@@ -175,11 +177,35 @@ async def test_refusal(pool: HttpPool) -> None:
         assert joined(events, RefusalDelta) == "I can't help with that."
 
 
-async def test_hosted_tool_items_are_skipped(pool: HttpPool) -> None:
-    async with FakeResponses(text("Found it.", extra_items=[web_search_call()])) as fake:
-        events = await collect(provider(fake, pool), req())
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_hosted_tool_items_come_whole_with_the_origin_and_go_back_only_there(
+    pool: HttpPool, streaming: bool
+) -> None:
+    search = web_search_call("zurich")
+    namespaced = {"id": "x_1", "type": "openai:web_search_preview_call", "status": "completed"}
+    first: Any = text("Found it.", extra_items=[search, namespaced])
+    if not streaming:  # an upstream that answers with one JSON response despite stream: true
+        shaper = FakeResponses()
+        body = shaper.response({}, first, shaper.output_items(first))
+        first = Raw([orjson.dumps(body)], content_type="application/json")
+    async with FakeResponses(first, text("ok")) as fake:
+        p = provider(fake, pool)
+        events = await collect(p, req())
+        assert p.origin == f"openai-responses http://127.0.0.1:{fake.port}/v1"
+        extensions = [e for e in events if isinstance(e, ExtensionItem)]
+        assert extensions == [ExtensionItem(search, p.origin), ExtensionItem(namespaced, p.origin)]
+        assert events.index(extensions[-1]) < next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
         assert joined(events, TextDelta) == "Found it."
         assert isinstance(events[-1], Finish) and events[-1].reason == "stop"
+
+        mine = OpaqueItem(id="ext_1", origin=p.origin, item=search)
+        theirs = OpaqueItem(id="ext_2", origin="openai-responses http://elsewhere/v1", item=namespaced)
+        await collect(p, req(UserMessageItemParam(content="hi"), mine, theirs, UserMessageItemParam(content="more")))
+        assert fake.bodies[-1]["input"] == [
+            {"type": "message", "role": "user", "content": "hi"},
+            search,
+            {"type": "message", "role": "user", "content": "more"},
+        ]
 
 
 async def test_incomplete_is_length(pool: HttpPool) -> None:

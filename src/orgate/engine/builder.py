@@ -10,6 +10,14 @@ Lifecycle per item: ``response.output_item.added`` (``in_progress``) →
 content events → ``response.output_item.done``; items never interleave.
 Terminal: ``response.completed`` | ``response.incomplete`` | (``error`` +)
 ``response.failed``.
+
+Extension items (``ExtensionItem``: an upstream's own items, such as
+``web_search_call``) are not spec output: the official output item union
+does not contain them, so they are neither streamed nor put into ``output``.
+The builder closes the open item, then keeps them aside with their place
+among the spec items (``extensions``); ``output_items()`` is the model's full
+output in upstream order, as stored for the next turn
+(``orgate.neutral.items``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any
 
 from orgate.engine import ids
 from orgate.neutral import (
+    ExtensionItem,
     Finish,
     ModelEvent,
     ReasoningDelta,
@@ -28,6 +37,7 @@ from orgate.neutral import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
+    extension_wire,
 )
 from orgate.protocol.errors import ApiError
 
@@ -101,6 +111,8 @@ class ResponseBuilder:
         self.incomplete_details: dict[str, Any] | None = None
         self.completed_at: int | None = None
         self.events: list[Event] = []  # pending, drained by the caller
+        # Extension items in stored form, each with the number of spec output items before it.
+        self.extensions: list[tuple[int, dict[str, Any]]] = []
         self._seq = 0
         self._open: _Message | _Call | _Reasoning | None = None
         self._finished = False
@@ -147,6 +159,20 @@ class ResponseBuilder:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    def output_items(self) -> list[dict[str, Any]]:
+        """The model's full output: the spec output items and the extension items, in upstream order."""
+        output = self.output
+        if not self.extensions:
+            return list(output)
+        items: list[dict[str, Any]] = []
+        done = 0
+        for position, item in self.extensions:
+            items.extend(output[done:position])
+            done = max(done, position)
+            items.append(item)
+        items.extend(output[done:])
+        return items
 
     # --- emission -------------------------------------------------------------------------
 
@@ -211,6 +237,9 @@ class ResponseBuilder:
             case ReasoningEncrypted(data=data):
                 item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
                 item.encrypted = data
+            case ExtensionItem(item=item, origin=origin):
+                self._close_open("completed")
+                self.extensions.append((len(self.output), extension_wire(ids.new_id("ext"), origin, item)))
             case Finish(reason=reason, usage=usage):
                 self._finish(reason, usage)
             case _:

@@ -3,8 +3,9 @@
 Owns the request-level rules: which fields are honoured or refused (never
 dropped silently), the spec's defaults echoed in the response, what a
 deployment can take (images, tools), and the conversion of stored history
-into input items. History itself comes from the caller (the service reads
-the store); this module does no I/O.
+into input items (an upstream's own stored items become ``OpaqueItem``s,
+see ``orgate.neutral.items``). History itself comes from the caller (the
+service reads the store); this module does no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from orgate.engine import ids
 from orgate.engine.router import RouteTrace
-from orgate.neutral import Deployment, ModelRequest, TextFormat
+from orgate.neutral import (
+    EXTENSION_ITEM_TYPE,
+    Deployment,
+    ModelRequest,
+    OpaqueItem,
+    TextFormat,
+    extension_wire,
+)
 from orgate.protocol import (
     CreateResponseBody,
     ItemParam,
@@ -48,20 +56,35 @@ class Turn:
     history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
     session_id: str | None = None
     route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
+    opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
-    """Stored wire items (response or request shape) → input item models the providers take."""
+    """Stored wire items (response or request shape) → input item models the providers take.
+
+    Stored extension items (``orgate:extension_item``, an upstream's own output
+    items) become ``OpaqueItem``s at their place. Only stored history comes
+    through here: a client's own input never does (the input gate refuses
+    namespaced types before parsing).
+    """
     cleaned = []
-    for item in items:
-        if item.get("type") == "reasoning" and "content" in item:
+    opaque: list[tuple[int, dict[str, Any]]] = []
+    for index, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "reasoning" and "content" in item:
             item = {k: v for k, v in item.items() if k != "content"}
+        elif kind == EXTENSION_ITEM_TYPE:
+            opaque.append((index, item))
+            continue
         cleaned.append(item)
     try:
-        return _ITEMS.validate_python(cleaned)
+        models: list[Any] = _ITEMS.validate_python(cleaned)
+        for index, item in opaque:  # ascending: each lands at its original index
+            models.insert(index, OpaqueItem.model_validate(item))
     except ValidationError as exc:
         error = from_validation_error(exc)
         raise ApiError(500, f"stored history could not be read back: {error.message}", type="server_error", code="store_corrupt") from None
+    return models
 
 
 def refuse_unknown_fields(body: CreateResponseBody) -> None:
@@ -310,7 +333,9 @@ def build_turn(
 
 
 def item_to_wire(item: Any) -> dict[str, Any]:
-    """An input item model as stored/listed JSON (unset fields left out)."""
+    """An input item model as stored/listed JSON (unset fields left out; an opaque item's raw item unchanged)."""
+    if type(item) is OpaqueItem:
+        return extension_wire(item.id or ids.new_id("ext"), item.origin, item.item)
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 

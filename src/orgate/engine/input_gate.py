@@ -17,14 +17,23 @@ input) before anything reaches a provider, under ``gate.policy``:
 
 Only issues located in the new input are reported: stored history passed the
 gate when it was stored.
+
+Opaque history items (an upstream's own items kept in history, such as
+``web_search_call``; ``orgate.neutral.items``) are never refused: they go
+back only to a deployment of the same origin (provider kind + base URL). When
+the deployment that serves the turn is of another origin, its provider leaves
+them out and ``report_opaque`` says so (gate code ``namespaced``): a warning
+(``X-Orgate-Gate-Warnings``) under ``enforce`` and ``warn``, a log line always.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Literal
 
 from orgate.gate import Code, check, check_pairing
+from orgate.neutral import Deployment, OpaqueItem, origin_of
 from orgate.protocol.errors import ApiError
 
 log = logging.getLogger("orgate.gate")
@@ -103,7 +112,34 @@ def _report(policy: Policy, warnings: list[str], message: str, *, code: str, par
     log.warning("gate: %s (%s at %s)", message, code, param)
 
 
+def opaque_items(items: list[Any]) -> tuple[OpaqueItem, ...]:
+    """The opaque history items among ``items`` (model input), in order."""
+    return tuple(item for item in items if type(item) is OpaqueItem)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/@-]")  # warnings travel in an HTTP header
+_LISTED = 8
+
+
+def report_opaque(items: tuple[OpaqueItem, ...], served: Deployment, policy: Policy, warnings: list[str]) -> None:
+    """Report the opaque items ``served`` does not send: those made by another origin (see the module docstring)."""
+    origin = origin_of(served)
+    dropped = [item for item in items if item.origin != origin]
+    if not dropped:
+        return
+    named = [f"{_UNSAFE.sub('_', item.id or '?')} ({_UNSAFE.sub('_', item.item_type)})" for item in dropped[:_LISTED]]
+    if len(dropped) > _LISTED:
+        named.append(f"and {len(dropped) - _LISTED} more")
+    target = _UNSAFE.sub("_", served.name)
+    message = f"{len(dropped)} item(s) made by another upstream not sent to '{target}': {', '.join(named)}"
+    log.warning("gate: %s (origins %s; served by %s)", message, sorted({item.origin for item in dropped}), origin)
+    if policy != "off":
+        warnings.append(f"history: {Code.NAMESPACED.value}, {message}")
+
+
 def _as_dict(item: Any) -> dict[str, Any]:
     if isinstance(item, dict):
         return item
+    if type(item) is OpaqueItem:
+        return {"type": item.type, "id": item.id, "origin": item.origin, "item": item.item}
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)

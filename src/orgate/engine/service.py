@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
-from orgate.engine.input_gate import Policy, check_context
+from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.router import Router, RouteTrace
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
@@ -109,7 +109,9 @@ class ResponsesService:
         history_override: list[dict[str, Any]] | None = None,
     ) -> Turn:
         deployment = self.resolve(body.model, caller)
-        new_input = await self._resolve_references(normalize_input(body), caller)
+        own_input = normalize_input(body)
+        new_input = await self._resolve_references(own_input, caller)
+        referenced = new_input is not own_input  # item_reference resolved from the store
         if self.compaction_key is not None:
             new_input = expand(new_input, self.compaction_key, context=caller.tenant)
         previous = body.previous_response_id
@@ -143,6 +145,8 @@ class ResponsesService:
         )
         if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
             turn.request = dataclasses.replace(turn.request, input=fit.items)
+        if history or referenced:  # only stored items (history, references) can be opaque
+            turn.opaque = opaque_items(turn.request.input)
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
         return turn
@@ -222,6 +226,8 @@ class ResponsesService:
             first: list[ModelEvent] | None = None
             try:
                 first = await anext(upstream)
+                if turn.opaque:
+                    self.report_opaque(turn)
             except StopAsyncIteration:
                 raise ApiError(
                     502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
@@ -247,6 +253,20 @@ class ResponsesService:
             stream.headers["X-Session-Id"] = session_id
         return stream
 
+    def served(self, turn: Turn) -> Deployment:
+        """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
+        name = turn.route.served_by if turn.route is not None else None
+        if name is not None and isinstance(self.providers, Router):
+            route = self.providers.routes.get(turn.deployment.name)
+            for target in route.targets if route is not None else ():
+                if target.name == name:
+                    return target.deployment
+        return turn.deployment
+
+    def report_opaque(self, turn: Turn) -> None:
+        """Once the upstream answered: warn about the opaque history items its provider left out."""
+        report_opaque(turn.opaque, self.served(turn), self.gate_policy, turn.warnings)
+
     async def persist(self, builder: ResponseBuilder, turn: Turn, caller: Caller, events: bytes | None = None) -> None:
         if not turn.store or self.store is None:
             return
@@ -267,6 +287,7 @@ class ResponsesService:
                 request=_request_record(turn),
                 events=events,
                 expires_at=expires_at,
+                output_items=builder.output_items() if builder.extensions else None,
             )
         except UnknownResponse:
             # The previous response was deleted while this turn ran: keep the answer, unchained.
@@ -377,6 +398,8 @@ class ResponseStream:
                     await self.service.persist(builder, self.turn, self.caller)
                     try:
                         self._first = await anext(self._upstream)
+                        if self.turn.opaque:
+                            self.service.report_opaque(self.turn)  # logged: a background turn sends no headers
                     except StopAsyncIteration:
                         raise ApiError(
                             502, f"upstream '{self.turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"

@@ -1,14 +1,16 @@
 """The neutral contract between the engine and the providers.
 
 ``ModelRequest`` is what every provider is asked; ``ModelEvent`` is what every
-provider yields; ``Deployment`` is how to reach one upstream. Providers
-translate these to and from one wire protocol each; the engine never sees a
-provider's wire format.
+provider yields; ``Deployment`` is how to reach one upstream; ``OpaqueItem``
+is an upstream's own item kept in history for that upstream only
+(``orgate.neutral.items``). Providers translate these to and from one wire
+protocol each; the engine never sees a provider's wire format.
 """
 
 from orgate.neutral.batches import batches
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
+    ExtensionItem,
     Finish,
     FinishReason,
     ModelEvent,
@@ -20,15 +22,19 @@ from orgate.neutral.events import (
     ToolCallStart,
     Usage,
 )
+from orgate.neutral.items import EXTENSION_ITEM_TYPE, OpaqueItem, extension_wire, origin_of
 from orgate.neutral.request import ModelRequest, Provider, TextFormat
 
 __all__ = [
+    "EXTENSION_ITEM_TYPE",
     "Capabilities",
     "Deployment",
+    "ExtensionItem",
     "Finish",
     "FinishReason",
     "ModelEvent",
     "ModelRequest",
+    "OpaqueItem",
     "Provider",
     "ReasoningDelta",
     "ReasoningEncrypted",
@@ -39,4 +45,6 @@ __all__ = [
     "ToolCallStart",
     "Usage",
     "batches",
+    "extension_wire",
+    "origin_of",
 ]

@@ -6,13 +6,16 @@ one reasoning item; tool calls are opened by ``ToolCallStart`` and filled by
 ``ToolCallDelta`` for the same ``index``. Providers emit tool calls one after
 another (all deltas of call ``i`` before ``ToolCallStart`` of call ``i+1``);
 a decoder whose upstream interleaves them buffers to keep that order.
+``ExtensionItem`` carries a complete upstream item that has no neutral
+equivalent (see ``orgate.neutral.items``); it stands between the items
+before and after it.
 Errors are raised (``orgate.protocol.errors.ApiError``), not yielded.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
@@ -84,6 +87,19 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True, frozen=True)
+class ExtensionItem:
+    """A complete output item of the upstream's own (``web_search_call``, ``openai:...``): kept, never shown.
+
+    ``item`` is the raw item as the upstream sent it; ``origin`` identifies the
+    upstream that made it (``orgate.neutral.items.origin_of``), the only one it
+    may be sent back to.
+    """
+
+    item: dict[str, Any]
+    origin: str
+
+
+@dataclass(slots=True, frozen=True)
 class Finish:
     """The last event of every provider stream."""
 
@@ -91,4 +107,6 @@ class Finish:
     usage: Usage | None = None
 
 
-ModelEvent = TextDelta | RefusalDelta | ReasoningDelta | ReasoningEncrypted | ToolCallStart | ToolCallDelta | Finish
+ModelEvent = (
+    TextDelta | RefusalDelta | ReasoningDelta | ReasoningEncrypted | ToolCallStart | ToolCallDelta | ExtensionItem | Finish
+)

@@ -19,8 +19,8 @@ message per event. Rules:
   ``WebSocketErrorEvent`` envelopes; the connection stays usable.
 - ``previous_response_id`` resolves from the store, or from this connection's
   own cache of the responses it made (context = input + output of each, the
-  last ``cache_responses`` of them), which is how ``store: false`` chains
-  continue. The cache belongs to the connection: after a reconnect the id is
+  model's extension items included, the last ``cache_responses`` of them),
+  which is how ``store: false`` chains continue. The cache belongs to the connection: after a reconnect the id is
   ``previous_response_not_found``. A continuation that fails evicts the
   referenced id from the cache.
 - After ``max_connection_seconds`` no new response is accepted; a running one
@@ -310,7 +310,9 @@ class Connection:
         if self.settings.cache_responses <= 0:
             return
         turn = stream.turn
-        items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *response.get("output", [])]
+        # The model's full output: extension items (kept for their upstream, not in the spec output) included.
+        output = stream.builder.output_items() if stream.builder.extensions else response.get("output", [])
+        items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *output]
         self.cache[stream.response_id] = _Entry(items, stored=bool(response.get("store")))
         while len(self.cache) > self.settings.cache_responses:
             self.cache.popitem(last=False)

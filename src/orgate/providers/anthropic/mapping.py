@@ -13,7 +13,9 @@ output models and plain dicts all work). Rules:
   other block of its user turn.
 - ``reasoning`` items whose ``encrypted_content`` is an anthropic envelope
   (see ``envelope``) → ``thinking`` / ``redacted_thinking`` blocks; other
-  reasoning items and ``compaction`` items are dropped (not portable here).
+  reasoning items and ``compaction`` items are dropped (not portable here), and
+  so are opaque items (another upstream's own items from history,
+  ``orgate.neutral.items``; the engine reports the drop).
 - Images: URL → ``url`` source, data URL → ``base64`` source. Files: PDF (URL or
   base64) → ``document``; plain text → a ``text`` document. Anything else → 400.
 - ``max_tokens`` is required: ``max_output_tokens`` or the default given.
@@ -30,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
 from orgate.providers.plain import get_field as _get
@@ -240,7 +242,7 @@ def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, A
                 if turns and turns[-1][0] == "assistant":
                     blocks = [b for b in blocks if b not in turns[-1][1]]
                 _append(turns, "assistant", blocks)
-        elif kind == "compaction":
+        elif kind == "compaction" or kind == EXTENSION_ITEM_TYPE:
             continue
         elif kind == "item_reference":
             raise invalid_request(

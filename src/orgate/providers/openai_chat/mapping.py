@@ -15,8 +15,10 @@ Rules:
   (consecutive calls merge, also into a directly preceding assistant message).
 - ``function_call_output`` → ``{"role": "tool", ...}``; array outputs become a
   string when text-only, else content parts.
-- ``reasoning`` items are dropped (not portable to chat); ``input_file`` and
-  ``input_video`` are refused with a 400 naming the offending ``input`` path.
+- ``reasoning`` items are dropped (not portable to chat), and so are opaque
+  items (another upstream's own items from history, ``orgate.neutral.items``;
+  the engine reports the drop) — as if they were not there; ``input_file``
+  and ``input_video`` are refused with a 400 naming the offending ``input`` path.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain
@@ -120,6 +122,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
     for i, item in enumerate(request.input):
         param = f"input[{i}]"
         kind = _get(item, "type")
+        if kind == EXTENSION_ITEM_TYPE:
+            continue
         role = _get(item, "role")
         if kind == "function_call":
             call = {

@@ -14,7 +14,7 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 | ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
 | ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
 | ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
-| ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted`` |
+| ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the spec's output union lacks → ``ExtensionItem(item, origin)`` |
 | ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")`` |
 | ``response.incomplete`` | ``Finish("content_filter" if reason is content_filter else "length")`` |
 | ``response.failed`` / ``error`` | ``ApiError`` raised |
@@ -22,8 +22,16 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 Usage comes from the final response (``input_tokens_details.cached_tokens``,
 ``output_tokens_details.reasoning_tokens``). Function calls reach the neutral
 stream one after another: a call whose events interleave with an earlier open
-call is buffered until that one is done. Output items with no neutral event
-(``web_search_call``, ``openai:...``, ``mcp_call``...) are skipped and counted
+call is buffered until that one is done.
+
+Output items whose type the Open Responses output union does not know
+(``web_search_call``, ``file_search_call``, ``mcp_call``, ``openai:...``) are
+passed on whole, from their ``response.output_item.done``, as
+``ExtensionItem(item, origin)`` at their place among the other items (one that
+completes while a function call is still streaming follows that call).
+``origin`` is the deployment's (``orgate.neutral.items.origin_of``). Items the
+spec knows but no neutral event carries (``function_call_output``,
+``compaction`` in an output) and items without a type are skipped and counted
 in ``skipped``.
 """
 
@@ -35,6 +43,7 @@ from typing import Any
 import orjson
 
 from orgate.neutral import (
+    ExtensionItem,
     Finish,
     FinishReason,
     ModelEvent,
@@ -50,7 +59,8 @@ from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.providers.openai_responses.errors import failed_error, stream_error
 from orgate.providers.sse_decoder import SseStreamDecoder
 
-_PORTABLE = ("message", "function_call", "reasoning")
+# Types of the spec's output item union (ItemField); any other typed item is the upstream's own.
+_SPEC_OUTPUT = frozenset({"message", "function_call", "function_call_output", "reasoning", "compaction"})
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -110,13 +120,16 @@ class StreamDecoder(SseStreamDecoder):
     cut short — the caller raises that (it knows the host).
     """
 
-    def __init__(self, name: str = "openai-responses") -> None:
+    def __init__(self, name: str = "openai-responses", origin: str = "") -> None:
         super().__init__(name)
+        self.origin = origin  # put on ExtensionItem events: the deployment's origin_of
         self._calls: dict[int, _Call] = {}
         self._order: list[int] = []  # output indexes of calls, in neutral order
         self._active: int | None = None
         self._streamed: set[int] = set()  # output indexes whose content came as deltas
         self._skipped_items: set[int] = set()
+        self._extensions: set[int] = set()  # output indexes already passed on as ExtensionItem
+        self._held: list[ModelEvent] = []  # extension items waiting for the open calls to close
 
     # --- bytes -------------------------------------------------------------------------------
 
@@ -174,12 +187,9 @@ class StreamDecoder(SseStreamDecoder):
     def _item_added(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
         if not isinstance(item, dict) or not isinstance(oi, int):
             raise bad_stream(self.name, "response.output_item.added without item or output_index")
-        kind = item.get("type")
-        if kind == "function_call":
+        if item.get("type") == "function_call":
             self._open_call(oi, item, out)
-        elif kind not in _PORTABLE and oi not in self._skipped_items:
-            self._skipped_items.add(oi)
-            self.skipped[str(kind)] += 1
+        # anything else is passed on (or skipped) when it is done
 
     def _open_call(self, oi: int, item: dict[str, Any], out: list[ModelEvent]) -> _Call:
         call = _Call(index=len(self._order))
@@ -239,9 +249,20 @@ class StreamDecoder(SseStreamDecoder):
                     out.append(ReasoningDelta(text, "content"))
             if item.get("encrypted_content"):
                 out.append(ReasoningEncrypted(str(item["encrypted_content"])))
+        elif isinstance(kind, str) and kind not in _SPEC_OUTPUT:
+            if oi not in self._extensions:
+                self._extensions.add(oi)
+                self._extension(ExtensionItem(item, self.origin), out)
         elif oi not in self._skipped_items:
             self._skipped_items.add(oi)
             self.skipped[str(kind)] += 1
+
+    def _extension(self, event: ExtensionItem, out: list[ModelEvent]) -> None:
+        """Pass an extension item on, after the function calls still open (never inside one)."""
+        if self._active is None and all(self._calls[o].state == "closed" for o in self._order):
+            out.append(event)
+        else:
+            self._held.append(event)
 
     def _advance(self, out: list[ModelEvent]) -> None:
         """Close the active call and let the next calls in order through (flushing their buffers)."""
@@ -260,6 +281,8 @@ class StreamDecoder(SseStreamDecoder):
             call.state = "active"
             self._active = oi
             return
+        out.extend(self._held)  # every call is closed: the extension items that waited follow
+        self._held.clear()
 
     def _terminal(self, kind: str, response: Any, out: list[ModelEvent]) -> None:
         if kind == "response.failed":
@@ -277,13 +300,13 @@ class StreamDecoder(SseStreamDecoder):
         out.append(Finish(finish, usage_of(response)))
 
 
-def decode_response(body: Any, name: str = "openai-responses") -> list[ModelEvent]:
+def decode_response(body: Any, name: str = "openai-responses", origin: str = "") -> list[ModelEvent]:
     """The events of a non-streaming response object (``{"object": "response", "output": [...]}``)."""
     if not isinstance(body, dict):
         raise bad_stream(name, "the reply is not a JSON object")
     if isinstance(body.get("error"), dict) and body.get("object") != "response":
         raise stream_error(body, name)
-    decoder = StreamDecoder(name)
+    decoder = StreamDecoder(name, origin)
     out: list[ModelEvent] = []
     for oi, item in enumerate(body.get("output") or ()):
         decoder.handle({"type": "response.output_item.done", "output_index": oi, "item": item}, out)

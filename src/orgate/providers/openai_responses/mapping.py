@@ -5,12 +5,18 @@ items go out as their own wire JSON (``model_dump(mode="json",
 exclude_none=True)`` of the protocol models, or a copy of plain dicts) with
 these changes only:
 
-- ``id`` is removed from every item: ids are orgate's (the builder re-creates
-  them), the upstream does not know them and ``store`` is false;
+- ``id`` is removed from every item but opaque ones (below): ids are orgate's
+  (the builder re-creates them), the upstream does not know them and
+  ``store`` is false;
 - ``reasoning`` items carrying an anthropic thinking envelope are dropped (they
-  can only go back to the anthropic provider); every other item, including
-  namespaced ones (``openai:...``), passes through unchanged — the replay gate
-  decides upstream of this module what may be sent.
+  can only go back to the anthropic provider);
+- an ``OpaqueItem`` (an upstream's own item from history, see
+  ``orgate.neutral.items``) is sent as its raw item, unchanged and with its own
+  ``id``, when its origin is this deployment's (``origin``); otherwise it is
+  dropped (the engine reports the drop);
+- every other item, including namespaced dicts (``openai:...``), passes
+  through unchanged — the replay gate decides upstream of this module what may
+  be sent.
 
 The body always has ``store: false`` (orgate keeps the state) and, when asked,
 ``stream: true``. ``include: ["reasoning.encrypted_content"]`` is added for
@@ -23,14 +29,20 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from orgate.neutral import ModelRequest, TextFormat
+from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import is_anthropic_reasoning
 from orgate.providers.plain import plain as _plain
 
 
-def map_item(item: Any, param: str) -> dict[str, Any] | None:
-    """One input item as upstream wire JSON, or None when it is not sent."""
+def map_item(item: Any, param: str, origin: str | None = None) -> dict[str, Any] | None:
+    """One input item as upstream wire JSON, or None when it is not sent.
+
+    ``origin`` is this deployment's (``origin_of``): the only origin whose opaque
+    items are sent.
+    """
+    if type(item) is OpaqueItem:
+        return dict(item.item) if item.origin == origin else None
     data = _plain(item)
     if not isinstance(data, dict):
         raise invalid_request("input items must be objects", param=param)
@@ -45,10 +57,10 @@ def map_item(item: Any, param: str) -> dict[str, Any] | None:
     return data
 
 
-def map_input(request: ModelRequest) -> list[dict[str, Any]]:
+def map_input(request: ModelRequest, origin: str | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for i, item in enumerate(request.input):
-        mapped = map_item(item, f"input[{i}]")
+        mapped = map_item(item, f"input[{i}]", origin)
         if mapped is not None:
             items.append(mapped)
     return items
@@ -91,16 +103,24 @@ _SCALARS = (
 
 
 def build_body(
-    request: ModelRequest, *, stream: bool = True, include_encrypted_reasoning: bool = False
+    request: ModelRequest,
+    *,
+    stream: bool = True,
+    include_encrypted_reasoning: bool = False,
+    origin: str | None = None,
 ) -> dict[str, Any]:
-    """The ``/responses`` request body for ``request`` (a dict ready for ``orjson.dumps``)."""
+    """The ``/responses`` request body for ``request`` (a dict ready for ``orjson.dumps``).
+
+    ``origin``: the deployment's ``origin_of``; opaque items of another origin (or
+    of any origin when None) are left out.
+    """
     if request.stop:
         raise invalid_request(
             "'stop' is not supported by this model's upstream (openai-responses)",
             param="stop",
             code="unsupported_parameter",
         )
-    body: dict[str, Any] = {"model": request.model, "input": map_input(request)}
+    body: dict[str, Any] = {"model": request.model, "input": map_input(request, origin)}
     if request.instructions:
         body["instructions"] = request.instructions
     if request.tools:

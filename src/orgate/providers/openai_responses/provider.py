@@ -1,7 +1,9 @@
 """The I/O piece of the ``openai-responses`` provider: POST ``{base_url}/responses``, feed the decoder.
 
 Always streams from the upstream (``stream: true``); an upstream that answers
-``application/json`` anyway is decoded with ``decode_response``.
+``application/json`` anyway is decoded with ``decode_response``. The
+deployment's origin (``origin_of``) goes on the extension items it decodes and
+decides which opaque history items are sent back.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from functools import partial
 
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, origin_of
 from orgate.providers.http import HttpPool, timeout_for
 from orgate.providers.openai_responses.decoder import StreamDecoder, bad_stream, decode_response
 from orgate.providers.openai_responses.errors import http_error
@@ -38,6 +41,7 @@ class OpenAIResponsesProvider:
         self._pool = pool
         self._url = responses_url(deployment.base_url)
         self._timeout = timeout_for(deployment)
+        self.origin = origin_of(deployment)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if deployment.api_key:
             headers["Authorization"] = f"Bearer {deployment.api_key}"
@@ -50,13 +54,14 @@ class OpenAIResponsesProvider:
             request,
             stream=True,
             include_encrypted_reasoning=self.deployment.capabilities.reasoning,
+            origin=self.origin,
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
-        decoder = StreamDecoder(deployment.name)
+        decoder = StreamDecoder(deployment.name, self.origin)
         events = stream_sse(
             self._pool.session(deployment),
             self._url,
@@ -66,7 +71,7 @@ class OpenAIResponsesProvider:
             deployment=deployment,
             decoder=decoder,
             http_error=http_error,
-            decode_json=decode_response,
+            decode_json=partial(decode_response, origin=self.origin),
             bad_stream=bad_stream,
             terminal="response.completed",
         )
