@@ -160,10 +160,23 @@ class Server:
             self.proc.wait()
 
 
+#: Set by ``--upstream``: the port of the nginx fake Chat Completions upstream.
+UPSTREAM_PORT: int | None = None
+
+
 def config_for(store: bool) -> str:
     text = '[server]\nlog_level = "warning"\n\n'
     if not store:
         text += "[store]\nenabled = false\n"
+    if UPSTREAM_PORT is not None:
+        text += f"""
+[[models]]
+name = "bench-model"
+provider = "openai-chat"
+base_url = "http://127.0.0.1:{UPSTREAM_PORT}/plain/v1"
+api_key = "x"
+upstream_model = "gpt-4o-mini"
+"""
     return text
 
 
@@ -393,6 +406,17 @@ async def save_cost(url: str, count: int) -> dict[int, dict[str, float]]:
     return out
 
 
+def start_upstream(stack: ExitStack) -> None:
+    """nginx serving canned Chat Completions bodies (``run_gateway_bench``'s upstream)."""
+    global UPSTREAM_PORT
+    import run_gateway_bench as gateway  # bench/ is this script's directory
+
+    manager = gateway.ProcessManager(Path(tempfile.mkdtemp(prefix="orgate-store-bench-nginx-")))
+    stack.callback(manager.stop_all)
+    _, UPSTREAM_PORT = gateway.start_nginx(manager, workers=1)
+    BODY["model"] = "bench-model"
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -408,7 +432,7 @@ def report(
     saves: dict[str, dict[int, dict[str, float]]] | None = None,
 ) -> str:
     lines = [
-        f"Store benchmark — built-in model, one worker, wrk {args.duration:g} s × {args.repeats} runs per cell, median (`{' '.join(sys.argv)}`)",
+        f"Store benchmark — {'openai-chat → nginx fake upstream' if args.upstream else 'built-in model `orgate/echo`'}, one worker, wrk {args.duration:g} s × {args.repeats} runs per cell, median (`{' '.join(sys.argv)}`)",
         "",
     ]
     if tp:
@@ -506,6 +530,12 @@ def main(argv: list[str] | None = None) -> int:
         default=4000,
         help="saves per concurrency in the save part (default 4000)",
     )
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="throughput through the openai-chat provider to an nginx fake upstream "
+        "(the gateway's real path, as in run_gateway_bench.py) instead of the built-in model",
+    )
     parser.add_argument("--json", help="also write the raw figures to this file")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None and "throughput" not in args.skip:
@@ -518,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     lua.write_text(LUA)
     servers: list[Server] = []
     with ExitStack() as stack:
+        if args.upstream:
+            start_upstream(stack)
         pg_store = stack.enter_context(pg_schema(args.pg_url)) if args.pg_url else None
         stack.callback(lambda: [server.stop() for server in servers])
         servers.append(Server("off", config_for(False), None, workdir).start())
