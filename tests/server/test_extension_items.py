@@ -245,6 +245,7 @@ def test_a_follow_up_elsewhere_leaves_them_out_and_says_so(http: httpx.Client, s
     validate("ResponseResource", raw.http_response.json())
     received = _other_upstream_received(fakes, model)
     assert "web_search" not in received and "wsp_0001" not in received and made[0]["id"] not in received
+    assert "gAAAAB-native-state" not in received  # the reasoning state goes back only to the upstream that made it
     assert "It is sunny in Paris." in received and "Thanks!" in received  # the rest of the conversation went
     warning = raw.headers[GATE_HEADER]
     assert warning.startswith("history: namespaced, 2 item(s) made by another upstream not sent to")
@@ -261,6 +262,25 @@ def test_a_fallback_to_another_upstream_is_gated_too(sdk: openai.OpenAI, http: h
     assert "web_search" in json.dumps(native.bodies[-1]["input"])  # the native upstream was offered them
     assert "web_search" not in json.dumps(claude.bodies[-1])
     assert "not sent to 'mixed-claude'" in raw.headers[GATE_HEADER]
+
+
+def test_client_reasoning_items_carry_no_origin_and_go_as_before(http: httpx.Client, fakes: Fakes) -> None:
+    """Only history knows where reasoning came from: a client's own reasoning item goes to any Responses upstream."""
+    native, _, _ = fakes
+    first, _ = first_turn(http, native, stream=False)
+    native.enqueue(text("Replayed."))
+    replay = [{"role": "user", "content": "Weather in Paris?"}, *first["output"], {"role": "user", "content": "Thanks!"}]
+    res = http.post("/v1/responses", json={"model": "native-other", "input": replay})
+    assert res.status_code == 200, res.text
+    sent = native.bodies[-1]["input"]
+    assert sent[1] == {"type": "reasoning", "summary": first["output"][0]["summary"], "encrypted_content": "gAAAAB-native-state"}
+
+
+def test_the_stored_response_shows_no_origin(http: httpx.Client, fakes: Fakes) -> None:
+    native, _, _ = fakes
+    first, _ = first_turn(http, native, stream=True)
+    stored = http.get(f"/v1/responses/{first['id']}")
+    assert stored.json()["output"] == first["output"] and "orgate:" not in stored.text
 
 
 # --- never from a client -----------------------------------------------------------------------------

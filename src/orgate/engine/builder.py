@@ -17,7 +17,9 @@ does not contain them, so they are neither streamed nor put into ``output``.
 The builder closes the open item, then keeps them aside with their place
 among the spec items (``extensions``); ``output_items()`` is the model's full
 output in upstream order, as stored for the next turn
-(``orgate.neutral.items``).
+(``orgate.neutral.items``). Given the serving deployment's origin, it also
+marks the reasoning items that carry ``encrypted_content`` with that origin
+(``ORIGIN_FIELD``: history only, never in an event or ``output``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from orgate.neutral import (
     Usage,
     extension_wire,
 )
+from orgate.neutral.items import with_origin
 from orgate.protocol.errors import ApiError
 
 Event = dict[str, Any]
@@ -113,6 +116,7 @@ class ResponseBuilder:
         self.events: list[Event] = []  # pending, drained by the caller
         # Extension items in stored form, each with the number of spec output items before it.
         self.extensions: list[tuple[int, dict[str, Any]]] = []
+        self.sealed_reasoning = False  # a reasoning item carries encrypted_content (only its origin may read it)
         self._seq = 0
         self._open: _Message | _Call | _Reasoning | None = None
         self._finished = False
@@ -160,9 +164,23 @@ class ResponseBuilder:
     def finished(self) -> bool:
         return self._finished
 
-    def output_items(self) -> list[dict[str, Any]]:
-        """The model's full output: the spec output items and the extension items, in upstream order."""
+    @property
+    def history_differs(self) -> bool:
+        """True when the stored history needs ``output_items()`` rather than the spec ``output``."""
+        return bool(self.extensions) or self.sealed_reasoning
+
+    def output_items(self, origin: str | None = None) -> list[dict[str, Any]]:
+        """The model's full output: the spec output items and the extension items, in upstream order.
+
+        With ``origin`` (the serving deployment's ``origin_of``), reasoning items
+        that carry ``encrypted_content`` are copies marked with it.
+        """
         output = self.output
+        if origin is not None and self.sealed_reasoning:
+            output = [
+                with_origin(item, origin) if item.get("type") == "reasoning" and item.get("encrypted_content") else item
+                for item in output
+            ]
         if not self.extensions:
             return list(output)
         items: list[dict[str, Any]] = []
@@ -237,6 +255,7 @@ class ResponseBuilder:
             case ReasoningEncrypted(data=data):
                 item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
                 item.encrypted = data
+                self.sealed_reasoning = True
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")
                 self.extensions.append((len(self.output), extension_wire(ids.new_id("ext"), origin, item)))

@@ -17,7 +17,14 @@ Pure functions, no I/O (the summariser call lives in ``server/compact.py``):
   bit, made with another key, or presented by another tenant does not open.
 - ``expand(items, key)`` replaces each ``compaction`` input item, in place, by
   what it encodes: one developer message carrying the summary (nothing when the
-  compaction covered no older items).
+  compaction covered no older items), then the extension items it holds.
+- ``extensions_payload(items)``: an upstream's own items (``OpaqueItem``,
+  e.g. ``web_search_call``; ``orgate.neutral.items``) kept verbatim by a
+  compaction cannot be shown to the client (they are not spec items), so each
+  run of them is sealed, in place, into a compaction item of its own whose
+  payload carries them (``"items"``: their stored wrappers, origin included;
+  no summary); ``expand`` gives them back as ``OpaqueItem``s, which only their
+  origin's provider sends upstream.
 - ``fit_context(...)`` is the ``truncation`` decision: with ``disabled`` a context
   over the model's window is a 400 ``context_length_exceeded``; with ``auto`` the
   oldest turns are dropped (same partition rule) until it fits.
@@ -38,7 +45,10 @@ from typing import Any
 import orjson
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pydantic import ValidationError
 
+from orgate.engine import ids
+from orgate.neutral import OpaqueItem, extension_wire
 from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemParam
 from orgate.protocol.errors import ApiError
 
@@ -109,6 +119,13 @@ def make_payload(summary: str | None, *, covered: int, model: str | None = None,
         "model": model,
         "created_at": int(time.time()) if created_at is None else created_at,
     }
+
+
+def extensions_payload(items: list[OpaqueItem], *, model: str | None = None) -> dict[str, Any]:
+    """The content of a compaction item that holds extension items kept verbatim (and no summary)."""
+    payload = make_payload(None, covered=0, model=model)
+    payload["items"] = [extension_wire(item.id or ids.new_id("ext"), item.origin, item.item) for item in items]
+    return payload
 
 
 def compact(items: list[Any], summary: str | None, *, keep_turns: int, model: str | None = None) -> Compacted:
@@ -188,11 +205,23 @@ def expand(items: list[Any], key: bytes, *, context: str = "", param_prefix: str
         if not isinstance(item, CompactionSummaryItemParam):
             out.append(item)
             continue
-        payload = open_sealed(item.encrypted_content, key, context=context, param=f"{param_prefix}[{index}].encrypted_content")
+        param = f"{param_prefix}[{index}].encrypted_content"
+        payload = open_sealed(item.encrypted_content, key, context=context, param=param)
         summary = payload.get("summary")
         if isinstance(summary, str) and summary:
             out.append(summary_message(summary))
+        held = payload.get("items")
+        if held:
+            out.extend(_opaque_items(held, param))
     return out
+
+
+def _opaque_items(held: Any, param: str) -> list[OpaqueItem]:
+    """The extension items a compaction item holds (authenticated, so a failure here is a foreign format)."""
+    try:
+        return [OpaqueItem.model_validate(wire) for wire in held]
+    except (TypeError, ValidationError):
+        raise _invalid(param, "encrypted_content holds items this orgate cannot read") from None
 
 
 # --------------------------------------------------------------------------- transcript for the summariser
@@ -221,6 +250,8 @@ def _field(item: Any, name: str) -> Any:
 
 def render_item(item: Any) -> str:
     """One line (or block) of a plain-text transcript."""
+    if type(item) is OpaqueItem:  # an upstream's own item (e.g. a hosted web search): named, not rendered
+        return f"[{item.item_type} item]"
     kind = _kind(item)
     role = _role(item)
     if role is not None and kind in ("message", None):
@@ -265,6 +296,9 @@ def estimate_tokens(items: list[Any], instructions: str | None = None) -> int:
     chars = len(instructions or "")
     for item in items:
         chars += len(render_item(item))
+        if type(item) is OpaqueItem:
+            chars += len(orjson.dumps(item.item))  # sent upstream as it is
+            continue
         encrypted = _field(item, "encrypted_content")
         if isinstance(encrypted, str):
             chars += len(encrypted)
@@ -322,6 +356,7 @@ __all__ = [
     "compact",
     "estimate_tokens",
     "expand",
+    "extensions_payload",
     "fit_context",
     "make_payload",
     "open_sealed",

@@ -25,6 +25,7 @@ from orgate.neutral import (
     TextFormat,
     extension_wire,
 )
+from orgate.neutral.items import ORIGIN_FIELD
 from orgate.protocol import (
     CreateResponseBody,
     ItemParam,
@@ -339,6 +340,20 @@ def item_to_wire(item: Any) -> dict[str, Any]:
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 
+def is_private(item: dict[str, Any]) -> bool:
+    """True for a stored item a client must not see as is: an extension item wrapper, a marked reasoning item."""
+    return item.get("type") == EXTENSION_ITEM_TYPE or ORIGIN_FIELD in item
+
+
+def listed_item(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored item as a listing shows it (spec items only): None for an extension item wrapper
+    (an upstream's own item, kept in history for that upstream), a reasoning item without its
+    origin marker. The history itself keeps both (``items_from_wire``)."""
+    if item.get("type") == EXTENSION_ITEM_TYPE:
+        return None
+    if ORIGIN_FIELD in item:
+        return {k: v for k, v in item.items() if k != ORIGIN_FIELD}
+    return item
 
 
 def parse_body(data: Any) -> CreateResponseBody:
@@ -355,8 +370,10 @@ __all__ = [
     "EXTENSION_FIELDS",
     "Turn",
     "build_turn",
+    "is_private",
     "item_to_wire",
     "items_from_wire",
+    "listed_item",
     "normalize_input",
     "parse_body",
     "text_format_of",

@@ -29,7 +29,7 @@ from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.router import Router, RouteTrace
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches, origin_of
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
 from orgate.store.base import ResponseStore, SessionBusy, SessionTurn, StoreError, UnknownResponse
@@ -111,9 +111,10 @@ class ResponsesService:
         deployment = self.resolve(body.model, caller)
         own_input = normalize_input(body)
         new_input = await self._resolve_references(own_input, caller)
-        referenced = new_input is not own_input  # item_reference resolved from the store
         if self.compaction_key is not None:
             new_input = expand(new_input, self.compaction_key, context=caller.tenant)
+        # item_reference resolved from the store, or compaction items opened (they may hold extension items)
+        unsealed = new_input is not own_input
         previous = body.previous_response_id
         if previous is None and session is not None and session.latest_response_id:
             previous = session.latest_response_id
@@ -145,7 +146,7 @@ class ResponsesService:
         )
         if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
             turn.request = dataclasses.replace(turn.request, input=fit.items)
-        if history or referenced:  # only stored items (history, references) can be opaque
+        if history or unsealed:  # only stored items (history, references, compaction items) can be opaque
             turn.opaque = opaque_items(turn.request.input)
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
@@ -263,6 +264,13 @@ class ResponsesService:
                     return target.deployment
         return turn.deployment
 
+    def history_output(self, builder: ResponseBuilder, turn: Turn) -> list[dict[str, Any]] | None:
+        """The output items the history keeps when they differ from the spec ``output`` (else None):
+        extension items included, reasoning marked with the origin that made its ``encrypted_content``."""
+        if not builder.history_differs:
+            return None
+        return builder.output_items(origin_of(self.served(turn)))
+
     def report_opaque(self, turn: Turn) -> None:
         """Once the upstream answered: warn about the opaque history items its provider left out."""
         report_opaque(turn.opaque, self.served(turn), self.gate_policy, turn.warnings)
@@ -287,7 +295,7 @@ class ResponsesService:
                 request=_request_record(turn),
                 events=events,
                 expires_at=expires_at,
-                output_items=builder.output_items() if builder.extensions else None,
+                output_items=self.history_output(builder, turn),
             )
         except UnknownResponse:
             # The previous response was deleted while this turn ran: keep the answer, unchained.

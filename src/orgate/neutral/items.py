@@ -18,6 +18,15 @@ is provider-namespaced, which the input gate refuses (or drops).
 **Origin** = the provider kind and the deployment's base URL (``origin_of``):
 items go back to the same upstream service whatever its model or API key,
 never to another service speaking the same protocol.
+
+**Reasoning origins.** A reasoning item is a spec item (the client sees it
+unchanged), but its ``encrypted_content`` only means something to the
+upstream that made it. In the stored history (never in what a client sees)
+such an item carries the orgate-private field ``ORIGIN_FIELD``
+(``"orgate:origin": "<origin>"``); read back, the field stays on the input
+item model (protocol models keep unknown fields), and the ``openai-responses``
+provider sends the item only to that origin (``reasoning_origin``). Items
+stored before origins were recorded have no such field and go as before.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from orgate.neutral.deployment import Deployment
 
 EXTENSION_ITEM_TYPE = "orgate:extension_item"
+ORIGIN_FIELD = "orgate:origin"  # on a stored reasoning item: the origin of its encrypted_content
 
 
 def origin_of(deployment: Deployment) -> str:
@@ -72,4 +82,23 @@ def extension_wire(item_id: str, origin: str, item: dict[str, Any]) -> dict[str,
     return {"type": EXTENSION_ITEM_TYPE, "id": item_id, "origin": origin, "item": item}
 
 
-__all__ = ["EXTENSION_ITEM_TYPE", "OpaqueItem", "extension_wire", "origin_of"]
+def with_origin(item: dict[str, Any], origin: str) -> dict[str, Any]:
+    """A stored reasoning item marked with the origin that made its ``encrypted_content`` (a copy)."""
+    return {**item, ORIGIN_FIELD: origin}
+
+
+def reasoning_origin(item: dict[str, Any]) -> str | None:
+    """Pop and return the origin marker of a reasoning item in wire form (None: unknown, e.g. older history)."""
+    origin = item.pop(ORIGIN_FIELD, None)
+    return origin if isinstance(origin, str) else None
+
+
+__all__ = [
+    "EXTENSION_ITEM_TYPE",
+    "ORIGIN_FIELD",
+    "OpaqueItem",
+    "extension_wire",
+    "origin_of",
+    "reasoning_origin",
+    "with_origin",
+]

@@ -10,6 +10,13 @@ output lists the kept items (as response items) and then the ``compaction``
 item, whose ``encrypted_content`` carries the summary sealed with the
 compaction key (AES-256-GCM, bound to the caller's tenant).
 
+An upstream's own items in the kept part (``web_search_call`` and the like,
+kept in history for the upstream that made them; ``orgate.neutral.items``)
+are not spec items: each run of them becomes, in place, a compaction item of
+its own that holds them sealed (no summary), so the output stays spec-valid
+and the next request gives them back to their upstream (``expand``). Older
+ones are summarised like any older item (named in the transcript).
+
 The compaction key (``compaction_key(settings)``):
 
 - ``[compaction] secret`` (default ``"env:ORGATE_COMPACTION_SECRET"``) when it
@@ -44,6 +51,7 @@ from orgate.engine.builder import usage_dict
 from orgate.engine.context import items_from_wire, normalize_input
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller
+from orgate.neutral import OpaqueItem
 from orgate.protocol import (
     CompactionSummaryItemParam,
     CompactResponseMethodPublicBody,
@@ -190,6 +198,23 @@ def as_output_item(item: Any) -> dict[str, Any]:
     raise invalid_request(f"items of type '{kind}' cannot be compacted", param="input", code="unsupported_item")
 
 
+def kept_output(kept: list[Any], key: bytes, *, tenant: str, model: str | None) -> list[dict[str, Any]]:
+    """The kept items as response items; each run of extension items sealed, in place, into a compaction item."""
+    output: list[dict[str, Any]] = []
+    run: list[OpaqueItem] = []
+    for item in [*kept, None]:
+        if type(item) is OpaqueItem:
+            run.append(item)
+            continue
+        if run:
+            sealed = compaction.seal(compaction.extensions_payload(run, model=model), key, context=tenant)
+            output.append({"type": "compaction", "id": ids.new_id("cmp"), "encrypted_content": sealed})
+            run = []
+        if item is not None:
+            output.append(as_output_item(item))
+    return output
+
+
 # --------------------------------------------------------------------------- the endpoint
 
 
@@ -263,7 +288,7 @@ async def compact_conversation(services: Services, body: CompactResponseMethodPu
     summary, usage = await summarise(services, body, caller, older)
     result = compaction.compact(items, summary, keep_turns=conf.keep_turns, model=body.model)
     sealed = compaction.seal(result.payload, key, context=caller.tenant)
-    output = [as_output_item(item) for item in result.kept]
+    output = kept_output(result.kept, key, tenant=caller.tenant, model=body.model)
     output.append({"type": "compaction", "id": ids.new_id("cmp"), "encrypted_content": sealed})
     return {"id": ids.response_id(), "object": "response.compaction", "created_at": int(time.time()), "output": output, "usage": usage}
 

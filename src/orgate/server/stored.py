@@ -2,6 +2,19 @@
 
 Every lookup is scoped to the caller's tenant: another key's response is a
 404, exactly like a missing one.
+
+``input_items`` lists spec items only. A response saved with a history it
+did not get from the store (a WebSocket ``store: false`` chain continued with
+``store: true``) has that history among its input items, and so does one whose
+input held a compaction item with extension items in it (opened in place).
+That history may hold an upstream's own items (``orgate:extension_item``
+wrappers) and reasoning items marked with their origin (``orgate:origin``): the listing
+leaves the wrappers out and the markers off (``engine.context.listed_item``),
+and fills the page from further rows, so ``limit``, ``after``, ``first_id``,
+``last_id`` and ``has_more`` count listed items only. The stored history
+keeps both for the next turn. Orgate has no endpoint that returns one item by
+id (``item_reference`` resolves items into the model input, never to the
+client).
 """
 
 from __future__ import annotations
@@ -13,12 +26,14 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from orgate.engine.context import is_private, listed_item
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import subscribe_frames
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
-from orgate.store import ResponseStore, StoreError
+from orgate.store import ItemsPage, ResponseStore, StoreError
+from orgate.store.base import Order
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -89,7 +104,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         if order not in ("asc", "desc"):
             raise invalid_request("order must be 'asc' or 'desc'.", param="order", code="invalid_value")
         try:
-            page = await _store(services).input_items(response_id, caller.tenant, limit=limit, order=order, after=params.get("after"))
+            page = await listed_page(_store(services), response_id, caller.tenant, limit=limit, order=order, after=params.get("after"))
         except StoreError as exc:
             raise store_failure(exc) from None
         if page is None:
@@ -122,6 +137,29 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
     ]
+
+
+async def listed_page(store: ResponseStore, response_id: str, tenant: str, *, limit: int, order: Order, after: str | None) -> ItemsPage | None:
+    """A page of a response's input items as a client sees them (see the module docstring)."""
+    page = await store.input_items(response_id, tenant, limit=limit, order=order, after=after)
+    if page is None or not any(is_private(item) for item in page.data):
+        return page  # the usual case: the store's page as it is
+    listed = [shown for item in page.data if (shown := listed_item(item)) is not None]
+    more = page.has_more
+    while more and len(listed) <= limit and page.last_id is not None:
+        page = await store.input_items(response_id, tenant, limit=limit, order=order, after=page.last_id)
+        if page is None:  # deleted meanwhile: what was read is the page
+            more = False
+            break
+        listed.extend(shown for item in page.data if (shown := listed_item(item)) is not None)
+        more = page.has_more
+    data = listed[:limit]
+    return ItemsPage(
+        data=data,
+        first_id=data[0]["id"] if data else None,
+        last_id=data[-1]["id"] if data else None,
+        has_more=more or len(listed) > limit,
+    )
 
 
 def _int_param(raw: Any, name: str, *, default: int, low: int, high: int) -> int:

@@ -26,6 +26,11 @@ message per event. Rules:
 - After ``max_connection_seconds`` no new response is accepted; a running one
   gets ``drain_seconds`` to finish, then the client receives an error with code
   ``websocket_connection_limit_reached`` and the socket is closed (1000).
+- Gate warnings (``X-Orgate-Gate-Warnings`` over HTTP) have no place here: the
+  protocol's server messages are the spec's streaming events and the error
+  envelope, and a WebSocket has no per-response headers. They are logged
+  (``orgate.server.websocket``, with the response id), next to the gate's own
+  log lines.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ log = logging.getLogger("orgate.server.websocket")
 DISALLOWED_FIELDS = ("stream", "stream_options", "background")
 TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _DENIAL_EXTENSION = "websocket.http.response"
+GATE_WARNINGS = "X-Orgate-Gate-Warnings"  # the HTTP header; logged on a WebSocket
 
 
 class WebSocketSettings(BaseModel):
@@ -269,6 +275,9 @@ class Connection:
         except BaseException:
             self.busy = False
             raise
+        warned = stream.headers.get(GATE_WARNINGS)
+        if warned:
+            log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
         self.task = asyncio.create_task(self._pump(stream, previous))
 
     async def _create(self, body: WebSocketResponseCreateEvent, warnings: list[str], previous: str | None, budget: Any) -> ResponseStream:
@@ -310,8 +319,11 @@ class Connection:
         if self.settings.cache_responses <= 0:
             return
         turn = stream.turn
-        # The model's full output: extension items (kept for their upstream, not in the spec output) included.
-        output = stream.builder.output_items() if stream.builder.extensions else response.get("output", [])
+        # The model's full output as history keeps it: extension items (kept for their upstream, not in the
+        # spec output) included, reasoning marked with its origin.
+        output = stream.service.history_output(stream.builder, turn)
+        if output is None:
+            output = response.get("output", [])
         items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *output]
         self.cache[stream.response_id] = _Entry(items, stored=bool(response.get("store")))
         while len(self.cache) > self.settings.cache_responses:

@@ -12,8 +12,10 @@ output models and plain dicts all work). Rules:
   ``function_call_output`` → a user ``tool_result`` block, placed before any
   other block of its user turn.
 - ``reasoning`` items whose ``encrypted_content`` is an anthropic envelope
-  (see ``envelope``) → ``thinking`` / ``redacted_thinking`` blocks; other
-  reasoning items and ``compaction`` items are dropped (not portable here), and
+  (see ``envelope``) → ``thinking`` / ``redacted_thinking`` blocks (the
+  envelope names its origin itself; a history item's ``orgate:origin`` marker
+  is not read here); other reasoning items (e.g. an OpenAI
+  ``encrypted_content``) and ``compaction`` items are dropped (not portable here), and
   so are opaque items (another upstream's own items from history,
   ``orgate.neutral.items``; the engine reports the drop).
 - Images: URL → ``url`` source, data URL → ``base64`` source. Files: PDF (URL or

@@ -8,8 +8,15 @@ these changes only:
 - ``id`` is removed from every item but opaque ones (below): ids are orgate's
   (the builder re-creates them), the upstream does not know them and
   ``store`` is false;
-- ``reasoning`` items carrying an anthropic thinking envelope are dropped (they
-  can only go back to the anthropic provider);
+- ``reasoning`` items from history marked with the origin that made their
+  ``encrypted_content`` (``orgate:origin``, see ``orgate.neutral.items``) are
+  sent, without the marker, only when that origin is this deployment's
+  (``origin``); to any other upstream the whole item is left out, as the
+  anthropic and chat mappings leave out reasoning they cannot read (its
+  ``encrypted_content`` means nothing there, and a summary alone is not a
+  replayable reasoning item). Unmarked reasoning items (client input, history
+  stored before origins were recorded) go as before, except those carrying an
+  anthropic thinking envelope, which only go back to the anthropic provider;
 - an ``OpaqueItem`` (an upstream's own item from history, see
   ``orgate.neutral.items``) is sent as its raw item, unchanged and with its own
   ``id``, when its origin is this deployment's (``origin``); otherwise it is
@@ -30,6 +37,7 @@ from enum import Enum
 from typing import Any
 
 from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
+from orgate.neutral.items import reasoning_origin
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import is_anthropic_reasoning
 from orgate.providers.plain import plain as _plain
@@ -39,7 +47,7 @@ def map_item(item: Any, param: str, origin: str | None = None) -> dict[str, Any]
     """One input item as upstream wire JSON, or None when it is not sent.
 
     ``origin`` is this deployment's (``origin_of``): the only origin whose opaque
-    items are sent.
+    items, and marked reasoning items, are sent.
     """
     if type(item) is OpaqueItem:
         return dict(item.item) if item.origin == origin else None
@@ -51,8 +59,13 @@ def map_item(item: Any, param: str, origin: str | None = None) -> dict[str, Any]
         raise invalid_request(
             "item_reference must be resolved before the provider call", param=param
         )
-    if kind == "reasoning" and is_anthropic_reasoning(data.get("encrypted_content")):
-        return None
+    if kind == "reasoning":
+        made_by = reasoning_origin(data)
+        if made_by is not None:
+            if made_by != origin:
+                return None
+        elif is_anthropic_reasoning(data.get("encrypted_content")):
+            return None
     data.pop("id", None)
     return data
 
@@ -111,8 +124,8 @@ def build_body(
 ) -> dict[str, Any]:
     """The ``/responses`` request body for ``request`` (a dict ready for ``orjson.dumps``).
 
-    ``origin``: the deployment's ``origin_of``; opaque items of another origin (or
-    of any origin when None) are left out.
+    ``origin``: the deployment's ``origin_of``; opaque items and marked reasoning
+    items of another origin (or of any origin when None) are left out.
     """
     if request.stop:
         raise invalid_request(
