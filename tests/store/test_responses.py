@@ -371,3 +371,24 @@ async def test_listed_ids_of_id_less_inputs_resolve_until_deleted(store: Respons
     assert page.data[0]["id"] != page.data[1]["id"]
     await store.delete("resp_0a1b", "t")
     assert await store.get_item(page.data[0]["id"], "t") is None
+
+
+async def test_builder_output_ids_resolve_without_an_index(store: ResponseStore) -> None:
+    from orgate.engine import ids
+    from orgate.engine.builder import ResponseBuilder
+
+    builder = ResponseBuilder({"model": "m"}, response_id="resp_0123abcd")
+    out_id = ids.output_item_id("msg", builder.id, 0)
+    call_id = ids.output_item_id("fc", builder.id, 1)
+    call = {"id": call_id, "type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"}
+    body = response(builder.id, [assistant(out_id, "hi"), call])
+    before = store.query_count
+    await store.save(body, tenant="t", input_items=[user("q")])
+    if store.backend == "sqlite":
+        assert store.query_count - before == 1  # the row alone: every id is derived, none indexed
+    assert await store.get_item(out_id, "t") == assistant(out_id, "hi")
+    assert await store.get_item(call_id, "t") == call
+    assert await store.get_item(call_id, "u") is None
+    assert await store.get_item(ids.output_item_id("fc", builder.id, 2), "t") is None  # no such output
+    await store.delete(builder.id, "t")
+    assert await store.get_item(out_id, "t") is None

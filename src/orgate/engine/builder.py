@@ -63,8 +63,8 @@ def usage_dict(usage: Usage | None) -> dict[str, Any]:
 class _Message:
     __slots__ = ("id", "index", "parts", "kind", "chunks")
 
-    def __init__(self, index: int) -> None:
-        self.id = ids.message_id()
+    def __init__(self, item_id: str, index: int) -> None:
+        self.id = item_id
         self.index = index
         self.parts: list[dict[str, Any]] = []  # finished content parts
         self.kind: str | None = None  # "output_text" | "refusal" for the open part
@@ -74,8 +74,8 @@ class _Message:
 class _Call:
     __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index")
 
-    def __init__(self, index: int, call_id: str, name: str, source_index: int) -> None:
-        self.id = ids.function_call_id()
+    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int) -> None:
+        self.id = item_id
         self.index = index
         self.call_id = call_id or ids.call_id()
         self.name = name
@@ -86,8 +86,8 @@ class _Call:
 class _Reasoning:
     __slots__ = ("id", "index", "content", "summary", "encrypted", "open_part")
 
-    def __init__(self, index: int) -> None:
-        self.id = ids.reasoning_id()
+    def __init__(self, item_id: str, index: int) -> None:
+        self.id = item_id
         self.index = index
         self.content: list[str] = []  # finished reasoning_text parts
         self.summary: list[str] = []  # finished summary_text parts
@@ -312,7 +312,8 @@ class ResponseBuilder:
             )
 
     def _open_message(self) -> _Message:
-        message = _Message(len(self.output))
+        index = len(self.output)
+        message = _Message(ids.output_item_id("msg", self.id, index), index)
         self._open = message
         self._emit(
             {
@@ -367,7 +368,8 @@ class ResponseBuilder:
     # --- tool calls ------------------------------------------------------------------------
 
     def _open_call(self, start: ToolCallStart) -> None:
-        call = _Call(len(self.output), start.call_id, start.name, start.index)
+        index = len(self.output)
+        call = _Call(ids.output_item_id("fc", self.id, index), index, start.call_id, start.name, start.index)
         self._open = call
         self._emit(
             {
@@ -388,7 +390,8 @@ class ResponseBuilder:
 
     def _open_reasoning(self) -> _Reasoning:
         self._close_open("completed")
-        item = _Reasoning(len(self.output))
+        index = len(self.output)
+        item = _Reasoning(ids.output_item_id("rs", self.id, index), index)
         self._open = item
         self._emit(
             {

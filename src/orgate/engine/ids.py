@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+from orgate.store.base import OUTPUT_POSITIONS, derived_item_id
+
 
 class _Entropy:
     """Bytes from the OS's CSPRNG, read 4 KiB at a time (one system call per ~220 ids)."""
@@ -39,6 +41,12 @@ def new_id(prefix: str) -> str:
 
 def response_id() -> str:
     return new_id("resp")
+
+
+def output_item_id(prefix: str, response_id: str, output_index: int) -> str:
+    """The id of a response's output item: derived from the response id and its index,
+    so the store finds it through the response's row (``orgate.store.base.derived_item_id``)."""
+    return derived_item_id(prefix, response_id, OUTPUT_POSITIONS + output_index)
 
 
 def message_id() -> str:

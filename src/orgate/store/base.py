@@ -216,25 +216,39 @@ def owner_is_dead(owner: str) -> bool | None:
     return None
 
 
-def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
-    """The item's own ``id``, or a stable id derived from its place in the response.
+#: Derived positions of output items start here; input items count from 0.
+OUTPUT_POSITIONS = 0x800000
+_DERIVED_PREFIXES = frozenset({"msg", "item", "fc", "rs"})
 
-    Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids:
-    the response id's suffix plus the position, so they stay the same when a
-    response is saved again and sort like the (time-ordered) response ids.
+
+def derived_item_id(prefix: str, response_id: str, position: int) -> str:
+    """An item id that names its response and position: ``prefix_<response id suffix><6 hex>``.
+
+    The store finds such an item through its response's row, without an index.
+    Inputs sent without an id get one (see ``item_id_for``); the response builder
+    gives its output items ``derived_item_id(prefix, response_id, OUTPUT_POSITIONS + index)``.
+    The response id's 144 random bits keep them unguessable.
+    """
+    suffix = response_id.partition("_")[2] or response_id
+    return f"{prefix}_{suffix}{position:06x}"
+
+
+def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
+    """The item's own ``id``, or the id derived from its place among the response's inputs.
+
+    Input items sent without an id (plain messages) get ``msg_…`` / ``item_…`` ids
+    that stay the same when a response is saved again.
     """
     own = item.get("id")
     if isinstance(own, str) and own:
         return own
-    suffix = response_id.partition("_")[2] or response_id
-    is_message = item.get("type", "message") == "message"
-    return f"{'msg' if is_message else 'item'}_{suffix}{position:06x}"
+    return derived_item_id("msg" if item.get("type", "message") == "message" else "item", response_id, position)
 
 
 def derived_location(item_id: str) -> tuple[str, int] | None:
-    """Where a derived id (see ``item_id_for``) points: (response id, position), if it is one."""
+    """Where a derived id points: (response id, position), if it is one."""
     prefix, _, rest = item_id.partition("_")
-    if prefix not in ("msg", "item") or len(rest) < 7:
+    if prefix not in _DERIVED_PREFIXES or len(rest) < 7:
         return None
     try:
         position = int(rest[-6:], 16)

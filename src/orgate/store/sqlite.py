@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
+    OUTPUT_POSITIONS,
     ItemsPage,
     Order,
     ResponseConflict,
@@ -63,13 +64,22 @@ _RESPONSE_COLUMNS = (
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 
 
+def _derived_position(seq: int, input_count: int) -> int:
+    """The position a derived id names for the item at ``seq`` (inputs first, then outputs)."""
+    return seq if seq < input_count else OUTPUT_POSITIONS + seq - input_count
+
+
 def _indexed_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
-    """The ids of a response's items that ``item_ids`` holds (derived input ids are not)."""
+    """The ids of a response's items that ``item_ids`` holds (derived ids are not in it)."""
     ids: list[str] = loads(input_ids)
     first_output = len(ids)
     output_items = loads(outputs) if outputs is not None else loads(body).get("output") or []
     ids += [item_id_for(item, response_id, first_output + k) for k, item in enumerate(output_items)]
-    return [item_id for seq, item_id in enumerate(ids) if not is_derived(item_id, response_id, seq)]
+    return [
+        item_id
+        for seq, item_id in enumerate(ids)
+        if not is_derived(item_id, response_id, _derived_position(seq, first_output))
+    ]
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
@@ -377,10 +387,11 @@ class SqliteStore(ResponseStore):
                 outputs,
             ),
         ).rowcount
+        input_count = len(rows.input_ids)
         new_keys = [
             (item_id, seq)
             for seq, item_id in enumerate((*rows.input_ids, *rows.output_ids))
-            if not is_derived(item_id, rows.id, seq)
+            if not is_derived(item_id, rows.id, _derived_position(seq, input_count))
         ]
         if not inserted:  # saved before (background progress, a stream's in_progress row)
             old_keys = self._owned_items(conn, rows.id, tenant)
@@ -545,16 +556,19 @@ class SqliteStore(ResponseStore):
     def _get_item_sync(self, item_id: str, tenant: str) -> dict[str, Any] | None:
         now = time.time()
         location = derived_location(item_id)
-        if location is not None:  # an id-less input item: found by its response's row
+        if location is not None:  # a derived id: found through its response's row
             response_id, position = location
+            output = position >= OUTPUT_POSITIONS
             row = self._x(
-                f"SELECT inputs FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
+                f"""SELECT {"coalesce(outputs, json_extract(CAST(response AS TEXT), '$.output'))" if output else "inputs"}
+                FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}""",
                 (response_id, tenant, now),
             ).fetchone()
-            if row is not None:
-                inputs = loads(row[0])
-                if position < len(inputs) and item_id_for(inputs[position], response_id, position) == item_id:
-                    return with_id(inputs[position], item_id)
+            if row is not None and row[0] is not None:
+                items = loads(row[0])
+                index = position - OUTPUT_POSITIONS if output else position
+                if index < len(items) and item_id_for(items[index], response_id, position) == item_id:
+                    return with_id(items[index], item_id)
         row = self._x(
             """SELECT i.seq, json_array_length(r.input_ids), r.inputs,
                 coalesce(r.outputs, json_extract(CAST(r.response AS TEXT), '$.output'))
