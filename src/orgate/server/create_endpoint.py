@@ -64,39 +64,46 @@ async def send_error(send: Any, error: ApiError) -> None:
 
 
 async def send_sse(send: Any, receive: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None = None) -> None:
-    """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call)."""
+    """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call).
+
+    The chunks are pumped in the request's own task; one small watcher task waits
+    for ``http.disconnect`` and cancels that task, which ends the producer where it
+    waits (its ``finally`` persists the response as failed and closes the upstream).
+    """
     headers = list(_SSE_HEADERS)
     if extra:
         headers += _encode_headers(extra)
     await send({"type": "http.response.start", "status": 200, "headers": headers})
+    task = asyncio.current_task()
+    assert task is not None
+    disconnected = False
 
-    async def pump() -> None:
+    async def watch() -> None:
+        nonlocal disconnected
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        disconnected = True
+        task.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
         last = False
         async for chunk in chunks:
             last = chunk.endswith(DONE)  # the final chunk also ends the body: one write fewer
             await send({"type": "http.response.body", "body": chunk, "more_body": not last})
         if not last:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        pumping.cancel()
-
-    pumping = asyncio.create_task(pump())
-    watcher = asyncio.create_task(watch())
-    try:
-        await pumping
     except asyncio.CancelledError:
-        if not pumping.cancelled():
+        if not disconnected:
             raise  # we are being cancelled ourselves
+        task.uncancel()  # the client went away: the stream ends here, quietly
+    except Exception as error:  # noqa: BLE001 - the producer ends streams cleanly; this is a bug or a dead socket
+        log.error("SSE stream ended by %r", error)
     finally:
-        watcher.cancel()
-        if not pumping.done():
-            pumping.cancel()
-        for result in await asyncio.gather(pumping, watcher, return_exceptions=True):
-            if isinstance(result, Exception) and not isinstance(result, asyncio.CancelledError):
-                log.error("SSE stream ended by %r", result)
+        if not watcher.done():
+            watcher.cancel()
+        elif not watcher.cancelled() and (error := watcher.exception()) is not None:
+            log.error("SSE disconnect watcher failed: %r", error)
 
 
 class CreateResponse:
