@@ -10,7 +10,6 @@ that moves from one provider to another through ``previous_response_id``.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -19,7 +18,6 @@ import httpx
 import openai
 import pytest
 
-import orgate.server.app
 from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.anthropic_upstream import Script as AnthropicScript
 from tests.fakes.openai_chat_upstream import (
@@ -32,11 +30,6 @@ from tests.fakes.openai_chat_upstream import (
 )
 from tests.server_process import OrgateServer
 from tests.support.spec import check_sse
-
-pytestmark = pytest.mark.skipif(
-    "Router(" not in inspect.getsource(orgate.server.app),
-    reason="the router is not wired into server/app.py yet (see docs/routing.md, 'Wiring')",
-)
 
 SLOW_WORDS = " ".join(f"word{i}" for i in range(80))
 
