@@ -38,11 +38,8 @@ def chat_model_config(base_url: str, name: str = "fake-chat", **extra: str) -> s
 
 @pytest.fixture(scope="session")
 def fake_chat() -> Iterator[FakeOpenAIChat]:
-    fake = FakeOpenAIChat.start_in_thread()
-    try:
+    with FakeOpenAIChat.start_in_thread() as fake:
         yield fake
-    finally:
-        fake.stop_thread()
 
 
 @pytest.fixture(scope="session")
@@ -55,12 +52,9 @@ def server(fake_chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
 @pytest.fixture
 def fake(fake_chat: FakeOpenAIChat) -> Iterator[FakeOpenAIChat]:
     """The session's fake upstream, with its script and records reset for one test."""
-    fake_chat.replies.clear()
-    fake_chat.handler = None
-    fake_chat.requests.clear()
+    fake_chat.reset()
     yield fake_chat
-    fake_chat.replies.clear()
-    fake_chat.handler = None
+    fake_chat.reset()
 
 
 @pytest.fixture

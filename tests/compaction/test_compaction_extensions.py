@@ -72,12 +72,8 @@ def test_the_transcript_names_extension_items() -> None:
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[tuple[FakeResponses, FakeAnthropic]]:
-    native, claude = FakeResponses.start_in_thread(), FakeAnthropic.start_in_thread()
-    try:
+    with FakeResponses.start_in_thread() as native, FakeAnthropic.start_in_thread() as claude:
         yield native, claude
-    finally:
-        native.stop_thread()
-        claude.stop_thread()
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +102,7 @@ read_timeout = 5
 @pytest.fixture
 def http(server: InProcessServer, upstreams: tuple[FakeResponses, FakeAnthropic]) -> Iterator[httpx.Client]:
     for fake in upstreams:
-        fake.replies.clear()
-        fake.requests.clear()
+        fake.reset()
     with httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as client:
         yield client
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from orgate.engine.builder import ResponseBuilder
 from orgate.engine.context import item_to_wire, items_from_wire
 from orgate.engine.input_gate import opaque_items, report_opaque
 from orgate.neutral import (
@@ -29,26 +28,13 @@ from orgate.neutral import (
 )
 from orgate.protocol import FunctionCallItemParam, ReasoningItemParam, UserMessageItemParam
 from orgate.protocol.errors import ApiError
-from tests.support.samples import response as sample_response
+from tests.engine.helpers import run
 from tests.support.spec import check_events, validate
 
 NATIVE = Deployment(name="gpt", provider="openai-responses", upstream_model="m", base_url="https://api.openai.com/v1")
 ORIGIN = origin_of(NATIVE)
 SEARCH = {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
 PREVIEW = {"id": "wsp_1", "type": "openai:web_search_preview_call", "status": "completed", "note": None}
-
-
-def base() -> dict[str, Any]:
-    body = sample_response()
-    return {k: v for k, v in body.items() if k not in ("id", "object", "created_at", "completed_at", "status", "incomplete_details", "output", "error", "usage")}
-
-
-def run(*events: Any) -> ResponseBuilder:
-    builder = ResponseBuilder(base())
-    builder.start()
-    for event in events:
-        builder.feed(event)
-    return builder
 
 
 # --- the builder ------------------------------------------------------------------------------

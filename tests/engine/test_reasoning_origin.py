@@ -39,7 +39,7 @@ from orgate.providers.anthropic import encode_blocks
 from orgate.providers.openai_chat import build_body as chat_body
 from orgate.providers.openai_responses import build_body as responses_body
 from orgate.store import open_store
-from tests.support.samples import response as sample_response
+from tests.engine.helpers import base, run
 from tests.support.spec import check_events, validate
 
 NATIVE = Deployment(name="gpt", provider="openai-responses", upstream_model="m", base_url="https://api.openai.com/v1")
@@ -47,19 +47,6 @@ OTHER = Deployment(name="vllm", provider="openai-responses", upstream_model="m",
 ORIGIN, OTHER_ORIGIN = origin_of(NATIVE), origin_of(OTHER)
 USER = {"type": "message", "role": "user", "content": "Why?"}
 SUMMARY = [{"type": "summary_text", "text": "Think."}]
-
-
-def base() -> dict[str, Any]:
-    body = sample_response()
-    return {k: v for k, v in body.items() if k not in ("id", "object", "created_at", "completed_at", "status", "incomplete_details", "output", "error", "usage")}
-
-
-def run(*events: Any) -> ResponseBuilder:
-    builder = ResponseBuilder(base())
-    builder.start()
-    for event in events:
-        builder.feed(event)
-    return builder
 
 
 def answered(encrypted: str = "ENC-native") -> ResponseBuilder:

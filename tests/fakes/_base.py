@@ -117,6 +117,12 @@ class LoopbackFake:
     def enqueue(self, *replies: Any) -> None:
         self.replies.extend(replies)
 
+    def reset(self) -> None:
+        """Forget the script, the handler and what was received (between tests)."""
+        self.replies.clear()
+        self.handler = None
+        self.requests.clear()
+
     def _next(self, body: dict[str, Any]) -> Any:
         if self.replies:
             return self.replies.popleft()

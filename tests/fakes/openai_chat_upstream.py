@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.fakes._base import ClientGone, LoopbackFake, Raw, RecordedRequest
+from tests.fakes._base import LoopbackFake, Raw, RecordedRequest, sse_frame
 from tests.fakes._base import split_evenly as _split
 from tests.fakes._base import words as _words
 
@@ -279,15 +279,6 @@ class FakeOpenAIChat(LoopbackFake):
     async def stream_reply(
         self, request: web.Request, body: dict[str, Any], reply: Script, record: RecordedRequest
     ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            status=200,
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache",
-                **reply.headers,
-            },
-        )
-        await response.prepare(request)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         cid = f"chatcmpl-{uuid.uuid4().hex[:29]}"
         created = int(time.time())
@@ -314,41 +305,21 @@ class FakeOpenAIChat(LoopbackFake):
             usage = reply.usage or _usage(_prompt_tokens(body), len(deltas) - 1)
             chunks.append({**base, "choices": [], "usage": usage})
 
-        try:
-            await self._send(request, record, response, reply, chunks)
-        except ClientGone:
-            return response
-        return response
-
-    async def _send(
-        self,
-        request: web.Request,
-        record: RecordedRequest,
-        response: web.StreamResponse,
-        reply: Script,
-        chunks: list[dict[str, Any]],
-    ) -> None:
-        for n, chunk in enumerate(chunks):
-            if n and reply.delay:
-                await self.sleep_watching(request, record, reply.delay)
-            if reply.cut_after is not None and n >= reply.cut_after:
-                transport = request.transport
-                if transport is not None:
-                    transport.abort()
-                return
-            if reply.garbage_after is not None and n == reply.garbage_after:
-                await self.write(response, record, b"data: {this is not json\n\n")
-            if reply.stall_after is not None and n == reply.stall_after:
-                await self.sleep_watching(request, record, reply.stall_seconds)
-            await self.write(response, record, b"data: " + orjson.dumps(chunk) + b"\n\n")
+        frames = [sse_frame(chunk, named=False) for chunk in chunks]
+        if reply.garbage_after is not None:
+            frames.insert(reply.garbage_after, b"data: {this is not json\n\n")
         if reply.done:
-            await self.write(response, record, b"data: [DONE]\n\n")
-        transport = request.transport
-        if transport is None or transport.is_closing():
-            record.disconnected = True
-            raise ClientGone
-        await response.write_eof()
-        record.completed = True
+            frames.append(b"data: [DONE]\n\n")
+        return await self.send_events(
+            request,
+            record,
+            frames,
+            delay=reply.delay,
+            cut_after=reply.cut_after,
+            stall_after=reply.stall_after,
+            stall_seconds=reply.stall_seconds,
+            headers=reply.headers,
+        )
 
     def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
         message: dict[str, Any] = {

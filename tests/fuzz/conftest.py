@@ -18,11 +18,8 @@ ERROR_FIELDS = {"message", "type", "param", "code"}
 
 @pytest.fixture(scope="module")
 def fuzz_upstream() -> Iterator[FakeOpenAIChat]:
-    fake = FakeOpenAIChat.start_in_thread()
-    try:
+    with FakeOpenAIChat.start_in_thread() as fake:
         yield fake
-    finally:
-        fake.stop_thread()
 
 
 @pytest.fixture(scope="module")

@@ -54,21 +54,15 @@ def hardened_config(upstream_url: str, extra: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[FakeOpenAIChat]:
-    fake = FakeOpenAIChat.start_in_thread()
-    try:
+    with FakeOpenAIChat.start_in_thread() as fake:
         yield fake
-    finally:
-        fake.stop_thread()
 
 
 @pytest.fixture
 def fake(upstream: FakeOpenAIChat) -> Iterator[FakeOpenAIChat]:
-    upstream.replies.clear()
-    upstream.handler = None
-    upstream.requests.clear()
+    upstream.reset()
     yield upstream
-    upstream.replies.clear()
-    upstream.handler = None
+    upstream.reset()
 
 
 @pytest.fixture(scope="module")

@@ -75,12 +75,8 @@ read_timeout = 3
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]]:
-    a, b, c = FakeOpenAIChat.start_in_thread(), FakeOpenAIChat.start_in_thread(), FakeAnthropic.start_in_thread()
-    try:
+    with FakeOpenAIChat.start_in_thread() as a, FakeOpenAIChat.start_in_thread() as b, FakeAnthropic.start_in_thread() as c:
         yield a, b, c
-    finally:
-        for fake in (a, b, c):
-            fake.stop_thread()
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +92,10 @@ def gateway(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> 
 @pytest.fixture
 def fakes(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> Iterator[tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]]:
     for fake in upstreams:
-        fake.replies.clear()
-        fake.handler = None
-        fake.requests.clear()
+        fake.reset()
     yield upstreams
     for fake in upstreams:
-        fake.replies.clear()
+        fake.reset()
 
 
 @pytest.fixture

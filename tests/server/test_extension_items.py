@@ -87,12 +87,8 @@ Fakes = tuple[FakeResponses, FakeAnthropic, FakeOpenAIChat]
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[Fakes]:
-    fakes = (FakeResponses.start_in_thread(), FakeAnthropic.start_in_thread(), FakeOpenAIChat.start_in_thread())
-    try:
-        yield fakes
-    finally:
-        for fake in fakes:
-            fake.stop_thread()
+    with FakeResponses.start_in_thread() as native, FakeAnthropic.start_in_thread() as claude, FakeOpenAIChat.start_in_thread() as chat:
+        yield native, claude, chat
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +103,10 @@ def gateway(upstreams: Fakes) -> Iterator[OrgateServer]:
 @pytest.fixture
 def fakes(upstreams: Fakes) -> Iterator[Fakes]:
     for fake in upstreams:
-        fake.replies.clear()
-        fake.handler = None
-        fake.requests.clear()
+        fake.reset()
     yield upstreams
     for fake in upstreams:
-        fake.replies.clear()
+        fake.reset()
 
 
 @pytest.fixture

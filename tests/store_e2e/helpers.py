@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from tests.support.samples import output_text
 from tests.support.spec import check_sse, validate
 
 TWO_TENANTS = (
@@ -67,14 +68,7 @@ def assert_error(
     return error
 
 
-def text_of(response: dict[str, Any]) -> str:
-    return "".join(
-        part.get("text", "")
-        for item in response["output"]
-        if item.get("type") == "message"
-        for part in item.get("content", [])
-        if part.get("type") == "output_text"
-    )
+text_of = output_text
 
 
 def poll(

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script, text
 from tests.server_process import OrgateServer
 from tests.structured_e2e.conftest import DEFAULT_PRODUCT
+from tests.support.samples import output_text
 from tests.support.spec import check_sse, validate
 
 PRODUCT = {
@@ -40,16 +41,6 @@ def body(
         "text": {"format": {"type": "json_schema", "name": name, "schema": schema or PRODUCT}},
         **extra,
     }
-
-
-def output_text(response: dict[str, Any]) -> str:
-    return "".join(
-        part["text"]
-        for item in response["output"]
-        if item["type"] == "message"
-        for part in item["content"]
-        if part["type"] == "output_text"
-    )
 
 
 def messages(fake: FakeOpenAIChat, index: int) -> list[dict[str, Any]]:

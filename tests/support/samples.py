@@ -1,4 +1,4 @@
-"""Ready-made spec-valid wire objects for tests: a response body and whole event streams."""
+"""Ready-made spec-valid wire objects for tests (a response body, whole event streams), and ``output_text``."""
 
 from __future__ import annotations
 
@@ -142,3 +142,14 @@ class StreamBuilder:
         resp["error"] = {"code": "upstream_error", "message": message}
         self._emit("response.failed", response=resp)
         return self.events
+
+
+def output_text(response: dict[str, Any]) -> str:
+    """The text of a response's ``output_text`` parts, in order."""
+    return "".join(
+        part.get("text", "")
+        for item in response["output"]
+        if item.get("type") == "message"
+        for part in item.get("content", [])
+        if part.get("type") == "output_text"
+    )

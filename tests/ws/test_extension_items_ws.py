@@ -32,12 +32,8 @@ PREVIEW = {"id": "wsp_ws", "type": "openai:web_search_preview_call", "status": "
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[tuple[FakeResponses, FakeAnthropic]]:
-    native, claude = FakeResponses.start_in_thread(), FakeAnthropic.start_in_thread()
-    try:
+    with FakeResponses.start_in_thread() as native, FakeAnthropic.start_in_thread() as claude:
         yield native, claude
-    finally:
-        native.stop_thread()
-        claude.stop_thread()
 
 
 @pytest.fixture(scope="module")

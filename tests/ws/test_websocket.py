@@ -11,20 +11,14 @@ from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 
 from orgate.server.websocket import WebSocketSettings
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat
+from tests.support.samples import output_text
 from tests.support.spec import check_events, check_sse, validate, validate_event
 from tests.ws.conftest import create, recv, send, until_terminal, ws_connect
 from tests.ws.inproc import InProcessServer
 
 
 def final_text(events: list[dict]) -> str:
-    response = events[-1]["response"]
-    return "".join(
-        part["text"]
-        for item in response["output"]
-        if item["type"] == "message"
-        for part in item["content"]
-        if part["type"] == "output_text"
-    )
+    return output_text(events[-1]["response"])
 
 
 def check_ws_events(events: list[dict]) -> None:
