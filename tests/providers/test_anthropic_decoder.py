@@ -20,7 +20,7 @@ from orgate.neutral import (
 )
 from orgate.protocol.errors import ApiError
 from orgate.providers.anthropic import StreamDecoder, decode_blocks, decode_message
-from orgate.providers.anthropic.sse import SseParser
+from orgate.providers.sse import SseParser
 
 # Recorded from the Messages API (ids shortened): thinking, text, then a tool use
 # whose JSON arrives in input_json_delta pieces, with cache usage.

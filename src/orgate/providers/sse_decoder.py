@@ -12,7 +12,7 @@ from collections import Counter
 
 from orgate.neutral import ModelEvent
 from orgate.protocol.errors import ApiError
-from orgate.providers.anthropic.sse import SseEvent, SseParser
+from orgate.providers.sse import SseEvent, SseParser
 
 
 class SseStreamDecoder:

@@ -1,13 +1,15 @@
 """The streaming HTTP exchange shared by the SSE providers (``anthropic``, ``openai-responses``).
 
-``stream_sse`` POSTs the request body, maps an HTTP error reply with the
-provider's ``http_error``, decodes an ``application/json`` reply (an upstream
-that ignored ``stream: true``) with the provider's ``decode_json``, and
-otherwise feeds the SSE bytes to the provider's incremental decoder until it
-has finished (or holds an error). A stream that ends before the decoder has
-finished is truncated; after the terminal event the rest of the body is read
-(``drain``) so the pooled connection is reused. aiohttp / asyncio / OS errors
-become ``ApiError`` through ``client_error``.
+``SseProvider`` is the I/O class both are: it holds the deployment's URL,
+headers and timeouts, and ``stream`` POSTs the body (``body``), maps an HTTP
+error reply with the provider's ``http_error``, decodes an
+``application/json`` reply (an upstream that ignored ``stream: true``) with
+``decode_json``, and otherwise feeds the SSE bytes to a fresh incremental
+``decoder()`` until it has finished (or holds an error). A stream that ends
+before the decoder has finished is truncated; after the terminal event the
+rest of the body is read (``drain``) so the pooled connection is reused.
+aiohttp / asyncio / OS errors become ``ApiError`` through ``client_error``.
+What the decoder skipped (items with no neutral event) is logged.
 
 ``drain`` is also used by ``openai-chat``, whose batching loop stays its own.
 """
@@ -18,22 +20,20 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import aiohttp
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent
+from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import client_error, truncated
+from orgate.providers.http import HttpPool, client_error, timeout_for, truncated
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
 
-HttpErrorMapper = Callable[[int, bytes, Mapping[str, str], str], ApiError]
-
 
 class SseDecoder(Protocol):
-    """What ``stream_sse`` needs of a provider's incremental decoder."""
+    """What ``SseProvider`` needs of a provider's incremental decoder."""
 
     finished: bool
     skipped: Counter[str]
@@ -46,65 +46,92 @@ class SseDecoder(Protocol):
     def close(self) -> list[ModelEvent]: ...
 
 
-async def stream_sse(
-    session: aiohttp.ClientSession,
-    url: str,
-    payload: bytes,
-    *,
-    headers: Mapping[str, str],
-    timeout: aiohttp.ClientTimeout,
-    deployment: Deployment,
-    decoder: SseDecoder,
-    http_error: HttpErrorMapper,
-    decode_json: Callable[[Any, str], Iterable[ModelEvent]],
-    bad_stream: Callable[[str, str], ApiError],
-    terminal: str,
-) -> AsyncIterator[ModelEvent]:
-    """Yield the upstream's answer as neutral events, ending in one ``Finish``.
+class SseProvider:
+    """One deployment of an SSE upstream; a subclass names its wire protocol's pieces.
 
-    ``terminal`` names the event whose absence makes a stream truncated (for
-    the error message).
+    Class attributes: ``terminal`` (the event a complete stream ends with, for
+    the truncation message), ``skipped`` (what its decoder skips, for the log
+    line), ``http_error`` and ``bad_stream`` (the provider's error mappings),
+    ``log``. Hooks: ``body(request)``, ``decoder()``, ``decode_json(body, name)``.
     """
-    try:
-        async with session.post(url, data=payload, headers=headers, timeout=timeout) as resp:
-            if resp.status >= 400:
-                raise http_error(resp.status, await resp.read(), resp.headers, deployment.name)
-            content_type = resp.headers.get("Content-Type", "")
-            if "json" in content_type and "event-stream" not in content_type:
-                try:
-                    body = orjson.loads(await resp.read())
-                except orjson.JSONDecodeError:
-                    raise bad_stream(deployment.name, "the body is not JSON") from None
-                for event in decode_json(body, deployment.name):
-                    yield event
-                return
-            try:
-                async for chunk in resp.content.iter_any():
-                    for event in decoder.feed(chunk):
+
+    terminal: ClassVar[str]
+    skipped: ClassVar[str]
+    http_error: ClassVar[Callable[[int, bytes, Mapping[str, str], str], ApiError]]
+    bad_stream: ClassVar[Callable[[str, str], ApiError]]
+    log: ClassVar[logging.Logger]
+
+    def __init__(
+        self, deployment: Deployment, pool: HttpPool, url: str, headers: dict[str, str]
+    ) -> None:
+        self.deployment = deployment
+        self._pool = pool
+        self._url = url
+        self._timeout = timeout_for(deployment)
+        headers.update(deployment.headers)  # the configured headers come last
+        self._headers = headers
+
+    def body(self, request: ModelRequest) -> dict[str, object]:
+        """The upstream request body (pure; exposed for tests and debugging)."""
+        raise NotImplementedError
+
+    def decoder(self) -> SseDecoder:
+        """A fresh incremental decoder for one stream."""
+        raise NotImplementedError
+
+    def decode_json(self, body: Any, name: str) -> Iterable[ModelEvent]:
+        """The events of a non-streaming (``application/json``) reply."""
+        raise NotImplementedError
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
+        deployment = self.deployment
+        payload = orjson.dumps(self.body(request))
+        decoder = self.decoder()
+        session = self._pool.session(deployment)
+        try:
+            async with session.post(
+                self._url, data=payload, headers=self._headers, timeout=self._timeout
+            ) as resp:
+                if resp.status >= 400:
+                    raise self.http_error(
+                        resp.status, await resp.read(), resp.headers, deployment.name
+                    )
+                content_type = resp.headers.get("Content-Type", "")
+                if "json" in content_type and "event-stream" not in content_type:
+                    try:
+                        body = orjson.loads(await resp.read())
+                    except orjson.JSONDecodeError:
+                        raise self.bad_stream(deployment.name, "the body is not JSON") from None
+                    for event in self.decode_json(body, deployment.name):
                         yield event
-                    if decoder.finished or decoder.failed:
-                        break
-            except aiohttp.ClientPayloadError as exc:
-                raise truncated(deployment, "the connection was closed mid-stream") from exc
-            if not decoder.finished:
-                for event in decoder.close():
-                    yield event
-            if not decoder.finished:
-                raise truncated(deployment, f"no {terminal} event")
-            if not resp.content.at_eof():
-                await drain(resp)
-    except ApiError:
-        raise
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise client_error(exc, deployment) from exc
+                    return
+                try:
+                    async for chunk in resp.content.iter_any():
+                        for event in decoder.feed(chunk):
+                            yield event
+                        if decoder.finished or decoder.failed:
+                            break
+                except aiohttp.ClientPayloadError as exc:
+                    raise truncated(deployment, "the connection was closed mid-stream") from exc
+                if not decoder.finished:
+                    for event in decoder.close():
+                        yield event
+                if not decoder.finished:
+                    raise truncated(deployment, f"no {self.terminal} event")
+                if not resp.content.at_eof():
+                    await drain(resp)
+        except ApiError:
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise client_error(exc, deployment) from exc
+        if decoder.skipped:
+            self.log.info(
+                "upstream '%s': skipped %s %s", deployment.name, self.skipped, dict(decoder.skipped)
+            )
 
-
-def log_skipped(
-    log: logging.Logger, deployment: Deployment, what: str, skipped: Counter[str]
-) -> None:
-    """Log (info) what the decoder skipped: items with no neutral event yet (docs/providers.md)."""
-    if skipped:
-        log.info("upstream '%s': skipped %s %s", deployment.name, what, dict(skipped))
+    async def aclose(self) -> None:
+        """Nothing of its own to close: the pool's owner closes the pool."""
 
 
 async def drain(resp: aiohttp.ClientResponse, timeout: float = DRAIN_TIMEOUT) -> None:

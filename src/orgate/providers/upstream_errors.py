@@ -1,4 +1,4 @@
-"""The HTTP status → ``ApiError`` mapping every upstream shares (pure).
+"""What every upstream's error mapping shares (pure): the common statuses, ``Retry-After``, clipping.
 
 | upstream | orgate |
 |---|---|
@@ -12,17 +12,36 @@ Each provider's ``errors`` module maps the rest (timeouts, overload, 5xx) its ow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 
 from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
 
+MAX_MESSAGE = 1000  # characters of an upstream message passed on
+
+
+def clip(message: str) -> str:
+    """``message`` cut to ``MAX_MESSAGE`` characters (an ellipsis marks the cut)."""
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+def retry_after(headers: Mapping[str, str]) -> dict[str, str]:
+    """The ``Retry-After`` header to pass on (also from ``retry-after-ms``), if the upstream sent one."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    value = lowered.get("retry-after")
+    if value:
+        return {"Retry-After": value}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        try:
+            return {"Retry-After": str(max(1, math.ceil(float(millis) / 1000)))}
+        except ValueError:
+            return {}
+    return {}
+
 
 def status_error(
-    status: int,
-    message: str,
-    who: str,
-    headers: Mapping[str, str],
-    retry_after: Callable[[Mapping[str, str]], dict[str, str]],
+    status: int, message: str, who: str, headers: Mapping[str, str]
 ) -> ApiError | None:
     """The ``ApiError`` for a shared upstream ``status`` (``who`` names the upstream), else None."""
     if status == 429:

@@ -18,16 +18,14 @@ Messages name the deployment, never the API key.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from orgate.protocol.errors import SERVER_ERROR, ApiError
-from orgate.providers.upstream_errors import status_error
-
-_MAX_MESSAGE = 1000
+from orgate.providers.upstream_errors import clip as _clip
+from orgate.providers.upstream_errors import retry_after, status_error
 
 # Anthropic error ``type`` → the HTTP status it is sent with (for mid-stream errors).
 ERROR_STATUS: dict[str, int] = {
@@ -41,10 +39,6 @@ ERROR_STATUS: dict[str, int] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
-
-
-def _clip(message: str) -> str:
-    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE] + "…"
 
 
 def parse_error_body(raw: bytes) -> tuple[str | None, str]:
@@ -61,21 +55,6 @@ def parse_error_body(raw: bytes) -> tuple[str | None, str]:
             str(message) if message else str(kind or "unknown error")
         )
     return None, _clip(orjson.dumps(body).decode())
-
-
-def retry_after(headers: Mapping[str, str]) -> dict[str, str]:
-    """The ``Retry-After`` header to pass on (also from ``retry-after-ms``), if the upstream sent one."""
-    lowered = {k.lower(): v for k, v in headers.items()}
-    value = lowered.get("retry-after")
-    if value:
-        return {"Retry-After": value}
-    millis = lowered.get("retry-after-ms")
-    if millis:
-        try:
-            return {"Retry-After": str(max(1, math.ceil(float(millis) / 1000)))}
-        except ValueError:
-            return {}
-    return {}
 
 
 def error_for(
@@ -95,7 +74,7 @@ def error_for(
             code="upstream_overloaded",
             headers=retry_after(headers),
         )
-    error = status_error(status, message, who, headers, retry_after)
+    error = status_error(status, message, who, headers)
     if error is not None:
         return error
     if status in (408, 504):

@@ -8,17 +8,14 @@ non-streaming clients alike; an upstream (or proxy) that answers
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import aclosing
-
-import orjson
+from typing import Any
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.providers.anthropic.decoder import StreamDecoder, bad_stream, decode_message
 from orgate.providers.anthropic.errors import http_error
 from orgate.providers.anthropic.mapping import build_body
-from orgate.providers.http import HttpPool, timeout_for
-from orgate.providers.upstream import log_skipped, stream_sse
+from orgate.providers.http import HttpPool
+from orgate.providers.upstream import SseProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -35,19 +32,20 @@ def messages_url(base_url: str) -> str:
     return base + "/v1/messages"
 
 
-class AnthropicProvider:
+class AnthropicProvider(SseProvider):
     """One Anthropic Messages API deployment."""
 
+    terminal = "message_stop"
+    skipped = "content blocks"  # server-side tool blocks have no neutral event
+    http_error = staticmethod(http_error)
+    bad_stream = staticmethod(bad_stream)
+    log = _log
+
     def __init__(self, deployment: Deployment, pool: HttpPool) -> None:
-        self.deployment = deployment
-        self._pool = pool
-        self._url = messages_url(deployment.base_url)
-        self._timeout = timeout_for(deployment)
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if deployment.api_key:
             headers["x-api-key"] = deployment.api_key
-        headers.update(deployment.headers)
-        self._headers = headers
+        super().__init__(deployment, pool, messages_url(deployment.base_url), headers)
 
     def body(self, request: ModelRequest) -> dict[str, object]:
         """The upstream request body (pure; exposed for tests and debugging)."""
@@ -55,28 +53,8 @@ class AnthropicProvider:
             request, stream=True, max_tokens_cap=self.deployment.capabilities.max_output_tokens
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
-        deployment = self.deployment
-        payload = orjson.dumps(self.body(request))
-        decoder = StreamDecoder(deployment.name)
-        events = stream_sse(
-            self._pool.session(deployment),
-            self._url,
-            payload,
-            headers=self._headers,
-            timeout=self._timeout,
-            deployment=deployment,
-            decoder=decoder,
-            http_error=http_error,
-            decode_json=decode_message,
-            bad_stream=bad_stream,
-            terminal="message_stop",
-        )
-        async with aclosing(events):
-            async for event in events:
-                yield event
-        log_skipped(_log, deployment, "content blocks", decoder.skipped)
+    def decoder(self) -> StreamDecoder:
+        return StreamDecoder(self.deployment.name)
 
-    async def aclose(self) -> None:
-        """Nothing of its own to close: the pool's owner closes the pool."""
+    def decode_json(self, body: Any, name: str) -> list[ModelEvent]:
+        return decode_message(body, name)

@@ -7,16 +7,13 @@ the deployment name) only where it helps the client fix its request.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from orgate.protocol.errors import SERVER_ERROR, ApiError
-from orgate.providers.upstream_errors import status_error
-
-_MAX_MESSAGE = 1000
+from orgate.providers.upstream_errors import clip, retry_after, status_error
 
 
 def _message_from(body: Any) -> str | None:
@@ -42,22 +39,7 @@ def upstream_message(raw: bytes) -> str:
         message = None
     if message is None:
         message = raw.decode("utf-8", "replace").strip() or "(empty body)"
-    if len(message) > _MAX_MESSAGE:
-        message = message[:_MAX_MESSAGE] + "…"
-    return message
-
-
-def _retry_after(headers: Mapping[str, str]) -> dict[str, str]:
-    value = headers.get("Retry-After")
-    if value:
-        return {"Retry-After": value}
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return {"Retry-After": str(max(1, math.ceil(float(millis) / 1000)))}
-        except ValueError:
-            return {}
-    return {}
+    return clip(message)
 
 
 def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -> ApiError:
@@ -68,7 +50,7 @@ def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -
 
 def error_for(status: int, message: str, headers: Mapping[str, str], name: str) -> ApiError:
     who = f"upstream '{name}'"
-    error = status_error(status, message, who, headers, _retry_after)
+    error = status_error(status, message, who, headers)
     if error is not None:
         return error
     if status in (408, 504):
@@ -83,7 +65,7 @@ def error_for(status: int, message: str, headers: Mapping[str, str], name: str) 
         f"{who} failed (HTTP {status}): {message}",
         type=SERVER_ERROR,
         code="upstream_error",
-        headers=_retry_after(headers) if status == 503 else None,
+        headers=retry_after(headers) if status == 503 else None,
     )
 
 

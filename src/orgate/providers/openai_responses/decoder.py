@@ -60,7 +60,9 @@ from orgate.providers.openai_responses.errors import failed_error, stream_error
 from orgate.providers.sse_decoder import SseStreamDecoder
 
 # Types of the spec's output item union (ItemField); any other typed item is the upstream's own.
-_SPEC_OUTPUT = frozenset({"message", "function_call", "function_call_output", "reasoning", "compaction"})
+_SPEC_OUTPUT = frozenset(
+    {"message", "function_call", "function_call_output", "reasoning", "compaction"}
+)
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
@@ -127,8 +129,7 @@ class StreamDecoder(SseStreamDecoder):
         self._order: list[int] = []  # output indexes of calls, in neutral order
         self._active: int | None = None
         self._streamed: set[int] = set()  # output indexes whose content came as deltas
-        self._skipped_items: set[int] = set()
-        self._extensions: set[int] = set()  # output indexes already passed on as ExtensionItem
+        self._others: set[int] = set()  # output indexes of other items already passed on or skipped
         self._held: list[ModelEvent] = []  # extension items waiting for the open calls to close
 
     # --- bytes -------------------------------------------------------------------------------
@@ -249,13 +250,12 @@ class StreamDecoder(SseStreamDecoder):
                     out.append(ReasoningDelta(text, "content"))
             if item.get("encrypted_content"):
                 out.append(ReasoningEncrypted(str(item["encrypted_content"])))
-        elif isinstance(kind, str) and kind not in _SPEC_OUTPUT:
-            if oi not in self._extensions:
-                self._extensions.add(oi)
+        elif oi not in self._others:
+            self._others.add(oi)
+            if isinstance(kind, str) and kind not in _SPEC_OUTPUT:
                 self._extension(ExtensionItem(item, self.origin), out)
-        elif oi not in self._skipped_items:
-            self._skipped_items.add(oi)
-            self.skipped[str(kind)] += 1
+            else:
+                self.skipped[str(kind)] += 1
 
     def _extension(self, event: ExtensionItem, out: list[ModelEvent]) -> None:
         """Pass an extension item on, after the function calls still open (never inside one)."""
@@ -300,7 +300,9 @@ class StreamDecoder(SseStreamDecoder):
         out.append(Finish(finish, usage_of(response)))
 
 
-def decode_response(body: Any, name: str = "openai-responses", origin: str = "") -> list[ModelEvent]:
+def decode_response(
+    body: Any, name: str = "openai-responses", origin: str = ""
+) -> list[ModelEvent]:
     """The events of a non-streaming response object (``{"object": "response", "output": [...]}``)."""
     if not isinstance(body, dict):
         raise bad_stream(name, "the reply is not a JSON object")

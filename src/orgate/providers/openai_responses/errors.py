@@ -19,14 +19,9 @@ from typing import Any
 
 from orgate.protocol.errors import MODEL_ERROR, ApiError
 from orgate.providers.openai_chat.errors import error_for, http_error
+from orgate.providers.upstream_errors import clip as _clip
 
 __all__ = ["failed_error", "http_error", "stream_error"]
-
-_MAX_MESSAGE = 1000
-
-
-def _clip(message: str) -> str:
-    return message if len(message) <= _MAX_MESSAGE else message[:_MAX_MESSAGE] + "…"
 
 
 def stream_error(payload: Any, name: str) -> ApiError:

@@ -9,18 +9,14 @@ decides which opaque history items are sent back.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import aclosing
-from functools import partial
-
-import orjson
+from typing import Any
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, origin_of
-from orgate.providers.http import HttpPool, timeout_for
+from orgate.providers.http import HttpPool
 from orgate.providers.openai_responses.decoder import StreamDecoder, bad_stream, decode_response
 from orgate.providers.openai_responses.errors import http_error
 from orgate.providers.openai_responses.mapping import build_body
-from orgate.providers.upstream import log_skipped, stream_sse
+from orgate.providers.upstream import SseProvider
 
 _log = logging.getLogger(__name__)
 
@@ -33,20 +29,21 @@ def responses_url(base_url: str) -> str:
     return base + "/responses"
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(SseProvider):
     """One Responses API deployment (OpenAI, vLLM, Ollama, another orgate...)."""
 
+    terminal = "response.completed"
+    skipped = "output items"  # spec items with no neutral event (function_call_output, compaction)
+    http_error = staticmethod(http_error)
+    bad_stream = staticmethod(bad_stream)
+    log = _log
+
     def __init__(self, deployment: Deployment, pool: HttpPool) -> None:
-        self.deployment = deployment
-        self._pool = pool
-        self._url = responses_url(deployment.base_url)
-        self._timeout = timeout_for(deployment)
-        self.origin = origin_of(deployment)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if deployment.api_key:
             headers["Authorization"] = f"Bearer {deployment.api_key}"
-        headers.update(deployment.headers)
-        self._headers = headers
+        super().__init__(deployment, pool, responses_url(deployment.base_url), headers)
+        self.origin = origin_of(deployment)
 
     def body(self, request: ModelRequest) -> dict[str, object]:
         """The upstream request body (pure; exposed for tests and debugging)."""
@@ -57,28 +54,8 @@ class OpenAIResponsesProvider:
             origin=self.origin,
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
-        deployment = self.deployment
-        payload = orjson.dumps(self.body(request))
-        decoder = StreamDecoder(deployment.name, self.origin)
-        events = stream_sse(
-            self._pool.session(deployment),
-            self._url,
-            payload,
-            headers=self._headers,
-            timeout=self._timeout,
-            deployment=deployment,
-            decoder=decoder,
-            http_error=http_error,
-            decode_json=partial(decode_response, origin=self.origin),
-            bad_stream=bad_stream,
-            terminal="response.completed",
-        )
-        async with aclosing(events):
-            async for event in events:
-                yield event
-        log_skipped(_log, deployment, "output items", decoder.skipped)
+    def decoder(self) -> StreamDecoder:
+        return StreamDecoder(self.deployment.name, self.origin)
 
-    async def aclose(self) -> None:
-        """Nothing of its own to close: the pool's owner closes the pool."""
+    def decode_json(self, body: Any, name: str) -> list[ModelEvent]:
+        return decode_response(body, name, self.origin)

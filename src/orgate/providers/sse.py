@@ -3,7 +3,7 @@
 Pure and tolerant: chunks may split anywhere (inside a line, a ``\\r\\n`` pair or a
 UTF-8 sequence); lines end in ``\\n``, ``\\r\\n`` or ``\\r``; comments (``:``) and
 ``id:`` / ``retry:`` fields are ignored; several ``data:`` lines join with ``\\n``.
-Used by the anthropic and openai-responses decoders.
+Used by the anthropic and openai-responses decoders (through ``sse_decoder``).
 """
 
 from __future__ import annotations
