@@ -58,8 +58,10 @@ from run_gateway_bench import (  # noqa: E402
     fmt,
     free_port,
     measure,
+    nginx_location,
     one_request,
     process_tree,
+    serve_static,
     wait_port,
 )
 
@@ -104,81 +106,17 @@ UPSTREAM: dict[str, dict[str, Any]] = {
     },
 }
 
-NGINX_HEAD = """\
-worker_processes 1;
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-user root;
-events {{ worker_connections 8192; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/tmp/body;
-    proxy_temp_path {dir}/tmp/proxy;
-    fastcgi_temp_path {dir}/tmp/fastcgi;
-    uwsgi_temp_path {dir}/tmp/uwsgi;
-    scgi_temp_path {dir}/tmp/scgi;
-    sendfile on;
-    tcp_nodelay on;
-    keepalive_requests 100000000;
-    keepalive_timeout 600s;
-    open_file_cache max=16 inactive=600s;
-    open_file_cache_valid 600s;
-    etag off;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        server_tokens off;
-"""
-
-# Static files cannot answer POST (405): re-serve them as 200.
-NGINX_LOCATION = """\
-        location = {path} {{
-            types {{ }}
-            default_type {ctype};
-            alias {file};
-            error_page 405 =200 $uri;
-        }}
-"""
-
-NGINX_TAIL = """\
-        location / {
-            default_type application/json;
-            return 404 '{"error":{"message":"no such path in the bench upstream"}}';
-        }
-    }
-}
-"""
-
-
 def model_name(provider: str) -> str:
     return f"bench-{provider}"
 
 
 def start_nginx(pm: ProcessManager) -> tuple[Proc, int]:
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        raise BenchError("nginx not found: apt-get install -y nginx")
-    ndir = PWORK / "nginx"
-    for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (ndir / "tmp" / sub).mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    conf = NGINX_HEAD.format(dir=ndir, port=port)
-    for provider, up in UPSTREAM.items():
-        conf += NGINX_LOCATION.format(
-            path=f"/{provider}-plain{up['path']}", ctype="application/json", file=up["json"]
-        )
-        conf += NGINX_LOCATION.format(
-            path=f"/{provider}-sse{up['path']}", ctype="text/event-stream", file=up["sse"]
-        )
-    conf += NGINX_TAIL
-    conf_path = ndir / "nginx.conf"
-    conf_path.write_text(conf)
-    proc = pm.spawn(
-        "providers-nginx",
-        [nginx, "-e", str(ndir / "error.log"), "-p", str(ndir), "-c", str(conf_path)],
+    locations = "".join(
+        nginx_location(f"/{provider}-plain{up['path']}", "application/json", up["json"])
+        + nginx_location(f"/{provider}-sse{up['path']}", "text/event-stream", up["sse"])
+        for provider, up in UPSTREAM.items()
     )
-    wait_port(port, proc, 10)
-    return proc, port
+    return serve_static(pm, "providers-nginx", PWORK / "nginx", locations)
 
 
 def orgate_config(port: int, nginx_port: int) -> str:

@@ -279,7 +279,7 @@ class LegInfo:
     rss_by_process: list[dict[str, Any]] = field(default_factory=list)
 
 
-NGINX_CONF = """\
+NGINX_HEAD = """\
 worker_processes {workers};
 daemon off;
 pid {dir}/nginx.pid;
@@ -304,42 +304,61 @@ http {{
         listen 127.0.0.1:{port} backlog=4096;
         server_tokens off;
         # Static files cannot answer POST (405): re-serve them as 200.
-        location = /plain/v1/chat/completions {{
-            types {{ }}
+"""
+
+NGINX_TAIL = """\
+        location / {
             default_type application/json;
-            alias {fixtures}/chat_completion.json;
-            error_page 405 =200 $uri;
-        }}
-        location = /sse/v1/chat/completions {{
-            types {{ }}
-            default_type text/event-stream;
-            add_header Cache-Control no-cache;
-            alias {fixtures}/chat_completion.sse;
-            error_page 405 =200 $uri;
-        }}
-        location / {{
-            default_type application/json;
-            return 404 '{{"error":{{"message":"no such path in the bench upstream","type":"not_found"}}}}';
-        }}
-    }}
-}}
+            return 404 '{"error":{"message":"no such path in the bench upstream","type":"not_found"}}';
+        }
+    }
+}
 """
 
 
-def start_nginx(pm: ProcessManager, workers: int) -> tuple[Proc, int]:
+def nginx_location(path: str, ctype: str, file: Path, *, no_cache: bool = False) -> str:
+    """An nginx ``location`` answering every request to ``path`` with ``file``."""
+    cache = "            add_header Cache-Control no-cache;\n" if no_cache else ""
+    return (
+        f"        location = {path} {{\n"
+        "            types { }\n"
+        f"            default_type {ctype};\n"
+        f"{cache}"
+        f"            alias {file};\n"
+        "            error_page 405 =200 $uri;\n"
+        "        }\n"
+    )
+
+
+def serve_static(
+    pm: ProcessManager, name: str, ndir: Path, locations: str, workers: int = 1
+) -> tuple[Proc, int]:
+    """nginx on a free loopback port serving ``locations`` (from ``nginx_location``), else 404."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         raise BenchError("nginx not found: apt-get install -y nginx")
-    ndir = WORK_DIR / "nginx"
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (ndir / "tmp" / sub).mkdir(parents=True, exist_ok=True)
     port = free_port()
     conf = ndir / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(workers=workers, dir=ndir, port=port, fixtures=FIXTURES))
+    conf.write_text(NGINX_HEAD.format(workers=workers, dir=ndir, port=port) + locations + NGINX_TAIL)
     argv = [nginx, "-e", str(ndir / "error.log"), "-p", str(ndir), "-c", str(conf)]
-    proc = pm.spawn("nginx", argv)
+    proc = pm.spawn(name, argv)
     wait_port(port, proc, 10)
     return proc, port
+
+
+def start_nginx(pm: ProcessManager, workers: int) -> tuple[Proc, int]:
+    """The fake Chat Completions upstream: ``/plain/…`` answers JSON, ``/sse/…`` SSE."""
+    locations = nginx_location(
+        "/plain/v1/chat/completions", "application/json", FIXTURES / "chat_completion.json"
+    ) + nginx_location(
+        "/sse/v1/chat/completions",
+        "text/event-stream",
+        FIXTURES / "chat_completion.sse",
+        no_cache=True,
+    )
+    return serve_static(pm, "nginx", WORK_DIR / "nginx", locations, workers)
 
 
 def direct_leg(nginx_proc: Proc, nginx_port: int) -> Leg:

@@ -1,6 +1,6 @@
 """Benchmark: what the response store costs (issue #9). A script, not a test.
 
-Three measurements, each repeated ``--repeats`` times (legs interleaved) and
+Four measurements, each repeated ``--repeats`` times (legs interleaved) and
 reported as the median, because the machine is noisy:
 
 1. Throughput, store on vs off: ``orgate serve`` with the built-in model
@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,8 +49,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from run_gateway_bench import (  # bench/ is this script's directory
+    ProcessManager,
+    free_port,
+    start_nginx,
+)
 
-REPO = Path(__file__).resolve().parents[1]
 KEY = "bench-store-key"
 BODY = {
     "model": "orgate/echo",
@@ -79,12 +82,6 @@ end
 
 
 # --------------------------------------------------------------------------- servers
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -409,11 +406,9 @@ async def save_cost(url: str, count: int) -> dict[int, dict[str, float]]:
 def start_upstream(stack: ExitStack) -> None:
     """nginx serving canned Chat Completions bodies (``run_gateway_bench``'s upstream)."""
     global UPSTREAM_PORT
-    import run_gateway_bench as gateway  # bench/ is this script's directory
-
-    manager = gateway.ProcessManager(Path(tempfile.mkdtemp(prefix="orgate-store-bench-nginx-")))
+    manager = ProcessManager(Path(tempfile.mkdtemp(prefix="orgate-store-bench-nginx-")))
     stack.callback(manager.stop_all)
-    _, UPSTREAM_PORT = gateway.start_nginx(manager, workers=1)
+    _, UPSTREAM_PORT = start_nginx(manager, workers=1)
     BODY["model"] = "bench-model"
 
 

@@ -12,7 +12,7 @@ import abc
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -214,6 +214,22 @@ def owner_is_dead(owner: str) -> bool | None:
     except PermissionError:
         return None
     return None
+
+
+def live_owners(
+    owners: Iterable[tuple[str, float, float | None]], me: str, now: float, stale_after: float
+) -> set[str]:
+    """The owners of ``(owner_id, heartbeat_at, stopped_at)`` rows that count as alive.
+
+    ``me`` always does; another is alive while not stopped, heartbeating within
+    ``stale_after`` seconds and not known dead (``owner_is_dead``).
+    """
+    return {
+        owner
+        for owner, beat, stopped in owners
+        if owner == me
+        or (stopped is None and beat > now - stale_after and owner_is_dead(owner) is not True)
+    }
 
 
 #: Derived positions of output items start here; input items count from 0.

@@ -38,8 +38,8 @@ from orgate.store.base import (
     StoreUnavailable,
     UnknownResponse,
     check_order,
+    live_owners,
     new_owner_id,
-    owner_is_dead,
     page_of,
     with_id,
 )
@@ -472,16 +472,12 @@ class PostgresStore(ResponseStore):
         async with self._tx() as conn:
             self.query_count += 2
             owners = await conn.fetch("SELECT owner_id, heartbeat_at, stopped_at FROM owners")
-            alive = {
-                r["owner_id"]
-                for r in owners
-                if r["owner_id"] == self.owner_id
-                or (
-                    r["stopped_at"] is None
-                    and r["heartbeat_at"] > now - stale_after
-                    and owner_is_dead(r["owner_id"]) is not True
-                )
-            }
+            alive = live_owners(
+                ((r["owner_id"], r["heartbeat_at"], r["stopped_at"]) for r in owners),
+                self.owner_id,
+                now,
+                stale_after,
+            )
             rows = await conn.fetch(
                 """SELECT id, owner, response FROM responses WHERE status = ANY($1::text[])
                 AND (owner IS NULL OR owner <> ALL($2::text[])) FOR UPDATE SKIP LOCKED""",

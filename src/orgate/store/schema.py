@@ -76,8 +76,10 @@ SQLITE_MIGRATIONS: dict[int, list[str]] = {
     ],
     # 2: a response's own items move into its row (``inputs``, ``input_ids``, and
     # ``outputs`` when they differ from the body's ``output``); ``item_ids`` indexes
-    # every item id for ``item_reference`` / lookups. A save writes one row plus
-    # one narrow index entry per item: half the pages of version 1 per commit.
+    # item ids for ``item_reference`` / lookups (this migration copies every id; later
+    # saves leave out ids derived from the response, found through its row). A save
+    # writes one row plus one narrow index entry per indexed item: half the pages of
+    # version 1 per commit.
     # ``responses_created`` goes: prune walks the rowid order (creation order).
     2: [
         "ALTER TABLE responses ADD COLUMN inputs BLOB",

@@ -45,8 +45,8 @@ from orgate.store.base import (
     derived_location,
     is_derived,
     item_id_for,
+    live_owners,
     new_owner_id,
-    owner_is_dead,
     page_of,
     with_id,
 )
@@ -62,6 +62,8 @@ _RESPONSE_COLUMNS = (
     "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
 )
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
+#: A response row's output items: ``outputs`` when saved apart, else the body's ``output``.
+_OUTPUTS = "coalesce({0}outputs, json_extract(CAST({0}response AS TEXT), '$.output'))"
 
 
 def _derived_position(seq: int, input_count: int) -> int:
@@ -69,17 +71,22 @@ def _derived_position(seq: int, input_count: int) -> int:
     return seq if seq < input_count else OUTPUT_POSITIONS + seq - input_count
 
 
+def _indexed(response_id: str, ids: Sequence[str], input_count: int) -> list[tuple[str, int]]:
+    """(id, seq) of a response's items that ``item_ids`` holds (derived ids are not in it)."""
+    return [
+        (item_id, seq)
+        for seq, item_id in enumerate(ids)
+        if not is_derived(item_id, response_id, _derived_position(seq, input_count))
+    ]
+
+
 def _indexed_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
-    """The ids of a response's items that ``item_ids`` holds (derived ids are not in it)."""
+    """The ids of a stored response's items that ``item_ids`` holds."""
     ids: list[str] = loads(input_ids)
     first_output = len(ids)
     output_items = loads(outputs) if outputs is not None else loads(body).get("output") or []
     ids += [item_id_for(item, response_id, first_output + k) for k, item in enumerate(output_items)]
-    return [
-        item_id
-        for seq, item_id in enumerate(ids)
-        if not is_derived(item_id, response_id, _derived_position(seq, first_output))
-    ]
+    return [item_id for item_id, _ in _indexed(response_id, ids, first_output)]
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
@@ -207,14 +214,14 @@ class SqliteStore(ResponseStore):
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
         return conn
 
-    def _x(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        assert self._conn is not None
-        self.query_count += 1
-        return self._conn.execute(sql, params)
-
     def _q(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         self.query_count += 1
         return conn.execute(sql, params)
+
+    def _x(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """``_q`` on the database thread's connection."""
+        assert self._conn is not None
+        return self._q(self._conn, sql, params)
 
     def _write(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
@@ -313,9 +320,16 @@ class SqliteStore(ResponseStore):
         output_items: Sequence[dict[str, Any]] | None = None,
     ) -> None:
         rows = encode_save(response, input_items, request, output_items)
+        encoded = (
+            dumps(rows.inputs),
+            dumps(rows.input_ids),
+            dumps(rows.outputs) if rows.custom_outputs else None,
+            _indexed(rows.id, (*rows.input_ids, *rows.output_ids), len(rows.input_ids)),
+        )
         await self._write_op(
             self._save_sync,
             rows,
+            encoded,
             tenant,
             previous_response_id,
             session_id,
@@ -328,6 +342,7 @@ class SqliteStore(ResponseStore):
         self,
         conn: sqlite3.Connection,
         rows: SaveRows,
+        encoded: tuple[bytes, bytes, bytes | None, list[tuple[str, int]]],
         tenant: str,
         previous_response_id: str | None,
         session_id: str | None,
@@ -338,9 +353,7 @@ class SqliteStore(ResponseStore):
         # Refusals (UnknownResponse, ResponseConflict) are raised before anything is
         # written: the inline writer's batch transaction stays clean.
         n = rows.size
-        inputs = dumps(rows.inputs)
-        input_ids = dumps(rows.input_ids)
-        outputs = dumps(rows.outputs) if rows.custom_outputs else None
+        inputs, input_ids, outputs, new_keys = encoded
         chain: list[str] = []
         base_len = 0
         if previous_response_id is not None:
@@ -387,12 +400,6 @@ class SqliteStore(ResponseStore):
                 outputs,
             ),
         ).rowcount
-        input_count = len(rows.input_ids)
-        new_keys = [
-            (item_id, seq)
-            for seq, item_id in enumerate((*rows.input_ids, *rows.output_ids))
-            if not is_derived(item_id, rows.id, _derived_position(seq, input_count))
-        ]
         if not inserted:  # saved before (background progress, a stream's in_progress row)
             old_keys = self._owned_items(conn, rows.id, tenant)
             if old_keys is None:
@@ -499,8 +506,7 @@ class SqliteStore(ResponseStore):
     def _context_sync(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
         now = time.time()
         rows = self._x(
-            """SELECT x.tenant, x.expires_at, x.inputs,
-                coalesce(x.outputs, json_extract(CAST(x.response AS TEXT), '$.output'))
+            f"""SELECT x.tenant, x.expires_at, x.inputs, {_OUTPUTS.format("x.")}
             FROM responses AS r, json_each(r.chain) AS p
                 LEFT JOIN responses AS x ON x.id = p.value
             WHERE r.id = ? AND r.tenant = ? AND (r.expires_at IS NULL OR r.expires_at > ?)
@@ -560,7 +566,7 @@ class SqliteStore(ResponseStore):
             response_id, position = location
             output = position >= OUTPUT_POSITIONS
             row = self._x(
-                f"""SELECT {"coalesce(outputs, json_extract(CAST(response AS TEXT), '$.output'))" if output else "inputs"}
+                f"""SELECT {_OUTPUTS.format("") if output else "inputs"}
                 FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}""",
                 (response_id, tenant, now),
             ).fetchone()
@@ -570,8 +576,7 @@ class SqliteStore(ResponseStore):
                 if index < len(items) and item_id_for(items[index], response_id, position) == item_id:
                     return with_id(items[index], item_id)
         row = self._x(
-            """SELECT i.seq, json_array_length(r.input_ids), r.inputs,
-                coalesce(r.outputs, json_extract(CAST(r.response AS TEXT), '$.output'))
+            f"""SELECT i.seq, json_array_length(r.input_ids), r.inputs, {_OUTPUTS.format("r.")}
             FROM item_ids AS i JOIN responses AS r ON r.id = i.response_id
             WHERE i.tenant = ? AND i.item_id = ? AND r.tenant = i.tenant
               AND (r.expires_at IS NULL OR r.expires_at > ?)
@@ -669,12 +674,7 @@ class SqliteStore(ResponseStore):
     def _recover_sync(self, stale_after: float) -> list[str]:
         now = time.time()
         owners = self._x("SELECT owner_id, heartbeat_at, stopped_at FROM owners").fetchall()
-        alive = {
-            owner
-            for owner, beat, stopped in owners
-            if owner == self.owner_id
-            or (stopped is None and beat > now - stale_after and owner_is_dead(owner) is not True)
-        }
+        alive = live_owners(owners, self.owner_id, now, stale_after)
         marks = ", ".join("?" * len(ACTIVE_STATUSES))
         rows = self._x(
             f"SELECT id, owner, response FROM responses WHERE status IN ({marks})",
@@ -764,22 +764,17 @@ class SqliteStore(ResponseStore):
         # saved, right after it is created), so the old ones sit at the start: find
         # the first row that is not old, then collect the old rows before it. A row
         # inserted out of order around the cutoff is left for the next prune.
-        boundary = self._x(
+        row = self._x(
             "SELECT rowid FROM responses WHERE created_at >= ? ORDER BY rowid LIMIT 1", (cutoff,)
         ).fetchone()
+        boundary = row[0] if row is not None else 1 << 62
         doomed = self._x(
             """SELECT id, tenant, input_ids, outputs, response FROM responses
                 WHERE rowid < ? AND created_at < ?
             UNION ALL
             SELECT id, tenant, input_ids, outputs, response FROM responses
                 WHERE expires_at IS NOT NULL AND expires_at <= ? AND NOT (rowid < ? AND created_at < ?)""",
-            (
-                boundary[0] if boundary is not None else 1 << 62,
-                cutoff,
-                now,
-                boundary[0] if boundary is not None else 1 << 62,
-                cutoff,
-            ),
+            (boundary, cutoff, now, boundary, cutoff),
         ).fetchall()
         conn = self._conn
         assert conn is not None

@@ -267,9 +267,8 @@ class InlineWriter:
         self._clean = clean
         self._jobs: list[_Job] = []
         self._handle: asyncio.Handle | None = None
-        #: Transactions committed and jobs run (for tests and benchmarks).
+        #: Transactions committed (for tests).
         self.commits = 0
-        self.jobs = 0
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Queue ``fn(conn, *args)`` for this iteration's transaction (event loop thread only)."""
@@ -287,7 +286,6 @@ class InlineWriter:
         jobs, self._jobs = self._jobs, []
         if not jobs:
             return
-        self.jobs += len(jobs)
         try:
             if not self._transaction(jobs) and len(jobs) > 1:
                 for job in jobs:  # something failed half-way: each job in its own transaction
