@@ -19,6 +19,7 @@ from starlette.responses import Response, StreamingResponse
 
 from orgate.chat import translate, validate
 from orgate.chat.stream import ChunkTranslator, encode
+from orgate.engine.service import GATE_WARNINGS_HEADER
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
 from orgate.server.body import read_json
 from orgate.server.errors import error_response
@@ -28,8 +29,6 @@ if TYPE_CHECKING:
     from orgate.server.app import Services
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
-
-GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"
 
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 

@@ -58,6 +58,7 @@ class Turn:
     session_id: str | None = None
     route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
+    record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:

@@ -38,6 +38,8 @@ log = logging.getLogger("orgate.engine")
 
 Encoder = Callable[[dict[str, Any]], bytes]
 
+GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
+
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
 MODEL_OUTPUT_FAILURES = frozenset({"structured_output_invalid", "invalid_tool_arguments", "tool_choice_violation"})
 
@@ -249,7 +251,7 @@ class ResponsesService:
         if outcome is not None and outcome.status not in ("passthrough", "pending"):
             stream.headers.update(outcome.headers())
         if turn.warnings:
-            stream.headers["X-Orgate-Gate-Warnings"] = " | ".join(turn.warnings)
+            stream.headers[GATE_WARNINGS_HEADER] = " | ".join(turn.warnings)
         if session_id is not None:
             stream.headers["X-Session-Id"] = session_id
         return stream
@@ -275,24 +277,29 @@ class ResponsesService:
         """Once the upstream answered: warn about the opaque history items its provider left out."""
         report_opaque(turn.opaque, self.served(turn), self.gate_policy, turn.warnings)
 
-    async def persist(self, builder: ResponseBuilder, turn: Turn, caller: Caller, events: bytes | None = None) -> None:
+    async def persist(
+        self, builder: ResponseBuilder, turn: Turn, caller: Caller, events: bytes | None = None, *, response: dict[str, Any] | None = None
+    ) -> None:
+        """Save the response (``response``: a snapshot of it as it stands, when the caller has one)."""
         if not turn.store or self.store is None:
             return
         expires_at = builder.created_at + self.ttl_seconds if self.ttl_seconds else None
-        input_items = [item_to_wire(item) for item in turn.new_input]
-        previous = turn.base.get("previous_response_id")
-        if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
-            input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
-            previous = None
+        if turn.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
+            input_items = [item_to_wire(item) for item in turn.new_input]
+            if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
+                input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
+            turn.record = (input_items, _request_record(turn))
+        input_items, request = turn.record
+        previous = None if turn.history_unlinked else turn.base.get("previous_response_id")
         try:
             await self.store.save(
-                builder.final if builder.final is not None else builder.snapshot(),
+                response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
                 tenant=caller.tenant,
                 input_items=input_items,
                 previous_response_id=previous,
                 session_id=turn.session_id,
                 deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
-                request=_request_record(turn),
+                request=request,
                 events=events,
                 expires_at=expires_at,
                 output_items=self.history_output(builder, turn),
@@ -385,20 +392,20 @@ class ResponseStream:
 
         try:
             if self._first is None and self._failed is None:
+                # Background: the upstream call has not started; the client sees the lifecycle now.
                 builder.start(queued=True)
                 builder.in_progress()
+                for item in out(builder.drain()):
+                    yield item
             else:
+                # The lifecycle events leave together with the first batch (one write).
                 builder.start()
                 if encode is not None and self._failed is None:
                     # A streaming client learns the id from response.created: store the response
                     # (in_progress) before that event leaves, so that it is fetchable while it runs
                     # and, after a crash mid-stream, recovered as failed instead of lost (404).
-                    await self.service.persist(builder, self.turn, self.caller)
-            if self._first is None and self._failed is None:
-                # Background: the upstream call has not started; the client sees the lifecycle now.
-                for item in out(builder.drain()):
-                    yield item
-            # Otherwise the lifecycle events leave together with the first batch (one write).
+                    # The response.in_progress event's snapshot is the response as it stands.
+                    await self.service.persist(builder, self.turn, self.caller, response=builder.events[-1]["response"])
             try:
                 if self._failed is not None:
                     raise self._failed

@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.config import ConfigError, Settings, resolve_secret
+from orgate.config import CompactionSettings, ConfigError, Settings, resolve_secret
 from orgate.engine import compaction, ids
 from orgate.engine.builder import usage_dict
 from orgate.engine.context import items_from_wire, normalize_input
@@ -70,24 +70,6 @@ log = logging.getLogger("orgate.server")
 
 KEY_EXTRA = "compaction_key"
 _HKDF_INFO = b"orgate compaction key v1"
-
-
-class CompactionSettings(BaseModel):
-    """``[compaction]``: where the sealing key comes from and how much is kept verbatim."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    secret: str | None = "env:ORGATE_COMPACTION_SECRET"
-    key_file: str | None = None  # default: compaction.key beside the SQLite store
-    keep_turns: int = Field(2, ge=0)
-
-
-def compaction_settings(settings: Settings) -> CompactionSettings:
-    """``settings.compaction`` once the lead wires it into ``config.Settings``; the defaults until then."""
-    found = getattr(settings, "compaction", None)
-    if found is None or isinstance(found, CompactionSettings):
-        return found or CompactionSettings()
-    return CompactionSettings.model_validate(found.model_dump())
 
 
 def _derive(material: bytes) -> bytes:
@@ -131,7 +113,7 @@ def _load_or_create(path: Path) -> bytes:
 
 def compaction_key(settings: Settings) -> bytes:
     """The 32-byte sealing key (see the module docstring). Raises ``ConfigError``."""
-    conf = compaction_settings(settings)
+    conf = settings.compaction
     secret = resolve_secret(conf.secret, where="compaction.secret", required=False)
     if secret:
         if len(secret) < 16:
@@ -279,7 +261,7 @@ async def compact_conversation(services: Services, body: CompactResponseMethodPu
     services.responses.resolve(body.model, caller)  # 400 without model, 404 unknown / not allowed
     key = key_for(services)
     items = await conversation(services, body, caller)
-    conf = compaction_settings(services.settings)
+    conf = services.settings.compaction
     older, kept = compaction.partition(items, conf.keep_turns)
     for index, item in enumerate(kept):  # kept compaction items stay sealed, but must be genuine
         if isinstance(item, CompactionSummaryItemParam):

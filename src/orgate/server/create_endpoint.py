@@ -20,7 +20,6 @@ import orjson
 
 from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
-from orgate.engine.service import ResponseStream
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.server.body import (
     check_declared_length,
@@ -29,7 +28,8 @@ from orgate.server.body import (
     parse_json,
     read_asgi_body,
 )
-from orgate.server.observability import note_model
+from orgate.server.errors import encode_headers, send_error, send_json
+from orgate.server.observability import current_request, note_model
 from orgate.server.sse import DONE, frame
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
@@ -39,28 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("orgate.server")
 
 Scope = dict[str, Any]
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
-
-
-def _encode_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
-
-
-async def send_json(send: Any, status: int, body: bytes, extra: Mapping[str, str] | None = None) -> None:
-    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
-    if extra:
-        headers += _encode_headers(extra)
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def send_error(send: Any, error: ApiError) -> None:
-    await send_json(send, error.status, orjson.dumps(error.body()), error.headers)
 
 
 async def send_sse(send: Any, receive: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None = None) -> None:
@@ -72,7 +55,7 @@ async def send_sse(send: Any, receive: Any, chunks: AsyncIterator[bytes], extra:
     """
     headers = list(_SSE_HEADERS)
     if extra:
-        headers += _encode_headers(extra)
+        headers += encode_headers(extra)
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     task = asyncio.current_task()
     assert task is not None
@@ -127,7 +110,8 @@ class CreateResponse:
     async def _handle(self, scope: Scope, receive: Any, send: Any) -> None:
         services = self.services
         headers = _headers(scope)
-        caller = services.auth.authenticate(headers.get("authorization"))
+        info = current_request()
+        caller = info.caller if info is not None and info.caller is not None else services.auth.authenticate(headers.get("authorization"))
         media = media_type(headers.get("content-type", ""))
         check_declared_length(headers.get("content-length"), self.limits)
         raw = await read_asgi_body(receive, self.limits)
@@ -149,12 +133,12 @@ class CreateResponse:
         if body.background:
             services.background.start(stream, frame)
             if body.stream:
-                await send_sse(send, receive, _subscribe(services, stream.response_id), stream.headers)
+                await send_sse(send, receive, subscribe_frames(services, stream.response_id), stream.headers)
             else:
                 await send_json(send, 200, orjson.dumps(stream.builder.snapshot()), stream.headers)
             return
         if body.stream:
-            await send_sse(send, receive, sse_frames(stream), stream.headers)
+            await send_sse(send, receive, stream.frames(frame, DONE), stream.headers)
             return
         response = await stream.final()
         if stream.error is not None:
@@ -193,16 +177,8 @@ def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
     return from_body or from_header
 
 
-def sse_frames(stream: ResponseStream) -> AsyncIterator[bytes]:
-    return stream.frames(frame, DONE)
-
-
-async def _subscribe(services: Services, response_id: str) -> AsyncIterator[bytes]:
+async def subscribe_frames(services: Services, response_id: str) -> AsyncIterator[bytes]:
+    """The SSE frames of a running background response, then ``[DONE]`` (also ``GET ?stream=true``)."""
     async for chunk in services.background.subscribe(response_id):
         yield chunk
     yield DONE
-
-
-def subscribe_frames(services: Services, response_id: str) -> AsyncIterator[bytes]:
-    """The SSE frames of a running background response (used by ``GET ?stream=true``)."""
-    return _subscribe(services, response_id)

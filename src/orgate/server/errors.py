@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -12,6 +14,28 @@ from starlette.responses import Response
 from orgate.protocol.errors import NOT_FOUND, SERVER_ERROR, ApiError
 
 log = logging.getLogger("orgate.server")
+
+
+_JSON_HEADERS = ((b"content-type", b"application/json"),)
+
+
+def encode_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """Header names and values as plain ASGI sends them."""
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
+
+
+async def send_json(send: Any, status: int, body: bytes, extra: Mapping[str, str] | None = None) -> None:
+    """A whole JSON response on plain ASGI (the paths that bypass Starlette's responses)."""
+    headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers += encode_headers(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_error(send: Any, error: ApiError) -> None:
+    """``error_response`` on plain ASGI."""
+    await send_json(send, error.status, orjson.dumps(error.body()), error.headers)
 
 
 def error_response(error: ApiError) -> Response:

@@ -5,7 +5,8 @@ buffers a body and only wraps ``send`` to add ``X-Request-Id``, note the status
 and the time of the first body chunk of a stream. Per request it
 
 - takes a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or makes one,
-- applies the per-key rate limits (``ratelimit.py``) to model calls,
+- applies the per-key rate limits (``ratelimit.py``) to model calls (the caller it
+  authenticated for them stays on ``RequestInfo``: ``POST /v1/responses`` does not check the key again),
 - logs one line on ``orgate.access`` (method, route template, status, duration,
   model, request id; the request body only with ``[logging] bodies = true``),
 - records ``orgate_http_*`` metrics on the app's registry.
@@ -38,6 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.server.errors import send_error
 
 if TYPE_CHECKING:
     from orgate.server.auth import Authenticator
@@ -71,6 +73,7 @@ class RequestInfo:
     model: str | None = None
     deployment: str | None = None
     key_name: str | None = None
+    caller: Any = None  # the authenticated Caller, when the rate limiter already checked the key
 
 
 _current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("orgate_request", default=None)
@@ -238,14 +241,14 @@ class ObservabilityMiddleware:
         try:
             refusal = await self._rate_limit(scope, info) if self.limiter is not None else None
             if refusal is not None:
-                await _send_error(send_wrapper, refusal)
+                await send_error(send_wrapper, refusal)
             else:
                 await self.app(scope, app_receive, send_wrapper)
         except Exception as exc:
             if status:
                 raise  # mid-response: the server closes the connection; logged below
             log.exception("unhandled error on %s %s", info.method, info.path, exc_info=exc)
-            await _send_error(send_wrapper, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+            await send_error(send_wrapper, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
         finally:
             _current.reset(token)
             ended = time.perf_counter()
@@ -265,6 +268,7 @@ class ObservabilityMiddleware:
         except ApiError:
             return None  # the route answers 401
         info.key_name = caller.key_name
+        info.caller = caller  # the endpoint takes it instead of checking the key again
         refusal = await self.limiter.admit(caller.key_name)
         if refusal is not None:
             self.metrics.rate_limited.labels(caller.key_name).inc()
@@ -317,14 +321,6 @@ def _server_kind() -> Any:
     from opentelemetry.trace import SpanKind  # only reached with tracing on
 
     return SpanKind.SERVER
-
-
-async def _send_error(send: Send, error: ApiError) -> None:
-    body = orjson.dumps(error.body())
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error.headers.items()]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 # --- upstream instrumentation ---------------------------------------------------------------------

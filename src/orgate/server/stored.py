@@ -32,6 +32,7 @@ from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import subscribe_frames
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
+from orgate.server.sse import DONE
 from orgate.store import ItemsPage, ResponseStore, StoreError
 from orgate.store.base import Order
 
@@ -69,7 +70,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                         param="stream",
                         code="events_not_stored",
                     )
-                return Response(events + b"data: [DONE]\n\n", media_type="text/event-stream", headers=SSE_HEADERS)
+                return Response(events + DONE, media_type="text/event-stream", headers=SSE_HEADERS)
             record = await store.get(response_id, caller.tenant)
         except StoreError as exc:
             raise store_failure(exc) from None

@@ -45,14 +45,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from orgate.config import WebSocketSettings
 from orgate.engine.context import item_to_wire
 from orgate.engine.input_gate import split_namespaced
-from orgate.engine.service import Caller, ResponseStream
-from orgate.protocol import WebSocketResponseCreateEvent
+from orgate.engine.service import GATE_WARNINGS_HEADER, Caller, ResponseStream
+from orgate.protocol import TERMINAL_EVENT_TYPES, WebSocketResponseCreateEvent
 from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
 from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
@@ -64,28 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("orgate.server.websocket")
 
 DISALLOWED_FIELDS = ("stream", "stream_options", "background")
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _DENIAL_EXTENSION = "websocket.http.response"
-GATE_WARNINGS = "X-Orgate-Gate-Warnings"  # the HTTP header; logged on a WebSocket
-
-
-class WebSocketSettings(BaseModel):
-    """``[websocket]``: WebSocket mode of ``/v1/responses``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    max_connection_seconds: float = Field(3600.0, gt=0)
-    drain_seconds: float = Field(30.0, ge=0)  # at the lifetime limit: time left to a running response
-    cache_responses: int = Field(16, ge=0)  # connection-local contexts kept for previous_response_id
-
-
-def websocket_settings(services: Services) -> WebSocketSettings:
-    """``settings.websocket`` once the lead wires it into ``config.Settings``; the defaults until then."""
-    found = getattr(services.settings, "websocket", None)
-    if found is None or isinstance(found, WebSocketSettings):
-        return found or WebSocketSettings()
-    return WebSocketSettings.model_validate(found.model_dump())
 
 
 def error_event(error: ApiError) -> dict[str, Any]:
@@ -275,7 +255,7 @@ class Connection:
         except BaseException:
             self.busy = False
             raise
-        warned = stream.headers.get(GATE_WARNINGS)
+        warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
         self.task = asyncio.create_task(self._pump(stream, previous))
@@ -296,7 +276,7 @@ class Connection:
         finished = False
         try:
             async for event in stream:
-                if event.get("type") in TERMINAL_EVENTS:
+                if event.get("type") in TERMINAL_EVENT_TYPES:
                     finished = True
                     self._finished(stream, event, previous)
                 await self.send(event)
@@ -345,7 +325,7 @@ async def _refuse(ws: WebSocket, error: ApiError) -> None:
 
 def websocket_routes(services: Services, settings: WebSocketSettings | None = None) -> Sequence[BaseRoute]:
     """``WebSocketRoute("/v1/responses")``; HTTP requests on the path still go to the POST route."""
-    conf = settings or websocket_settings(services)
+    conf = settings or services.settings.websocket
     if not services.settings.endpoints.responses.enabled:
         return []
 
@@ -375,4 +355,4 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
     return [WebSocketRoute("/v1/responses", responses_socket)]
 
 
-__all__ = ["Connection", "WebSocketSettings", "create_with_history", "error_event", "websocket_routes", "websocket_settings"]
+__all__ = ["Connection", "WebSocketSettings", "create_with_history", "error_event", "websocket_routes"]
