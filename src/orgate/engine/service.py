@@ -367,8 +367,14 @@ class ResponseStream:
     def response_id(self) -> str:
         return self.builder.id
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        return self._run(None)  # type: ignore[return-value]
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        run = self._run(None)
+        try:
+            async for events in run:
+                for event in events:
+                    yield event
+        finally:
+            await run.aclose()  # a consumer that stops early ends the turn now, not at garbage collection
 
     def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
         """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;
@@ -380,11 +386,11 @@ class ResponseStream:
         kept: list[bytes] | None = [] if encode is not None and self.turn.store and self.service.store is not None else None
 
         def out(events: list[dict[str, Any]]) -> list[Any]:
-            """Dict mode: the events; encoded mode: all of them as one chunk (one write downstream)."""
-            if encode is None:
-                return events
+            """The events as one item to yield: dict mode, the list of them; encoded mode, one chunk (one write downstream)."""
             if not events:
                 return events
+            if encode is None:
+                return [events]
             chunk = b"".join([encode(event) for event in events])
             if kept is not None:
                 kept.append(chunk)
@@ -477,7 +483,7 @@ class ResponseStream:
     async def final(self) -> dict[str, Any]:
         """Drain the stream and return the final response (the non-streaming path)."""
         last: dict[str, Any] | None = None
-        async for event in self:
-            last = event
+        async for events in self._run(None):
+            last = events[-1]
         assert last is not None and "response" in last
         return last["response"]

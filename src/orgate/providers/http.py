@@ -69,10 +69,15 @@ class HttpPool:
         self._ttl_dns_cache = ttl_dns_cache
         self._keepalive_timeout = keepalive_timeout
         self._sessions: dict[PoolKey, aiohttp.ClientSession] = {}
+        self._origins: dict[str, str] = {}  # base_url → origin: parsed once, not per request
 
     def session(self, deployment: Deployment) -> aiohttp.ClientSession:
         """The session for ``deployment``; must be called inside the running loop."""
-        key = (origin(deployment.base_url), deployment.max_connections)
+        base_url = deployment.base_url
+        source = self._origins.get(base_url)
+        if source is None:
+            source = self._origins[base_url] = origin(base_url)
+        key = (source, deployment.max_connections)
         session = self._sessions.get(key)
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(
