@@ -52,6 +52,7 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
     """
     task = asyncio.current_task()
     assert task is not None
+    cancelling = task.cancelling()
     expired = False
 
     def expire() -> None:
@@ -63,9 +64,8 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
     try:
         return await reading
     except asyncio.CancelledError:
-        if not expired:
-            raise  # cancelled from outside (client gone, shutdown)
-        task.uncancel()
+        if not expired or task.uncancel() > cancelling:
+            raise  # cancelled from outside too (client gone, shutdown): that wins
         raise ApiError(
             408, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).", code="request_timeout"
         ) from None
