@@ -63,7 +63,8 @@ async def test_concurrent_chains_keep_exact_histories(
             async with semaphore:
                 r = await c.get(f"/v1/responses/{rid}/input_items", params={"order": "asc"})
             assert r.status_code == 200, r.text
-            assert [(i["role"], i["content"]) for i in r.json()["data"]] == [("user", text)]
+            listed = [(i["role"], i["content"]) for i in r.json()["data"]]
+            assert listed == [("user", [{"type": "input_text", "text": text}])]
 
         await asyncio.gather(
             *(check(rid, text) for n in range(CHAINS) for rid, text, _ in turns[n])

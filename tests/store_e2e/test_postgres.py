@@ -79,7 +79,7 @@ def test_created_on_a_fetched_and_continued_on_b(
         )
         assert len(fake.bodies[-1]["messages"]) == 5 and third["status"] == "completed"
         page = on_a.get(f"/v1/responses/{second['id']}/input_items").json()
-        assert [i["content"] for i in page["data"]] == ["on B"]
+        assert [i["content"] for i in page["data"]] == [[{"type": "input_text", "text": "on B"}]]
         assert_error(b_on_b.get(f"/v1/responses/{first['id']}"), 404, "not_found")
         assert on_b.delete(f"/v1/responses/{first['id']}").status_code == 200
         assert_error(on_a.get(f"/v1/responses/{first['id']}"), 404, "not_found")

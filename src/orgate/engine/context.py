@@ -89,11 +89,28 @@ def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> lis
     return models
 
 
+def _settings_objects(body: CreateResponseBody) -> list[tuple[str, Any]]:
+    """The request's setting objects (not its input items) with their param paths."""
+    found: list[tuple[str, Any]] = [("text", body.text), ("reasoning", body.reasoning), ("stream_options", body.stream_options)]
+    if body.text is not None:
+        found.append(("text.format", body.text.format))
+    found += [(f"tools[{i}]", tool) for i, tool in enumerate(body.tools or ())]
+    choice = body.tool_choice
+    if choice is not None and not isinstance(choice, str):
+        found.append(("tool_choice", choice))
+        found += [(f"tool_choice.tools[{i}]", t) for i, t in enumerate(getattr(choice, "tools", None) or ())]
+    return found
+
+
 def refuse_unknown_fields(body: CreateResponseBody) -> None:
     extra = body.model_extra or {}
     for name in extra:
         if name not in EXTENSION_FIELDS:
             raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+    # Unknown keys in a setting object would be dropped silently: refuse them like top-level ones.
+    for path, obj in _settings_objects(body):
+        for name in getattr(obj, "model_extra", None) or {}:
+            raise invalid_request(f"Unknown parameter: '{path}.{name}'.", param=f"{path}.{name}", code="unknown_parameter")
     user = extra.get("user")
     if user is not None and not isinstance(user, str):
         raise invalid_request("Invalid 'user': expected a string.", param="user", code="invalid_type")
@@ -357,6 +374,50 @@ def listed_item(item: dict[str, Any]) -> dict[str, Any] | None:
     return item
 
 
+_STATUSED = frozenset({"message", "function_call", "function_call_output"})
+
+
+def _listed_part(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    kind = part.get("type")
+    if kind == "output_text" and "annotations" not in part:
+        return {**part, "annotations": []}
+    if kind == "input_image" and ("detail" not in part or "image_url" not in part):
+        return {**part, "detail": part.get("detail") or "auto", "image_url": part.get("image_url")}
+    return part
+
+
+def as_item_field(item: dict[str, Any]) -> dict[str, Any]:
+    """A listed input item in the spec's item shape (``ItemField``), as a response's output items are.
+
+    Items are stored as the client sent them (``"content": "hi"``, no ``status``); a
+    listing returns them as items: a message's content as parts (``input_text``, or
+    ``output_text`` for the assistant), parts with their required fields, and the
+    ``status`` of a message, function call and function call output (``completed``).
+    The result is still a valid input item to send back.
+    """
+    kind = item.get("type")
+    if kind not in _STATUSED:
+        return item
+    out = dict(item)
+    if kind == "message":
+        content = out.get("content")
+        if isinstance(content, str):
+            if out.get("role") == "assistant":
+                content = [{"type": "output_text", "text": content, "annotations": []}]
+            else:
+                content = [{"type": "input_text", "text": content}]
+        elif isinstance(content, list):
+            content = [_listed_part(part) for part in content]
+        out["content"] = content
+    elif kind == "function_call_output" and isinstance(out.get("output"), list):
+        out["output"] = [_listed_part(part) for part in out["output"]]
+    if out.get("status") not in ("in_progress", "completed", "incomplete"):
+        out["status"] = "completed"
+    return out
+
+
 def parse_body(data: Any) -> CreateResponseBody:
     """Validate a parsed JSON body; errors become a 400 naming the offending path."""
     if not isinstance(data, dict):
@@ -370,6 +431,7 @@ def parse_body(data: Any) -> CreateResponseBody:
 __all__ = [
     "EXTENSION_FIELDS",
     "Turn",
+    "as_item_field",
     "build_turn",
     "is_private",
     "item_to_wire",

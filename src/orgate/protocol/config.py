@@ -14,9 +14,14 @@ from orgate.protocol._base import ParamModel, WireModel, omittable, type_union
 from orgate.protocol.enums import ReasoningEffortEnum, ReasoningSummaryEnum, VerbosityEnum
 
 MetadataParam: TypeAlias = Annotated[
-    dict[str, Annotated[str, Field(max_length=512)]], Field(max_length=16)
+    dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
+    Field(max_length=16),
 ]
-"""Up to 16 string key-value pairs, values up to 512 characters."""
+"""Up to 16 string key-value pairs: keys up to 64 characters (the spec's description), values up to 512."""
+
+FormatName: TypeAlias = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+"""A json_schema format's ``name``: "a-z, A-Z, 0-9, or contain underscores and dashes, with a
+maximum length of 64" (the spec's description of ``JsonSchemaResponseFormatParam.name``)."""
 
 # --------------------------------------------------------------------------- shared formats
 
@@ -37,9 +42,22 @@ class JsonSchemaResponseFormatParam(ParamModel):
 
     type: Literal["json_schema"] = "json_schema"
     description: str | None = omittable()
-    name: str | None = omittable()
+    name: FormatName | None = omittable()
     schema_: dict[str, Any] | None = omittable(alias="schema")
     strict: bool | None = None
+
+
+class TextResponseFormatParam(TextResponseFormat):
+    """``{"type": "text"}`` in a request: a ``TextResponseFormat`` that keeps unknown keys
+    (``model_extra``) so that the server refuses them rather than dropping them."""
+
+    model_config = ParamModel.model_config
+
+
+class JsonObjectResponseFormatParam(JsonObjectResponseFormat):
+    """``{"type": "json_object"}`` in a request (see ``TextResponseFormatParam``)."""
+
+    model_config = ParamModel.model_config
 
 
 if TYPE_CHECKING:
@@ -47,13 +65,13 @@ if TYPE_CHECKING:
     TextParamFormat: TypeAlias = TextFormatParam | JsonObjectResponseFormat
 else:
     TextFormatParam = type_union(
-        TextResponseFormat, JsonSchemaResponseFormatParam, unknown="UnknownTextFormatType"
+        TextResponseFormatParam, JsonSchemaResponseFormatParam, unknown="UnknownTextFormatType"
     )
     # orgate extension: the spec's TextFormatParam omits ``json_object``, which the
     # response side (TextField) and OpenAI clients do use; it is accepted here.
     TextParamFormat = type_union(
-        TextResponseFormat,
-        JsonObjectResponseFormat,
+        TextResponseFormatParam,
+        JsonObjectResponseFormatParam,
         JsonSchemaResponseFormatParam,
         unknown="UnknownTextFormatType",
     )

@@ -66,17 +66,20 @@ def param_from_loc(loc: tuple[int | str, ...]) -> str | None:
     """The spec ``param`` of a Pydantic error location, e.g. ``input[2].content[0].type``.
 
     Union tags (CamelCase member class names such as ``UserMessageItemParam``,
-    ``String``/``Array``) are dropped; list indexes become ``[i]``.
+    ``String``/``Array``) are dropped; list indexes become ``[i]``. An error in a
+    mapping's key (``(..., "metadata", <key>, "[key]")``) names the mapping itself.
     """
-    out = ""
-    for part in loc:
+    parts: list[str] = []
+    for i, part in enumerate(loc):
         if isinstance(part, int):
-            out += f"[{part}]"
-        elif part[:1].isupper() or part.startswith(("function-", "list[", "[key]")):
+            parts.append(f"[{part}]")
+        elif part == "[key]" or (i + 1 < len(loc) and loc[i + 1] == "[key]"):
+            continue  # a mapping's key and its marker: the offending key is not a path of its own
+        elif part[:1].isupper() or part.startswith(("function-", "list[")):
             continue
         else:
-            out += f".{part}" if out else part
-    return out or None
+            parts.append(f".{part}" if parts else part)
+    return "".join(parts) or None
 
 
 _MISSING = frozenset({"missing", "union_tag_not_found"})

@@ -2,6 +2,8 @@
 
 Strict about types and the schema's limits; unknown top-level fields (extensions
 such as ``user``) are kept in ``model_extra`` for the server to honour or reject.
+``null`` means "absent", also for optional fields the spec does not make
+nullable (``stream``, ``store``...): OpenAI accepts it there, and clients send it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ class CreateResponseBody(ParamModel):
     tool_choice: ToolChoiceParam | None = None
     metadata: MetadataParam | None = None
     text: TextParam | None = None
-    temperature: float | None = None
-    top_p: float | None = None
+    # The ranges are the spec's descriptions ("between 0 and 2", "between 0 and 1").
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     parallel_tool_calls: bool | None = None

@@ -14,7 +14,8 @@ and fills the page from further rows, so ``limit``, ``after``, ``first_id``,
 ``last_id`` and ``has_more`` count listed items only. The stored history
 keeps both for the next turn. Orgate has no endpoint that returns one item by
 id (``item_reference`` resolves items into the model input, never to the
-client).
+client). Listed items have the spec's item shape (``engine.context.as_item_field``):
+content parts rather than a bare string, and a ``status``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from orgate.engine.context import is_private, listed_item
+from orgate.engine.context import as_item_field, is_private, listed_item
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
@@ -110,7 +111,9 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
             raise store_failure(exc) from None
         if page is None:
             raise _missing(response_id)
-        return json_response(page.to_wire())
+        body = page.to_wire()
+        body["data"] = [as_item_field(item) for item in page.data]
+        return json_response(body)
 
     async def cancel_response(request: Request) -> Response:
         caller = authenticate(services, request)
