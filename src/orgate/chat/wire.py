@@ -183,15 +183,25 @@ FunctionName: TypeAlias = Annotated[
 CallId: TypeAlias = Annotated[str, Field(min_length=1, max_length=64)]
 
 
+# The official SDKs' helpers (``chat.completions.parse``, ``chat.completions.stream``'s
+# final completion) return an assistant message with extra, response-only fields:
+# ``parsed`` on the message, ``parsed_arguments`` on each call's function and
+# ``index`` on each streamed call. Appending that message to ``messages`` (the
+# documented tool-calling loop) sends them back, and the OpenAI API ignores them;
+# so they are accepted here and never translated. Any other unknown field is still refused.
+
+
 class FunctionCallRef(RequestModel):
     name: FunctionName
     arguments: str
+    parsed_arguments: Any = None  # SDK echo, ignored
 
 
 class ToolCall(RequestModel):
     id: CallId
     type: Literal["function"]
     function: FunctionCallRef
+    index: int | None = None  # SDK echo (a streamed call's position), ignored
 
 
 class SystemMessage(RequestModel):
@@ -235,6 +245,7 @@ class AssistantMessage(RequestModel):
     name: str | None = None
     audio: Any = None  # refused
     function_call: Any = None  # legacy, refused
+    parsed: Any = None  # SDK echo of a parse helper's result, ignored
 
 
 class ToolMessage(RequestModel):

@@ -10,8 +10,9 @@ import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 
-from orgate.protocol.errors import NOT_FOUND, SERVER_ERROR, ApiError
+from orgate.protocol.errors import INVALID_REQUEST, SERVER_ERROR, ApiError
 
 log = logging.getLogger("orgate.server")
 
@@ -52,12 +53,30 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status == 404:
-        error = ApiError(404, f"Unknown route: {request.method} {request.url.path}", type=NOT_FOUND, code="not_found")
+        # OpenAI answers an unknown URL with type invalid_request_error (as orgate's other 404s do).
+        error = ApiError(404, f"Unknown route: {request.method} {request.url.path}", type=INVALID_REQUEST, code="not_found")
     elif status == 405:
-        error = ApiError(405, f"Method {request.method} is not allowed on {request.url.path}.", code="method_not_allowed")
+        # RFC 9110: a 405 names the allowed methods. Starlette's Allow header lists one
+        # route's methods; a path served by several routes (GET and DELETE) needs all.
+        error = ApiError(
+            405,
+            f"Method {request.method} is not allowed on {request.url.path}.",
+            code="method_not_allowed",
+            headers={"Allow": _allowed_methods(request) or (exc.headers or {}).get("Allow", "")},
+        )
     else:
         error = ApiError(status, str(exc.detail), code=None)
     return error_response(error)
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods the app's routes serve on this request's path (``Allow`` of a 405)."""
+    methods: list[str] = []
+    for route in getattr(request.app, "routes", ()):
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods += [m for m in (getattr(route, "methods", None) or ()) if m not in methods]
+    return ", ".join(methods)
 
 
 async def handle_unexpected(request: Request, exc: Exception) -> Response:

@@ -1,4 +1,4 @@
-"""HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models, health, metrics, review queue.
+"""HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models (list and one), health, metrics, review queue.
 
 Each handler authenticates, parses, calls a service and renders JSON. Errors
 are raised as ``ApiError`` and rendered by the app's one handler.
@@ -46,6 +46,14 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         ]
         return json_response({"object": "list", "data": data})
 
+    async def retrieve_model(request: Request) -> Response:
+        caller_models = authenticate(services, request).models
+        name = request.path_params["model"]
+        deployment = services.deployments.get(name)
+        if deployment is None or (caller_models is not None and name not in caller_models):
+            raise ApiError(404, f"The model '{name}' does not exist or you do not have access to it.", code="model_not_found", param="model")
+        return json_response({"id": name, "object": "model", "created": 0, "owned_by": deployment.provider})
+
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
@@ -86,6 +94,8 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        # Model names contain "/" (orgate/echo): the rest of the path is the name.
+        Route("/v1/models/{model:path}", retrieve_model, methods=["GET"]),
         Route("/v1/orgate/review", review_list, methods=["GET"]),
         Route("/v1/orgate/review/{review_id}", review_get, methods=["GET"]),
         Route("/v1/orgate/review/{review_id}/resolve", review_resolve, methods=["POST"]),
