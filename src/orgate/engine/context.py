@@ -108,7 +108,8 @@ def refuse_unknown_fields(body: CreateResponseBody) -> None:
         if name not in EXTENSION_FIELDS:
             raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
     # Unknown keys in a setting object would be dropped silently: refuse them like top-level ones.
-    for path, obj in _settings_objects(body):
+    has_settings = body.text is not None or body.reasoning is not None or body.stream_options is not None
+    for path, obj in _settings_objects(body) if has_settings or body.tools or body.tool_choice is not None else ():
         for name in getattr(obj, "model_extra", None) or {}:
             raise invalid_request(f"Unknown parameter: '{path}.{name}'.", param=f"{path}.{name}", code="unknown_parameter")
     user = extra.get("user")

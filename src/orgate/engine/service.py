@@ -362,6 +362,9 @@ class ResponseStream:
         self._failed = failed  # the turn already failed before its first event
         self._session = session
         self.cancel_requested = False  # set by the background runner before it cancels the task
+        # Set by a consumer that watches its client: False while the client is known to be there (a
+        # cancellation is then the server's own, e.g. a shutdown past its drain timeout), True once it left.
+        self.client_gone: bool | None = None
 
     @property
     def response_id(self) -> str:
@@ -453,6 +456,20 @@ class ResponseStream:
                 self.error = error
                 builder.fail(error)
             except asyncio.CancelledError:
+                if self.client_gone is not False:
+                    raise
+                # The server cancels a response its client still waits for (a shutdown past the drain
+                # timeout): the client gets error + response.failed (+ [DONE]), not a cut stream.
+                self.error = ApiError(
+                    503, "The server is shutting down: the response was interrupted.", type=SERVER_ERROR, code="server_shutting_down"
+                )
+                builder.fail(self.error)
+                final = out(builder.drain())
+                await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None))
+                if trailer:
+                    final = [b"".join([*final, trailer])]
+                for item in final:
+                    yield item
                 raise
             except Exception as error:  # noqa: BLE001 - any bug ends the stream cleanly, logged
                 log.exception("response %s failed: %s", builder.id, type(error).__name__)
@@ -468,17 +485,22 @@ class ResponseStream:
             for item in final:
                 yield item
         finally:
-            await _aclose(self._upstream)
-            if not builder.finished:
-                if self.cancel_requested:
-                    builder.cancel()
-                else:
-                    # The client went away mid-stream: keep what was produced, marked failed.
-                    builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))
-                await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
-            if self._session is not None:
-                session, self._session = self._session, None
-                await asyncio.shield(self.service.end_session(session))
+            try:
+                await _aclose(self._upstream)
+            finally:
+                # Also when a second cancellation (shutdown) interrupts the close above: never left in_progress.
+                try:
+                    if not builder.finished:
+                        if self.cancel_requested:
+                            builder.cancel()
+                        else:
+                            # The client went away mid-stream: keep what was produced, marked failed.
+                            builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))
+                        await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
+                finally:
+                    if self._session is not None:
+                        session, self._session = self._session, None
+                        await asyncio.shield(self.service.end_session(session))
 
     async def final(self) -> dict[str, Any]:
         """Drain the stream and return the final response (the non-streaming path)."""

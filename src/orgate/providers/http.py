@@ -22,6 +22,10 @@ from orgate.protocol.errors import SERVER_ERROR, ApiError
 
 DEFAULT_TTL_DNS_CACHE = 300
 DEFAULT_KEEPALIVE_TIMEOUT = 30.0
+# What is read of an upstream body that is not a stream: an error reply only needs its message,
+# a non-streamed answer is bounded like one SSE line (see ``providers.sse.MAX_LINE``).
+MAX_ERROR_BODY = 64 * 1024
+MAX_JSON_BODY = 32 * 1024 * 1024
 
 PoolKey = tuple[str, int]
 
@@ -101,6 +105,59 @@ class HttpPool:
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
+
+
+async def read_capped(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the body, and whether that was all of it.
+
+    The rest of an oversized body is not read: the response's connection is
+    then closed rather than pooled (aiohttp does not reuse an unfinished one).
+    """
+    length = resp.content_length
+    if length is not None and length <= limit:
+        return await resp.read(), True  # the usual case: the parser stops at the declared length
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(parts)[:limit], False
+    return b"".join(parts), True
+
+
+async def read_error_body(resp: aiohttp.ClientResponse) -> bytes:
+    """The start of an HTTP error reply (enough for its message); a huge one is not held in memory."""
+    return (await read_capped(resp, MAX_ERROR_BODY))[0]
+
+
+NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml", "text/xml", "application/xml"})
+
+
+def not_a_stream(deployment: Deployment, content_type: str) -> ApiError | None:
+    """The error for a 200 reply that is a web page (a proxy's or a captive portal's), not an answer."""
+    if content_type.startswith(("text/event-stream", "application/json")):
+        return None  # what upstreams send
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media not in NOT_A_STREAM:
+        return None
+    return ApiError(
+        502,
+        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} sent an invalid response: "
+        f"a {media} page instead of an event stream",
+        type=SERVER_ERROR,
+        code="upstream_invalid_response",
+    )
+
+
+def too_large(deployment: Deployment, limit: int) -> ApiError:
+    return ApiError(
+        502,
+        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} sent an invalid response: "
+        f"a body larger than {limit} bytes",
+        type=SERVER_ERROR,
+        code="upstream_invalid_response",
+    )
 
 
 def unavailable(deployment: Deployment, detail: str) -> ApiError:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 
 from orgate.neutral import ModelEvent
-from orgate.protocol.errors import ApiError
-from orgate.providers.sse import SseEvent, SseParser
+from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.providers.sse import LineTooLong, SseEvent, SseParser
 
 
 class SseStreamDecoder:
@@ -31,7 +31,18 @@ class SseStreamDecoder:
         return self._pending is not None
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
-        return self._run_events(self._sse.feed(chunk))
+        if self._pending is not None:
+            raise self._pending
+        try:
+            events = self._sse.feed(chunk)
+        except LineTooLong as exc:
+            raise ApiError(
+                502,
+                f"upstream '{self.name}' sent an invalid stream: {exc}",
+                type=SERVER_ERROR,
+                code="upstream_invalid_response",
+            ) from None
+        return self._run_events(events)
 
     def close(self) -> list[ModelEvent]:
         return self._run_events(self._sse.close())

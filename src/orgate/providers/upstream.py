@@ -27,7 +27,17 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import HttpPool, client_error, timeout_for, truncated
+from orgate.providers.http import (
+    MAX_JSON_BODY,
+    HttpPool,
+    client_error,
+    not_a_stream,
+    read_capped,
+    read_error_body,
+    timeout_for,
+    too_large,
+    truncated,
+)
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
 
@@ -95,12 +105,18 @@ class SseProvider:
             ) as resp:
                 if resp.status >= 400:
                     raise self.http_error(
-                        resp.status, await resp.read(), resp.headers, deployment.name
+                        resp.status, await read_error_body(resp), resp.headers, deployment.name
                     )
                 content_type = resp.headers.get("Content-Type", "")
+                page = not_a_stream(deployment, content_type)
+                if page is not None:
+                    raise page
                 if "json" in content_type and "event-stream" not in content_type:
+                    raw, whole = await read_capped(resp, MAX_JSON_BODY)
+                    if not whole:
+                        raise too_large(deployment, MAX_JSON_BODY)
                     try:
-                        body = orjson.loads(await resp.read())
+                        body = orjson.loads(raw)
                     except orjson.JSONDecodeError:
                         raise self.bad_stream(deployment.name, "the body is not JSON") from None
                     for event in self.decode_json(body, deployment.name):

@@ -64,7 +64,7 @@ def bad_stream(name: str, detail: str) -> ApiError:
         502,
         f"upstream '{name}' (anthropic) sent an invalid stream: {detail}",
         type=SERVER_ERROR,
-        code="upstream_error",
+        code="upstream_invalid_response",
     )
 
 

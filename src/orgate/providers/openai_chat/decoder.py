@@ -37,6 +37,7 @@ from orgate.neutral import (
 )
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.providers.openai_chat.errors import stream_error
+from orgate.providers.sse import MAX_LINE
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -107,6 +108,7 @@ class ChatStreamDecoder:
         "finish_reason",
         "usage",
         "_partial",
+        "_partial_size",
         "_data",
         "_out",
         "_calls",
@@ -122,6 +124,7 @@ class ChatStreamDecoder:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._partial: list[bytes] = []  # pieces of an unfinished line
+        self._partial_size = 0  # bytes in _partial (bounded by MAX_LINE)
         self._data: list[bytes] = []  # data lines of the current SSE event
         self._out: list[ModelEvent] = []
         self._calls: dict[int, _Call] = {}  # upstream index → call
@@ -141,6 +144,9 @@ class ChatStreamDecoder:
         if b"\n" not in chunk:
             if chunk:
                 self._partial.append(chunk)
+                self._partial_size += len(chunk)
+                if self._partial_size > MAX_LINE:
+                    raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
             return out
         if self._partial:
             self._partial.append(chunk)
@@ -148,8 +154,11 @@ class ChatStreamDecoder:
             self._partial = []
         lines = chunk.split(b"\n")
         tail = lines.pop()
+        self._partial_size = len(tail)
         if tail:
             self._partial.append(tail)
+        if self._partial_size > MAX_LINE or (len(chunk) > MAX_LINE and max(map(len, lines)) > MAX_LINE):
+            raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
         loads = orjson.loads
         for line in lines:
             # Fast path: one complete JSON object on one `data: ` line (what servers send).
@@ -356,6 +365,7 @@ class ChatStreamDecoder:
             if self._partial:
                 line = b"".join(self._partial)
                 self._partial = []
+                self._partial_size = 0
                 self._line(line)
             if self._data and not self.done:
                 self._dispatch()

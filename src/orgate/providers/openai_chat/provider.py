@@ -16,7 +16,17 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import HttpPool, client_error, timeout_for, truncated
+from orgate.providers.http import (
+    MAX_JSON_BODY,
+    HttpPool,
+    client_error,
+    not_a_stream,
+    read_capped,
+    read_error_body,
+    timeout_for,
+    too_large,
+    truncated,
+)
 from orgate.providers.openai_chat.decoder import (
     ChatStreamDecoder,
     decode_completion,
@@ -69,10 +79,15 @@ class OpenAIChatProvider:
                 self._url, data=payload, headers=self._headers, timeout=self._timeout
             ) as resp:
                 if resp.status >= 400:
-                    raise http_error(resp.status, await resp.read(), resp.headers, deployment.name)
+                    raise http_error(resp.status, await read_error_body(resp), resp.headers, deployment.name)
                 content_type = resp.headers.get("Content-Type", "")
+                page = not_a_stream(deployment, content_type)
+                if page is not None:
+                    raise page
                 if "json" in content_type and "event-stream" not in content_type:
-                    raw = await resp.read()
+                    raw, whole = await read_capped(resp, MAX_JSON_BODY)
+                    if not whole:
+                        raise too_large(deployment, MAX_JSON_BODY)
                     try:
                         body = orjson.loads(raw)
                     except orjson.JSONDecodeError:
