@@ -98,6 +98,9 @@ def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(server: 
         http.post("/v1/responses", json={"model": "chat", "input": "hi"}, timeout=0.6)
     assert _wait(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
     assert not fake.requests[-1].completed
+    # Metrics count it as the client's going (499), not as a server failure (500).
+    metrics = http.get("/metrics").text
+    assert _wait(lambda: 'status="499"' in http.get("/metrics").text, 3.0), metrics[:2000]
 
 
 def _stream_or_error(http: httpx.Client, model: str) -> tuple[httpx.Response, float]:

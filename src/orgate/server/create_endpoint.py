@@ -31,7 +31,7 @@ from orgate.server.body import (
     read_asgi_body,
 )
 from orgate.server.errors import encode_headers, send_error, send_json
-from orgate.server.observability import current_request, note_model
+from orgate.server.observability import RequestInfo, current_request, note_model
 from orgate.server.sse import DONE, frame
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
@@ -164,6 +164,12 @@ async def send_sse(
                 log.error("closing an SSE producer failed: %r", error)
 
 
+def _client_gone(info: RequestInfo | None) -> None:
+    """Metrics and the access log say 499 for a request whose client left before any answer."""
+    if info is not None:
+        info.client_gone = True
+
+
 class CreateResponse:
     """The ASGI app of ``POST /v1/responses``."""
 
@@ -191,6 +197,7 @@ class CreateResponse:
         check_declared_length(headers.get("content-length"), self.limits)
         raw = await read_asgi_body(receive, self.limits)
         if raw is None:
+            _client_gone(info)
             return  # the client went away before sending its request
         watch = DisconnectWatch(receive)
         started = False
@@ -204,6 +211,7 @@ class CreateResponse:
             await self._respond(raw, headers, media, caller, tracked, receive, watch)
         except asyncio.CancelledError:
             if watch.absorb():
+                _client_gone(info)
                 return  # the client went away before the answer: the turn was cancelled where it waited
             if not started:
                 # The server cancels the request (shutdown past its drain timeout): answer rather than cut.

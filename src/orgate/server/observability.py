@@ -74,6 +74,7 @@ class RequestInfo:
     deployment: str | None = None
     key_name: str | None = None
     caller: Any = None  # the authenticated Caller, when the rate limiter already checked the key
+    client_gone: bool = False  # the client left before any answer: recorded as 499, not 500
 
 
 _current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("orgate_request", default=None)
@@ -252,9 +253,11 @@ class ObservabilityMiddleware:
         finally:
             _current.reset(token)
             ended = time.perf_counter()
-            self._record(scope, info, status or 500, started, ended, first_chunk, body_log)
+            if not status:
+                status = 499 if info.client_gone else 500  # nothing was sent: the client left, or a failure
+            self._record(scope, info, status, started, ended, first_chunk, body_log)
             if span is not None:
-                span.set_attribute("http.response.status_code", status or 500)
+                span.set_attribute("http.response.status_code", status)
                 if info.model:
                     span.set_attribute("gen_ai.request.model", info.model)
                 span.end()
