@@ -59,7 +59,7 @@ def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
         + _model("anth", "anthropic", f"{fakes['anth'].base_url}")  # type: ignore[attr-defined]
         + _model("resp", "openai-responses", f"{fakes['resp'].base_url}")  # type: ignore[attr-defined]
     )
-    with OrgateServer(config, env=server_env()) as running:
+    with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED": "true"}) as running:
         yield running
 
 
@@ -101,6 +101,16 @@ def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(server: 
     # Metrics count it as the client's going (499), not as a server failure (500).
     metrics = http.get("/metrics").text
     assert _wait(lambda: 'status="499"' in http.get("/metrics").text, 3.0), metrics[:2000]
+
+
+def test_chat_adapter_client_leaving_a_long_answer_cancels_the_upstream(http: httpx.Client, fx: dict[str, LoopbackFake]) -> None:
+    """The legacy /v1/chat/completions adapter, not streamed: the same as /v1/responses."""
+    fake = fx["chat"]
+    fake.enqueue(text(" ".join(["word"] * 200), delay=0.05))  # ~10 s of output
+    with pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/chat/completions", json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]}, timeout=0.6)
+    assert _wait(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert not fake.requests[-1].completed
 
 
 def _stream_or_error(http: httpx.Client, model: str) -> tuple[httpx.Response, float]:

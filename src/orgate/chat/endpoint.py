@@ -10,6 +10,7 @@ the app's one error handler (the chat error shape is the spec's).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.service import GATE_WARNINGS_HEADER
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
 from orgate.server.body import read_json
+from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import error_response
 from orgate.server.routes import SSE_HEADERS, authenticate
 
@@ -56,25 +58,46 @@ def make_handler(services: Services) -> Handler:
                 code="too_many_items",
             )
         warnings: list[str] = []
-        try:
-            events = await services.responses.create(body, caller, warnings=warnings)
-        except ApiError as err:
-            err.param = params.to_chat(err.param)
-            raise
-        headers = _warning_headers(warnings, params)
-        if chat.stream:
-            include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-            chunks = ChunkTranslator(include_usage=include_usage, param_map=params.to_chat)
-            return StreamingResponse(
-                _sse(events, chunks),
-                media_type="text/event-stream",
-                headers=SSE_HEADERS | headers,
-            )
-        response = await _complete(events, params)
-        response.headers.update(headers)
-        return response
+        if not chat.stream:
+            return await _answer(request, services, body, caller, params, warnings)
+        events = await _create(services, body, caller, params, warnings)
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        chunks = ChunkTranslator(include_usage=include_usage, param_map=params.to_chat)
+        return StreamingResponse(
+            _sse(events, chunks),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS | _warning_headers(warnings, params),
+        )
 
     return chat_completions
+
+
+async def _create(services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Any:
+    try:
+        return await services.responses.create(body, caller, warnings=warnings)
+    except ApiError as err:
+        err.param = params.to_chat(err.param)
+        raise
+
+
+async def _answer(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Response:
+    """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call).
+
+    (A streamed one is watched by Starlette's ``StreamingResponse``.)
+    """
+    watch = DisconnectWatch(request.receive)
+    try:
+        events = await _create(services, body, caller, params, warnings)
+        watch.follow(events)
+        response = await _complete(events, params)
+    except asyncio.CancelledError:
+        if not watch.absorb():
+            raise
+        return Response(status_code=499)  # nobody is listening any more
+    finally:
+        watch.stop()
+    response.headers.update(_warning_headers(warnings, params))
+    return response
 
 
 def _warning_headers(warnings: list[str], params: translate.ParamMap) -> dict[str, str]:
