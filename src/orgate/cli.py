@@ -17,6 +17,11 @@ from collections.abc import Sequence
 
 import uvicorn
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
 from orgate import __version__
 from orgate.config import ConfigError, Settings, load_settings
 from orgate.gate import cli as gate_cli
@@ -81,6 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(settings, services=services)
     tune_gc()
+    raise_open_files_limit()
     print(_banner(settings, services), flush=True)
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
@@ -117,6 +123,30 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+
+
+#: Open files the server asks for: client connections, pooled upstream connections and the store.
+WANTED_OPEN_FILES = 65_536
+
+
+def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> int:
+    """Raise the soft limit of open files towards ``wanted`` (never above the hard limit).
+
+    Linux's usual soft limit (1,024) would refuse connections at about a thousand
+    concurrent clients (accept fails with EMFILE); the hard limit is usually far
+    higher. Returns the soft limit in force.
+    """
+    if resource is None:  # not on this platform (Windows)
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            log.debug("could not raise the open-files limit from %d", soft, exc_info=True)
+    return soft
 
 
 def build_parser() -> argparse.ArgumentParser:

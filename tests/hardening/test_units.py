@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -135,3 +137,19 @@ def test_openapi_only_lists_routed_paths() -> None:
     full = build_document(public_url="https://gw.example.com/")
     assert full["servers"] == [{"url": "https://gw.example.com/v1", "description": "this orgate gateway"}]
     assert "/chat/completions" not in full["paths"] and "/responses/{response_id}/cancel" in full["paths"]
+
+
+def test_serve_raises_the_open_files_soft_limit() -> None:
+    """A soft limit of 256 open files would refuse clients at a few hundred connections: raised up to the hard limit."""
+    code = (
+        "import resource\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "from orgate.cli import raise_open_files_limit\n"
+        "got = raise_open_files_limit(4096)\n"
+        "want = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)\n"
+        "assert got == want == resource.getrlimit(resource.RLIMIT_NOFILE)[0], (got, want)\n"
+        "assert raise_open_files_limit(100) == want  # never lowered\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
