@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -196,7 +197,7 @@ def test_shutdown_past_drain_timeout_ends_streams_cleanly(tmp_path: Any, fakes: 
         assert got_first.wait(10)
         time.sleep(0.3)
         assert server.proc is not None
-        server.proc.send_signal(__import__("signal").SIGTERM)
+        server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(15) == 0
         for thread in threads:
             thread.join(15)
