@@ -202,9 +202,9 @@ def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
     from_body = None
     if isinstance(data, dict) and BODY_FIELD in data:
         raw = data.pop(BODY_FIELD)
-        if not isinstance(raw, dict):
+        if raw is not None and not isinstance(raw, dict):  # null = not given
             raise ApiError(400, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", code="invalid_structured_budget", param=BODY_FIELD)
-        from_body = BudgetOverride.from_mapping(raw)
+        from_body = None if raw is None else BudgetOverride.from_mapping(raw)
     from_header = BudgetOverride.from_header(header) if header else None
     if from_body is not None and from_header is not None:
         return from_body.merged(from_header)

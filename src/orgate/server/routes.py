@@ -20,7 +20,7 @@ from orgate.engine.service import Caller
 from orgate.protocol.errors import ApiError
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import CreateResponse
-from orgate.structured import ReviewError
+from orgate.structured import ReviewError, ReviewNotFound
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -81,11 +81,14 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
             raise ApiError(400, "Send {\"value\": <the corrected object>} or {\"discard\": true}.", code="invalid_review_resolution")
+        note = data.get("note") if isinstance(data.get("note"), str) else None
         try:
             if data.get("discard"):
-                item = await asyncio.to_thread(services.pipeline.review.discard, review_id)
+                item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note)
             else:
-                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"])
+                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note)
+        except ReviewNotFound as exc:
+            raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id") from exc
         except ReviewError as exc:
             raise ApiError(400, str(exc), code="invalid_review_resolution") from None
         return json_response(item.to_dict())

@@ -21,7 +21,7 @@ from orgate.structured.outcome import (
     AttemptRecord,
     Outcome,
 )
-from orgate.structured.review import NewReview, ReviewError, ReviewItem, ReviewQueue
+from orgate.structured.review import NewReview, ReviewError, ReviewItem, ReviewNotFound, ReviewQueue
 from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
 from orgate.structured.strict import StrictResult, Violation, check, denull, strictify
 
@@ -45,6 +45,7 @@ __all__ = [
     "Plan",
     "Rates",
     "ReviewError",
+    "ReviewNotFound",
     "ReviewItem",
     "ReviewQueue",
     "SafetyNet",

@@ -13,6 +13,7 @@ Each layer is a pure function returning either a value or a ``Failure`` with its
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import OrderedDict
@@ -20,10 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import jsonschema_rs
 import orjson
 import referencing
 import referencing.exceptions
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import validator_for
 
@@ -224,6 +226,16 @@ def _undeclared_keys(error: ValidationError) -> list[str]:
     return [k for k in instance if k not in props and not any(re.search(p, k) for p in patterns)]
 
 
+_SIZE_WORDS: dict[str, tuple[str, str, str]] = {
+    "minLength": ("character", "at least", "at most"),
+    "maxLength": ("character", "at least", "at most"),
+    "minItems": ("item", "at least", "at most"),
+    "maxItems": ("item", "at least", "at most"),
+    "minProperties": ("key", "at least", "at most"),
+    "maxProperties": ("key", "at least", "at most"),
+}
+
+
 def describe_error(error: ValidationError, *, relative: bool = False) -> list[str]:
     """One or more precise messages for one jsonschema error (``relative``: path from its parent error)."""
     path = format_path(error.relative_path if relative else error.absolute_path)
@@ -250,6 +262,29 @@ def describe_error(error: ValidationError, *, relative: bool = False) -> list[st
         return [
             f"{at}expected {render_value(error.validator_value)}, got {render_value(error.instance)}"
         ]
+    if kind in _SIZE_WORDS and isinstance(error.validator_value, int):
+        noun, least, most = _SIZE_WORDS[kind]
+        bound = error.validator_value
+        size = len(error.instance) if isinstance(error.instance, str | list | dict) else 0
+        words = least if kind.startswith("min") else most
+        unit = noun if bound == 1 else noun + "s"
+        if noun == "key":
+            verdict = "has too few keys" if kind.startswith("min") else "has too many keys"
+        else:
+            verdict = "is too short" if kind.startswith("min") else "is too long"
+        return [
+            f"{at}{render_value(error.instance)} {verdict} (expected {words} {bound} {unit}, got {size})"
+        ]
+    if kind == "pattern":
+        return [
+            f"{at}{render_value(error.instance)} does not match the pattern {json.dumps(error.validator_value)}"
+        ]
+    if kind == "format":
+        return [
+            f"{at}expected a string in format {error.validator_value}, got {render_value(error.instance)}"
+        ]
+    if kind == "uniqueItems" and isinstance(error.instance, list):
+        return [f"{at}expected unique items, got duplicates in {render_value(error.instance)}"]
     if kind in ("anyOf", "oneOf") and error.context:
         subs: list[str] = []
         for sub in sorted(
@@ -290,26 +325,79 @@ def _no_retrieve(uri: str) -> referencing.Resource[Any]:
 _OFFLINE: referencing.Registry[Any] = referencing.Registry(retrieve=_no_retrieve)
 
 
+def _format_names(schema: Any, out: set[str], depth: int = 0) -> set[str]:
+    """Every ``format`` value used anywhere in ``schema``."""
+    if depth > 64:
+        return out
+    if isinstance(schema, dict):
+        fmt = schema.get("format")
+        if isinstance(fmt, str):
+            out.add(fmt)
+        for sub in schema.values():
+            if isinstance(sub, dict | list):
+                _format_names(sub, out, depth + 1)
+    elif isinstance(schema, list):
+        for sub in schema:
+            _format_names(sub, out, depth + 1)
+    return out
+
+
+@functools.lru_cache(maxsize=128)
+def _format_check(name: str) -> Callable[[Any], bool]:
+    """``jsonschema-rs``'s check of one format (unknown formats always pass)."""
+    validator = jsonschema_rs.validator_for({"format": name}, validate_formats=True, offline=True)
+    return validator.is_valid  # type: ignore[no-any-return]
+
+
+def format_checker(schema: Any) -> FormatChecker | None:
+    """A checker asserting the formats ``schema`` uses (``date-time``, ``email``, ``uri``…), or None.
+
+    Draft 2020-12 treats ``format`` as an annotation unless a checker is given;
+    the safety net asserts it (strict mode moves unsupported formats into the
+    description, and non-strict upstreams ignore them: only validation enforces them).
+    """
+    names = _format_names(schema, set())
+    if not names:
+        return None
+    checker = FormatChecker(formats=())
+    for name in sorted(names):
+        checker.checks(name)(_format_check(name))
+    return checker
+
+
 @dataclass(slots=True)
 class OutputSchema:
-    """One compiled output schema: the gate's fast validator, plus a detailed one on failure."""
+    """One compiled output schema: the gate's fast validator, plus a detailed one on failure.
+
+    A schema that uses ``format`` is always checked by the detailed validator,
+    which asserts the formats (the fast one treats them as annotations).
+    """
 
     schema: dict[str, Any] | bool
     compiled: CompiledSchema
     _detail: Any = None
+    _formats: Any = None  # FormatChecker, or False when the schema uses no format
+
+    def _format_checker(self) -> FormatChecker | None:
+        if self._formats is None:
+            self._formats = format_checker(self.schema) or False
+        return self._formats or None
 
     def _detailed(self) -> Any:
         if self._detail is None:
             cls = validator_for(self.schema, default=Draft202012Validator)
-            self._detail = cls(self.schema, registry=_OFFLINE)
+            self._detail = cls(
+                self.schema, registry=_OFFLINE, format_checker=self._format_checker()
+            )
         return self._detail
 
     def validate(self, value: Any) -> Failure | None:
         """None when valid; else a schema ``Failure`` with precise messages (sorted by path)."""
-        if self.compiled.is_valid(value):
+        fast_ok = self.compiled.is_valid(value)
+        if fast_ok and self._format_checker() is None:
             return None
         failure = schema_layer(value, self._detailed())
-        if failure is not None:
+        if failure is not None or fast_ok:
             return failure
         # The two validators disagree (rare: backend differences): report the fast one's errors.
         gate_errors = self.compiled.validate(value)
@@ -422,6 +510,7 @@ __all__ = [
     "ValidatorCache",
     "check_output",
     "describe_error",
+    "format_checker",
     "format_path",
     "parse_layer",
     "schema_layer",

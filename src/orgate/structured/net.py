@@ -80,6 +80,9 @@ from orgate.structured.settings import FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
 
+# Sent with the net's own 500s: retrying the same request cannot help (the OpenAI SDKs obey it).
+NO_CLIENT_RETRY = {"x-should-retry": "false"}
+
 _WHY: dict[ExhaustedBy, str] = {
     "retries": "the retry budget is spent",
     "semantic_retries": "the semantic retry budget is spent",
@@ -218,9 +221,10 @@ class SafetyNet:
                 model=self.deployment.name, format=plan.format_name, **labels
             ).inc()
 
-    def _verdict(self, plan: modes.Plan, outcome: Outcome) -> None:
+    def _verdict(self, plan: modes.Plan, outcome: Outcome, start: int = 0) -> None:
+        """Count the request's verdict; ``start``: the first attempt of this call on ``outcome``."""
         self._count("requests", plan)
-        if outcome.attempts and outcome.attempts[0].stage is not None:
+        if len(outcome.attempts) > start and outcome.attempts[start].stage is not None:
             self._count("first_attempt_failures", plan)
         if outcome.status == "recovered":
             self._count("recovered_by_retry", plan)
@@ -251,7 +255,11 @@ class SafetyNet:
             plan.format_name,
             plan.strict_changes,
         )
-        self._count("modes", plan, mode=plan.mode)
+        # The tool guard may call the net again on the same outcome (after rejecting a tool
+        # call the net passed through): this call's JSON attempts start after those.
+        start = len(outcome.attempts)
+        if start == 0:
+            self._count("modes", plan, mode=plan.mode)
         if plan.strict_blockers:
             log.info(
                 "schema %s sent non-strict: %s", plan.format_name, "; ".join(plan.strict_blockers)
@@ -270,7 +278,7 @@ class SafetyNet:
             number = len(outcome.attempts) + 1
             # The first attempt is bounded by the deployment's own timeouts; retries by the clock.
             left = clock.remaining()
-            timeout = None if number == 1 or left is None else max(left, 0.0)
+            timeout = None if number == start + 1 or left is None else max(left, 0.0)
             try:
                 attempt = await self._attempt(req, timeout)
             except TimeoutError:
@@ -357,7 +365,11 @@ class SafetyNet:
                 )
             except SemanticCheckError as exc:
                 raise ApiError(
-                    500, str(exc), type=SERVER_ERROR, code="semantic_check_error"
+                    500,
+                    str(exc),
+                    type=SERVER_ERROR,
+                    code="semantic_check_error",
+                    headers=dict(NO_CLIENT_RETRY),
                 ) from exc
 
             if isinstance(result, Accepted):
@@ -366,9 +378,9 @@ class SafetyNet:
                 )
                 outcome.attempts.append(record)
                 self._log(plan, record)
-                outcome.status = "ok" if number == 1 else "recovered"
+                outcome.status = "ok" if number == start + 1 else "recovered"
                 outcome.value = result.value
-                self._verdict(plan, outcome)
+                self._verdict(plan, outcome, start)
                 for ev in _release(attempt.events, usage, result.text if result.changed else None):
                     yield ev
                 return
@@ -399,7 +411,7 @@ class SafetyNet:
             )
 
         async for ev in self._exhausted(
-            request, plan, fpol, schema, outcome, exhausted_by, usage, cap
+            request, plan, fpol, schema, outcome, exhausted_by, usage, cap, start
         ):
             yield ev
 
@@ -413,6 +425,7 @@ class SafetyNet:
         exhausted_by: ExhaustedBy,
         usage: Usage | None,
         cap: int,
+        start: int = 0,
     ) -> AsyncIterator[ModelEvent]:
         outcome.exhausted_by = exhausted_by
         action = fpol.on_exhaustion
@@ -420,7 +433,7 @@ class SafetyNet:
             problem = schema.validate(fpol.default)
             if problem is None:
                 outcome.status, outcome.value = "default", fpol.default
-                self._verdict(plan, outcome)
+                self._verdict(plan, outcome, start)
                 log.warning(
                     "structured budget spent for %s/%s: returning the configured default",
                     self.deployment.name,
@@ -448,7 +461,7 @@ class SafetyNet:
             if action == "review":
                 log.warning("on_exhaustion = review but no review queue is configured")
             outcome.status = "error"
-        self._verdict(plan, outcome)
+        self._verdict(plan, outcome, start)
         raise self._error(outcome, exhausted_by, cap)
 
     def _error(self, outcome: Outcome, exhausted_by: ExhaustedBy, cap: int) -> ApiError:
@@ -465,7 +478,9 @@ class SafetyNet:
             message += f" Last failure at stage {last.stage}: " + "; ".join(shown) + "."
         if outcome.review_id:
             message += f" Queued for review as {outcome.review_id}."
-        headers = outcome.headers()  # outcome, mode, attempts and review id, as on success
+        # outcome, mode, attempts and review id, as on success; and no blind client retry:
+        # the budget is spent (the openai SDKs otherwise retry a 500 twice, tripling the calls).
+        headers = {**outcome.headers(), **NO_CLIENT_RETRY}
         return ApiError(
             500, message, type=MODEL_ERROR, code=ERROR_CODE, param="text.format", headers=headers
         )

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import orjson
 from jsonschema import Draft202012Validator
 
-from orgate.structured.layers import schema_layer
+from orgate.structured.layers import format_checker, schema_layer
 
 ReviewStatus = Literal["pending", "resolved", "discarded"]
 
@@ -109,6 +109,10 @@ class ReviewItem:
 
 class ReviewError(Exception):
     """A queue operation that cannot be done (unknown id, already handled, invalid value)."""
+
+
+class ReviewNotFound(ReviewError):
+    """No entry with that id."""
 
 
 def _jsonable(obj: Any) -> Any:
@@ -243,7 +247,7 @@ class ReviewQueue:
                     "SELECT status FROM structured_review WHERE id = ?", (review_id,)
                 ).fetchone()
                 if found is None:
-                    raise ReviewError(f"no review entry {review_id}")
+                    raise ReviewNotFound(f"no review entry {review_id}")
                 raise ReviewError(f"review entry {review_id} is already {found['status']}")
         item = self.get(review_id)
         assert item is not None
@@ -255,9 +259,11 @@ class ReviewQueue:
         """Resolve with a corrected value; it must validate against the stored schema unless ``force``."""
         item = self.get(review_id)
         if item is None:
-            raise ReviewError(f"no review entry {review_id}")
+            raise ReviewNotFound(f"no review entry {review_id}")
         if not force and isinstance(item.schema, dict | bool):
-            failure = schema_layer(value, Draft202012Validator(item.schema))
+            failure = schema_layer(
+                value, Draft202012Validator(item.schema, format_checker=format_checker(item.schema))
+            )
             if failure is not None:
                 raise ReviewError("value does not match the schema: " + "; ".join(failure.errors))
         return self._finish(review_id, "resolved", value, note)
