@@ -6,10 +6,11 @@ input) before anything reaches a provider, under ``gate.policy``:
 - ``enforce``: a ``function_call_output`` whose ``call_id`` matches no earlier
   ``function_call``, a second output for one call, an output attached to a
   call that fails the gate, and a ``function_call`` in the input whose
-  ``status`` is not ``completed`` or whose ``arguments`` do not parse → 400
+  ``status`` is not ``completed``, whose ``arguments`` are not a string or do
+  not parse, or fail the schema of a function tool the request defines → 400
   naming the item (``param`` = ``input[i].call_id`` / ``input[i]``) and the code.
-  A ``function_call`` without ``status`` counts as completed (request inputs
-  may omit it). Provider-namespaced items (``openai:...``) → 400
+  A ``function_call`` without ``status`` (or with ``null``) counts as completed
+  (request inputs may omit it). Provider-namespaced items (``openai:...``) → 400
   ``non_portable_item``.
 - ``warn``: the same findings are logged and returned as warnings (the HTTP
   layer sends them in ``X-Orgate-Gate-Warnings``); namespaced items are dropped.
@@ -30,9 +31,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from orgate.gate import Code, check, check_pairing
+from orgate.gate import Code, ToolCatalog, ToolsError, Verdict, check, check_pairing, load_tools
 from orgate.neutral import Deployment, OpaqueItem, origin_of
 from orgate.protocol.errors import ApiError
 
@@ -42,12 +44,30 @@ Policy = Literal["enforce", "warn", "off"]
 _PAIRED_TYPES = frozenset({"function_call", "function_call_output"})
 
 
+class _Dropped(str):
+    """A warning for an input item dropped before parsing; remembers the item's index in the client's input."""
+
+    index: int
+
+    def __new__(cls, text: str, index: int) -> _Dropped:
+        self = super().__new__(cls, text)
+        self.index = index
+        return self
+
+
+#: Gate codes a raw ``function_call`` is refused with before parsing (the parser's own errors would hide them).
+_RAW_CALL_CODES = frozenset({Code.STATUS, Code.ARGUMENTS_TYPE, Code.ARGUMENTS_PARSE})
+
+
 def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any:
     """Handle provider-namespaced items (``slug:type``) in the raw JSON input, before parsing.
 
     Namespaced items are not portable: under ``enforce`` they are refused,
     under ``warn`` dropped with a warning; under ``off`` they are left for the
-    parser (which refuses unknown types).
+    parser (which refuses unknown types). Under ``enforce``, a ``function_call``
+    whose ``status``/``arguments`` fail the gate is refused here too, with the
+    gate's code, in the gate's order and item order — before the parser, whose
+    generic errors (``arguments`` not a string, an unknown status) would hide it.
     """
     if policy == "off" or not isinstance(raw_input, list):
         return raw_input
@@ -62,40 +82,90 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
                     code="non_portable_item",
                     param=f"input[{index}].type",
                 )
-            warnings.append(f"input[{index}]: dropped non-portable item of type {kind}")
+            warnings.append(_Dropped(f"input[{index}]: dropped non-portable item of type {kind}", index))
             log.warning("gate: dropped non-portable input[%d] of type %s", index, kind)
             continue
+        if kind == "function_call" and policy == "enforce":
+            probe = item
+            if "status" in item and item["status"] is None:  # null is "not given", as after parsing
+                probe = {k: v for k, v in item.items() if k != "status"}
+            verdict = check(probe, None, require_status=False)
+            if verdict.code in _RAW_CALL_CODES:
+                # a wrong-typed field is named as the parser would name it; other findings name the item
+                where = f"input[{index}].arguments" if verdict.code is Code.ARGUMENTS_TYPE else f"input[{index}]"
+                _report(policy, warnings, _call_message(index, verdict), code=verdict.code.value, param=where)
         kept.append(item)
     return kept
 
 
-def check_context(history: list[Any], new_input: list[Any], policy: Policy, warnings: list[str]) -> None:
-    """Check call/output pairing and input calls over history + new input (items are protocol models)."""
+def _call_message(index: int, verdict: Verdict) -> str:
+    return f"input[{index}] is a function_call that fails the replay gate ({verdict.code.value}): {verdict.message}"
+
+
+def check_context(
+    history: list[Any],
+    new_input: list[Any],
+    policy: Policy,
+    warnings: list[str],
+    tools: Sequence[Any] | None = None,
+) -> None:
+    """Check call/output pairing and input calls over history + new input (items are protocol models).
+
+    ``tools`` are the request's tools: a ``function_call`` in the new input that
+    names one of its function tools must satisfy that tool's schema
+    (``arguments_schema``). A call naming a tool the request does not define is
+    not refused (the tools may have changed since it was made).
+    ``param`` names the client's own input index, counting items that
+    ``split_namespaced`` dropped under ``warn`` (whose messages, logged only,
+    count without them).
+    """
     if policy == "off":
         return
     if not any(getattr(item, "type", None) in _PAIRED_TYPES for item in new_input):
         return
+    dropped = sorted(w.index for w in warnings if isinstance(w, _Dropped))
+
+    def where(context_index: int) -> int:
+        local = context_index - offset
+        for gone in dropped:
+            if gone <= local:
+                local += 1
+        return local
+
     offset = len(history)
     items = [_as_dict(item) for item in (*history, *new_input)]
+    catalog = _catalog(tools)
     for index in range(offset, len(items)):
         item = items[index]
         if item.get("type") != "function_call":
             continue
         verdict = check(item, None, require_status=False)
+        if verdict.code is Code.OK and catalog is not None and verdict.name in catalog:
+            verdict = check(item, catalog, require_status=False)
         if verdict.code is not Code.OK:
-            _report(
-                policy,
-                warnings,
-                f"input[{index - offset}] is a function_call that fails the replay gate ({verdict.code.value}): {verdict.message}",
-                code=verdict.code.value,
-                param=f"input[{index - offset}]",
-            )
+            _report(policy, warnings, _call_message(where(index), verdict), code=verdict.code.value, param=f"input[{where(index)}]")
     result = check_pairing(items, None, require_status=False)
     for issue in result.issues:
         if issue.index < offset:
             continue
-        local = issue.index - offset
-        _report(policy, warnings, _relocate(issue.message, offset), code=issue.kind, param=f"input[{local}].call_id")
+        _report(policy, warnings, _relocate(issue.message, offset), code=issue.kind, param=f"input[{where(issue.index)}].call_id")
+
+
+def _catalog(tools: Sequence[Any] | None) -> ToolCatalog | None:
+    """The request's function tools; ``None`` when there are none or a schema is invalid (the tool guard reports that)."""
+    if not tools:
+        return None
+    defs = [
+        {"type": "function", "name": getattr(t, "name", None), "parameters": getattr(t, "parameters", None)}
+        for t in tools
+        if getattr(t, "type", None) == "function"
+    ]
+    if not defs:
+        return None
+    try:
+        return load_tools(defs)
+    except ToolsError:
+        return None
 
 
 def _relocate(message: str, offset: int) -> str:

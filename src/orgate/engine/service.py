@@ -134,7 +134,7 @@ class ResponsesService:
                 raise not_found(f"Previous response with id '{previous}' not found.", param="previous_response_id")
             history = items_from_wire(stored)
         warnings = [] if warnings is None else warnings
-        check_context(history, new_input, self.gate_policy, warnings)
+        check_context(history, new_input, self.gate_policy, warnings, body.tools)
         turn = build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
         turn.base["previous_response_id"] = previous
         turn.history_unlinked = history_override is not None
@@ -496,6 +496,7 @@ class ResponseStream:
                         else:
                             # The client went away mid-stream: keep what was produced, marked failed.
                             builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))
+                        out(builder.drain())  # the kept events (GET ?stream=true replay) end as the stored response does
                         await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
                 finally:
                     if self._session is not None:

@@ -21,7 +21,7 @@ from typing import IO, Any
 import orjson
 
 from orgate.gate.checks import check
-from orgate.gate.diff import DiffResult, as_items, diff, is_response
+from orgate.gate.diff import DiffResult, as_items, container_items, diff
 from orgate.gate.reader import InputError, JsonSource, read_all, read_document
 from orgate.gate.tools import ToolCatalog, ToolsError, load_tools
 from orgate.gate.verdict import CODES, Code
@@ -161,13 +161,17 @@ def run_gate(
     try:
         for value in source.values():
             tools: Any = cli_tools
-            if value.__class__ is dict and "output" in value and is_response(value):
-                items = value["output"]
+            if (
+                value.__class__ is dict
+                and ("type" not in value or "output" in value)
+                and (container := container_items(value)) is not None
+            ):
+                items = container  # a stored response, a page of items, a request body
                 if cli_tools is None and isinstance(value.get("tools"), list):
                     try:
                         tools = response_tools.get(value["tools"])
                     except ToolsError as exc:
-                        where = f"line {source.lineno}" if source.lineno > 1 else "the response"
+                        where = f"line {source.lineno}" if source.lineno > 1 else "the document"
                         raise InputError(f"{source.name}: {where}: invalid tools: {exc}") from None
             elif isinstance(value, list):
                 items = value
@@ -208,6 +212,9 @@ def run_gate(
                     detail = f"{v.errors[0].path}: {v.errors[0].message}" if v.errors else v.message
                     shown = f"\x1b[{_COLOURS.get(code, '31')}m{code}\x1b[0m" if colour else code
                     line = f"{index}\t{v.id or '-'}\t{v.call_id or '-'}\t{v.name or '-'}\t{shown}\t{detail}"
+                    if line.count("\t") != 5:  # a tab inside a field would shift the columns
+                        fields = (v.id or "-", v.call_id or "-", v.name or "-", shown, detail)
+                        line = "\t".join([str(index), *(f.replace("\t", " ") for f in fields)])
                     if "\n" in line or "\r" in line:
                         line = _one_line(line)
                     buf.append(line)

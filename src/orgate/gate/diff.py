@@ -64,12 +64,11 @@ class DiffResult:
 
 
 def as_items(value: Any) -> list[Any]:
-    """An item, a list of items, or a stored response (its ``output``) → a list of items."""
+    """An item, a list of items, or a document holding items (see ``container_items``) → a list of items."""
     if isinstance(value, list):
         return value
-    if is_response(value):
-        return list(value["output"])
-    return [value]
+    items = container_items(value)
+    return [value] if items is None else items
 
 
 def is_response(value: Any) -> bool:
@@ -82,6 +81,34 @@ def is_response(value: Any) -> bool:
     )
 
 
+def container_items(value: Any) -> list[Any] | None:
+    """The items of a document that holds items, else ``None`` (the value is an item):
+
+    * a stored response — its ``output``;
+    * a page of items, as ``GET /v1/responses/{id}/input_items`` returns it
+      (``{"object": "list", "data": [...]}``) — its ``data``;
+    * a request body (``{"model", "input": [...]}``) — its ``input`` (a string
+      input is one user message).
+
+    Nothing with a ``type`` or a ``role`` is a container: that is an item.
+    """
+    if value.__class__ is not dict:
+        return None
+    if is_response(value):
+        return list(value["output"])
+    if "type" in value or "role" in value:
+        return None
+    data = value.get("data")
+    if value.get("object") == "list" and isinstance(data, list):
+        return list(data)
+    inp = value.get("input")
+    if isinstance(inp, list):
+        return list(inp)
+    if isinstance(inp, str) and "model" in value:
+        return [{"role": "user", "content": inp}]
+    return None
+
+
 def _get(item: Any, key: str) -> Any:
     return item.get(key) if isinstance(item, dict) else None
 
@@ -91,17 +118,25 @@ def _call_id(item: Any) -> str | None:
     return cid if isinstance(cid, str) else None
 
 
+def _type(item: Any) -> Any:
+    """The item's ``type``; an item with no ``type`` key but a string ``role`` is the
+    spec's shorthand message (as in ``check``), so it counts as ``message``."""
+    if isinstance(item, dict) and "type" not in item and isinstance(item.get("role"), str):
+        return "message"
+    return _get(item, "type")
+
+
 def _namespaced(typ: Any) -> bool:
     return not isinstance(typ, str) or ":" in typ
 
 
 def _role(item: Any) -> str:
-    typ = _get(item, "type")
+    typ = _type(item)
     return "output" if isinstance(typ, str) and typ.endswith("_output") else "call"
 
 
 def _call_like(item: Any) -> bool:
-    return _call_id(item) is not None or _get(item, "type") in (
+    return _call_id(item) is not None or _type(item) in (
         "function_call",
         "function_call_output",
     )
@@ -132,7 +167,7 @@ def _arguments(value: Any) -> tuple[str, Any]:
 
 
 def _compare(li: int, ri: int, a: Any, b: Any, out: list[Difference]) -> None:
-    ta, tb = _get(a, "type"), _get(b, "type")
+    ta, tb = _type(a), _type(b)
     if ta != tb or type(ta) is not type(tb):
         became = _namespaced(tb) and not _namespaced(ta)
         blocking = _namespaced(ta) or _namespaced(tb)
@@ -224,7 +259,7 @@ def diff(left: Any, right: Any) -> DiffResult:
                     "missing",
                     i,
                     None,
-                    {"type": _get(item, "type"), "call_id": cid},
+                    {"type": _type(item), "call_id": cid},
                     _call_like(item),
                 )
             )
@@ -233,7 +268,7 @@ def diff(left: Any, right: Any) -> DiffResult:
             cid = _call_id(item)
             differences.append(
                 Difference(
-                    "extra", None, j, {"type": _get(item, "type"), "call_id": cid}, _call_like(item)
+                    "extra", None, j, {"type": _type(item), "call_id": cid}, _call_like(item)
                 )
             )
     verdict: Literal["ok", "block"] = "block" if any(d.blocking for d in differences) else "ok"
