@@ -20,9 +20,10 @@ content parts rather than a bare string, and a ``status``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
@@ -58,12 +59,16 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         store = _store(services)
         try:
             if request.query_params.get("stream", "false").lower() == "true":
+                after = _int_param(request.query_params.get("starting_after"), "starting_after", default=-1, low=0, high=2**63 - 1)
                 record = await store.get(response_id, caller.tenant)
                 if record is None:
                     raise _missing(response_id)
                 if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
                     # Still running here: replay its frames so far, then follow it live.
-                    return StreamingResponse(subscribe_frames(services, response_id), media_type="text/event-stream", headers=SSE_HEADERS)
+                    frames = subscribe_frames(services, response_id)
+                    if after >= 0:
+                        frames = _frames_after(frames, after)
+                    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
                 events = await store.events(response_id, caller.tenant)
                 if not events:
                     raise invalid_request(
@@ -71,6 +76,8 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                         param="stream",
                         code="events_not_stored",
                     )
+                if after >= 0:
+                    events = events_after(events, after)
                 return Response(events + DONE, media_type="text/event-stream", headers=SSE_HEADERS)
             record = await store.get(response_id, caller.tenant)
         except StoreError as exc:
@@ -164,6 +171,31 @@ async def listed_page(store: ResponseStore, response_id: str, tenant: str, *, li
         last_id=data[-1]["id"] if data else None,
         has_more=more or len(listed) > limit,
     )
+
+
+def events_after(chunk: bytes, after: int) -> bytes:
+    """The SSE frames of ``chunk`` whose event's ``sequence_number`` is greater than ``after``
+    (``GET …?stream=true&starting_after=N``: resume a stream after the last event seen)."""
+    kept = []
+    for raw in chunk.split(b"\n\n"):
+        if not raw.strip():
+            continue
+        data = next((line[6:] for line in raw.split(b"\n") if line.startswith(b"data: ")), None)
+        if data is not None and data != b"[DONE]":
+            try:
+                number = orjson.loads(data).get("sequence_number")
+            except (orjson.JSONDecodeError, AttributeError):
+                number = None
+            if isinstance(number, int) and number <= after:
+                continue
+        kept.append(raw + b"\n\n")
+    return b"".join(kept)
+
+
+async def _frames_after(frames: AsyncIterator[bytes], after: int) -> AsyncIterator[bytes]:
+    async for chunk in frames:
+        if kept := events_after(chunk, after):
+            yield kept
 
 
 def _int_param(raw: Any, name: str, *, default: int, low: int, high: int) -> int:
