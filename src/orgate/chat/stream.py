@@ -48,6 +48,7 @@ class ChunkTranslator:
     id: str = "chatcmpl-pending"
     created: int = 0
     model: str = ""
+    service_tier: str | None = None
     _role_sent: bool = False
     _calls: dict[int, _Call] = field(default_factory=dict)  # by Responses output_index
     _errored: bool = False
@@ -142,6 +143,8 @@ class ChunkTranslator:
             self.created = int(response["created_at"])
         if response.get("model") and not self.model:
             self.model = response["model"]
+        if response.get("service_tier") and self.service_tier is None:
+            self.service_tier = response["service_tier"]
 
     def _role(self, out: list[Payload]) -> None:
         if not self._role_sent:
@@ -199,6 +202,7 @@ class ChunkTranslator:
             created=self.created,
             model=self.model,
             choices=[wire.ChunkChoice(delta=delta, finish_reason=finish_reason)],
+            service_tier=self.service_tier,
         ).model_dump(mode="json")
         if not self.include_usage:
             del chunk["usage"]
@@ -209,7 +213,12 @@ class ChunkTranslator:
             prompt_tokens=0, completion_tokens=0, total_tokens=0
         )
         return wire.ChatCompletionChunk(
-            id=self.id, created=self.created, model=self.model, choices=[], usage=u
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[],
+            usage=u,
+            service_tier=self.service_tier,
         ).model_dump(mode="json")
 
     def _end(self) -> Payload:

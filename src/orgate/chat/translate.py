@@ -129,8 +129,12 @@ _TOP_LEVEL = {
     "reasoning.effort": "reasoning_effort",
     "reasoning": "reasoning_effort",
     "tool_choice.name": "tool_choice.function.name",
+    "tool_choice.mode": "tool_choice.allowed_tools.mode",
     "input": "messages",
 }
+# ``allowed_tools`` is flat in Responses (``tool_choice.tools[0].name``) and nested in chat
+# (``tool_choice.allowed_tools.tools[0].function.name``).
+_ALLOWED_TOOL = re.compile(r"^tool_choice\.tools(?:\[(\d+)\](?:\.(\w+))?)?(.*)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +149,15 @@ class ParamMap:
             return param
         if param == "max_output_tokens":
             return self.max_tokens
+        allowed = _ALLOWED_TOOL.match(param)
+        if allowed is not None:
+            index, field, rest = allowed.groups()
+            chat = "tool_choice.allowed_tools.tools"
+            if index is not None:
+                chat += f"[{index}]"
+                if field is not None:
+                    chat += f".{field}" if field == "type" else f".function.{field}"
+            return chat + rest
         m = _INDEXED.match(param)
         if m is None:
             for prefix, chat in _TOP_LEVEL.items():

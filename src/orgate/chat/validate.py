@@ -114,25 +114,20 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
     if req.prompt_cache_options is not None:
         raise _unsupported("prompt_cache_options", "prompt_cache_options is not supported.")
     if req.max_tokens is not None and req.max_completion_tokens is not None:
-        raise invalid_request(
-            "Set only one of 'max_tokens' and 'max_completion_tokens'.",
-            param="max_tokens",
-            code="invalid_value",
+        raise _unsupported(
+            "max_tokens", "Set only one of 'max_tokens' and 'max_completion_tokens'."
         )
     for name in ("max_completion_tokens", "max_tokens"):
         value = getattr(req, name)
         if value is not None and value < 16:
-            raise invalid_request(
+            raise _unsupported(
+                name,
                 f"'{name}' must be at least 16 on this gateway (the /v1/responses minimum "
                 f"for max_output_tokens); got {value}.",
-                param=name,
-                code="invalid_value",
             )
     if req.stream_options is not None and not req.stream:
-        raise invalid_request(
-            "'stream_options' is only allowed when 'stream' is true.",
-            param="stream_options",
-            code="invalid_value",
+        raise _unsupported(
+            "stream_options", "'stream_options' is only allowed when 'stream' is true."
         )
     if req.stream_options is not None and req.stream_options.include_obfuscation:
         raise _unsupported(

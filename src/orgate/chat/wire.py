@@ -544,6 +544,7 @@ class ChatCompletionChunk(ResponseModel):
     model: str
     choices: list[ChunkChoice]
     system_fingerprint: None = None
+    service_tier: str | None = _omit()  # on every chunk, as on the chat.completion
     # Present (null until the last chunk) only when stream_options.include_usage is set.
     usage: CompletionUsage | None = None
 
