@@ -10,10 +10,10 @@ Rules (see ``docs/routing.md``):
 - **Fallback before the first event only.** An upstream failure raised before
   the first event (429, 500/502/503/504 of type ``server_error`` /
   ``rate_limit_error`` / ``model_error``: connection failures, timeouts,
-  overload) moves on to the next deployment at once; a deployment that failed
-  is tried again, up to ``retries`` more times, after an exponential backoff
-  with full jitter or its ``Retry-After`` (seconds or HTTP date). A
-  ``Retry-After`` above ``backoff_max`` drops that deployment for this
+  overload) moves on to the next deployment at once (deployments tried fewer
+  times in this request come first); a deployment that failed is tried again,
+  up to ``retries`` more times, after an exponential backoff with full jitter
+  or its ``Retry-After`` (seconds or HTTP date). A ``Retry-After`` above ``backoff_max`` drops that deployment for this
   request; when none is left the last error (the 429 and its ``Retry-After``)
   goes to the client. Other errors (400s, the tool guard's verdicts) are
   never retried. After the first event nothing is retried: the error
@@ -307,6 +307,10 @@ class RoutedProvider:
             if not ready:
                 await router.sleep(min(not_before[t.name] for t in usable) - now)
                 continue
+            # Deployments not yet tried in this request come first: a failure moves on to the
+            # next deployment at once, even when the failed one may be retried at once too
+            # (``Retry-After: 0``, a date in the past, a tiny backoff).
+            ready.sort(key=lambda t: tries[t.name])  # stable: route order among equals
             target = next((t for t in ready if router.state(t).acquire()), None)
             if target is None:
                 # Every deployment that may be tried now is at its limit: queue, briefly.

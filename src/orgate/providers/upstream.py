@@ -38,6 +38,7 @@ from orgate.providers.http import (
     too_large,
     truncated,
 )
+from orgate.providers.upstream_errors import redact_key
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
 
@@ -137,7 +138,8 @@ class SseProvider:
                     raise truncated(deployment, f"no {self.terminal} event")
                 if not resp.content.at_eof():
                     await drain(resp)
-        except ApiError:
+        except ApiError as error:
+            redact_key(error, deployment.api_key)  # an upstream may echo the key in its message
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc

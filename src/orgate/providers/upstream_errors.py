@@ -6,6 +6,8 @@
 | 400, 413, 422 | 400 ``invalid_request_error`` ``upstream_bad_request`` |
 | 401, 403 | 502 ``server_error`` ``upstream_auth_failed`` (upstream message withheld) |
 | 404 | 502 ``server_error`` ``upstream_model_not_found`` |
+| other 4xx except 408 | 400 ``invalid_request_error`` ``upstream_bad_request`` |
+| 501 | 501 ``server_error`` ``upstream_error`` (not retried, see docs/routing.md) |
 
 Each provider's ``errors`` module maps the rest (timeouts, overload, 5xx) its own way.
 """
@@ -18,11 +20,20 @@ from collections.abc import Mapping
 from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
 
 MAX_MESSAGE = 1000  # characters of an upstream message passed on
+REDACTED = "[redacted]"
 
 
 def clip(message: str) -> str:
     """``message`` cut to ``MAX_MESSAGE`` characters (an ellipsis marks the cut)."""
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
+
+
+def redact_key(error: ApiError, api_key: str | None) -> ApiError:
+    """``error`` with the deployment's ``api_key`` cut out of its message (an upstream may echo it)."""
+    if api_key and len(api_key) >= 6 and api_key in error.message:
+        error.message = error.message.replace(api_key, REDACTED)
+        error.args = (error.message,)
+    return error
 
 
 def retry_after(headers: Mapping[str, str]) -> dict[str, str]:
@@ -72,5 +83,21 @@ def status_error(
             f"{who} does not know the model or endpoint: {message}",
             type=SERVER_ERROR,
             code="upstream_model_not_found",
+        )
+    if 400 <= status < 500 and status != 408:
+        # any other 4xx (405, 409, 410, 415...): the request is wrong, another try cannot fix it
+        return ApiError(
+            400,
+            f"{who} rejected the request (HTTP {status}): {message}",
+            type=INVALID_REQUEST,
+            code="upstream_bad_request",
+        )
+    if status == 501:
+        # the upstream does not implement what was asked: not retried, not fallen back
+        return ApiError(
+            501,
+            f"{who} does not implement this request (HTTP 501): {message}",
+            type=SERVER_ERROR,
+            code="upstream_error",
         )
     return None

@@ -35,6 +35,7 @@ from orgate.providers.openai_chat.decoder import (
 from orgate.providers.openai_chat.errors import http_error
 from orgate.providers.openai_chat.mapping import ChatOptions, build_body
 from orgate.providers.upstream import drain
+from orgate.providers.upstream_errors import redact_key
 
 
 def completions_url(base_url: str) -> str:
@@ -114,7 +115,8 @@ class OpenAIChatProvider:
                     # even though the consumer stops at the final event.
                     await drain(resp)
                 yield pending + final if pending else final
-        except ApiError:
+        except ApiError as error:
+            redact_key(error, deployment.api_key)  # an upstream may echo the key in its message
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc
