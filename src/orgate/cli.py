@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -33,18 +34,31 @@ if TYPE_CHECKING:
 log = logging.getLogger("orgate")
 
 
-def _banner(settings: Settings, services: Services) -> str:
+def _banner_url(settings: Settings) -> str:
+    """The URL clients use: ``public_url``, else the listen address (a wildcard one as loopback)."""
+    if settings.server.public_url:
+        return settings.server.public_url.rstrip("/")
     host = settings.server.host
-    port = settings.server.port
-    url = settings.server.public_url or f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address
+    return f"http://{host}:{settings.server.port}"
+
+
+def _banner(settings: Settings, services: Services) -> str:
+    url = _banner_url(settings)
     key = services.keys[0]
-    shown_key = key.secret.decode() if key.secret is not None and (key.generated or key.name == "ORGATE_API_KEY") else None
-    key_line = (
-        f"  API key:   {shown_key}  (generated for this run; set ORGATE_API_KEY to choose one)"
-        if key.generated
-        else "  API key:   from your configuration" + (" (ORGATE_API_KEY)" if key.name == "ORGATE_API_KEY" else "")
-    )
-    example_key = shown_key if key.generated else "$ORGATE_API_KEY"
+    from_env = bool(os.environ.get("ORGATE_API_KEY"))  # always accepted when set
+    if key.generated and key.secret is not None:
+        key_line = f"  API key:   {key.secret.decode()}  (generated for this run; set ORGATE_API_KEY to choose one)"
+        curl_key, sdk_key, sdk_import = key.secret.decode(), f'"{key.secret.decode()}"', ""
+        hint = ""
+    else:
+        key_line = "  API key:   $ORGATE_API_KEY (from the environment)" if from_env else "  API key:   from your configuration"
+        # the examples read the key from the shell: a variable inside single quotes would be sent as written
+        curl_key, sdk_key, sdk_import = "$ORGATE_API_KEY", 'os.environ["ORGATE_API_KEY"]', "import os; "
+        hint = "" if from_env else "  # first: export ORGATE_API_KEY=<one of your configured keys>\n"
     models = ", ".join(sorted(services.deployments)) or "(none)"
     first_model = "orgate/echo" if "orgate/echo" in services.deployments else next(iter(sorted(services.deployments)), "MODEL")
     endpoints = ["/v1/responses"] if settings.endpoints.responses.enabled else []
@@ -59,30 +73,28 @@ orgate {__version__} — Open Responses gateway
   Config:    {settings.source or "embedded default (no config file)"}
 
 Try it:
-  curl {url}/v1/responses \\
-    -H "Authorization: Bearer {example_key}" -H "Content-Type: application/json" \\
+{hint}  curl {url}/v1/responses \\
+    -H "Authorization: Bearer {curl_key}" -H "Content-Type: application/json" \\
     -d '{{"model": "{first_model}", "input": "Hello!"}}'
 
-  python -c 'from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key="{example_key}"); print(c.responses.create(model="{first_model}", input="Hello!").output_text)'
+  # with the openai SDK (pip install openai):
+  python -c '{sdk_import}from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key={sdk_key}); print(c.responses.create(model="{first_model}", input="Hello!").output_text)'
 """
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from orgate.config import ConfigError, load_settings
+    from orgate.config import ConfigError, apply_cli_overrides, load_settings
     from orgate.server.app import build_services, create_app
     from orgate.server.observability import configure_logging
 
     try:
         settings = load_settings(args.config)
+        apply_cli_overrides(settings, host=args.host, port=args.port)
     except ConfigError as exc:
         print(f"orgate: {exc}", file=sys.stderr)
         return 2
-    if args.host:
-        settings.server.host = args.host
-    if args.port is not None:
-        settings.server.port = args.port
     configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
     try:
         services = build_services(settings)

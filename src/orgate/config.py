@@ -274,8 +274,13 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
         seen: set[str] = set()
+        builtin = set(BUILTIN_MODELS) if self.builtin.enabled else set()
         for model in self.models:
             for name in (model.name, *model.aliases):
+                if name in builtin:
+                    raise ValueError(
+                        f"model name {name!r} is a built-in model's name: choose another, or set [builtin] enabled = false"
+                    )
                 if name in seen:
                     raise ValueError(f"model name {name!r} is configured twice")
                 seen.add(name)
@@ -325,30 +330,98 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def apply_env_overrides(data: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
-    """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased)."""
-    for name, raw in environ.items():
+#: Where environment overrides landed: the config path (list indexes as ints) → (variable name, raw value).
+EnvOrigins = dict[tuple[str | int, ...], tuple[str, str]]
+
+
+def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origins: EnvOrigins | None = None) -> dict[str, Any]:
+    """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased).
+
+    A numeric part indexes a list the file already has (``ORGATE_MODELS__0__API_KEY``);
+    ``origins``, when given, records which variable set which path (for error messages).
+    """
+    for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
-        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
-        if not all(path):
+        parts = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if not all(parts):
             continue
-        node = data
-        for key in path[:-1]:
+        path: list[str | int] = []
+        node: Any = data
+        for position, key in enumerate(parts):
+            last = position == len(parts) - 1
+            if isinstance(node, list):
+                where = ".".join(str(part) for part in path)
+                if not key.isdigit() or int(key) >= len(node):
+                    raise ConfigError(
+                        f"environment variable {name}: `{where}` is a list of {len(node)} entr{'y' if len(node) == 1 else 'ies'}"
+                        f" in the configuration; {key!r} is not the index of one"
+                    )
+                index = int(key)
+                path.append(index)
+                if last:
+                    node[index] = _parse_env_value(raw)
+                elif isinstance(node[index], dict):
+                    node = node[index]
+                else:
+                    raise ConfigError(f"environment variable {name}: `{where}[{index}]` is not a table")
+                continue
+            path.append(key)
+            if last:
+                node[key] = _parse_env_value(raw)
+                continue
             child = node.get(key)
-            if not isinstance(child, dict):
-                child = {}
-                node[key] = child
+            if not isinstance(child, (dict, list)):
+                child = [] if parts[position + 1].isdigit() else {}  # a missing list has no index to override
+                if isinstance(child, dict):
+                    node[key] = child
             node = child
-        node[path[-1]] = _parse_env_value(raw)
+        if origins is not None:
+            origins[tuple(path)] = (name, raw)
     return data
 
 
-def _format_validation_error(error: ValidationError, source: str) -> str:
+def _env_origin(loc: tuple[str | int, ...], origins: EnvOrigins) -> str | None:
+    """The variable behind an error at ``loc`` (its path and ``loc`` are prefixes of one another)."""
+    for path, (name, _raw) in origins.items():
+        common = min(len(path), len(loc))
+        if common and tuple(loc[:common]) == path[:common]:
+            return name
+    return None
+
+
+def _retry_as_strings(data: dict[str, Any], error: ValidationError, origins: EnvOrigins) -> bool:
+    """Environment values parsed as numbers (or dates...) where a string is expected are taken as
+    written; a plain string where a list is expected is a comma-separated list. True if one changed."""
+    changed = False
+    for item in error.errors():
+        loc = tuple(item["loc"])
+        if loc not in origins:
+            continue
+        raw = origins[loc][1]
+        if item["type"] == "string_type":
+            value: Any = raw
+        elif item["type"] == "list_type" and not isinstance(item["input"], list):
+            value = [part.strip() for part in raw.split(",") if part.strip()]
+        else:
+            continue
+        node: Any = data
+        for key in loc[:-1]:
+            node = node[key]
+        if node[loc[-1]] != value:
+            node[loc[-1]] = value
+            changed = True
+    return changed
+
+
+def _format_validation_error(error: ValidationError, source: str, origins: EnvOrigins | None = None) -> str:
     lines = [f"invalid configuration in {source}:"]
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"  - {where}: {item['msg']}")
+        loc = tuple(item["loc"])
+        where = ".".join(str(part) for part in loc) or "(top level)"
+        origin = _env_origin(loc, origins) if origins else None
+        note = f" (set by the environment variable {origin})" if origin else ""
+        lines.append(f"  - {where}: {item['msg']}{note}")
     return "\n".join(lines)
 
 
@@ -363,18 +436,48 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         file = Path(path)
         source = str(file)
         try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
+            text = file.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError(f"config file not found: {file}") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {file} is a directory, not a TOML file") from None
+        except PermissionError:
+            raise ConfigError(f"cannot read config file {file}: permission denied") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+        try:
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
-    data = apply_env_overrides(data, env)
-    try:
-        settings = Settings.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, source)) from None
+    origins: EnvOrigins = {}
+    data = apply_env_overrides(data, env, origins)
+    for _ in range(8):  # each retry fixes at least one environment value
+        try:
+            settings = Settings.model_validate(data)
+            break
+        except ValidationError as exc:
+            if not _retry_as_strings(data, exc, origins):
+                raise ConfigError(_format_validation_error(exc, source, origins)) from None
+    else:  # pragma: no cover - a value that keeps changing
+        raise ConfigError(f"invalid configuration in {source}")
     settings.source = None if path is None else source
     return settings
+
+
+def apply_cli_overrides(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+    """``serve --host/--port``: over the file and the environment, validated like them (``ConfigError``)."""
+    values = settings.server.model_dump()
+    if host:
+        values["host"] = host
+    if port is not None:
+        values["port"] = port
+    try:
+        settings.server = ServerSettings.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{item['loc'][0]} {values[item['loc'][0]]}: {item['msg']}" for item in exc.errors())
+        raise ConfigError(f"invalid command line: {problems}") from None
 
 
 # --- derived values ----------------------------------------------------------------------------
