@@ -75,7 +75,17 @@ def _role(item: Any) -> str | None:
 
 
 def _is_instruction(item: Any) -> bool:
-    return _role(item) in ("system", "developer")
+    """A system / developer message, but not the summary message an earlier compaction item expanded to
+    (stored that way in a response's input, so met again through ``previous_response_id``): that one
+    is conversation, summarised like the compaction item it came from."""
+    return _role(item) in ("system", "developer") and not _is_summary(item)
+
+
+def _is_summary(item: Any) -> bool:
+    content = _field(item, "content")
+    if isinstance(content, list) and len(content) == 1:
+        content = _field(content[0], "text")
+    return isinstance(content, str) and content.startswith(SUMMARY_HEADER)
 
 
 def turn_starts(items: list[Any]) -> list[int]:

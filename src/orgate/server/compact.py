@@ -60,6 +60,7 @@ from orgate.protocol import (
 )
 from orgate.protocol.errors import ApiError, from_validation_error, invalid_request, not_found
 from orgate.server.body import read_json
+from orgate.server.observability import note_model
 from orgate.server.routes import authenticate, json_response
 from orgate.store import default_sqlite_path, sqlite_path
 
@@ -143,12 +144,17 @@ def _content_parts(content: Any, role: str) -> list[dict[str, Any]]:
         parts: list[Any] = [{"type": text_type, "text": content}]
     else:
         parts = [p.model_dump(mode="json", exclude_none=True, by_alias=True) if hasattr(p, "model_dump") else dict(p) for p in content or []]
-    out = []
-    for part in parts:
-        if part.get("type") == "output_text":
-            part = {"type": "output_text", "text": part.get("text", ""), "annotations": part.get("annotations") or [], "logprobs": part.get("logprobs") or []}
-        out.append(part)
-    return out
+    return [_output_part(part) for part in parts]
+
+
+def _output_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A content part with the fields the response-item shape requires (``InputImageContent``: ``image_url``, ``detail``)."""
+    kind = part.get("type")
+    if kind == "output_text":
+        return {"type": "output_text", "text": part.get("text", ""), "annotations": part.get("annotations") or [], "logprobs": part.get("logprobs") or []}
+    if kind == "input_image":
+        return {**part, "image_url": part.get("image_url"), "detail": part.get("detail") or "auto"}
+    return part
 
 
 def as_output_item(item: Any) -> dict[str, Any]:
@@ -169,7 +175,10 @@ def as_output_item(item: Any) -> dict[str, Any]:
     if kind == "function_call":
         return {"type": "function_call", "id": wire.get("id") or ids.function_call_id(), "call_id": wire["call_id"], "name": wire["name"], "arguments": wire["arguments"], "status": "completed"}
     if kind == "function_call_output":
-        return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": wire["output"], "status": "completed"}
+        output = wire["output"]
+        if isinstance(output, list):
+            output = [_output_part(part) if isinstance(part, dict) else part for part in output]
+        return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": output, "status": "completed"}
     if kind == "reasoning":
         out = {"type": "reasoning", "id": wire.get("id") or ids.reasoning_id(), "summary": wire.get("summary", [])}
         if wire.get("encrypted_content"):
@@ -212,8 +221,9 @@ def parse_compact_body(data: Any) -> CompactResponseMethodPublicBody:
     return body
 
 
-async def conversation(services: Services, body: CompactResponseMethodPublicBody, caller: Caller) -> list[Any]:
-    """``previous_response_id``'s context + ``input``, references resolved (compaction items still sealed)."""
+async def conversation(services: Services, body: CompactResponseMethodPublicBody, caller: Caller) -> tuple[list[Any], int]:
+    """``previous_response_id``'s context + ``input``, references resolved (compaction items still sealed),
+    and the number of history items before ``input``."""
     history: list[Any] = []
     if body.previous_response_id:
         store = services.responses.store
@@ -225,7 +235,7 @@ async def conversation(services: Services, body: CompactResponseMethodPublicBody
     items = [*history, *new_input]
     if not items:
         raise invalid_request("'input' is required (or a previous_response_id to compact).", param="input", code="missing_required_parameter")
-    return items
+    return items, len(history)
 
 
 async def summarise(services: Services, body: CompactResponseMethodPublicBody, caller: Caller, older: list[Any]) -> tuple[str | None, dict[str, Any]]:
@@ -260,12 +270,14 @@ async def compact_conversation(services: Services, body: CompactResponseMethodPu
     """The whole operation, as the ``CompactResource`` dict."""
     services.responses.resolve(body.model, caller)  # 400 without model, 404 unknown / not allowed
     key = key_for(services)
-    items = await conversation(services, body, caller)
+    items, offset = await conversation(services, body, caller)
     conf = services.settings.compaction
-    older, kept = compaction.partition(items, conf.keep_turns)
-    for index, item in enumerate(kept):  # kept compaction items stay sealed, but must be genuine
+    # every compaction item must be genuine (kept ones stay sealed, older ones are expanded); checked
+    # here, in conversation order, so the error names its index in the request's `input`
+    for index, item in enumerate(items[offset:]):
         if isinstance(item, CompactionSummaryItemParam):
             compaction.open_sealed(item.encrypted_content, key, context=caller.tenant, param=f"input[{index}].encrypted_content")
+    older, kept = compaction.partition(items, conf.keep_turns)
     older = compaction.expand(older, key, context=caller.tenant)
     summary, usage = await summarise(services, body, caller, older)
     result = compaction.compact(items, summary, keep_turns=conf.keep_turns, model=body.model)
@@ -279,6 +291,8 @@ def compact_routes(services: Services) -> Sequence[BaseRoute]:
     async def compact_endpoint(request: Request) -> Response:
         caller = authenticate(services, request)
         data = await read_json(request, services.settings.limits)
+        if isinstance(data, dict):
+            note_model(data.get("model"))  # the metrics' `model` label and the access log, as for /v1/responses
         if isinstance(data, dict) and isinstance(data.get("input"), list):
             limit = services.settings.limits.max_input_items
             if len(data["input"]) > limit:
