@@ -537,7 +537,7 @@ BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
 
 
 _DEFAULT_CAPABILITIES = {
-    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, reasoning=False, max_output_tokens=8192),
+    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, reasoning=False, max_output_tokens=8192),
     "openai-chat": Capabilities(),
     "openai-responses": Capabilities(reasoning=True),
     "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True),

@@ -210,3 +210,26 @@ def test_review_resolve_unknown_id_is_404_and_note_is_kept(
     assert done.status_code == 200, done.text
     assert done.json()["status"] == "discarded"
     assert api.get(f"/v1/orgate/review/{review_id}").json()["note"] == "junk input"
+
+
+def test_builtin_model_meets_constraints_strict_mode_cannot_express(api: httpx.Client) -> None:
+    """The built-in model generates from the schema itself: it gets the client's schema, not the
+    strict subset (which moves minItems/uniqueItems/maxLength into descriptions it does not read)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "sku": {"type": "string", "maxLength": 4},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "uniqueItems": True},
+        },
+        "required": ["sku", "tags"],
+        "additionalProperties": False,
+    }
+    for strict in (None, True):
+        fmt: dict[str, Any] = {"type": "json_schema", "name": "tagged", "schema": schema}
+        if strict is not None:
+            fmt["strict"] = strict
+        r = api.post("/v1/responses", json={"model": "orgate/echo", "input": "tag the blue kettle", "text": {"format": fmt}})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-orgate-structured-outcome"] == "ok"
+        value = json.loads(output_text(r.json()))
+        assert len(value["sku"]) <= 4 and len(value["tags"]) >= 2 and len(set(value["tags"])) == len(value["tags"])

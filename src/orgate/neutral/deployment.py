@@ -13,6 +13,10 @@ class Capabilities:
     images: bool = True
     json_schema: bool = True  # native (strict) json_schema response format
     json_object: bool = True  # json_object response format
+    # Takes the strict subset of JSON Schema (what strict mode cannot express moves into
+    # descriptions, for a model to read). False: the schema is sent as the client gave it
+    # (the built-in model generates from the schema itself and reads no descriptions).
+    strict_json_schema: bool = True
     reasoning: bool = False
     max_output_tokens: int | None = None  # the model's output cap, if known
     context_window: int | None = None

@@ -1,214 +1,831 @@
 """Make a JSON value that satisfies a JSON Schema (used by the built-in test model).
 
-Deterministic: the same schema and seed text give the same value. Covers the
-keywords tools and response formats use in practice (``type``, ``properties``,
-``required``, ``items``, ``enum``, ``const``, ``anyOf``/``oneOf``/``allOf``,
-``$ref``/``$defs``, numeric and length bounds, ``pattern`` for simple cases).
-The caller validates the result; an unsatisfiable schema gives ``None``.
+Deterministic: the same schema and seed text give the same value. Every
+sub-schema yields a stream of *candidate* values in order of preference
+(strings drawn from the seed text first); each candidate is checked with
+``jsonschema`` (the schema's own draft, Draft 2020-12 by default, formats
+checked) and the first valid one wins, so the result is valid by
+construction whenever a candidate is. Covers ``type`` (and type lists),
+``properties``/``required``/``additionalProperties``/``patternProperties``/
+``propertyNames``/``min``-``maxProperties``/``dependentRequired``/
+``dependentSchemas``, ``items``/``prefixItems``/``contains``/``min``-
+``maxItems``/``uniqueItems``, ``enum``/``const``, ``anyOf``/``oneOf``/
+``allOf``/``not``/``if``-``then``-``else``, ``$ref`` (``$defs``,
+``definitions``, ``$anchor``, ``$id``, recursion), numeric bounds and
+``multipleOf``, string lengths, ``pattern`` (a string is generated from the
+regular expression) and the common ``format`` values.
+
+When no candidate is valid — a contradictory schema (``{"type": "integer",
+"minimum": 5, "maximum": 1}``, ``false``, a ``required`` key that
+``additionalProperties: false`` forbids…) or a ``multipleOf`` that float
+division cannot meet (``0.3 / 0.1`` is not an integer in binary floating
+point) — the result is a best effort: the first candidate, or ``None`` when
+there is none.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
-_MAX_DEPTH = 12
+import jsonschema
+from jsonschema.validators import validator_for
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012, specification_with
+
+Resolver = Any  # referencing's resolver (not exported under a public name)
+
+try:  # Python 3.11+
+    import re._constants as _sre_c  # type: ignore[import-not-found]
+    import re._parser as _sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover
+    import sre_constants as _sre_c  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+_MAX_DEPTH = 24
+_SOFT_DEPTH = 5  # deeper than this, prefer the smallest values (ends recursion)
+_MAX_CANDIDATES = 48  # candidates tried per sub-schema
+_BUDGET = 20000  # validations per call, then best effort
+_ROOT_URI = "urn:orgate:schema-example"
+
+_FORMATS: dict[str, list[str]] = {
+    "date-time": ["2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"],
+    "date": ["2026-01-01", "2026-01-02", "2026-01-03"],
+    "time": ["00:00:00Z", "01:00:00Z", "02:00:00Z"],
+    "duration": ["P1D", "P2D", "PT1H"],
+    "email": ["user@example.com", "a@b.co", "a@b", "user2@example.com"],
+    "idn-email": ["user@example.com", "a@b.co", "a@b"],
+    "uri": ["https://example.com/", "https://example.com/a", "urn:a"],
+    "url": ["https://example.com/", "https://example.com/a"],
+    "iri": ["https://example.com/", "https://example.com/a"],
+    "uri-reference": ["https://example.com/", "/a", "a"],
+    "iri-reference": ["https://example.com/", "/a", "a"],
+    "uri-template": ["https://example.com/{id}", "https://example.com/"],
+    "uuid": [
+        "00000000-0000-4000-8000-000000000000",
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+    ],
+    "ipv4": ["192.0.2.1", "192.0.2.2", "192.0.2.3"],
+    "ipv6": ["2001:db8::1", "2001:db8::2", "::1"],
+    "hostname": ["example.com", "a.example.com", "a"],
+    "idn-hostname": ["example.com", "a.example.com", "a"],
+    "regex": [".*", "^a$", "a"],
+    "json-pointer": ["/a", "", "/b"],
+    "relative-json-pointer": ["0", "1", "0/a"],
+}
+
+_STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_KEYS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+)
+_OBJECT_KEYS = (
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+)
+_ARRAY_KEYS = ("items", "prefixItems", "contains", "minItems", "maxItems", "uniqueItems")
+_TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
+_LOWER_BOUNDS = (
+    "minimum",
+    "exclusiveMinimum",
+    "minLength",
+    "minItems",
+    "minProperties",
+    "minContains",
+)
+_UPPER_BOUNDS = (
+    "maximum",
+    "exclusiveMaximum",
+    "maxLength",
+    "maxItems",
+    "maxProperties",
+    "maxContains",
+)
+_MISSING = object()
+
+
+class _OutOfBudget(Exception):
+    pass
 
 
 def example_for(schema: Any, text: str = "example") -> Any:
-    """A value for ``schema``; strings are drawn from ``text``."""
-    return _Maker(schema, text).make(schema, 0)
+    """A value for ``schema`` (``None`` if it is unsatisfiable); strings are drawn from ``text``."""
+    if schema is True or schema is None:
+        return {}
+    if schema is False:
+        return None
+    if not isinstance(schema, dict):
+        return None
+    try:
+        maker = _Maker(schema, text)
+    except Exception:  # a schema jsonschema cannot load: best effort, unchecked
+        return {}
+    value = maker.make(schema, 0, maker.resolver)
+    return None if value is _MISSING else value
 
 
 class _Maker:
-    def __init__(self, root: Any, text: str) -> None:
+    def __init__(self, root: dict[str, Any], text: str) -> None:
         self.root = root
         self.text = text.strip() or "example"
+        cls = validator_for(root, default=jsonschema.Draft202012Validator)
+        self.cls = cls
+        try:
+            spec = specification_with(cls.META_SCHEMA.get("$schema", ""), default=DRAFT202012)
+        except Exception:  # pragma: no cover
+            spec = DRAFT202012
+        resource = spec.create_resource(root)
+        self.registry: Registry = Registry().with_resource(_ROOT_URI, resource)
+        self.registry = self.registry.crawl()
+        self.resolver: Resolver = self.registry.resolver(base_uri=_ROOT_URI)
+        self.budget = _BUDGET
+        self.cache: dict[tuple[int, bool], tuple[Any, Any]] = {}
 
-    def resolve(self, schema: dict[str, Any]) -> Any:
-        ref = schema.get("$ref")
-        if not isinstance(ref, str) or not ref.startswith("#"):
+    # --- validation ----------------------------------------------------------------------
+
+    def valid(self, schema: Any, value: Any, resolver: Resolver) -> bool:
+        if value is _MISSING:
+            return False
+        self.budget -= 1
+        if self.budget < 0:
+            raise _OutOfBudget
+        if isinstance(schema, bool):
             return schema
-        node: Any = self.root
-        for part in ref[1:].split("/"):
-            if not part:
-                continue
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                return {}
-        merged = dict(node) if isinstance(node, dict) else {}
-        merged.update({k: v for k, v in schema.items() if k != "$ref"})
-        return merged
+        try:
+            validator = self.cls(
+                schema,
+                format_checker=self.cls.FORMAT_CHECKER,
+                registry=self.registry,
+                _resolver=resolver,
+            )
+            return validator.is_valid(value)
+        except _OutOfBudget:
+            raise
+        except Exception:
+            return False
 
-    def make(self, schema: Any, depth: int) -> Any:
-        if schema is True or schema is None:
-            return {} if depth == 0 else "example"
-        if schema is False or not isinstance(schema, dict) or depth > _MAX_DEPTH:
-            return None
-        if "$ref" in schema:
-            return self.make(self.resolve(schema), depth + 1)
+    # --- entry points --------------------------------------------------------------------
+
+    def make(self, schema: Any, depth: int, resolver: Resolver) -> Any:
+        """The first valid candidate of ``schema`` (else the first candidate, else missing)."""
+        key = (id(schema), depth > _SOFT_DEPTH)
+        hit = self.cache.get(key)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        result = self._make(schema, depth, resolver)
+        self.cache[key] = (schema, result)
+        return result
+
+    def _make(self, schema: Any, depth: int, resolver: Resolver) -> Any:
+        first: Any = _MISSING
+        try:
+            for value in self.values(schema, depth, resolver, 1):
+                return value
+        except _OutOfBudget:
+            pass
+        if first is _MISSING:
+            try:
+                first = next(iter(self.candidates(schema, depth, resolver)), _MISSING)
+            except (_OutOfBudget, RecursionError):
+                first = _MISSING
+        return first
+
+    def values(self, schema: Any, depth: int, resolver: Resolver, limit: int) -> Iterator[Any]:
+        """Up to ``limit`` distinct valid values of ``schema``."""
+        seen: list[Any] = []
+        tried = 0
+        for value in self.candidates(schema, depth, resolver):
+            tried += 1
+            if tried > _MAX_CANDIDATES * max(1, limit):
+                return
+            if value is _MISSING or any(_same(value, s) for s in seen):
+                continue
+            if self.valid(schema, value, resolver):
+                seen.append(value)
+                yield value
+                if len(seen) >= limit:
+                    return
+
+    # --- candidates ----------------------------------------------------------------------
+
+    def candidates(self, schema: Any, depth: int, resolver: Resolver) -> Iterator[Any]:
+        if schema is True:
+            schema = {}
+        if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+            return
+        if "$ref" in schema and isinstance(schema["$ref"], str):
+            try:
+                resolved = resolver.lookup(schema["$ref"])
+            except Exception:
+                target: Any = {}
+                inner = resolver
+            else:
+                target, inner = resolved.contents, resolved.resolver
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            if target is False:
+                return
+            merged = _merge(target if isinstance(target, dict) else {}, rest)
+            yield from self.candidates(merged, depth + 1, inner)
+            return
+        if "$id" in schema and depth > 0 and isinstance(schema["$id"], str):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
         if "const" in schema:
-            return schema["const"]
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            return schema["enum"][0]
+            yield schema["const"]
+            return
+        if isinstance(schema.get("enum"), list):
+            yield from schema["enum"]
+            return
         if isinstance(schema.get("allOf"), list):
-            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            merged = {k: v for k, v in schema.items() if k != "allOf"}
             for sub in schema["allOf"]:
-                sub = self.resolve(sub) if isinstance(sub, dict) else {}
-                for key, value in sub.items():
-                    if key == "properties" and isinstance(merged.get("properties"), dict):
-                        merged["properties"] = {**merged["properties"], **value}
-                    elif key == "required" and isinstance(merged.get("required"), list):
-                        merged["required"] = [*merged["required"], *value]
-                    else:
-                        merged.setdefault(key, value)
-            return self.make(merged, depth + 1)
+                if isinstance(sub, dict) and "$ref" in sub:
+                    try:
+                        sub = resolver.lookup(sub["$ref"]).contents
+                    except Exception:
+                        sub = {}
+                if isinstance(sub, dict):
+                    merged = _merge(merged, sub)
+            yield from self.candidates(merged, depth + 1, resolver)
+            return
         for key in ("anyOf", "oneOf"):
             options = schema.get(key)
             if isinstance(options, list) and options:
-                non_null = [
-                    o for o in options if not (isinstance(o, dict) and o.get("type") == "null")
-                ]
-                return self.make((non_null or options)[0], depth + 1)
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kinds = [k for k in kind if k != "null"] or kind
-            kind = kinds[0] if kinds else None
-        if kind is None:
-            if "properties" in schema or "required" in schema:
-                kind = "object"
-            elif "items" in schema:
-                kind = "array"
-            else:
-                kind = "string" if depth else "object"
-        return getattr(self, f"_{kind}", self._string)(schema, depth)
-
-    def _object(self, schema: dict[str, Any], depth: int) -> Any:
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = [r for r in schema.get("required", []) if isinstance(r, str)]
-        value: dict[str, Any] = {}
-        for name, sub in properties.items():
-            value[name] = self.make(sub, depth + 1)
-        for name in required:
-            if name not in value:
-                extra = schema.get("additionalProperties")
-                value[name] = self.make(
-                    extra if isinstance(extra, dict) else {"type": "string"}, depth + 1
+                base = {k: v for k, v in schema.items() if k != key}
+                ordered = sorted(
+                    options,
+                    key=lambda o: _option_rank(o, depth > _SOFT_DEPTH),
                 )
-        minimum = schema.get("minProperties")
-        if (
-            isinstance(minimum, int)
-            and len(value) < minimum
-            and schema.get("additionalProperties") is not False
-        ):
-            extra = schema.get("additionalProperties")
-            for i in range(minimum - len(value)):
-                value[f"key{i}"] = self.make(
-                    extra if isinstance(extra, dict) else {"type": "string"}, depth + 1
-                )
-        return value
+                for option in ordered:
+                    if isinstance(option, dict):
+                        yield from self.candidates(_merge(base, option), depth + 1, resolver)
+                return
+        if isinstance(schema.get("if"), dict | bool):
+            base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+            cond = schema["if"] if isinstance(schema["if"], dict) else {}
+            then = schema.get("then") if isinstance(schema.get("then"), dict) else {}
+            other = schema.get("else") if isinstance(schema.get("else"), dict) else {}
+            yield from self.candidates(_merge(_merge(base, cond), then), depth + 1, resolver)
+            yield from self.candidates(_merge(base, other), depth + 1, resolver)
+            return
+        for kind in _kinds(schema, depth):
+            yield from getattr(self, f"_{kind}")(schema, depth, resolver)
 
-    def _array(self, schema: dict[str, Any], depth: int) -> Any:
+    def _object(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        required = [r for r in schema.get("required", []) or [] if isinstance(r, str)]
+        dependent = schema.get("dependentRequired")
+        dependent = dependent if isinstance(dependent, dict) else {}
+        dep_schemas = schema.get("dependentSchemas")
+        dep_schemas = dep_schemas if isinstance(dep_schemas, dict) else {}
+        min_props = (
+            schema.get("minProperties") if isinstance(schema.get("minProperties"), int) else 0
+        )
+        max_props = schema.get("maxProperties")
+        deep = depth > _SOFT_DEPTH
+
+        def value_for(name: str) -> Any:
+            return self.make(self.property_schema(schema, name), depth + 1, resolver)
+
+        def close(keys: list[str]) -> list[str]:
+            keys = list(dict.fromkeys(keys))
+            for _ in range(4):
+                for key in list(keys):
+                    for need in dependent.get(key, []) or []:
+                        if isinstance(need, str) and need not in keys:
+                            keys.append(need)
+                    extra = dep_schemas.get(key)
+                    if isinstance(extra, dict):
+                        for need in extra.get("required", []) or []:
+                            if isinstance(need, str) and need not in keys:
+                                keys.append(need)
+            return keys
+
+        def build(keys: list[str]) -> Any:
+            value: dict[str, Any] = {}
+            for name in keys:
+                sub = self.property_schema(schema, name)
+                for key, extra in dep_schemas.items():
+                    if key in keys and isinstance(extra, dict):
+                        inner = extra.get("properties")
+                        if isinstance(inner, dict) and name in inner:
+                            sub = _merge(
+                                sub if isinstance(sub, dict) else {}, {"allOf": [inner[name]]}
+                            )
+                made = self.make(sub, depth + 1, resolver)
+                if made is _MISSING:
+                    if name in required:
+                        return _MISSING
+                    continue
+                value[name] = made
+            if len(value) < min_props:
+                for extra_key in self.extra_keys(schema, min_props - len(value), set(value)):
+                    made = value_for(extra_key)
+                    if made is not _MISSING:
+                        value[extra_key] = made
+            return value
+
+        everything = close([*props, *required])
+        minimal = close(required)
+        plans = [minimal, everything] if deep else [everything, minimal]
+        if isinstance(max_props, int):
+            plans.append(minimal[:max_props])
+        for keys in plans:
+            if isinstance(max_props, int) and len(keys) > max_props:
+                keys = close(required)
+            yield build(keys)
+        # without optional keys that break dependencies / `not`: one property at a time
+        for name in props:
+            if name not in minimal:
+                yield build(close([*required, name]))
+        # variants (for uniqueItems): vary the first key's value
+        first_keys = everything if everything else []
+        if first_keys:
+            name = first_keys[0]
+            base = build(first_keys)
+            if isinstance(base, dict):
+                sub = self.property_schema(schema, name)
+                for i, alt in enumerate(self.values(sub, depth + 1, resolver, 8)):
+                    if i:
+                        yield {**base, name: alt}
+
+    def property_schema(self, schema: dict[str, Any], name: str) -> Any:
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        if name in props:
+            return props[name]
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern, sub in patterns.items():
+                try:
+                    if re.search(pattern, name):
+                        return sub
+                except re.error:
+                    continue
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            return extra
+        return {"type": "string"}
+
+    def extra_keys(self, schema: dict[str, Any], count: int, used: set[str]) -> list[str]:
+        """``count`` new property names the schema accepts (patternProperties, propertyNames)."""
+        pools: list[str] = []
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern in patterns:
+                pools.extend(_strings_for_pattern(pattern, 12))
+        names = schema.get("propertyNames")
+        if isinstance(names, dict) and isinstance(names.get("pattern"), str):
+            pools.extend(_strings_for_pattern(names["pattern"], 12))
+        if schema.get("additionalProperties") is not False:
+            pools.extend(f"key{i}" for i in range(count + 4))
+            pools.extend(
+                "key" + "abcdefghijklmnopqrstuvwxyz"[i % 26] * (1 + i // 26)
+                for i in range(count + 4)
+            )
+        out: list[str] = []
+        for name in pools:
+            if name in used or name in out:
+                continue
+            if isinstance(names, dict | bool) and not self.valid(names, name, self.resolver):
+                continue
+            out.append(name)
+            if len(out) >= count:
+                break
+        return out
+
+    def _array(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
         prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
-        items = schema.get("items", {})
-        count = max(int(schema.get("minItems", 1) or 0), len(prefix), 1)
-        maximum = schema.get("maxItems")
-        if isinstance(maximum, int):
-            count = min(count, maximum)
-        values = []
+        items = schema.get("items", True)
+        if isinstance(items, list):  # draft 4-7 tuple form
+            prefix, items = items, schema.get("additionalItems", True)
+        contains = schema.get("contains")
+        min_items = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
+        max_items = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
+        min_contains = (
+            schema.get("minContains") if isinstance(schema.get("minContains"), int) else 1
+        )
+        unique = bool(schema.get("uniqueItems"))
+        deep = depth > _SOFT_DEPTH
+        counts = [min_items, max(min_items, 1)] if deep else [max(min_items, 1), min_items]
+        if contains is not None:
+            counts = [max(c, min_contains) for c in counts]
+        counts = [max(c, 0) for c in counts]
+        if max_items is not None:
+            counts = [min(c, max_items) for c in counts]
+        for count in dict.fromkeys(counts):
+            yield self._build_array(
+                prefix, items, contains, min_contains, count, unique, depth, resolver
+            )
+
+    def _build_array(
+        self,
+        prefix: list[Any],
+        items: Any,
+        contains: Any,
+        min_contains: int,
+        count: int,
+        unique: bool,
+        depth: int,
+        resolver: Resolver,
+    ) -> Any:
+        values: list[Any] = []
+        pool_cache: dict[int, list[Any]] = {}
+
+        def pool(sub: Any, need: int) -> list[Any]:
+            key = id(sub)
+            if key not in pool_cache or len(pool_cache[key]) < need:
+                pool_cache[key] = list(self.values(sub, depth + 1, resolver, need))
+            return pool_cache[key]
+
+        n_contains = min_contains if contains is not None else 0
         for i in range(count):
-            sub = prefix[i] if i < len(prefix) else items
-            values.append(self.make(sub if sub is not None else {}, depth + 1))
-        if schema.get("uniqueItems") and len(values) > 1:
-            values = values[:1]
+            if i < len(prefix):
+                sub: Any = prefix[i]
+            else:
+                sub = items if items is not None else True
+                if i - len(prefix) < n_contains and contains is not None:
+                    sub = {"allOf": [sub if isinstance(sub, dict | bool) else {}, contains]}
+            if sub is False:
+                return _MISSING
+            if unique:
+                options = pool(sub, count)
+                choice = next(
+                    (v for v in options if not any(_same(v, s) for s in values)), _MISSING
+                )
+            else:
+                choice = self.make(sub, depth + 1, resolver)
+            if choice is _MISSING:
+                return _MISSING
+            values.append(choice)
         return values
 
-    def _string(self, schema: dict[str, Any], depth: int) -> Any:
+    def _string(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
         fmt = schema.get("format")
-        formats = {
-            "date-time": "2026-01-01T00:00:00Z",
-            "date": "2026-01-01",
-            "time": "00:00:00Z",
-            "email": "user@example.com",
-            "uri": "https://example.com/",
-            "url": "https://example.com/",
-            "uuid": "00000000-0000-4000-8000-000000000000",
-            "ipv4": "192.0.2.1",
-            "ipv6": "2001:db8::1",
-            "hostname": "example.com",
-        }
-        text = formats.get(fmt, self.text) if isinstance(fmt, str) else self.text
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            text = _match_pattern(pattern, text)
-        minimum = schema.get("minLength")
-        maximum = schema.get("maxLength")
-        if isinstance(minimum, int) and len(text) < minimum:
-            text = (text + " " + "x" * minimum)[: max(minimum, len(text))]
-            text = text.ljust(minimum, "x")
-        if isinstance(maximum, int) and len(text) > maximum:
-            text = text[:maximum]
-        return text
+        low = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
+        high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
+        pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
+        bases: list[str] = []
+        if isinstance(fmt, str) and fmt in _FORMATS:
+            bases.extend(_FORMATS[fmt])
+        else:
+            bases.extend([self.text, "example", "a", "", "b", "example 2"])
+            bases.extend(f"{self.text} {i}" for i in range(2, 6))
+        if pattern is not None:
+            generated = _strings_for_pattern(pattern, 16, low, high)
+            if bases and not _anchored_start(pattern):
+                generated += [bases[0] + g for g in generated[:4]]
+            bases = [b for b in bases if _search(pattern, b)] + generated + bases
+        for base in dict.fromkeys(bases):
+            yield _fit(base, low, high)
 
-    def _integer(self, schema: dict[str, Any], depth: int) -> Any:
-        return int(self._number(schema, depth, integer=True))
+    def _integer(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
+        yield from _numbers(schema, integer=True)
 
-    def _number(self, schema: dict[str, Any], depth: int, integer: bool = False) -> Any:
-        low = schema.get("minimum")
-        high = schema.get("maximum")
-        ex_low = schema.get("exclusiveMinimum")
-        ex_high = schema.get("exclusiveMaximum")
-        value: float = 1
-        if isinstance(low, int | float):
-            value = max(value, low)
-        if isinstance(ex_low, int | float) and value <= ex_low:
-            value = ex_low + 1
-        if isinstance(high, int | float) and value > high:
-            value = high
-        if isinstance(ex_high, int | float) and value >= ex_high:
-            value = (
-                ex_high - 1
-                if integer
-                or ex_high - 1
-                > (ex_low if isinstance(ex_low, int | float) else low or float("-inf"))
-                else (ex_high + (ex_low or 0)) / 2
-            )
-        step = schema.get("multipleOf")
-        if isinstance(step, int | float) and step > 0:
-            value = step * max(1, round(value / step))
-        if integer:
-            value = int(value) if float(value).is_integer() else int(value) + 1
-        return value
+    def _number(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
+        yield from _numbers(schema, integer=False)
 
-    def _boolean(self, schema: dict[str, Any], depth: int) -> Any:
-        return True
+    def _boolean(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
+        yield True
+        yield False
 
-    def _null(self, schema: dict[str, Any], depth: int) -> Any:
-        return None
+    def _null(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
+        yield None
 
 
-def _match_pattern(pattern: str, text: str) -> str:
-    """Return ``text`` if it matches, else a simple candidate that does, else ``text``."""
-    try:
-        compiled = re.compile(pattern)
-    except re.error:
-        return text
-    candidates = [
-        text,
-        "example",
-        "a",
-        "A",
-        "0",
-        "abc",
-        "ABC",
-        "a1",
-        "x-1",
-        "2026-01-01",
-        "user@example.com",
-    ]
-    for candidate in candidates:
-        if compiled.search(candidate):
-            return candidate
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``1 == True`` is not)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return (
+        type(a) in (int, float)
+        and type(b) in (int, float)
+        and a == b
+        or (type(a) is type(b) and a == b)
+    )
+
+
+def _option_rank(option: Any, deep: bool) -> int:
+    if not isinstance(option, dict):
+        return 2
+    is_null = option.get("type") == "null" or option.get("const", 0) is None
+    if deep:
+        return 0 if is_null else (2 if "$ref" in option else 1)
+    return 1 if is_null else 0
+
+
+def _kinds(schema: dict[str, Any], depth: int) -> list[str]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        kinds = [kind]
+    elif isinstance(kind, list):
+        kinds = [k for k in kind if isinstance(k, str)]
+        if schema.get("type") and depth > _SOFT_DEPTH and "null" in kinds:
+            kinds = ["null", *[k for k in kinds if k != "null"]]
+        else:
+            kinds = [k for k in kinds if k != "null"] + (["null"] if "null" in kinds else [])
+    else:
+        kinds = []
+        if any(k in schema for k in _OBJECT_KEYS):
+            kinds.append("object")
+        if any(k in schema for k in (*_ARRAY_KEYS, "minContains", "maxContains")):
+            kinds.append("array")
+        if any(k in schema for k in _STRING_KEYS):
+            kinds.append("string")
+        if any(k in schema for k in _NUMBER_KEYS):
+            kinds.append("number")
+        if not kinds:
+            kinds = ["object"] if depth == 0 else ["string"]
+        kinds += [k for k in _TYPE_ORDER if k not in kinds]
+    return [k for k in kinds if k in _TYPE_ORDER]
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """A schema for generating values of ``allOf: [a, b]`` (validation checks the real one)."""
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+        elif key == "properties" and isinstance(value, dict) and isinstance(out[key], dict):
+            props = dict(out[key])
+            for name, sub in value.items():
+                props[name] = {"allOf": [props[name], sub]} if name in props else sub
+            out[key] = props
+        elif key == "required" and isinstance(value, list) and isinstance(out[key], list):
+            out[key] = list(dict.fromkeys([*out[key], *value]))
+        elif key in _LOWER_BOUNDS and _is_num(value) and _is_num(out[key]):
+            out[key] = max(out[key], value)
+        elif key in _UPPER_BOUNDS and _is_num(value) and _is_num(out[key]):
+            out[key] = min(out[key], value)
+        elif key == "type":
+            left = out[key] if isinstance(out[key], list) else [out[key]]
+            right = value if isinstance(value, list) else [value]
+            both = [t for t in left if t in right or (t == "integer" and "number" in right)]
+            both += [t for t in right if t == "integer" and "number" in left and t not in both]
+            out[key] = both or left
+        elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
+            out[key] = [v for v in out[key] if any(_same(v, w) for w in value)]
+        elif key == "multipleOf" and _is_num(value) and _is_num(out[key]):
+            out[key] = _lcm(out[key], value)
+        elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
+            if key == "allOf" and isinstance(out[key], list):
+                out[key] = [*out[key], *value]
+            else:
+                out["allOf"] = [*(out.get("allOf") or []), {key: value}]
+        elif key in ("items", "additionalProperties", "contains", "propertyNames", "not"):
+            if isinstance(value, dict) and isinstance(out[key], dict):
+                out[key] = {"allOf": [out[key], value]}
+            elif value is False:
+                out[key] = False
+    return out
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _lcm(a: float, b: float) -> float:
+    if isinstance(a, int) and isinstance(b, int):
+        return abs(a * b) // math.gcd(a, b) if a and b else max(a, b)
+    da, db = Decimal(str(a)), Decimal(str(b))
+    scale = Decimal(10) ** max(-da.as_tuple().exponent, -db.as_tuple().exponent, 0)  # type: ignore[operator]
+    ia, ib = int(da * scale), int(db * scale)
+    if not ia or not ib:
+        return max(a, b)
+    return float(Decimal(abs(ia * ib) // math.gcd(ia, ib)) / scale)
+
+
+def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
+    low = schema.get("minimum") if _is_num(schema.get("minimum")) else None
+    high = schema.get("maximum") if _is_num(schema.get("maximum")) else None
+    ex_low = schema.get("exclusiveMinimum")
+    ex_high = schema.get("exclusiveMaximum")
+    if ex_low is True and low is not None:  # draft 4 booleans
+        ex_low, low = low, None
+    if ex_high is True and high is not None:
+        ex_high, high = high, None
+    ex_low = ex_low if _is_num(ex_low) else None
+    ex_high = ex_high if _is_num(ex_high) else None
+    step = schema.get("multipleOf") if _is_num(schema.get("multipleOf")) else None
+    if step is not None and step <= 0:
+        step = None
+
+    def ok(v: float) -> bool:
+        return (
+            (low is None or v >= low)
+            and (high is None or v <= high)
+            and (ex_low is None or v > ex_low)
+            and (ex_high is None or v < ex_high)
+        )
+
+    lower = max([b for b in (low, ex_low) if b is not None], default=None)
+    upper = min([b for b in (high, ex_high) if b is not None], default=None)
+    anchors: list[float] = [1]
+    if lower is not None:
+        anchors += [lower, math.floor(lower) + 1, lower + 1]
+    if upper is not None:
+        anchors += [upper, math.ceil(upper) - 1, upper - 1]
+    if lower is not None and upper is not None:
+        anchors.append((lower + upper) / 2)
+    anchors += [0, 2, -1]
+    out: list[Any] = []
+
+    def emit(v: Any) -> None:
+        if ok(v) and not any(type(v) is type(w) and v == w for w in out):
+            out.append(v)
+
+    if step is None:
+        for a in anchors:
+            if integer:
+                for v in (math.ceil(a), math.floor(a)):
+                    emit(int(v))
+            else:
+                emit(int(a) if float(a).is_integer() else a)
+        if not integer:
+            if lower is not None and upper is not None:
+                for frac in (0.5, 0.25, 0.75, 0.001, 0.999):
+                    emit(lower + (upper - lower) * frac)
+            base = next((v for v in out if isinstance(v, int)), None)
+            if base is not None:
+                emit(base + 0.5)
+                emit(base - 0.5)
+        for extra in range(3, 20):
+            emit(extra)
+        yield from out
+        return
+    dstep = Decimal(str(step))
+    inexact: list[Any] = []
+    for a in anchors:
+        k0 = int((Decimal(str(a)) / dstep).to_integral_value())
+        for k in (k0, k0 + 1, k0 - 1, k0 + 2, k0 - 2):
+            raw = Decimal(k) * dstep
+            v: Any = int(raw) if raw == raw.to_integral_value() else float(raw)
+            if integer and not isinstance(v, int):
+                continue
+            if isinstance(v, float) and not (v / step).is_integer():
+                inexact.append(v)  # a multiple in decimal, not in float division
+                continue
+            emit(v)
+    if integer and not out:  # an integer multiple of a fraction: the smallest k giving one
+        unit = _lcm(1, step)
+        unit_int = int(unit) if float(unit).is_integer() else None
+        if unit_int:
+            start = math.ceil((lower if lower is not None else 1) / unit_int)
+            for k in range(start, start + 5):
+                emit(k * unit_int)
+            for k in range(0, -5, -1):
+                emit(k * unit_int)
+    for v in inexact:
+        emit(v)
+    yield from out
+
+
+def _fit(text: str, low: int, high: int | None) -> str:
+    if len(text) < low:
+        text = text + "x" * (low - len(text))
+    if high is not None and len(text) > high:
+        text = text[:high]
     return text
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
+
+
+def _anchored_start(pattern: str) -> bool:
+    return pattern.startswith("^") or pattern.startswith("\\A")
+
+
+def _strings_for_pattern(
+    pattern: str, limit: int, low: int = 0, high: int | None = None
+) -> list[str]:
+    """Strings matching ``pattern`` (searched, as JSON Schema does), shortest first."""
+    try:
+        parsed = _sre_parse.parse(pattern)
+        compiled = re.compile(pattern)
+    except (re.error, RecursionError, ValueError):
+        return []
+    out: list[str] = []
+    for extra in (0, 1, 2, 3, 5, 8, max(low, 0), max(low, 0) * 2):
+        for variant in range(4):
+            gen = _RegexGen(extra, variant, low)
+            try:
+                text = gen.emit(parsed)
+            except (_Unsupported, RecursionError):
+                continue
+            if compiled.search(text) and text not in out:
+                if len(text) >= low and (high is None or len(text) <= high):
+                    out.insert(len([o for o in out if len(o) >= low]), text)
+                else:
+                    out.append(text)
+            if len(out) >= limit:
+                return out
+    return out
+
+
+class _Unsupported(Exception):
+    pass
+
+
+_CATEGORY_CHARS = {
+    "CATEGORY_DIGIT": "0123456789",
+    "CATEGORY_NOT_DIGIT": "abcxyzABC",
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_NOT_SPACE": "abc012",
+    "CATEGORY_WORD": "abcxyz012ABC_",
+    "CATEGORY_NOT_WORD": "-. ",
+}
+_NEGATED_POOL = "aAbx0z1Z_- .@"
+
+
+class _RegexGen:
+    def __init__(self, extra: int, variant: int, low: int) -> None:
+        self.extra = extra
+        self.variant = variant
+        self.low = low
+        self.groups: dict[int, str] = {}
+
+    def pick(self, chars: str) -> str:
+        return chars[self.variant % len(chars)]
+
+    def emit(self, parsed: Any) -> str:
+        out: list[str] = []
+        for op, arg in parsed:
+            name = str(op)
+            if name == "LITERAL":
+                out.append(chr(arg))
+            elif name == "NOT_LITERAL":
+                out.append(next(c for c in _NEGATED_POOL if ord(c) != arg))
+            elif name == "ANY":
+                out.append(self.pick("abcx"))
+            elif name == "IN":
+                out.append(self.char_in(arg))
+            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                low, high, sub = arg
+                count = low + self.extra
+                if high != _sre_c.MAXREPEAT:
+                    count = min(count, high)
+                out.extend(self.emit(sub) for _ in range(count))
+            elif name == "SUBPATTERN":
+                group, sub = arg[0], arg[-1]
+                text = self.emit(sub)
+                if group:
+                    self.groups[group] = text
+                out.append(text)
+            elif name == "ATOMIC_GROUP":
+                out.append(self.emit(arg))
+            elif name == "BRANCH":
+                branches = arg[1]
+                out.append(self.emit(branches[self.variant % len(branches)]))
+            elif name == "GROUPREF":
+                out.append(self.groups.get(arg, ""))
+            elif name in ("AT", "ASSERT", "ASSERT_NOT"):
+                continue
+            else:
+                raise _Unsupported(name)
+        return "".join(out)
+
+    def char_in(self, items: Any) -> str:
+        allowed: list[str] = []
+        negate = False
+        for op, arg in items:
+            name = str(op)
+            if name == "NEGATE":
+                negate = True
+            elif name == "LITERAL":
+                allowed.append(chr(arg))
+            elif name == "RANGE":
+                lo, hi = arg
+                allowed.extend(chr(c) for c in range(lo, min(hi, lo + 25) + 1))
+            elif name == "CATEGORY":
+                allowed.extend(_CATEGORY_CHARS.get(str(arg), "a"))
+        if negate:
+            pool = [c for c in _NEGATED_POOL if c not in allowed]
+            if not pool:
+                raise _Unsupported("negated class")
+            return self.pick("".join(pool))
+        if not allowed:
+            raise _Unsupported("empty class")
+        return self.pick("".join(allowed))

@@ -68,7 +68,7 @@ REGRESSION_THRESHOLDS = {"budget_exhaustion_rate": 0.01, "first_attempt_failure_
 """A rise of at least this much (absolute, as a fraction: 0.01 = 1 percentage point) fails ``--baseline``."""
 _EPS = 1e-9
 _BUILTIN_CAPS = Capabilities(
-    tools=True, images=True, json_schema=True, json_object=True, max_output_tokens=8192
+    tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, max_output_tokens=8192
 )
 
 

@@ -129,7 +129,7 @@ def plan(request: ModelRequest, caps: Capabilities, *, prefer_strict: bool = Tru
     name = fmt.name or DEFAULT_FORMAT_NAME
     root_object = schema.get("type") == "object"
     if caps.json_schema and root_object:
-        if prefer_strict and fmt.strict is not False:
+        if prefer_strict and fmt.strict is not False and caps.strict_json_schema:
             result = strict.strictify(schema)
             if result.schema is not None:
                 sent_fmt = TextFormat("json_schema", name, result.schema, True, fmt.description)
