@@ -3,7 +3,8 @@
 ``HttpPool`` hands out one ``aiohttp.ClientSession`` per upstream origin and
 connection limit (keep-alive pooling, DNS cache, no cookie jar, transparent
 decompression). Sessions are created lazily inside the running event loop and
-closed together by ``await pool.aclose()``.
+closed together by ``await pool.aclose()``. ``open_reply`` is every provider's
+first look at a reply: HTTP errors, web pages, capped JSON bodies, or a stream.
 
 ``client_error`` translates aiohttp / asyncio exceptions into ``ApiError`` at
 the boundary: refused or reset connections become 502 ``upstream_unavailable``,
@@ -13,9 +14,12 @@ never the API key.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+import orjson
 
 from orgate.neutral import Deployment
 from orgate.protocol.errors import SERVER_ERROR, ApiError
@@ -133,58 +137,60 @@ async def read_error_body(resp: aiohttp.ClientResponse) -> bytes:
 
 NOT_A_STREAM = frozenset({"text/html", "application/xhtml+xml", "text/xml", "application/xml"})
 
+#: What ``open_reply`` returns for a reply that is an event stream (to be read by the caller).
+STREAM: Any = object()
 
-def not_a_stream(deployment: Deployment, content_type: str) -> ApiError | None:
-    """The error for a 200 reply that is a web page (a proxy's or a captive portal's), not an answer."""
-    if content_type.startswith(("text/event-stream", "application/json")):
-        return None  # what upstreams send
+
+async def open_reply(
+    resp: aiohttp.ClientResponse,
+    deployment: Deployment,
+    http_error: Callable[[int, bytes, Mapping[str, str], str], ApiError],
+    bad_json: Callable[[str, str], ApiError],
+) -> Any:
+    """The first look at an upstream's reply, shared by the providers.
+
+    Raises ``http_error(...)`` for an HTTP error status (its body read to
+    ``MAX_ERROR_BODY``), 502 ``upstream_invalid_response`` for a web page or a
+    JSON body over ``MAX_JSON_BODY``, ``bad_json(...)`` for a JSON body that does
+    not parse. Returns the parsed body of a JSON (non-streamed) reply, else ``STREAM``.
+    """
+    if resp.status >= 400:
+        raise http_error(resp.status, await read_error_body(resp), resp.headers, deployment.name)
+    content_type = resp.headers.get("Content-Type", "")
+    if content_type.startswith("text/event-stream"):
+        return STREAM  # what upstreams send
     media = content_type.split(";", 1)[0].strip().lower()
-    if media not in NOT_A_STREAM:
-        return None
-    return ApiError(
-        502,
-        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} sent an invalid response: "
-        f"a {media} page instead of an event stream",
-        type=SERVER_ERROR,
-        code="upstream_invalid_response",
-    )
+    if media in NOT_A_STREAM:  # a proxy's or a captive portal's page, not an answer
+        raise _invalid(deployment, f"a {media} page instead of an event stream")
+    if "json" not in content_type or "event-stream" in content_type:
+        return STREAM
+    raw, whole = await read_capped(resp, MAX_JSON_BODY)
+    if not whole:
+        raise _invalid(deployment, f"a body larger than {MAX_JSON_BODY} bytes")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_json(deployment.name, "the body is not JSON") from None
 
 
-def too_large(deployment: Deployment, limit: int) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} sent an invalid response: "
-        f"a body larger than {limit} bytes",
-        type=SERVER_ERROR,
-        code="upstream_invalid_response",
-    )
+def _upstream_error(deployment: Deployment, status: int, what: str, code: str) -> ApiError:
+    return ApiError(status, f"upstream '{deployment.name}' at {host_of(deployment.base_url)} {what}", type=SERVER_ERROR, code=code)
+
+
+def _invalid(deployment: Deployment, detail: str) -> ApiError:
+    return _upstream_error(deployment, 502, f"sent an invalid response: {detail}", "upstream_invalid_response")
 
 
 def unavailable(deployment: Deployment, detail: str) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} is unavailable: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_unavailable",
-    )
+    return _upstream_error(deployment, 502, f"is unavailable: {detail}", "upstream_unavailable")
 
 
 def timed_out(deployment: Deployment, detail: str) -> ApiError:
-    return ApiError(
-        504,
-        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} timed out: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_timeout",
-    )
+    return _upstream_error(deployment, 504, f"timed out: {detail}", "upstream_timeout")
 
 
 def truncated(deployment: Deployment, detail: str) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{deployment.name}' at {host_of(deployment.base_url)} ended the stream early: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_stream_truncated",
-    )
+    return _upstream_error(deployment, 502, f"ended the stream early: {detail}", "upstream_stream_truncated")
 
 
 def client_error(exc: BaseException, deployment: Deployment) -> ApiError:

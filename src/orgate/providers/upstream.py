@@ -27,17 +27,7 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import (
-    MAX_JSON_BODY,
-    HttpPool,
-    client_error,
-    not_a_stream,
-    read_capped,
-    read_error_body,
-    timeout_for,
-    too_large,
-    truncated,
-)
+from orgate.providers.http import STREAM, HttpPool, client_error, open_reply, timeout_for, truncated
 from orgate.providers.upstream_errors import redact_key
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
@@ -104,22 +94,8 @@ class SseProvider:
             async with session.post(
                 self._url, data=payload, headers=self._headers, timeout=self._timeout
             ) as resp:
-                if resp.status >= 400:
-                    raise self.http_error(
-                        resp.status, await read_error_body(resp), resp.headers, deployment.name
-                    )
-                content_type = resp.headers.get("Content-Type", "")
-                page = not_a_stream(deployment, content_type)
-                if page is not None:
-                    raise page
-                if "json" in content_type and "event-stream" not in content_type:
-                    raw, whole = await read_capped(resp, MAX_JSON_BODY)
-                    if not whole:
-                        raise too_large(deployment, MAX_JSON_BODY)
-                    try:
-                        body = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        raise self.bad_stream(deployment.name, "the body is not JSON") from None
+                body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
+                if body is not STREAM:
                     for event in self.decode_json(body, deployment.name):
                         yield event
                     return

@@ -16,17 +16,7 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import (
-    MAX_JSON_BODY,
-    HttpPool,
-    client_error,
-    not_a_stream,
-    read_capped,
-    read_error_body,
-    timeout_for,
-    too_large,
-    truncated,
-)
+from orgate.providers.http import STREAM, HttpPool, client_error, open_reply, timeout_for, truncated
 from orgate.providers.openai_chat.decoder import (
     ChatStreamDecoder,
     decode_completion,
@@ -79,20 +69,8 @@ class OpenAIChatProvider:
             async with session.post(
                 self._url, data=payload, headers=self._headers, timeout=self._timeout
             ) as resp:
-                if resp.status >= 400:
-                    raise http_error(resp.status, await read_error_body(resp), resp.headers, deployment.name)
-                content_type = resp.headers.get("Content-Type", "")
-                page = not_a_stream(deployment, content_type)
-                if page is not None:
-                    raise page
-                if "json" in content_type and "event-stream" not in content_type:
-                    raw, whole = await read_capped(resp, MAX_JSON_BODY)
-                    if not whole:
-                        raise too_large(deployment, MAX_JSON_BODY)
-                    try:
-                        body = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        raise invalid_response(deployment.name, "the body is not JSON") from None
+                body = await open_reply(resp, deployment, http_error, invalid_response)
+                if body is not STREAM:
                     yield list(decode_completion(body, deployment.name))
                     return
                 feed = decoder.feed
