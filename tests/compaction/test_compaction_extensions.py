@@ -23,6 +23,7 @@ from orgate.server.compact import kept_output
 from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.anthropic_upstream import text as claude_text
 from tests.fakes.responses_upstream import FakeResponses, text, web_search_call
+from tests.support.configs import native_and_claude
 from tests.support.spec import validate
 from tests.ws.inproc import InProcessServer
 
@@ -79,22 +80,7 @@ def upstreams() -> Iterator[tuple[FakeResponses, FakeAnthropic]]:
 @pytest.fixture(scope="module")
 def server(upstreams: tuple[FakeResponses, FakeAnthropic]) -> Iterator[InProcessServer]:
     native, claude = upstreams
-    config = f"""
-[[models]]
-name = "native"
-provider = "openai-responses"
-base_url = "{native.base_url}"
-upstream_model = "gpt-fake-1"
-read_timeout = 5
-
-[[models]]
-name = "claude"
-provider = "anthropic"
-base_url = "{claude.base_url}"
-api_key = "k"
-upstream_model = "claude-fake-1"
-read_timeout = 5
-"""
+    config = native_and_claude(native, claude)
     with InProcessServer(config) as running:
         yield running
 

@@ -293,6 +293,19 @@ class LoopbackFake:
         record.completed = True
         return response
 
+    async def send_script(self, request: web.Request, record: RecordedRequest, frames: list[bytes], reply: Any) -> web.StreamResponse:
+        """``send_events`` with the failure knobs of a fake's ``Script`` (``delay``, ``cut_after``, ...)."""
+        return await self.send_events(
+            request,
+            record,
+            frames,
+            delay=reply.delay,
+            cut_after=reply.cut_after,
+            stall_after=reply.stall_after,
+            stall_seconds=reply.stall_seconds,
+            headers=reply.headers,
+        )
+
     async def send_events(
         self,
         request: web.Request,

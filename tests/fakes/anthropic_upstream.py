@@ -208,16 +208,7 @@ class FakeAnthropic(LoopbackFake):
         self, request: web.Request, body: dict[str, Any], reply: Script, record: RecordedRequest
     ) -> web.StreamResponse:
         frames = [sse_frame(e) for e in self.events(body, reply)]
-        return await self.send_events(
-            request,
-            record,
-            frames,
-            delay=reply.delay,
-            cut_after=reply.cut_after,
-            stall_after=reply.stall_after,
-            stall_seconds=reply.stall_seconds,
-            headers=reply.headers,
-        )
+        return await self.send_script(request, record, frames, reply)
 
     def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
         return self.message(body, reply)

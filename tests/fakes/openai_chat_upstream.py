@@ -310,16 +310,7 @@ class FakeOpenAIChat(LoopbackFake):
             frames.insert(reply.garbage_after, b"data: {this is not json\n\n")
         if reply.done:
             frames.append(b"data: [DONE]\n\n")
-        return await self.send_events(
-            request,
-            record,
-            frames,
-            delay=reply.delay,
-            cut_after=reply.cut_after,
-            stall_after=reply.stall_after,
-            stall_seconds=reply.stall_seconds,
-            headers=reply.headers,
-        )
+        return await self.send_script(request, record, frames, reply)
 
     def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
         message: dict[str, Any] = {

@@ -209,16 +209,7 @@ class FakeResponses(LoopbackFake):
         frames = [sse_frame(e) for e in self.events(body, reply)]
         if reply.done:
             frames.append(b"data: [DONE]\n\n")
-        return await self.send_events(
-            request,
-            record,
-            frames,
-            delay=reply.delay,
-            cut_after=reply.cut_after,
-            stall_after=reply.stall_after,
-            stall_seconds=reply.stall_seconds,
-            headers=reply.headers,
-        )
+        return await self.send_script(request, record, frames, reply)
 
     def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
         return self.response(body, reply, self.output_items(reply))

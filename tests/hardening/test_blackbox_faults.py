@@ -27,15 +27,13 @@ from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Raw, Script, text
 from tests.fakes.responses_upstream import FakeResponses
 from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events
 from tests.server_process import OrgateServer
+from tests.support.configs import model_block
 
 MB = 1024 * 1024
 
 
 def _model(name: str, provider: str, base_url: str, extra: str = "") -> str:
-    return (
-        f'[[models]]\nname = "{name}"\nprovider = "{provider}"\nbase_url = "{base_url}"\n'
-        f'api_key = "upstream-secret"\nupstream_model = "m"\nread_timeout = 30\n{extra}\n'
-    )
+    return model_block(name, provider, base_url, "m", api_key="upstream-secret", read_timeout=30, extra=extra)
 
 
 @pytest.fixture(scope="module")

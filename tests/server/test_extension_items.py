@@ -26,6 +26,7 @@ from tests.fakes.openai_chat_upstream import FakeOpenAIChat
 from tests.fakes.openai_chat_upstream import text as chat_text
 from tests.fakes.responses_upstream import FakeResponses, Script, http_error, text, web_search_call
 from tests.server_process import OrgateServer
+from tests.support.configs import model_block, native_and_claude
 from tests.support.spec import check_sse, validate
 
 GATE_HEADER = "x-orgate-gate-warnings"
@@ -39,38 +40,9 @@ PREVIEW = {
 
 
 def config(native: FakeResponses, claude: FakeAnthropic, chat: FakeOpenAIChat) -> str:
-    return f"""
-[[models]]
-name = "native"
-provider = "openai-responses"
-base_url = "{native.base_url}"
-api_key = "upstream-secret"
-upstream_model = "gpt-fake-1"
-read_timeout = 5
-capabilities = {{ reasoning = true }}
-
-[[models]]
-name = "native-other"
-provider = "openai-responses"
-base_url = "http://127.0.0.1:{native.port}"
-upstream_model = "gpt-fake-1"
-read_timeout = 5
-
-[[models]]
-name = "claude"
-provider = "anthropic"
-base_url = "{claude.base_url}"
-api_key = "anthropic-secret"
-upstream_model = "claude-fake-1"
-read_timeout = 5
-
-[[models]]
-name = "chat"
-provider = "openai-chat"
-base_url = "{chat.base_url}"
-upstream_model = "fake-model"
-read_timeout = 5
-
+    return native_and_claude(
+        native, claude, native_other=True, native_key="upstream-secret", claude_key="anthropic-secret", native_extra="capabilities = { reasoning = true }"
+    ) + model_block("chat", "openai-chat", chat.base_url, "fake-model") + f"""
 [[models]]
 name = "mixed"
 read_timeout = 5

@@ -23,6 +23,7 @@ import pytest
 from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.anthropic_upstream import text as claude_text
 from tests.fakes.responses_upstream import FakeResponses, text, web_search_call
+from tests.support.configs import native_and_claude
 from tests.support.spec import check_events, validate
 from tests.ws.conftest import create, ws_connect
 from tests.ws.inproc import InProcessServer
@@ -39,29 +40,7 @@ def upstreams() -> Iterator[tuple[FakeResponses, FakeAnthropic]]:
 @pytest.fixture(scope="module")
 def server(upstreams: tuple[FakeResponses, FakeAnthropic]) -> Iterator[InProcessServer]:
     native, claude = upstreams
-    config = f"""
-[[models]]
-name = "native"
-provider = "openai-responses"
-base_url = "{native.base_url}"
-upstream_model = "gpt-fake-1"
-read_timeout = 5
-
-[[models]]
-name = "native-other"
-provider = "openai-responses"
-base_url = "http://127.0.0.1:{native.port}"
-upstream_model = "gpt-fake-1"
-read_timeout = 5
-
-[[models]]
-name = "claude"
-provider = "anthropic"
-base_url = "{claude.base_url}"
-api_key = "k"
-upstream_model = "claude-fake-1"
-read_timeout = 5
-"""
+    config = native_and_claude(native, claude, native_other=True)
     with InProcessServer(config) as running:
         yield running
 
