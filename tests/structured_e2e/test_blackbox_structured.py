@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script, text
 from tests.server_process import OrgateServer
+from tests.structured_e2e.helpers import structured_counts
 from tests.support.samples import output_text
 
 PRODUCT = {
@@ -40,23 +40,6 @@ def body(name: str, schema: dict[str, Any] | None = None, **extra: Any) -> dict[
 def feedback(fake: FakeOpenAIChat, index: int) -> str:
     value = fake.bodies[index]["messages"][-1]["content"]
     return value if isinstance(value, str) else "".join(p.get("text", "") for p in value)
-
-
-def structured_counts(api: httpx.Client, fmt: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(api.get("/metrics").text):
-        if not family.name.startswith("orgate_structured_"):
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_total") and sample.labels.get("format") == fmt:
-                key = sample.name.removeprefix("orgate_structured_").removesuffix("_total")
-                extra = [
-                    f"{k}={v}"
-                    for k, v in sorted(sample.labels.items())
-                    if k not in ("model", "format")
-                ]
-                out[key + ("{" + ",".join(extra) + "}" if extra else "")] = sample.value
-    return out
 
 
 # --------------------------------------------------------------------------- retries are capped

@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script, text
 from tests.server_process import OrgateServer
 from tests.structured_e2e.conftest import DEFAULT_PRODUCT
+from tests.structured_e2e.helpers import structured_counts
 from tests.support.samples import output_text
 from tests.support.spec import check_sse, validate
 
@@ -450,24 +450,6 @@ def test_truncation_budget_override(api: httpx.Client, fake: FakeOpenAIChat) -> 
 
 
 # --------------------------------------------------------------------------- metrics
-
-
-def structured_counts(api: httpx.Client, fmt: str) -> dict[str, float]:
-    text_ = api.get("/metrics").text
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text_):
-        if not family.name.startswith("orgate_structured_"):
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_total") and sample.labels.get("format") == fmt:
-                key = sample.name.removeprefix("orgate_structured_").removesuffix("_total")
-                extra = [
-                    f"{k}={v}"
-                    for k, v in sorted(sample.labels.items())
-                    if k not in ("model", "format")
-                ]
-                out[key + ("{" + ",".join(extra) + "}" if extra else "")] = sample.value
-    return out
 
 
 def test_metrics_give_the_three_rates_exactly(api: httpx.Client, fake: FakeOpenAIChat) -> None:
