@@ -139,9 +139,9 @@ def check_context(
         item = items[index]
         if item.get("type") != "function_call":
             continue
-        verdict = check(item, None, require_status=False)
-        if verdict.code is Code.OK and catalog is not None and verdict.name in catalog:
-            verdict = check(item, catalog, require_status=False)
+        # Checked against the tool's schema only when the request defines that tool (see above).
+        known = catalog is not None and item.get("name") in catalog
+        verdict = check(item, catalog if known else None, require_status=False)
         if verdict.code is not Code.OK:
             _report(policy, warnings, _call_message(where(index), verdict), code=verdict.code.value, param=f"input[{where(index)}]")
     result = check_pairing(items, None, require_status=False)
