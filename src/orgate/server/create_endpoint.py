@@ -49,21 +49,16 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
 
 
-async def send_sse(
-    send: Any, receive: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None = None, watch: DisconnectWatch | None = None
-) -> None:
+async def send_sse(send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None, watch: DisconnectWatch) -> None:
     """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call).
 
-    The chunks are pumped in the request's own task; the ``DisconnectWatch``
-    (one of its own when none is given) cancels that task when the client goes
+    The chunks are pumped in the request's own task; the request's ``DisconnectWatch``
+    cancels that task when the client goes
     away, which ends the producer where it waits (its ``finally`` persists the
     response as failed and closes the upstream). The producer is closed here in
     any case, also when the cancellation hit a ``send`` (a slow reader that left):
     its upstream call and concurrency slot are freed now, not at garbage collection.
     """
-    own = watch is None
-    if watch is None:
-        watch = DisconnectWatch(receive)
     try:
         headers = list(_SSE_HEADERS)
         if extra:
@@ -82,8 +77,6 @@ async def send_sse(
     except Exception as error:  # noqa: BLE001 - the producer ends streams cleanly; this is a bug or a dead socket
         log.error("SSE stream ended by %r", error)
     finally:
-        if own:
-            watch.stop()
         close = getattr(chunks, "aclose", None)
         if close is not None:
             try:
@@ -128,27 +121,20 @@ class CreateResponse:
             _client_gone(info)
             return  # the client went away before sending its request
         watch = DisconnectWatch(receive)
-        started = False
-
-        async def tracked(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
         try:
-            await self._respond(raw, headers, media, caller, tracked, receive, watch)
+            await self._respond(raw, headers, media, caller, send, watch)
         except asyncio.CancelledError:
             if watch.absorb():
                 _client_gone(info)
                 return  # the client went away before the answer: the turn was cancelled where it waited
-            if not started:
+            if info is not None and not info.response_started:
                 # The server cancels the request (shutdown past its drain timeout): answer rather than cut.
                 await send_error(send, ApiError(503, "The server is shutting down: the request was interrupted.", type=SERVER_ERROR, code="server_shutting_down"))
             raise
         finally:
             watch.stop()
 
-    async def _respond(self, raw: bytes, headers: dict[str, str], media: str, caller: Any, send: Any, receive: Any, watch: DisconnectWatch) -> None:
+    async def _respond(self, raw: bytes, headers: dict[str, str], media: str, caller: Any, send: Any, watch: DisconnectWatch) -> None:
         services = self.services
         data = parse_json(raw, media, self.limits)
         warnings: list[str] = []
@@ -166,13 +152,13 @@ class CreateResponse:
         if body.background:
             services.background.start(stream, frame)
             if body.stream:
-                await send_sse(send, receive, subscribe_frames(services, stream.response_id), stream.headers, watch)
+                await send_sse(send, subscribe_frames(services, stream.response_id), stream.headers, watch)
             else:
                 await send_json(send, 200, orjson.dumps(stream.builder.snapshot()), stream.headers)
             return
         watch.follow(stream)
         if body.stream:
-            await send_sse(send, receive, stream.frames(frame, DONE), stream.headers, watch)
+            await send_sse(send, stream.frames(frame, DONE), stream.headers, watch)
             return
         response = await stream.final()
         if stream.error is not None:

@@ -75,6 +75,7 @@ class RequestInfo:
     key_name: str | None = None
     caller: Any = None  # the authenticated Caller, when the rate limiter already checked the key
     client_gone: bool = False  # the client left before any answer: recorded as 499, not 500
+    response_started: bool = False  # http.response.start was sent (nothing else can answer now)
 
 
 _current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("orgate_request", default=None)
@@ -215,6 +216,7 @@ class ObservabilityMiddleware:
                 kind = message["type"]
                 if kind == "http.response.start":
                     status = message["status"]
+                    info.response_started = True
                     headers = list(message.get("headers") or ())
                     headers.append(id_header)
                     for name, value in headers:
