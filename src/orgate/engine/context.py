@@ -378,7 +378,9 @@ def listed_item(item: dict[str, Any]) -> dict[str, Any] | None:
 _STATUSED = frozenset({"message", "function_call", "function_call_output"})
 
 
-def _listed_part(part: Any) -> Any:
+def item_field_part(part: Any) -> Any:
+    """A content part with the fields the spec's item shape requires (``OutputTextContent``:
+    ``annotations``; ``InputImageContent``: ``image_url``, ``detail``)."""
     if not isinstance(part, dict):
         return part
     kind = part.get("type")
@@ -410,10 +412,10 @@ def as_item_field(item: dict[str, Any]) -> dict[str, Any]:
             else:
                 content = [{"type": "input_text", "text": content}]
         elif isinstance(content, list):
-            content = [_listed_part(part) for part in content]
+            content = [item_field_part(part) for part in content]
         out["content"] = content
     elif kind == "function_call_output" and isinstance(out.get("output"), list):
-        out["output"] = [_listed_part(part) for part in out["output"]]
+        out["output"] = [item_field_part(part) for part in out["output"]]
     if out.get("status") not in ("in_progress", "completed", "incomplete"):
         out["status"] = "completed"
     return out
@@ -433,6 +435,7 @@ __all__ = [
     "EXTENSION_FIELDS",
     "Turn",
     "as_item_field",
+    "item_field_part",
     "build_turn",
     "is_private",
     "item_to_wire",

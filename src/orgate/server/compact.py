@@ -48,7 +48,7 @@ from starlette.routing import BaseRoute, Route
 from orgate.config import CompactionSettings, ConfigError, Settings, resolve_secret
 from orgate.engine import compaction, ids
 from orgate.engine.builder import usage_dict
-from orgate.engine.context import items_from_wire, normalize_input
+from orgate.engine.context import item_field_part, items_from_wire, normalize_input
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import Caller
 from orgate.neutral import OpaqueItem
@@ -148,13 +148,10 @@ def _content_parts(content: Any, role: str) -> list[dict[str, Any]]:
 
 
 def _output_part(part: dict[str, Any]) -> dict[str, Any]:
-    """A content part with the fields the response-item shape requires (``InputImageContent``: ``image_url``, ``detail``)."""
-    kind = part.get("type")
-    if kind == "output_text":
+    """A content part in the response-item shape (output text as the builder writes it)."""
+    if part.get("type") == "output_text":
         return {"type": "output_text", "text": part.get("text", ""), "annotations": part.get("annotations") or [], "logprobs": part.get("logprobs") or []}
-    if kind == "input_image":
-        return {**part, "image_url": part.get("image_url"), "detail": part.get("detail") or "auto"}
-    return part
+    return item_field_part(part)
 
 
 def as_output_item(item: Any) -> dict[str, Any]:
