@@ -17,10 +17,7 @@ from typing import Any
 
 log = logging.getLogger("orgate.server")
 
-#: Seconds a request runs before its client's connection is watched. A watcher is a task
-#: per request (about a tenth of a millisecond of CPU, as much as 10-15% of a fast
-#: turn): a request answered sooner never starts one, and a client that left earlier
-#: is noticed the moment it starts (``receive()`` answers ``http.disconnect`` at once).
+#: Seconds a request runs before its client's connection is watched (see the module docstring).
 WATCH_AFTER = 0.25
 
 
