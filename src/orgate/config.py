@@ -133,6 +133,7 @@ class CapabilitySettings(_Section):
     images: bool | None = None
     json_schema: bool | None = None
     json_object: bool | None = None
+    strict_json_schema: bool | None = None
     reasoning: bool | None = None
     max_output_tokens: int | None = None
     context_window: int | None = None
