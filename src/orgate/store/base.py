@@ -274,8 +274,19 @@ def derived_location(item_id: str) -> tuple[str, int] | None:
 
 
 def is_derived(item_id: str, response_id: str, position: int) -> bool:
-    """True when ``item_id`` is the derived id of that place (findable without an index)."""
-    return response_id.startswith("resp_") and derived_location(item_id) == (response_id, position)
+    """True when ``item_id`` is exactly the derived id of that place (findable without an index).
+
+    Exactly: an id that ``derived_location`` only reads as that place (upper-case
+    hex, say) is not, and so gets an index row; lookups try both ways.
+    """
+    prefix, _, rest = item_id.partition("_")
+    return (
+        prefix in _DERIVED_PREFIXES
+        and 0 <= position <= 0xFFFFFF
+        and len(response_id) > 5
+        and response_id.startswith("resp_")
+        and rest == f"{response_id[5:]}{position:06x}"
+    )
 
 
 def with_id(item: dict[str, Any], item_id: str) -> dict[str, Any]:
