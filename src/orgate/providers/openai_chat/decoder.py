@@ -10,6 +10,8 @@ Tool calls: upstreams send ``delta.tool_calls[]`` pieces keyed by ``index``;
 the first piece of a call normally carries ``id`` and ``function.name``, later
 ones ``function.arguments`` fragments. Some servers send the name later than
 the id, the whole call in one piece, or no ``index`` at all; all are handled.
+A call that ends without any arguments (a tool without parameters, as vLLM's
+hermes parser streams it) gets ``{}``. Usage is ``usage``, or Groq's ``x_groq.usage``.
 The neutral contract wants call ``i`` complete before ``ToolCallStart`` of call
 ``i+1``. The first call streams live; when a piece of another call arrives,
 the live call is closed only if its arguments already parse as JSON (the
@@ -120,7 +122,7 @@ class ChatStreamDecoder:
 
     def __init__(self, name: str = "openai-chat") -> None:
         self.name = name  # the deployment, for error messages
-        self.done = False  # ``data: [DONE]`` seen: stop reading
+        self.done = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._partial: list[bytes] = []  # pieces of an unfinished line
@@ -157,7 +159,9 @@ class ChatStreamDecoder:
         self._partial_size = len(tail)
         if tail:
             self._partial.append(tail)
-        if self._partial_size > MAX_LINE or (len(chunk) > MAX_LINE and max(map(len, lines)) > MAX_LINE):
+        if self._partial_size > MAX_LINE or (
+            len(chunk) > MAX_LINE and max(map(len, lines)) > MAX_LINE
+        ):
             raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
         loads = orjson.loads
         for line in lines:
@@ -171,6 +175,8 @@ class ChatStreamDecoder:
                 else:
                     if type(obj) is dict:
                         self.chunk(obj)
+                        if self.done:
+                            break
                         continue
             self._line(line)
             if self.done:
@@ -237,8 +243,14 @@ class ChatStreamDecoder:
                     if reason:
                         self.finish_reason = reason
         usage = obj.get("usage")
+        if not usage:
+            groq = obj.get("x_groq")  # Groq: the streamed usage is in ``x_groq.usage``
+            usage = groq.get("usage") if type(groq) is dict else None
         if usage:
             self.usage = parse_usage(usage)
+            if not choices and self.finish_reason is not None:
+                # the usage chunk is the last one: done, even if no [DONE] nor end of body follows
+                self.done = True
 
     def _delta(self, delta: dict[str, Any]) -> None:
         out = self._out
@@ -337,6 +349,7 @@ class ChatStreamDecoder:
                 self._out.append(ToolCallDelta(call.index, joined))
 
     def _flush_calls(self) -> None:
+        cut = _FINISH.get(self.finish_reason or "") == "length"
         for call in self._order[self._active :]:
             if call.closed:
                 continue
@@ -346,6 +359,10 @@ class ChatStreamDecoder:
                         self.name, f"tool call {call.index} has no function name"
                     )
                 self._start(call)
+            if not cut and not "".join(call.args).strip():
+                # a tool without parameters: some servers (vLLM's hermes parser...) send no arguments
+                call.args.append("{}")
+                self._out.append(ToolCallDelta(call.index, "{}"))
             call.closed = True
         self._active = len(self._order)
 

@@ -10,19 +10,20 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 |---|---|
 | ``response.output_text.delta`` | ``TextDelta`` |
 | ``response.refusal.delta`` | ``RefusalDelta`` |
-| ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")`` |
+| ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")``; an item's summary parts are joined by a blank line |
 | ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
 | ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
 | ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
 | ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the spec's output union lacks → ``ExtensionItem(item, origin)`` |
-| ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")`` |
+| ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")``; its ``output`` is read when no item event came before it |
 | ``response.incomplete`` | ``Finish("content_filter" if reason is content_filter else "length")`` |
 | ``response.failed`` / ``error`` | ``ApiError`` raised |
 
 Usage comes from the final response (``input_tokens_details.cached_tokens``,
 ``output_tokens_details.reasoning_tokens``). Function calls reach the neutral
 stream one after another: a call whose events interleave with an earlier open
-call is buffered until that one is done.
+call is buffered until that one is done. A call that ends without any arguments (a
+tool without parameters) gets ``{}``.
 
 Output items whose type the Open Responses output union does not know
 (``web_search_call``, ``file_search_call``, ``mcp_call``, ``openai:...``) are
@@ -64,6 +65,8 @@ _SPEC_OUTPUT = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "compaction"}
 )
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+# Between the summary parts of one reasoning item (the neutral stream has one summary text per item).
+SUMMARY_GAP = "\n\n"
 
 
 def bad_stream(name: str, detail: str) -> ApiError:
@@ -131,6 +134,8 @@ class StreamDecoder(SseStreamDecoder):
         self._streamed: set[int] = set()  # output indexes whose content came as deltas
         self._others: set[int] = set()  # output indexes of other items already passed on or skipped
         self._held: list[ModelEvent] = []  # extension items waiting for the open calls to close
+        self._summary: tuple[Any, Any] | None = None  # (output, summary) index of the last summary
+        self._items = False  # item events were seen (else the final response's output is read)
 
     # --- bytes -------------------------------------------------------------------------------
 
@@ -151,6 +156,8 @@ class StreamDecoder(SseStreamDecoder):
         """Decode one upstream event (a parsed JSON object) into ``out``."""
         kind = event.get("type")
         oi = event.get("output_index")
+        if oi is not None:
+            self._items = True
         if kind == "response.output_text.delta":
             if event.get("delta"):
                 self._streamed.add(oi)  # type: ignore[arg-type]
@@ -162,7 +169,10 @@ class StreamDecoder(SseStreamDecoder):
         elif kind == "response.reasoning_summary_text.delta":
             if event.get("delta"):
                 self._streamed.add(oi)  # type: ignore[arg-type]
-                out.append(ReasoningDelta(str(event["delta"]), "summary"))
+                key = (oi, event.get("summary_index"))
+                last, self._summary = self._summary, key
+                gap = SUMMARY_GAP if last is not None and last[0] == oi and last != key else ""
+                out.append(ReasoningDelta(gap + str(event["delta"]), "summary"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning.delta"):
             if event.get("delta"):
                 self._streamed.add(oi)  # type: ignore[arg-type]
@@ -218,9 +228,14 @@ class StreamDecoder(SseStreamDecoder):
             call.buffer.append(event)
 
     def _complete(self, call: _Call, full: str, out: list[ModelEvent]) -> None:
-        """Pass on what the final ``arguments`` hold beyond the deltas seen (servers that send none)."""
+        """Pass on what the final ``arguments`` hold beyond the deltas seen (servers that send none).
+
+        A call without any arguments (a tool without parameters) gets ``{}``.
+        """
         if full.startswith(call.sent) and len(full) > len(call.sent):
             self._args(call, full[len(call.sent) :], out)
+        elif not full.strip() and not call.sent.strip():
+            self._args(call, "{}", out)
 
     def _item_done(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
         if not isinstance(item, dict) or not isinstance(oi, int):
@@ -244,8 +259,9 @@ class StreamDecoder(SseStreamDecoder):
                         out.append(RefusalDelta(str(part["refusal"])))
         elif kind == "reasoning":
             if oi not in self._streamed:
-                for text in _texts(item.get("summary"), "summary_text"):
-                    out.append(ReasoningDelta(text, "summary"))
+                summary = _texts(item.get("summary"), "summary_text")
+                if summary:
+                    out.append(ReasoningDelta(SUMMARY_GAP.join(summary), "summary"))
                 for text in _texts(item.get("content"), "reasoning_text"):
                     out.append(ReasoningDelta(text, "content"))
             if item.get("encrypted_content"):
@@ -287,6 +303,10 @@ class StreamDecoder(SseStreamDecoder):
     def _terminal(self, kind: str, response: Any, out: list[ModelEvent]) -> None:
         if kind == "response.failed":
             raise failed_error(response, self.name)
+        if not self._items and isinstance(response, dict):
+            # a server that streams no item events: the output is only in the final response
+            for oi, item in enumerate(response.get("output") or ()):
+                self._item_done(oi, item, out)
         for oi in self._order:  # calls never marked done: pass on what they have, in order
             self._calls[oi].done = True
         self._advance(out)
