@@ -87,6 +87,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from orgate.config import ConfigError, apply_cli_overrides, load_settings
     from orgate.server.app import build_services, create_app
+    from orgate.server.http_protocol import OrgateHttpProtocol
     from orgate.server.observability import configure_logging
 
     try:
@@ -113,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http="httptools",
+        http=OrgateHttpProtocol,  # httptools with a bounded request head and JSON error bodies
         log_level=settings.server.log_level,
         access_log=False,  # orgate.access logs one line per request instead ([server] access_log)
         log_config=None,  # uvicorn's loggers go through the root handler and its format

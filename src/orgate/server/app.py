@@ -208,6 +208,11 @@ class OrgateApp(Starlette):
     observe: ObservabilityMiddleware | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path")
+        if path and len(path) > 1 and path[-1] == "/":
+            # `/v1/responses/` is `/v1/responses` (before the rate limits see the path): no
+            # framework redirect, whose Location says http:// behind a TLS-terminating proxy.
+            scope = {**scope, "path": path.rstrip("/") or "/"}
         if self.observe is not None and scope["type"] == "http":
             await self.observe(scope, receive, send)
             return

@@ -4,7 +4,8 @@ Every limit has a name in ``[limits]`` and the error message names it:
 ``max_body_bytes`` (413), ``body_timeout`` (408), ``max_json_depth``,
 ``max_string_bytes``, ``max_input_items``, ``max_tools`` and
 ``max_schema_bytes`` (400). Invalid UTF-8, NaN/Infinity and duplicate object
-keys are refused with 400 too (``invalid_json`` / ``duplicate_key``).
+keys are refused with 400 too (``invalid_json`` / ``duplicate_key``); a
+compressed body (``Content-Encoding`` other than identity) with 415.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ LENIENT_MEDIA = frozenset({"", "application/x-www-form-urlencoded", "text/plain"
 async def read_json(request: Request, limits: LimitSettings) -> Any:
     """Read and parse a Starlette request's JSON body within the limits."""
     media = media_type(request.headers.get("content-type", ""))
+    check_content_encoding(request.headers.get("content-encoding"))
     check_declared_length(request.headers.get("content-length"), limits)
     return parse_json(await with_body_timeout(_stream_body(request, limits), limits), media, limits)
 
@@ -101,6 +103,18 @@ def media_type(content_type: str) -> str:
     if media in LENIENT_MEDIA or media == "application/json" or media.endswith("+json"):
         return media
     raise ApiError(415, f"Unsupported Content-Type '{media}': send application/json.", code="unsupported_media_type")
+
+
+def check_content_encoding(encoding: str | None) -> None:
+    """Bodies are read as they arrive: a compressed one (``Content-Encoding: gzip``) is 415, not garbled JSON."""
+    coding = (encoding or "").strip().lower()
+    if coding and coding != "identity":
+        raise ApiError(
+            415,
+            f"Unsupported Content-Encoding '{coding[:100]}': send the request body uncompressed.",
+            code="unsupported_content_encoding",
+            headers={"Accept-Encoding": "identity"},
+        )
 
 
 def check_declared_length(declared: str | None, limits: LimitSettings) -> None:

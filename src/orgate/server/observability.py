@@ -38,7 +38,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
 from orgate.server.errors import send_error
 
 if TYPE_CHECKING:
@@ -165,6 +165,23 @@ def _request_id(scope: Scope) -> str:
     return os.urandom(16).hex()
 
 
+def _conflicting_authorization(scope: Scope) -> ApiError | None:
+    """401 for a request with two different ``Authorization`` headers.
+
+    The layers read headers differently (the first one, or the last one), so which
+    key such a request ran under depended on the route and on whether rate limits
+    were configured: refused instead, like any other ambiguous credential.
+    """
+    first: bytes | None = None
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization":
+            if first is None:
+                first = value
+            elif value != first:
+                return ApiError(401, "The request has more than one Authorization header; send exactly one.", type=AUTHENTICATION, code="invalid_api_key")
+    return None
+
+
 def _header(scope: Scope, wanted: bytes) -> str | None:
     for name, value in scope.get("headers") or ():
         if name == wanted:
@@ -242,7 +259,9 @@ class ObservabilityMiddleware:
 
         span = self._start_span(info) if self.tracer is not None else None
         try:
-            refusal = await self._rate_limit(scope, info) if self.limiter is not None else None
+            refusal = _conflicting_authorization(scope)
+            if refusal is None and self.limiter is not None:
+                refusal = await self._rate_limit(scope, info)
             if refusal is not None:
                 await send_error(send_wrapper, refusal)
             else:
