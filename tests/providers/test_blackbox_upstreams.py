@@ -1862,3 +1862,63 @@ def test_chat_connection_reset_after_finish_reason(
     fx["chat"].enqueue(Script(content="one two", done=False, cut_after=2))  # before the finish
     res = http.post("/v1/responses", json={"model": "chat", "input": "hi"})
     error_of(res, 502, "upstream_stream_truncated")
+
+
+def test_responses_two_reasoning_items_in_a_row_stay_two_items(
+    http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
+    """An answer with two reasoning items, each with its own ``encrypted_content``: they were
+    merged into one item holding the second's encrypted content only (the first was lost)."""
+    items = [
+        {
+            "id": f"rs_6820f383d7c0819184671{n}c5df8233bc0ac5ba57aafcbac7",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": f"Step {n}."}],
+            "encrypted_content": f"gAAAAABoENC{n}",
+        }
+        for n in (1, 2)
+    ]
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": r_resp("in_progress", [])},
+        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+    ]
+    for oi, item in enumerate(items):
+        base = {"item_id": item["id"], "output_index": oi, "summary_index": 0}
+        text = item["summary"][0]["text"]
+        events += [
+            {
+                "type": "response.output_item.added",
+                "output_index": oi,
+                "item": {"id": item["id"], "type": "reasoning", "summary": []},
+            },
+            {
+                "type": "response.reasoning_summary_part.added",
+                **base,
+                "part": {"type": "summary_text", "text": ""},
+            },
+            {"type": "response.reasoning_summary_text.delta", **base, "delta": text},
+            {"type": "response.reasoning_summary_text.done", **base, "text": text},
+            {
+                "type": "response.reasoning_summary_part.done",
+                **base,
+                "part": {"type": "summary_text", "text": text},
+            },
+            {"type": "response.output_item.done", "output_index": oi, "item": item},
+        ]
+    message = r_text_events(2, UP_MSG, ["Done."])
+    events += [
+        *message,
+        {"type": "response.completed", "response": r_resp("completed", [*items, message[-1]["item"]])},
+    ]
+    body = {"model": "resp-think", "input": "x", "reasoning": {"effort": "low", "summary": "auto"}}
+    for reply in (
+        sse_raw(r_numbered(events)),
+        json_raw(r_resp("completed", [*items, message[-1]["item"]])),
+    ):
+        _, final = both(http, fx["resp"], reply, body)
+        reasoning = [item for item in final["output"] if item["type"] == "reasoning"]
+        assert [(r["summary"][0]["text"], r["encrypted_content"]) for r in reasoning] == [
+            ("Step 1.", "gAAAAABoENC1"),
+            ("Step 2.", "gAAAAABoENC2"),
+        ]
+        assert texts(final) == "Done."

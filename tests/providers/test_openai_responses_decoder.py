@@ -14,6 +14,7 @@ from orgate.neutral import (
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     ToolCallDelta,
@@ -233,6 +234,7 @@ WEB_SEARCH = {
 }
 
 EXPECTED: list[Any] = [
+    ReasoningStart(),
     ReasoningDelta("Need the weather in Zürich.", "summary"),
     ReasoningEncrypted("gAAAAABo-ENC"),
     ExtensionItem(WEB_SEARCH, ORIGIN),
@@ -446,6 +448,7 @@ def test_items_only_in_done_events() -> None:
         ]
     )
     assert events == [
+        ReasoningStart(),
         ReasoningDelta("s", "summary"),
         ReasoningDelta("raw", "content"),
         TextDelta("hi"),
@@ -578,6 +581,7 @@ def test_non_streaming_response() -> None:
         },
     }
     assert decode_response(body, "gpt", ORIGIN) == [
+        ReasoningStart(),
         ReasoningEncrypted("ENC"),
         TextDelta("hello"),
         ExtensionItem({"type": "web_search_call", "id": "ws", "status": "completed"}, ORIGIN),

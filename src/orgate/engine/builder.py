@@ -34,6 +34,7 @@ from orgate.neutral import (
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     ToolCallDelta,
@@ -252,6 +253,8 @@ class ResponseBuilder:
                     )
             case ReasoningDelta(text=text, part=part):
                 self._reasoning(text, part)
+            case ReasoningStart():
+                self._open_reasoning()  # closes the open item, a reasoning one too
             case ReasoningEncrypted(data=data):
                 item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
                 item.encrypted = data

@@ -63,6 +63,16 @@ class ReasoningDelta:
 
 
 @dataclass(slots=True, frozen=True)
+class ReasoningStart:
+    """The model starts a new reasoning item.
+
+    For upstreams whose answer can hold several reasoning items (the Responses
+    API): without it, reasoning events continue the open reasoning item (an
+    Anthropic run of thinking blocks is one item, with one envelope).
+    """
+
+
+@dataclass(slots=True, frozen=True)
 class ReasoningEncrypted:
     """Opaque reasoning state (e.g. an Anthropic thinking signature) for the current reasoning item."""
 
@@ -108,5 +118,13 @@ class Finish:
 
 
 ModelEvent = (
-    TextDelta | RefusalDelta | ReasoningDelta | ReasoningEncrypted | ToolCallStart | ToolCallDelta | ExtensionItem | Finish
+    TextDelta
+    | RefusalDelta
+    | ReasoningStart
+    | ReasoningDelta
+    | ReasoningEncrypted
+    | ToolCallStart
+    | ToolCallDelta
+    | ExtensionItem
+    | Finish
 )

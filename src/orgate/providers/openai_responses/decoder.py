@@ -13,6 +13,7 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 | ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")``; an item's summary parts are joined by a blank line |
 | ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
 | ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
+| ``response.output_item.added`` (reasoning), or its ``done`` when no ``added`` came | ``ReasoningStart`` (each upstream reasoning item stays one item) |
 | ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
 | ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the spec's output union lacks → ``ExtensionItem(item, origin)`` |
 | ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")``; its ``output`` is read when no item event came before it |
@@ -50,6 +51,7 @@ from orgate.neutral import (
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
+    ReasoningStart,
     RefusalDelta,
     TextDelta,
     ToolCallDelta,
@@ -136,6 +138,7 @@ class StreamDecoder(SseStreamDecoder):
         self._held: list[ModelEvent] = []  # extension items waiting for the open calls to close
         self._summary: tuple[Any, Any] | None = None  # (output, summary) index of the last summary
         self._items = False  # item events were seen (else the final response's output is read)
+        self._reasoning: set[int] = set()  # output indexes of reasoning items started
 
     # --- bytes -------------------------------------------------------------------------------
 
@@ -200,7 +203,15 @@ class StreamDecoder(SseStreamDecoder):
             raise bad_stream(self.name, "response.output_item.added without item or output_index")
         if item.get("type") == "function_call":
             self._open_call(oi, item, out)
+        elif item.get("type") == "reasoning":
+            self._start_reasoning(oi, out)
         # anything else is passed on (or skipped) when it is done
+
+    def _start_reasoning(self, oi: int, out: list[ModelEvent]) -> None:
+        """Each upstream reasoning item is one item here too (its own encrypted_content)."""
+        if oi not in self._reasoning:
+            self._reasoning.add(oi)
+            out.append(ReasoningStart())
 
     def _open_call(self, oi: int, item: dict[str, Any], out: list[ModelEvent]) -> _Call:
         call = _Call(index=len(self._order))
@@ -258,6 +269,7 @@ class StreamDecoder(SseStreamDecoder):
                     elif part.get("type") == "refusal" and part.get("refusal"):
                         out.append(RefusalDelta(str(part["refusal"])))
         elif kind == "reasoning":
+            self._start_reasoning(oi, out)
             if oi not in self._streamed:
                 summary = _texts(item.get("summary"), "summary_text")
                 if summary:
