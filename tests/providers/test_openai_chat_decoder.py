@@ -207,8 +207,13 @@ def test_error_object_in_stream(error: dict[str, Any], status: int, code: str) -
     data = b"data: " + orjson.dumps({"error": error}) + b"\n\n"
     decoder = ChatStreamDecoder("dep")
     with pytest.raises(ApiError) as err:
-        decoder.feed(sse(chunk({"content": "x"}), done=False) + data)
+        decoder.feed(data)
     assert err.value.status == status and err.value.code == code
+    # After some output in the same read: the output first, then the error (the provider raises it).
+    decoder = ChatStreamDecoder("dep")
+    assert decoder.feed(sse(chunk({"content": "x"}), done=False) + data) == [TextDelta("x")]
+    assert decoder.done and decoder.error is not None
+    assert decoder.error.status == status and decoder.error.code == code
 
 
 def test_reasoning_refusal_and_content() -> None:

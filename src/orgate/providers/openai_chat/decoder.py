@@ -107,6 +107,7 @@ class ChatStreamDecoder:
     __slots__ = (
         "name",
         "done",
+        "error",
         "finish_reason",
         "usage",
         "_partial",
@@ -123,6 +124,9 @@ class ChatStreamDecoder:
     def __init__(self, name: str = "openai-chat") -> None:
         self.name = name  # the deployment, for error messages
         self.done = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
+        #: An upstream error that came after some output in the same read: raised once that
+        #: output is delivered (``feed`` returns the output and sets ``done``).
+        self.error: ApiError | None = None
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._partial: list[bytes] = []  # pieces of an unfinished line
@@ -163,6 +167,16 @@ class ChatStreamDecoder:
             len(chunk) > MAX_LINE and max(map(len, lines)) > MAX_LINE
         ):
             raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
+        try:
+            self._lines(lines)
+        except ApiError as error:
+            if not out:
+                raise
+            self.error = error
+            self.done = True
+        return out
+
+    def _lines(self, lines: list[bytes]) -> None:
         loads = orjson.loads
         for line in lines:
             # Fast path: one complete JSON object on one `data: ` line (what servers send).
@@ -181,7 +195,6 @@ class ChatStreamDecoder:
             self._line(line)
             if self.done:
                 break
-        return out
 
     def _line(self, line: bytes) -> None:
         if line.endswith(b"\r"):

@@ -79,6 +79,10 @@ class OpenAIChatProvider:
                     async for chunk in resp.content.iter_any():
                         events = feed(chunk)
                         if decoder.done:
+                            if decoder.error is not None:  # the output before it, then the error
+                                if events:
+                                    yield events
+                                raise decoder.error
                             pending = events  # sent together with the final events below
                             break
                         if events:
