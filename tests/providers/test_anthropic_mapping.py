@@ -413,3 +413,21 @@ def test_overlapping_envelopes_do_not_repeat_blocks() -> None:
         ReasoningItemParam(summary=[], encrypted_content=encode_blocks([first, second])),
     ]
     assert build_body(req(*items))["messages"][1]["content"] == [first, second]
+
+
+def test_thinking_refuses_sampling_and_forced_tools_it_cannot_take() -> None:
+    """Anthropic refuses these with extended thinking: the client gets a 400 naming its parameter."""
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
+    cases = [
+        ({"temperature": 0.2}, "temperature"),
+        ({"top_p": 0.5}, "top_p"),
+        ({"tools": [tool], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [tool], "tool_choice": {"type": "function", "name": "f"}}, "tool_choice"),
+    ]
+    for extra, param in cases:
+        with pytest.raises(ApiError) as err:
+            build_body(req(user("hi"), reasoning_effort="low", **extra))
+        assert err.value.status == 400 and err.value.param == param
+        build_body(req(user("hi"), **extra))  # without thinking: fine
+    body = build_body(req(user("hi"), reasoning_effort="low", temperature=1, top_p=0.95, tools=[tool], tool_choice="auto"))
+    assert body["temperature"] == 1 and body["top_p"] == 0.95 and body["tool_choice"] == {"type": "auto"}

@@ -368,6 +368,18 @@ def _thinking(
     return max_tokens, budget if budget >= MIN_THINKING_BUDGET else None
 
 
+def _check_thinking_compatible(request: ModelRequest, body: dict[str, Any]) -> None:
+    """Extended thinking refuses other sampling and forced tool use: a clear 400 here, not the upstream's."""
+    with_thinking = "with reasoning (Anthropic extended thinking)"
+    if request.temperature is not None and request.temperature != 1:
+        raise _unsupported(f"'temperature' other than 1 {with_thinking}", "temperature", code="unsupported_parameter")
+    if request.top_p is not None and request.top_p < 0.95:
+        raise _unsupported(f"'top_p' below 0.95 {with_thinking}", "top_p", code="unsupported_parameter")
+    forced = body.get("tool_choice", {}).get("type")
+    if forced in ("any", "tool"):
+        raise _unsupported(f"a tool_choice that forces a tool call {with_thinking}", "tool_choice", code="unsupported_tool_choice")
+
+
 def build_body(
     request: ModelRequest,
     *,
@@ -397,6 +409,7 @@ def build_body(
         body["system"] = "\n\n".join(system)
     map_tools(request, body)
     if budget is not None:
+        _check_thinking_compatible(request, body)
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if request.temperature is not None:
         body["temperature"] = request.temperature
