@@ -13,6 +13,7 @@ from orgate.neutral import (
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
+    ReasoningStart,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -95,6 +96,7 @@ def merged(events: list[ModelEvent]) -> list[Any]:
 
 def expected() -> list[Any]:
     return [
+        ReasoningStart(),
         ReasoningDelta("The user wants the weather in Päris.", "content"),
         ReasoningEncrypted("<envelope>"),
         TextDelta("Let me check 🌦"),
@@ -382,6 +384,8 @@ def test_non_streaming_message() -> None:
         "usage": {"input_tokens": 3, "cache_read_input_tokens": 1, "output_tokens": 7},
     }
     events = decode_message(body, "claude")
+    assert events[0] == ReasoningStart()
+    events = events[1:]
     assert events[0] == ReasoningDelta("hm", "content")
     assert decode_blocks(events[1].data) == [
         {"type": "thinking", "thinking": "hm", "signature": "S"}

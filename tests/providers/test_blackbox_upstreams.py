@@ -1924,3 +1924,46 @@ def test_responses_two_reasoning_items_in_a_row_stay_two_items(
             ("Step 2.", "gAAAAABoENC2"),
         ]
         assert texts(final) == "Done."
+
+
+def test_anthropic_interleaved_thinking_keeps_both_signed_runs(
+    http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
+    """Interleaved thinking (thinking → tool_use → thinking → text): the second run of thinking
+    continued the first reasoning item and its envelope replaced the first one's, so the first
+    signed block was lost and could not go back to Anthropic on the next turn."""
+    sig_a, sig_b = "EqQBCgIYAhIMsigA" * 4, "EqQBCgIYAhIMsigB" * 4
+    reply = a_stream(
+        a_start(),
+        *a_thinking(0, ["I need the weather."], sig_a),
+        *a_tool(1, "toolu_01A", "get_weather", '{"city": ', '"Paris"}'),
+        *a_thinking(2, ["Then I answer."], sig_b),
+        *a_text(3, "Checking the weather."),
+        *a_end("tool_use"),
+    )
+    tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
+    body = {"model": "anth-think", "input": "weather?", "tools": tools, "reasoning": {"effort": "low"}}
+    _, final = both(http, fx["anth"], reply, body)
+    reasoning = [i for i in final["output"] if i["type"] == "reasoning"]
+    assert ["".join(p["text"] for p in r["content"]) for r in reasoning] == [
+        "I need the weather.",
+        "Then I answer.",
+    ]
+    assert calls(final) == [("toolu_01A", "get_weather", {"city": "Paris"})]
+    # both signed runs go back to Anthropic with the tool result
+    fx["anth"].enqueue(a_stream(a_start(), *a_text(0, "Sunny."), *a_end("end_turn")))
+    output = {"type": "function_call_output", "call_id": "toolu_01A", "output": "sunny"}
+    res = http.post(
+        "/v1/responses",
+        json={**body, "input": [*replayable(final["output"]), output]},
+    )
+    assert res.status_code == 200, res.text
+    sent = fx["anth"].bodies[-1]["messages"]
+    signatures = [
+        block["signature"]
+        for message in sent
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if block.get("type") == "thinking"
+    ]
+    assert signatures == [sig_a, sig_b]

@@ -9,6 +9,7 @@ JSON reply into the same events. Both end with exactly one ``Finish``.
 | ``text`` block, ``text_delta`` | ``TextDelta`` |
 | ``tool_use`` block start (``id``, ``name``) | ``ToolCallStart(index, call_id=id, name)`` (index counts tool calls from 0) |
 | ``input_json_delta.partial_json`` | ``ToolCallDelta`` (a call without deltas gets its start ``input`` as JSON) |
+| the first ``thinking`` / ``redacted_thinking`` block of a run (after a text or tool_use block, or the first) | ``ReasoningStart``: each run of thinking blocks is one reasoning item |
 | ``thinking`` block, ``thinking_delta`` | ``ReasoningDelta(part="content")`` |
 | ``signature_delta`` at the block's stop, ``redacted_thinking`` | ``ReasoningEncrypted`` (an envelope of the current run of thinking blocks) |
 | ``message_delta.stop_reason`` | ``Finish.reason``: end_turn / stop_sequence / pause_turn → stop, max_tokens / model_context_window_exceeded → length, tool_use → tool_calls, refusal → content_filter |
@@ -32,6 +33,7 @@ from orgate.neutral import (
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
+    ReasoningStart,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -122,7 +124,7 @@ class StreamDecoder(SseStreamDecoder):
         self._blocks: dict[int, _Block] = {}
         self._tool_count = 0
         # the current run of thinking blocks (one reasoning item)
-        self._run: list[dict[str, Any]] = []
+        self._run: list[dict[str, Any]] | None = None  # the open run of thinking blocks
         self._usage = _UsageAcc()
         self._stop_reason: Any = None
 
@@ -170,12 +172,15 @@ class StreamDecoder(SseStreamDecoder):
         kind = str(block.get("type"))
         state = _Block(kind)
         self._blocks[index] = state
+        if kind in ("thinking", "redacted_thinking") and self._run is None:
+            self._run = []  # a new run of thinking blocks: a new reasoning item
+            out.append(ReasoningStart())
         if kind == "text":
-            self._run = []
+            self._run = None
             if block.get("text"):
                 out.append(TextDelta(block["text"]))
         elif kind == "tool_use":
-            self._run = []
+            self._run = None
             state.tool_index = self._tool_count
             self._tool_count += 1
             state.start_input = block.get("input")
@@ -190,6 +195,7 @@ class StreamDecoder(SseStreamDecoder):
                 out.append(ReasoningDelta(block["thinking"], "content"))
             state.signature = str(block.get("signature") or "")
         elif kind == "redacted_thinking":
+            assert self._run is not None
             self._run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
             out.append(ReasoningEncrypted(encode_blocks(self._run)))
         else:
@@ -227,6 +233,8 @@ class StreamDecoder(SseStreamDecoder):
             ).decode()
             out.append(ToolCallDelta(state.tool_index, arguments))
         elif state.kind == "thinking" and state.signature:
+            if self._run is None:
+                self._run = []
             self._run.append(
                 {
                     "type": "thinking",
@@ -244,18 +252,21 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
     if body.get("type") == "error":
         raise stream_error(body, name)
     out: list[ModelEvent] = []
-    run: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] | None = None  # the open run of thinking blocks
     tools = 0
     for block in body.get("content") or ():
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
+        if kind in ("thinking", "redacted_thinking") and run is None:
+            run = []  # a new run of thinking blocks: a new reasoning item
+            out.append(ReasoningStart())
         if kind == "text":
-            run = []
+            run = None
             if block.get("text"):
                 out.append(TextDelta(block["text"]))
         elif kind == "tool_use":
-            run = []
+            run = None
             out.append(
                 ToolCallStart(tools, str(block.get("id") or ""), str(block.get("name") or ""))
             )
@@ -266,6 +277,7 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
             if block.get("thinking"):
                 out.append(ReasoningDelta(block["thinking"], "content"))
             if block.get("signature"):
+                assert run is not None
                 run.append(
                     {
                         "type": "thinking",
@@ -275,6 +287,7 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
                 )
                 out.append(ReasoningEncrypted(encode_blocks(run)))
         elif kind == "redacted_thinking":
+            assert run is not None
             run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
             out.append(ReasoningEncrypted(encode_blocks(run)))
     usage = _UsageAcc()
