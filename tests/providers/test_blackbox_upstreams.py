@@ -1730,6 +1730,20 @@ def test_chat_usage_chunk_ends_the_answer_without_done_or_eof(
     assert final["usage"]["total_tokens"] == 6
 
 
+def test_chat_finish_without_usage_or_done_on_a_held_connection(
+    http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
+    """finish_reason, then nothing (no usage chunk, no ``[DONE]``) on a connection held open:
+    the complete answer waited for the read timeout and became a 504 ``upstream_timeout``.
+    Now the end of the stream is waited for two seconds at most."""
+    chunks = [c_chunk({"role": "assistant", "content": "Done"}), c_chunk({"content": "."}, "stop")]
+    held = Raw([b"".join(c_frames(chunks, done=False)), b": keep-alive\n\n"], delay=20)
+    started = time.monotonic()
+    events, final = both(http, fx["chat"], held, {"model": "chat", "input": "hi"})
+    assert time.monotonic() - started < 8  # two requests (streamed and not), ~2 s each
+    assert texts(final) == "Done." and final["status"] == "completed"
+
+
 def test_anthropic_unknown_events_and_deltas_are_tolerated(
     http: httpx.Client, fx: dict[str, LoopbackFake]
 ) -> None:

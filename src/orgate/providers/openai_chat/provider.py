@@ -9,6 +9,7 @@ with ``decode_completion``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -87,6 +88,10 @@ class OpenAIChatProvider:
                             break
                         if events:
                             yield events
+                        if decoder.finish_reason is not None:
+                            break  # what may follow (usage, [DONE]) is read below, briefly
+                    if not decoder.done and decoder.finish_reason is not None:
+                        pending = await _after_finish(resp, decoder)
                 except aiohttp.ClientPayloadError as exc:
                     if decoder.finish_reason is None:
                         raise truncated(deployment, "the connection was closed mid-stream") from exc
@@ -105,3 +110,26 @@ class OpenAIChatProvider:
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the pool's owner closes the pool."""
+
+
+#: Seconds to wait, once the finish_reason came, for the usage chunk and ``[DONE]``.
+AFTER_FINISH_TIMEOUT = 2.0
+
+
+async def _after_finish(resp: aiohttp.ClientResponse, decoder: ChatStreamDecoder) -> list[ModelEvent]:
+    """Read the end of a stream whose answer is complete (usage, ``[DONE]``), for at most
+    ``AFTER_FINISH_TIMEOUT``: a server that sends neither and keeps the connection open must
+    not turn a complete answer into a read timeout. Returns the events decoded (usually none)."""
+    events: list[ModelEvent] = []
+    try:
+        async with asyncio.timeout(AFTER_FINISH_TIMEOUT):
+            while not decoder.done:
+                chunk = await resp.content.readany()
+                if not chunk:
+                    break
+                events += decoder.feed(chunk)
+    except TimeoutError:
+        pass  # complete without usage: the connection is not reused (the body was not read to its end)
+    if decoder.error is not None:
+        raise decoder.error
+    return events
