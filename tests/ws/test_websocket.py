@@ -161,6 +161,25 @@ async def test_bad_or_missing_key_refuses_the_handshake(app_server: InProcessSer
     assert missing.value.response.status_code == 401
 
 
+async def test_two_different_keys_refuse_the_handshake(app_server: InProcessServer) -> None:
+    """As on HTTP: a handshake with two different Authorization headers is refused, whichever
+    comes first (it took the first one)."""
+    from websockets.asyncio.client import connect
+
+    good = app_server.headers()["Authorization"]
+    for pair in ((good, "Bearer wrong"), ("Bearer wrong", good)):
+        headers = [("Authorization", pair[0]), ("Authorization", pair[1])]
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(app_server.ws_url, additional_headers=headers, proxy=None):
+                pass
+        assert refused.value.response.status_code == 401
+        assert orjson.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
+    same = [("Authorization", good), ("Authorization", good)]
+    async with connect(app_server.ws_url, additional_headers=same, proxy=None) as ws:
+        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "twice the same key"})
+        assert final_text(await until_terminal(ws)) == "twice the same key"
+
+
 def test_plain_get_is_405_in_error_shape(app_server: InProcessServer) -> None:
     response = httpx.get(f"{app_server.url}/v1/responses", headers=app_server.headers())
     assert response.status_code == 405

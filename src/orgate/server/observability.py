@@ -165,7 +165,7 @@ def _request_id(scope: Scope) -> str:
     return os.urandom(16).hex()
 
 
-def _conflicting_authorization(scope: Scope) -> ApiError | None:
+def conflicting_authorization(scope: Scope) -> ApiError | None:
     """401 for a request with two different ``Authorization`` headers.
 
     The layers read headers differently (the first one, or the last one), so which
@@ -259,7 +259,7 @@ class ObservabilityMiddleware:
 
         span = self._start_span(info) if self.tracer is not None else None
         try:
-            refusal = _conflicting_authorization(scope)
+            refusal = conflicting_authorization(scope)
             if refusal is None and self.limiter is not None:
                 refusal = await self._rate_limit(scope, info)
             if refusal is not None:

@@ -58,6 +58,7 @@ from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error
 from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
+from orgate.server.observability import conflicting_authorization
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -337,6 +338,9 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
             )
             return
         try:
+            conflict = conflicting_authorization(ws.scope)  # as on HTTP: never pick one of two keys
+            if conflict is not None:
+                raise conflict
             caller = services.auth.authenticate(ws.headers.get("authorization"))
         except ApiError as error:
             await _refuse(ws, error)
