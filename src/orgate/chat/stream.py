@@ -5,7 +5,11 @@ responses handler yields, in order, and it returns the chat payloads to send
 (chunk dicts, error envelopes, and finally ``DONE``). ``encode`` turns a
 payload into one SSE line (``data: ...\\n\\n``; chat streams have no ``event:``).
 
-The chunk grammar it guarantees: one role chunk first; content / refusal /
+The chunk grammar it guarantees: the role first, once, as OpenAI sends it: a
+``{"role": "assistant", "content": ""}`` chunk before text (or an empty answer),
+``{"role": "assistant", "content": null, "refusal": ""}`` before a refusal, and
+``role`` + ``content: null`` inside the first tool-call delta when a call comes
+first (so SDKs accumulate ``content: null``, as in the non-streamed message); content / refusal /
 tool-call deltas (a call's first delta carries ``id``, ``type``,
 ``function.name`` and ``arguments: ""``, later ones only ``function.arguments``);
 exactly one finish chunk (empty delta + ``finish_reason``); an optional usage
@@ -65,20 +69,20 @@ class ChunkTranslator:
         kind = event.get("type")
         out: list[Payload] = []
         if kind in ("response.created", "response.queued", "response.in_progress"):
+            # The role chunk waits for the first output: its ``content`` is ``""`` before
+            # text and ``null`` before a refusal or a tool call, as OpenAI sends it.
             self._adopt(event.get("response") or {})
-            self._role(out)
         elif kind == "response.output_text.delta":
             if event.get("delta"):
                 self._role(out)
                 out.append(self._chunk(wire.Delta(content=event["delta"])))
         elif kind == "response.refusal.delta":
             if event.get("delta"):
-                self._role(out)
+                self._role(out, content=None)
                 out.append(self._chunk(wire.Delta(refusal=event["delta"])))
         elif kind == "response.output_item.added":
             item = event.get("item") or {}
             if item.get("type") == "function_call":
-                self._role(out)
                 out.append(self._start_call(event.get("output_index", -1), item))
         elif kind == "response.function_call_arguments.delta":
             call = self._calls.get(event.get("output_index", -1))
@@ -146,15 +150,29 @@ class ChunkTranslator:
         if response.get("service_tier") and self.service_tier is None:
             self.service_tier = response["service_tier"]
 
-    def _role(self, out: list[Payload]) -> None:
+    def _role(self, out: list[Payload], *, content: str | None = "") -> None:
+        """The role chunk, once: ``{"role", "content": ""}`` before text (or nothing),
+        ``{"role", "content": null, "refusal": ""}`` before a refusal."""
         if not self._role_sent:
             self._role_sent = True
-            out.append(self._chunk(wire.Delta(role="assistant", content="")))
+            if content is not None:
+                out.append(self._chunk(wire.Delta(role="assistant", content=content)))
+            else:
+                out.append(self._with_role(self._chunk(wire.Delta(refusal=""))))
+
+    def _with_role(self, chunk: Payload) -> Payload:
+        """``chunk`` with ``role`` and ``content: null`` first in its delta (the OpenAI
+        shape of a first chunk that carries no text, which SDKs accumulate to ``null``)."""
+        assert isinstance(chunk, dict)
+        choice = chunk["choices"][0]
+        choice["delta"] = {"role": "assistant", "content": None, **choice["delta"]}
+        return chunk
 
     def _start_call(self, output_index: int, item: dict[str, Any]) -> Payload:
+        """A call's first delta; when nothing came before it, it carries the role too."""
         call = _Call(index=len(self._calls), arguments=item.get("arguments") or "")
         self._calls[output_index] = call
-        return self._chunk(
+        chunk = self._chunk(
             wire.Delta(
                 tool_calls=[
                     wire.DeltaToolCall(
@@ -168,6 +186,10 @@ class ChunkTranslator:
                 ]
             )
         )
+        if self._role_sent:
+            return chunk
+        self._role_sent = True
+        return self._with_role(chunk)
 
     def _args(self, call: _Call, delta: str) -> Payload:
         call.arguments += delta
@@ -187,7 +209,6 @@ class ChunkTranslator:
         call = self._calls.get(output_index)
         final = item.get("arguments") or ""
         if call is None:
-            self._role(out)
             out.append(self._start_call(output_index, {**item, "arguments": ""}))
             call = self._calls[output_index]
         if final != call.arguments and final.startswith(call.arguments):
