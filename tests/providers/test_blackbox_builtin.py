@@ -8,6 +8,7 @@ docs/builtin-model.md promises arguments "generated from the tool's JSON Schema
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jsonschema
@@ -389,3 +390,14 @@ async def test_json_schema_answer_is_schema_valid(name):
     )
     value = json.loads(await _stream_text(request, TextDelta))
     assert _errors(schema, value) == [], (name, value)
+
+
+async def test_stop_sequences_end_the_text_before_the_first_one():
+    """The chat adapter's ``stop`` reached the built-in model and was ignored (the whole text came back)."""
+    prompt = "alpha beta general gamma END delta"
+    request = ModelRequest(model="echo", input=[UserMessageItemParam(role="user", content=prompt)])
+    whole = await _stream_text(request, TextDelta)
+    assert "general" in whole and "END" in whole
+    for stop, cut_at in ((["END", "general"], "general"), (["END"], "END"), (["nowhere"], None)):
+        text = await _stream_text(dataclasses.replace(request, stop=stop), TextDelta)
+        assert text == (whole if cut_at is None else whole[: whole.find(cut_at)])

@@ -150,6 +150,10 @@ class BuiltinProvider:
             return
 
         text = self._answer(request, last, prompt, directives)
+        if request.stop:  # the chat adapter's ``stop``: the text ends before the first one
+            cut = min((i for i in (text.find(s) for s in request.stop if s) if i >= 0), default=-1)
+            if cut >= 0:
+                text = text[:cut]
         words = tokens(text)
         fail_at = len(words) // 2 if "fail-mid" in directives else None
         refusal = "refuse" in directives
