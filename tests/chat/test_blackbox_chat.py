@@ -89,8 +89,6 @@ def test_allowed_tools_params_map_back_to_chat_paths() -> None:
 @pytest.mark.parametrize(
     ("fields", "param"),
     [
-        ({"max_tokens": 8}, "max_tokens"),
-        ({"max_completion_tokens": 15}, "max_completion_tokens"),
         ({"max_tokens": 64, "max_completion_tokens": 64}, "max_tokens"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),
     ],
@@ -107,6 +105,21 @@ def test_documented_refusals_are_unsupported_parameter(
         "param": param,
         "code": "unsupported_parameter",
     }
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_below_the_responses_minimum_is_honoured(http: httpx.Client, field: str) -> None:
+    """Chat allows ``max_tokens: 1`` (health checks send it); it was refused with 400 because
+    /v1/responses wants at least 16 for ``max_output_tokens``."""
+    long = [{"role": "user", "content": " ".join(f"word{i}" for i in range(40))}]
+    for n in (1, 3, 15):
+        r = http.post("/v1/chat/completions", json={"model": ECHO, "messages": long, field: n})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["choices"][0]["finish_reason"] == "length"
+        assert body["usage"]["completion_tokens"] == n
+    r = http.post("/v1/chat/completions", json={"model": ECHO, "messages": USER, field: 0})
+    assert r.status_code == 400 and r.json()["error"]["param"] == field
 
 
 # -- stream chunks carry service_tier, like the chat.completion ------------------------------

@@ -75,7 +75,9 @@ def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBo
         req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     )
     if max_tokens is not None:
-        body["max_output_tokens"] = max_tokens
+        # /v1/responses wants at least 16; chat allows 1 (health checks send it): validated as
+        # 16, then set to the client's value below.
+        body["max_output_tokens"] = max(max_tokens, RESPONSES_MIN_OUTPUT_TOKENS)
     if req.safety_identifier is not None:
         body["safety_identifier"] = req.safety_identifier
     if req.user is not None:
@@ -104,12 +106,18 @@ def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBo
         "max_tokens" if req.max_tokens is not None else "max_completion_tokens",
     )
     try:
-        return CreateResponseBody.model_validate(body), params
+        parsed = CreateResponseBody.model_validate(body)
     except ValidationError as exc:
         err = from_validation_error(exc)
         err.param = params.to_chat(err.param)
         raise err from None
+    if max_tokens is not None:
+        parsed.max_output_tokens = max_tokens  # no re-validation: below 16 is fine here
+    return parsed, params
 
+
+#: The smallest ``max_output_tokens`` ``/v1/responses`` accepts (chat's ``max_tokens`` may be less).
+RESPONSES_MIN_OUTPUT_TOKENS = 16
 
 _INDEXED = re.compile(r"^(input|tools)\[(\d+)\](.*)$")
 

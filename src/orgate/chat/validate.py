@@ -117,14 +117,6 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
         raise _unsupported(
             "max_tokens", "Set only one of 'max_tokens' and 'max_completion_tokens'."
         )
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = getattr(req, name)
-        if value is not None and value < 16:
-            raise _unsupported(
-                name,
-                f"'{name}' must be at least 16 on this gateway (the /v1/responses minimum "
-                f"for max_output_tokens); got {value}.",
-            )
     if req.stream_options is not None and not req.stream:
         raise _unsupported(
             "stream_options", "'stream_options' is only allowed when 'stream' is true."
