@@ -6,7 +6,8 @@ allowed by ``tool_choice`` (``none`` allows none, a named function only that
 one, ``allowed_tools`` only those), its ``arguments`` must parse and satisfy
 the tool's JSON Schema (the gate never "fixes" a value), and
 ``required``/named choices must produce a call. ``max_tool_calls`` keeps the
-first N calls and drops the rest (logged).
+first N calls and drops the rest (logged); ``parallel_tool_calls: false`` keeps
+the first call only.
 
 On a violation under ``enforce`` the model is asked again, within
 ``gate.tool_retries`` (default 1), with the failed calls and the precise
@@ -185,8 +186,10 @@ class ToolGuard:
 
     def _limit(self, calls: list[_Call], request: ModelRequest) -> list[_Call]:
         limit = request.max_tool_calls
+        if request.parallel_tool_calls is False:  # at most one call, also when the upstream ignores the flag
+            limit = 1
         if limit is not None and len(calls) > limit:
-            log.warning("gate: max_tool_calls=%d: dropped %d extra call(s)", limit, len(calls) - limit)
+            log.warning("gate: max_tool_calls=%d (parallel_tool_calls=%s): dropped %d extra call(s)", limit, request.parallel_tool_calls, len(calls) - limit)
             return calls[:limit]
         return calls
 
