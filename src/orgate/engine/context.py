@@ -36,6 +36,10 @@ from orgate.protocol.errors import ApiError, from_validation_error, invalid_requ
 # Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
 EXTENSION_FIELDS = frozenset({"user", "stop"})
 
+# Provider kinds that honour ``service_tier``: OpenAI's Responses and Chat Completions take it
+# upstream; the built-in test model serves every tier alike. Elsewhere the default tier is used.
+TIERED_PROVIDERS = frozenset({"openai-chat", "openai-responses", "builtin"})
+
 _ITEMS = TypeAdapter(list[ItemParam])
 
 
@@ -309,8 +313,11 @@ def build_turn(
         text_format=fmt,
         reasoning_effort=reasoning.effort if reasoning else None,
         reasoning_summary=reasoning.summary if reasoning else None,
-        user=extra.get("user") or body.safety_identifier,
+        user=extra.get("user"),
+        safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
+        verbosity=body.text.verbosity if body.text is not None else None,
+        service_tier=body.service_tier if deployment.provider in TIERED_PROVIDERS else None,
         metadata=dict(body.metadata) if body.metadata else None,
         stop=[stop] if isinstance(stop, str) else stop,
     )
@@ -334,7 +341,7 @@ def build_turn(
         "max_tool_calls": body.max_tool_calls,
         "store": store,
         "background": bool(body.background),
-        "service_tier": body.service_tier or "default",
+        "service_tier": request.service_tier or "default",  # the tier used, not only the one asked for
         "metadata": dict(body.metadata) if body.metadata else {},
         "safety_identifier": body.safety_identifier,
         "prompt_cache_key": body.prompt_cache_key,

@@ -49,8 +49,11 @@ class ModelRequest:
     text_format: TextFormat | None = None
     reasoning_effort: str | None = None
     reasoning_summary: str | None = None
-    user: str | None = None
+    user: str | None = None  # the ``user`` extension field
+    safety_identifier: str | None = None
     prompt_cache_key: str | None = None
+    verbosity: str | None = None  # ``text.verbosity``
+    service_tier: str | None = None
     metadata: dict[str, str] | None = None
     stop: list[str] | None = None  # only from the chat adapter
 

@@ -395,6 +395,8 @@ def build_body(
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(request, name):
             raise _unsupported(f"'{name}'", name, code="unsupported_parameter")
+    if request.verbosity not in (None, "medium"):  # medium is the default: no change asked
+        raise _unsupported("'text.verbosity' other than 'medium'", "text.verbosity", code="unsupported_parameter")
     system, messages = map_conversation(request)
     instruction = json_instruction(request.text_format)
     if instruction:
@@ -417,8 +419,9 @@ def build_body(
         body["top_p"] = request.top_p
     if request.stop:
         body["stop_sequences"] = list(request.stop)
-    if request.user:
-        body["metadata"] = {"user_id": request.user}
+    user = request.user or request.safety_identifier
+    if user:
+        body["metadata"] = {"user_id": user}
     if stream:
         body["stream"] = True
     return body

@@ -262,10 +262,14 @@ def build_body(
     options = options or ChatOptions()
     body: dict[str, Any] = {"model": request.model, "messages": map_messages(request, options)}
     map_tools(request, body)
-    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "user"):
+    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "verbosity", "service_tier"):
         value = getattr(request, name)
         if value is not None:
             body[name] = value
+    # Chat servers know ``user``; a safety identifier stands in for it when no ``user`` is given.
+    user = request.user or request.safety_identifier
+    if user is not None:
+        body["user"] = user
     if request.max_output_tokens is not None:
         body[options.max_tokens_field] = request.max_output_tokens
     response_format = map_response_format(request.text_format)

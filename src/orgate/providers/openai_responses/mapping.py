@@ -110,8 +110,11 @@ _SCALARS = (
     "presence_penalty",
     "frequency_penalty",
     "max_output_tokens",
+    "max_tool_calls",
     "user",
+    "safety_identifier",
     "prompt_cache_key",
+    "service_tier",
 )
 
 
@@ -148,8 +151,13 @@ def build_body(
         if value is not None:
             body[name] = value
     fmt = map_text_format(request.text_format)
+    text: dict[str, Any] = {}
     if fmt is not None:
-        body["text"] = {"format": fmt}
+        text["format"] = fmt
+    if request.verbosity is not None:
+        text["verbosity"] = request.verbosity
+    if text:
+        body["text"] = text
     reasoning: dict[str, Any] = {}
     if request.reasoning_effort is not None:
         reasoning["effort"] = request.reasoning_effort
