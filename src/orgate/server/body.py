@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 import orjson
@@ -29,10 +29,17 @@ LENIENT_MEDIA = frozenset({"", "application/x-www-form-urlencoded", "text/plain"
 
 async def read_json(request: Request, limits: LimitSettings) -> Any:
     """Read and parse a Starlette request's JSON body within the limits."""
-    media = media_type(request.headers.get("content-type", ""))
-    check_content_encoding(request.headers.get("content-encoding"))
-    check_declared_length(request.headers.get("content-length"), limits)
+    media = check_body_headers(request.headers, limits)
     return parse_json(await with_body_timeout(_stream_body(request, limits), limits), media, limits)
+
+
+def check_body_headers(headers: Mapping[str, str], limits: LimitSettings) -> str:
+    """What the headers of a request with a JSON body must pass before it is read: its media
+    type (returned), no ``Content-Encoding``, a declared length within ``max_body_bytes``."""
+    media = media_type(headers.get("content-type", ""))
+    check_content_encoding(headers.get("content-encoding"))
+    check_declared_length(headers.get("content-length"), limits)
+    return media
 
 
 async def _stream_body(request: Request, limits: LimitSettings) -> bytes:

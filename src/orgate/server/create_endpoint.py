@@ -24,10 +24,8 @@ from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.server.body import (
-    check_content_encoding,
-    check_declared_length,
+    check_body_headers,
     check_request_limits,
-    media_type,
     parse_json,
     read_asgi_body,
 )
@@ -115,9 +113,7 @@ class CreateResponse:
         headers = _headers(scope)
         info = current_request()
         caller = info.caller if info is not None and info.caller is not None else services.auth.authenticate(headers.get("authorization"))
-        media = media_type(headers.get("content-type", ""))
-        check_content_encoding(headers.get("content-encoding"))
-        check_declared_length(headers.get("content-length"), self.limits)
+        media = check_body_headers(headers, self.limits)
         raw = await read_asgi_body(receive, self.limits)
         if raw is None:
             _client_gone(info)
