@@ -98,6 +98,18 @@ def test_the_front_deployment_carries_the_shared_capabilities(tmp_path: Path) ->
     assert (caps.tools, caps.images, caps.max_output_tokens) == (True, True, 4096)
 
 
+def test_service_tier_is_a_capability_off_for_anthropic(tmp_path: Path) -> None:
+    """Whether ``service_tier`` goes upstream: provider default (anthropic has none), the
+    model's own ``capabilities``, and a routed model only when every deployment takes it."""
+    table = deployment_table(load(tmp_path, ROUTED), ENV)
+    assert table["flat"].capabilities.service_tier is True
+    assert table["smart"].capabilities.service_tier is False  # one of its deployments is anthropic
+    first, second = (t.deployment for t in route_table(load(tmp_path, ROUTED), ENV)["smart"].targets)
+    assert (first.capabilities.service_tier, second.capabilities.service_tier) == (True, False)
+    off = ROUTED.replace('capabilities = { max_output_tokens = 4096 }', 'capabilities = { max_output_tokens = 4096, service_tier = false }')
+    assert deployment_table(load(tmp_path, off), ENV)["smart"].capabilities.service_tier is False
+
+
 def test_flat_models_are_unchanged(tmp_path: Path) -> None:
     table = deployment_table(load(tmp_path, ROUTED), ENV)
     flat = table["flat"]

@@ -36,10 +36,6 @@ from orgate.protocol.errors import ApiError, from_validation_error, invalid_requ
 # Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
 EXTENSION_FIELDS = frozenset({"user", "stop"})
 
-# Provider kinds that honour ``service_tier``: OpenAI's Responses and Chat Completions take it
-# upstream; the built-in test model serves every tier alike. Elsewhere the default tier is used.
-TIERED_PROVIDERS = frozenset({"openai-chat", "openai-responses", "builtin"})
-
 _ITEMS = TypeAdapter(list[ItemParam])
 
 
@@ -317,7 +313,7 @@ def build_turn(
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
         verbosity=body.text.verbosity if body.text is not None else None,
-        service_tier=body.service_tier if deployment.provider in TIERED_PROVIDERS else None,
+        service_tier=body.service_tier if deployment.capabilities.service_tier else None,
         metadata=dict(body.metadata) if body.metadata else None,
         stop=[stop] if isinstance(stop, str) else stop,
     )

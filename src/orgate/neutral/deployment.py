@@ -18,6 +18,9 @@ class Capabilities:
     # (the built-in model generates from the schema itself and reads no descriptions).
     strict_json_schema: bool = True
     reasoning: bool = False
+    # Takes ``service_tier`` upstream (OpenAI's APIs). False: it is not sent, and the
+    # response reports the tier used, ``default``.
+    service_tier: bool = True
     max_output_tokens: int | None = None  # the model's output cap, if known
     context_window: int | None = None
 
