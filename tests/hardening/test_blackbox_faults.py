@@ -22,42 +22,30 @@ import orjson
 import pytest
 
 from tests.fakes._base import LoopbackFake
-from tests.fakes.anthropic_upstream import FakeAnthropic
-from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Raw, Script, text
-from tests.fakes.responses_upstream import FakeResponses
+from tests.fakes.openai_chat_upstream import Raw, Script, text
 from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events
 from tests.server_process import OrgateServer
 from tests.support.configs import model_block
+from tests.support.upstreams import fresh, provider_models, three_fakes
 
 MB = 1024 * 1024
 
 
-def _model(name: str, provider: str, base_url: str, extra: str = "") -> str:
-    return model_block(name, provider, base_url, "m", api_key="upstream-secret", read_timeout=30, extra=extra)
-
-
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with FakeOpenAIChat.start_in_thread() as chat, FakeAnthropic.start_in_thread() as anth, FakeResponses.start_in_thread() as resp:
-        yield {"chat": chat, "anth": anth, "resp": resp}
+    with three_fakes() as running:
+        yield running
 
 
 @pytest.fixture
 def fx(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
-    for fake in fakes.values():
-        fake.reset()
-    yield fakes
-    for fake in fakes.values():
-        fake.reset()
+    with fresh(fakes):
+        yield fakes
 
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
-    config = (
-        _model("chat", "openai-chat", f"{fakes['chat'].base_url}")  # type: ignore[attr-defined]
-        + _model("anth", "anthropic", f"{fakes['anth'].base_url}")  # type: ignore[attr-defined]
-        + _model("resp", "openai-responses", f"{fakes['resp'].base_url}")  # type: ignore[attr-defined]
-    )
+    config = provider_models(fakes, api_key="upstream-secret", read_timeout=30, upstream_model="m")
     with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED": "true"}) as running:
         yield running
 
@@ -171,7 +159,7 @@ def test_shutdown_past_drain_timeout_ends_streams_cleanly(tmp_path: Any, fakes: 
     chat = fakes["chat"]
     chat.reset()
     chat.handler = lambda body: text(" ".join(["word"] * 400), delay=0.05)  # ~20 s each
-    config = "[server]\ndrain_timeout = 1\n" + _model("chat", "openai-chat", chat.base_url)  # type: ignore[attr-defined]
+    config = "[server]\ndrain_timeout = 1\n" + model_block("chat", "openai-chat", chat.base_url, "m", api_key="upstream-secret", read_timeout=30)  # type: ignore[attr-defined]
     server = OrgateServer(config, env=server_env(), workdir=str(tmp_path)).start()
     results: dict[str, Any] = {}
     got_first = threading.Event()

@@ -25,63 +25,37 @@ import httpx
 import orjson
 import pytest
 from tests.fakes._base import LoopbackFake, Raw
-from tests.fakes.anthropic_upstream import FakeAnthropic, rate_limited
-from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script
-from tests.fakes.responses_upstream import FakeResponses
+from tests.fakes.anthropic_upstream import rate_limited
+from tests.fakes.openai_chat_upstream import Script
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
 from tests.support.configs import model_block
 from tests.support.spec import check_sse, validate
+from tests.support.upstreams import fresh, provider_models, three_fakes
 
 # --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with (
-        FakeOpenAIChat.start_in_thread() as chat,
-        FakeAnthropic.start_in_thread() as anth,
-        FakeResponses.start_in_thread() as resp,
-    ):
-        yield {"chat": chat, "anth": anth, "resp": resp}
+    with three_fakes() as running:
+        yield running
 
 
 @pytest.fixture
 def fx(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
-    for fake in fakes.values():
-        fake.reset()
-    yield fakes
-    for fake in fakes.values():
-        fake.reset()
+    with fresh(fakes):
+        yield fakes
 
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
     urls = {k: f.base_url for k, f in fakes.items()}  # type: ignore[attr-defined]
+    thinking = "capabilities = { reasoning = true }"
     config = (
-        model_block("chat", "openai-chat", urls["chat"], "m", api_key="k", read_timeout=10)
-        + model_block("anth", "anthropic", urls["anth"], "claude-x", api_key="k", read_timeout=10)
-        + model_block(
-            "anth-think",
-            "anthropic",
-            urls["anth"],
-            "claude-x",
-            api_key="k",
-            read_timeout=10,
-            extra="capabilities = { reasoning = true }",
-        )
-        + model_block(
-            "resp", "openai-responses", urls["resp"], "gpt-x", api_key="k", read_timeout=10
-        )
-        + model_block(
-            "resp-think",
-            "openai-responses",
-            urls["resp"],
-            "gpt-x",
-            api_key="k",
-            read_timeout=10,
-            extra="capabilities = { reasoning = true }",
-        )
+        provider_models(fakes, api_key="k", read_timeout=10)
+        + model_block("anth-think", "anthropic", urls["anth"], "claude-x", api_key="k", read_timeout=10, extra=thinking)
+        + model_block("resp-think", "openai-responses", urls["resp"], "gpt-x", api_key="k", read_timeout=10, extra=thinking)
     )
     with OrgateServer(config, env=server_env()) as running:
         yield running

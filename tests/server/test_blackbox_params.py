@@ -18,14 +18,11 @@ import openai
 import pytest
 
 from tests.fakes._base import LoopbackFake
-from tests.fakes.anthropic_upstream import FakeAnthropic
-from tests.fakes.openai_chat_upstream import FakeOpenAIChat
 from tests.fakes.openai_chat_upstream import Script as ChatScript
-from tests.fakes.responses_upstream import FakeResponses
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
-from tests.support.configs import model_block
 from tests.support.spec import check_sse, validate
+from tests.support.upstreams import fresh, provider_models, three_fakes
 
 MODELS = ("orgate/echo", "chat", "anth", "resp")
 TOOL_F = {
@@ -38,44 +35,20 @@ TOOL_G = {"type": "function", "name": "g", "parameters": {"type": "object", "pro
 
 @pytest.fixture(scope="module")
 def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with (
-        FakeOpenAIChat.start_in_thread() as chat,
-        FakeAnthropic.start_in_thread() as anth,
-        FakeResponses.start_in_thread() as resp,
-    ):
-        yield {"chat": chat, "anth": anth, "resp": resp}
+    with three_fakes() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, Any]) -> Iterator[OrgateServer]:
-    config = (
-        model_block(
-            "chat", "openai-chat", fakes["chat"].base_url, "m", api_key="k", read_timeout=10
-        )
-        + model_block(
-            "anth", "anthropic", fakes["anth"].base_url, "claude-x", api_key="k", read_timeout=10
-        )
-        + model_block(
-            "resp",
-            "openai-responses",
-            fakes["resp"].base_url,
-            "gpt-x",
-            api_key="k",
-            read_timeout=10,
-        )
-    )
-    with OrgateServer(config, env=server_env()) as running:
+    with OrgateServer(provider_models(fakes, api_key="k", read_timeout=10), env=server_env()) as running:
         yield running
 
 
 @pytest.fixture
 def http(server: OrgateServer, fakes: dict[str, LoopbackFake]) -> Iterator[httpx.Client]:
-    for fake in fakes.values():
-        fake.reset()
-    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
+    with fresh(fakes), httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
         yield client
-    for fake in fakes.values():
-        fake.reset()
 
 
 def create(http: httpx.Client, model: str, **fields: Any) -> dict[str, Any]:
