@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,16 @@ max_schema_bytes = 2048
 body_timeout = 2
 """
 UPSTREAM_KEY = "upstream-secret"
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> bool:
+    """Poll ``predicate`` every 20 ms until it is true or ``timeout`` seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return bool(predicate())
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:

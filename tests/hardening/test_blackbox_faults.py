@@ -23,7 +23,7 @@ import pytest
 
 from tests.fakes._base import LoopbackFake
 from tests.fakes.openai_chat_upstream import Raw, Script, text
-from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events
+from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events, wait_until
 from tests.server_process import OrgateServer
 from tests.support.configs import model_block
 from tests.support.upstreams import fresh, provider_models, three_fakes
@@ -56,14 +56,6 @@ def http(server: OrgateServer) -> Iterator[httpx.Client]:
         yield client
 
 
-def _wait(predicate: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
-
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_client_leaving_before_the_first_event_cancels_the_upstream(server: OrgateServer, fx: dict[str, LoopbackFake], stream: bool) -> None:
@@ -72,10 +64,10 @@ def test_client_leaving_before_the_first_event_cancels_the_upstream(server: Orga
     fake.enqueue(Script(stall_before_headers=30))
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     sock.sendall(raw_request("POST", "/v1/responses", orjson.dumps({"model": "chat", "input": "hi", "stream": stream}), server.api_key))
-    assert _wait(lambda: len(fake.requests) == 1)
+    assert wait_until(lambda: len(fake.requests) == 1)
     time.sleep(0.3)
     sock.close()
-    assert _wait(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
 
 
 def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(server: OrgateServer, http: httpx.Client, fx: dict[str, LoopbackFake]) -> None:
@@ -83,11 +75,11 @@ def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(server: 
     fake.enqueue(text(" ".join(["word"] * 200), delay=0.05))  # ~10 s of output
     with pytest.raises(httpx.ReadTimeout):
         http.post("/v1/responses", json={"model": "chat", "input": "hi"}, timeout=0.6)
-    assert _wait(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
     assert not fake.requests[-1].completed
     # Metrics count it as the client's going (499), not as a server failure (500).
     metrics = http.get("/metrics").text
-    assert _wait(lambda: 'status="499"' in http.get("/metrics").text, 3.0), metrics[:2000]
+    assert wait_until(lambda: 'status="499"' in http.get("/metrics").text, 3.0), metrics[:2000]
 
 
 def test_chat_adapter_client_leaving_a_long_answer_cancels_the_upstream(http: httpx.Client, fx: dict[str, LoopbackFake]) -> None:
@@ -96,7 +88,7 @@ def test_chat_adapter_client_leaving_a_long_answer_cancels_the_upstream(http: ht
     fake.enqueue(text(" ".join(["word"] * 200), delay=0.05))  # ~10 s of output
     with pytest.raises(httpx.ReadTimeout):
         http.post("/v1/chat/completions", json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]}, timeout=0.6)
-    assert _wait(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
     assert not fake.requests[-1].completed
 
 
@@ -115,7 +107,7 @@ def test_endless_sse_line_is_refused_quickly(http: httpx.Client, fx: dict[str, L
     assert_error(res, 502, "upstream_invalid_response")
     assert "longer than" in res.json()["error"]["message"]
     assert elapsed < 10
-    assert _wait(lambda: fake.requests[-1].disconnected)  # orgate stopped reading
+    assert wait_until(lambda: fake.requests[-1].disconnected)  # orgate stopped reading
     assert http.get("/healthz").status_code == 200
 
 
@@ -126,7 +118,7 @@ def test_huge_error_body_is_not_read_whole(http: httpx.Client, fx: dict[str, Loo
     res, elapsed = _stream_or_error(http, model)
     error = assert_error(res, 502)
     assert len(error["message"]) < 2000
-    assert _wait(lambda: fake.requests[-1].disconnected), "the whole 64 MB error body was read"
+    assert wait_until(lambda: fake.requests[-1].disconnected), "the whole 64 MB error body was read"
     assert not fake.requests[-1].completed
 
 
@@ -135,7 +127,7 @@ def test_huge_json_body_is_not_read_whole(http: httpx.Client, fx: dict[str, Loop
     fake.enqueue(Raw([b" " * MB] * 64, content_type="application/json"))
     res, _ = _stream_or_error(http, "chat")
     assert_error(res, 502, "upstream_invalid_response")
-    assert _wait(lambda: fake.requests[-1].disconnected), "the whole 64 MB body was read"
+    assert wait_until(lambda: fake.requests[-1].disconnected), "the whole 64 MB body was read"
 
 
 @pytest.mark.parametrize("model", ["chat", "anth", "resp"])

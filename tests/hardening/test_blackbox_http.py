@@ -25,7 +25,6 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -34,7 +33,13 @@ import pytest
 
 from tests.fakes._base import Raw
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat
-from tests.hardening.conftest import assert_error, raw_request, read_responses, sse_events
+from tests.hardening.conftest import (
+    assert_error,
+    raw_request,
+    read_responses,
+    sse_events,
+    wait_until,
+)
 from tests.server_process import OrgateServer
 
 OK = {"model": "orgate/echo", "input": "hi"}
@@ -96,14 +101,6 @@ def _rss_kib(pid: int) -> int:
                 return int(line.split()[1])
     raise AssertionError("no VmRSS")
 
-
-def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 def _pid(server: OrgateServer) -> int:
@@ -507,7 +504,7 @@ def test_a_stream_nobody_reads_keeps_memory_bounded(
     finally:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-    assert _wait(lambda: fake.requests[-1].disconnected), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected), "the upstream call outlived its client"
     assert http.get("/healthz").status_code == 200
 
 
@@ -532,11 +529,11 @@ def test_clients_resetting_mid_stream_leak_nothing(
         response_id = data[start : data.index(b'"', start)].decode()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-    assert _wait(lambda: len(os.listdir(f"/proc/{pid}/fd")) <= fds_before + 2), (
+    assert wait_until(lambda: len(os.listdir(f"/proc/{pid}/fd")) <= fds_before + 2), (
         fds_before,
         os.listdir(f"/proc/{pid}/fd"),
     )
-    assert _wait(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
+    assert wait_until(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
     started = time.monotonic()
     res = http.post("/v1/responses", json={**OK, "stream": True})
     assert res.status_code == 200 and res.text.endswith("data: [DONE]\n\n")

@@ -14,7 +14,14 @@ import orjson
 import pytest
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Raw, Script, cut, garbage, stall, text
-from tests.hardening.conftest import READ_TIMEOUT, assert_error, raw_request, server_env, sse_events
+from tests.hardening.conftest import (
+    READ_TIMEOUT,
+    assert_error,
+    raw_request,
+    server_env,
+    sse_events,
+    wait_until,
+)
 from tests.server_process import OrgateServer, free_port
 
 CHUNK = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
@@ -99,7 +106,7 @@ def test_stall_before_headers(hardened: OrgateServer, http: httpx.Client, fake: 
     res = http.post("/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": stream})
     assert time.monotonic() - started < BOUND
     assert_error(res, 504, "upstream_timeout")
-    assert fake.requests[-1].disconnected or _wait(lambda: fake.requests[-1].disconnected)
+    assert fake.requests[-1].disconnected or wait_until(lambda: fake.requests[-1].disconnected)
     check()
 
 
@@ -109,7 +116,7 @@ def test_stall_during_stream(hardened: OrgateServer, http: httpx.Client, fake: F
     res, events, elapsed = _stream(http)
     assert res.status_code == 200 and elapsed < BOUND
     _assert_failed_stream(http, events, "upstream_timeout")
-    assert _wait(lambda: fake.requests[-1].disconnected)
+    assert wait_until(lambda: fake.requests[-1].disconnected)
     check()
 
 
@@ -184,14 +191,6 @@ def test_slow_upstream_within_timeout(http: httpx.Client, fake: FakeOpenAIChat) 
     assert elapsed >= READ_TIMEOUT
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
-
 
 def _first_events(sock: socket.socket) -> bytes:
     data = b""
@@ -208,9 +207,9 @@ def test_client_disconnects_mid_stream(hardened: OrgateServer, http: httpx.Clien
     data = _first_events(sock)
     response_id = _id_of(data)
     sock.close()
-    assert _wait(lambda: fake.requests[-1].disconnected), "the upstream request was not cancelled"
+    assert wait_until(lambda: fake.requests[-1].disconnected), "the upstream request was not cancelled"
     assert not fake.requests[-1].completed
-    assert _wait(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
+    assert wait_until(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
     stored = http.get(f"/v1/responses/{response_id}").json()
     assert stored["error"]["code"] == "client_disconnected"
     check()
