@@ -736,6 +736,13 @@ def r_resp(status: str, output: list[dict[str, Any]], **extra: Any) -> dict[str,
     }
 
 
+#: What a Responses stream opens with: created, then in_progress, with no output yet.
+R_OPENING = (
+    {"type": "response.created", "response": r_resp("in_progress", [])},
+    {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+)
+
+
 def r_numbered(events: list[dict[str, Any]], start: int = 0) -> list[bytes]:
     return [named({**e, "sequence_number": start + n}) for n, e in enumerate(events)]
 
@@ -786,8 +793,7 @@ def test_responses_upstream_ids_and_sequence_numbers_do_not_leak(
     message = r_text_events(1, UP_MSG, ["Hello", " there", "! \u00e9\U0001f600"])
     final_msg = message[-1]["item"]
     events = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
         {
             "type": "response.output_item.added",
             "output_index": 0,
@@ -897,8 +903,7 @@ def test_responses_function_call_stream(http: httpx.Client, fx: dict[str, Loopba
         "name": "get_weather",
     }
     events = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
         {
             "type": "response.output_item.added",
             "output_index": 0,
@@ -941,8 +946,7 @@ def test_responses_upstream_failed_and_error_events(
         "failed", [], error={"code": "server_error", "message": "The model had an error."}
     )
     head = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
     ]
     text = r_text_events(0, UP_MSG, ["Partial"])[:3]
     # response.failed after some output
@@ -1534,8 +1538,7 @@ def test_responses_parameterless_tool_call_gets_empty_object(
         "name": "now",
     }
     events = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
         {
             "type": "response.output_item.added",
             "output_index": 0,
@@ -1592,8 +1595,7 @@ def test_responses_output_only_in_the_terminal_event(
         "name": "f",
     }
     events = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
         {"type": "response.completed", "response": r_resp("completed", [msg, call])},
     ]
     tools = [{"type": "function", "name": "f", "parameters": {"type": "object"}}]
@@ -1631,8 +1633,7 @@ def test_responses_reasoning_summary_parts_stay_apart(
         "encrypted_content": "gAAAAABo",
     }
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
         {
             "type": "response.output_item.added",
             "output_index": 0,
@@ -1869,8 +1870,7 @@ def test_responses_two_reasoning_items_in_a_row_stay_two_items(
         for n in (1, 2)
     ]
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": r_resp("in_progress", [])},
-        {"type": "response.in_progress", "response": r_resp("in_progress", [])},
+        *R_OPENING,
     ]
     for oi, item in enumerate(items):
         base = {"item_id": item["id"], "output_index": oi, "summary_index": 0}
