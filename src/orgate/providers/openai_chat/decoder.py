@@ -256,8 +256,10 @@ class ChatStreamDecoder:
                     if reason:
                         self.finish_reason = reason
         usage = obj.get("usage")
-        if not usage:
-            groq = obj.get("x_groq")  # Groq: the streamed usage is in ``x_groq.usage``
+        if not usage and self.finish_reason is not None:
+            # Groq: the streamed usage is in ``x_groq.usage`` of the finish chunk (only looked
+            # for once the answer finished, not on every chunk)
+            groq = obj.get("x_groq")
             usage = groq.get("usage") if type(groq) is dict else None
         if usage:
             self.usage = parse_usage(usage)
