@@ -124,15 +124,16 @@ def check_context(
     if not any(getattr(item, "type", None) in _PAIRED_TYPES for item in new_input):
         return
     dropped = sorted(w.index for w in warnings if isinstance(w, _Dropped))
+    offset = len(history)
 
     def where(context_index: int) -> int:
+        """The client's own input index of a history + new-input position."""
         local = context_index - offset
         for gone in dropped:
             if gone <= local:
                 local += 1
         return local
 
-    offset = len(history)
     items = [_as_dict(item) for item in (*history, *new_input)]
     catalog = _catalog(tools)
     for index in range(offset, len(items)):
