@@ -32,7 +32,14 @@ from orgate.engine.router import Router, RouteTrace
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches, origin_of
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
-from orgate.store.base import ResponseStore, SessionBusy, SessionTurn, StoreError, UnknownResponse
+from orgate.store.base import (
+    ResponseConflict,
+    ResponseStore,
+    SessionBusy,
+    SessionTurn,
+    StoreError,
+    UnknownResponse,
+)
 
 log = logging.getLogger("orgate.engine")
 
@@ -62,8 +69,22 @@ class Pipeline(Protocol):
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
 
+STORE_ERROR_HEADER = "X-Orgate-Store-Error"  # set when the answer was not stored (see docs/store.md)
+FOREGROUND_SAVE_GRACE = 2.0  # seconds a finished answer's save is retried while its client waits
+BACKGROUND_SAVE_RETRY = 600.0  # ... and a background response's, which nobody waits for
+_REFUSALS = (UnknownResponse, ResponseConflict, SessionBusy)  # a save the store refused: retrying cannot help
+
+
 def store_failure(exc: StoreError) -> ApiError:
-    return ApiError(503, f"The response store is unavailable: {exc}", type=SERVER_ERROR, code="store_unavailable")
+    # The detail (URL, host, file path) goes to the log, not to the client.
+    log.warning("response store unavailable: %s", exc)
+    return ApiError(
+        503,
+        "The response store is unavailable; try again shortly.",
+        type=SERVER_ERROR,
+        code="store_unavailable",
+        headers={"Retry-After": "1"},
+    )
 
 
 class ResponsesService:
@@ -197,7 +218,7 @@ class ResponsesService:
         try:
             await self.store.end_session_turn(session)
         except StoreError:
-            log.warning("could not release session %s", session.session_id, exc_info=True)
+            log.warning("could not release session %s (the store retries in the background)", session.session_id, exc_info=True)
 
     async def create(
         self,
@@ -223,7 +244,9 @@ class ResponsesService:
                 # Background work starts in its own task; nothing is awaited here.
                 stream = ResponseStream(self, turn, caller, upstream, None, session)
                 stream.builder.status = "queued"
-                await self.persist(stream.builder, turn, caller)
+                # Nothing was asked of the model yet: a response that cannot be stored (so never
+                # fetched, continued nor cancelled) is refused now, 503.
+                await self.persist(stream.builder, turn, caller, required=True)
                 return stream
             failed: ApiError | None = None
             first: list[ModelEvent] | None = None
@@ -278,11 +301,23 @@ class ResponsesService:
         report_opaque(turn.opaque, self.served(turn), self.gate_policy, turn.warnings)
 
     async def persist(
-        self, builder: ResponseBuilder, turn: Turn, caller: Caller, events: bytes | None = None, *, response: dict[str, Any] | None = None
-    ) -> None:
-        """Save the response (``response``: a snapshot of it as it stands, when the caller has one)."""
+        self,
+        builder: ResponseBuilder,
+        turn: Turn,
+        caller: Caller,
+        events: bytes | None = None,
+        *,
+        response: dict[str, Any] | None = None,
+        required: bool = False,
+        retry_for: float = 0.0,
+    ) -> bool:
+        """Save the response (``response``: a snapshot of it as it stands, when the caller has one).
+
+        True when it is stored (or is not to be stored). A store failure is retried with
+        backoff for ``retry_for`` seconds (the save is an idempotent upsert), then logged and
+        False, or with ``required`` raised as 503 ``store_unavailable``."""
         if not turn.store or self.store is None:
-            return
+            return True
         expires_at = builder.created_at + self.ttl_seconds if self.ttl_seconds else None
         if turn.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
             input_items = [item_to_wire(item) for item in turn.new_input]
@@ -291,27 +326,38 @@ class ResponsesService:
             turn.record = (input_items, _request_record(turn))
         input_items, request = turn.record
         previous = None if turn.history_unlinked else turn.base.get("previous_response_id")
-        try:
-            await self.store.save(
-                response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
-                tenant=caller.tenant,
-                input_items=input_items,
-                previous_response_id=previous,
-                session_id=turn.session_id,
-                deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
-                request=request,
-                events=events,
-                expires_at=expires_at,
-                output_items=self.history_output(builder, turn),
-            )
-        except UnknownResponse:
-            # The previous response was deleted while this turn ran: keep the answer, unchained.
-            log.warning("previous response of %s vanished; storing it without its chain", builder.id)
-            turn.base["previous_response_id"] = None
-            builder.final = None  # re-snapshot without the vanished link
-            await self.persist(builder, turn, caller, events)
-        except StoreError as exc:
-            log.error("could not store response %s: %s", builder.id, exc)
+        deadline = asyncio.get_running_loop().time() + retry_for
+        delay = 0.1
+        while True:
+            try:
+                await self.store.save(
+                    response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
+                    tenant=caller.tenant,
+                    input_items=input_items,
+                    previous_response_id=previous,
+                    session_id=turn.session_id,
+                    deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
+                    request=request,
+                    events=events,
+                    expires_at=expires_at,
+                    output_items=self.history_output(builder, turn),
+                )
+                return True
+            except UnknownResponse:
+                # The previous response was deleted while this turn ran: keep the answer, unchained.
+                log.warning("previous response of %s vanished; storing it without its chain", builder.id)
+                turn.base["previous_response_id"] = None
+                builder.final = None  # re-snapshot without the vanished link
+                return await self.persist(builder, turn, caller, events, required=required, retry_for=retry_for)
+            except StoreError as exc:
+                left = deadline - asyncio.get_running_loop().time()
+                if isinstance(exc, _REFUSALS) or left <= 0:
+                    if required:
+                        raise store_failure(exc) from None
+                    log.error("could not store response %s: %s", builder.id, exc)
+                    return False
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)
 
 
 def _request_record(turn: Turn) -> dict[str, Any]:
@@ -475,9 +521,15 @@ class ResponseStream:
                 log.exception("response %s failed: %s", builder.id, type(error).__name__)
                 self.error = ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error")
                 builder.fail(self.error)
-            final = out(builder.drain())
+            terminal = builder.drain()
+            final = out(terminal)
             # Persist before the terminal event leaves: what the client sees complete is durable.
-            await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None)
+            # A failing store gets a short grace (a background response, nobody waiting, a long
+            # one); then the answer, paid for, still goes out, marked not stored (docs/store.md).
+            retry_for = BACKGROUND_SAVE_RETRY if self.turn.background else FOREGROUND_SAVE_GRACE
+            if not await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None, retry_for=retry_for):
+                terminal = self._not_stored(terminal)
+                final = [b"".join([encode(event) for event in terminal])] if encode is not None else [terminal]
             await self.service.end_session(self._session)
             self._session = None
             if trailer:
@@ -502,6 +554,12 @@ class ResponseStream:
                     if self._session is not None:
                         session, self._session = self._session, None
                         await asyncio.shield(self.service.end_session(session))
+
+    def _not_stored(self, terminal: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The terminal events of a response whose save failed: its ``store`` says false, and
+        ``X-Orgate-Store-Error`` says why (a non-streaming answer's headers are not sent yet)."""
+        self.headers[STORE_ERROR_HEADER] = "store_unavailable"
+        return [{**event, "response": {**event["response"], "store": False}} if "response" in event else event for event in terminal]
 
     async def final(self) -> dict[str, Any]:
         """Drain the stream and return the final response (the non-streaming path)."""

@@ -111,7 +111,7 @@ async def _maintain(services: Services, every: float = 60.0) -> None:
             await store.recover_interrupted()
             if ttl_days:
                 await store.prune(older_than=ttl_days * 86400)
-        except StoreError as exc:
+        except Exception as exc:  # noqa: BLE001 - upkeep must outlive any failure (the next round retries)
             log.warning("store maintenance failed: %s", exc)
 
 

@@ -9,13 +9,19 @@ missing one. See ``docs/store.md`` for the data model and the guarantees.
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
+import logging
 import os
 import socket
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+_log = logging.getLogger("orgate.store")
 
 Order = Literal["asc", "desc"]
 ItemKind = Literal["input", "output"]
@@ -320,6 +326,62 @@ def check_order(order: str, limit: int) -> None:
 # --------------------------------------------------------------------------- interface
 
 
+class LeaseReleases:
+    """Session leases whose release failed (the database was unreachable): released again in
+    the background, with backoff, until it works or the lease has expired anyway. Without it a
+    session whose holder could not release its lease during an outage stays busy (409) for
+    the whole lease (10 minutes by default) once the database is back."""
+
+    def __init__(
+        self,
+        release: Callable[[SessionTurn], Awaitable[object]],
+        *,
+        first_delay: float = 0.1,
+        max_delay: float = 2.0,
+    ) -> None:
+        self._release = release
+        self._first_delay = first_delay
+        self._max_delay = max_delay
+        self._pending: dict[str, SessionTurn] = {}  # by lease token
+        self._task: asyncio.Task[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, turn: SessionTurn) -> None:
+        """Release ``turn`` later (on the running event loop)."""
+        if turn.lease_expires_at <= time.time():
+            return
+        self._pending[turn.token] = turn
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="orgate-store-lease-release"
+            )
+
+    async def _run(self) -> None:
+        delay = self._first_delay
+        while self._pending:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self._max_delay)
+            for token, turn in list(self._pending.items()):
+                if turn.lease_expires_at > time.time():
+                    try:
+                        await self._release(turn)
+                    except StoreError as exc:
+                        _log.debug("session lease release retry failed: %s", exc)
+                        continue
+                    _log.info("released the lease of session %s after a store failure", turn.session_id)
+                self._pending.pop(token, None)
+
+    async def close(self) -> None:
+        """Stop retrying (a stopped owner's leases are freed by ``recover_interrupted``)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 class ResponseStore(abc.ABC):
     """Persistence of responses, their items, sessions and stream events.
 
@@ -462,7 +524,11 @@ class ResponseStore(abc.ABC):
 
     @abc.abstractmethod
     async def end_session_turn(self, turn: SessionTurn) -> None:
-        """Release a lease taken by ``begin_session_turn`` (no-op if it expired and was retaken)."""
+        """Release a lease taken by ``begin_session_turn`` (no-op if it expired and was retaken).
+
+        When the database cannot be reached the release is retried in the background
+        (``LeaseReleases``) and the ``StoreError`` is raised all the same.
+        """
 
     @asynccontextmanager
     async def session_turn(

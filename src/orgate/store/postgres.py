@@ -5,6 +5,12 @@ statement of data-modifying CTEs (response upsert, item upserts, events, session
 pointer), ``context`` a single query over the stored ancestor path. Pooled
 connections are not reset on release (orgate keeps no session state on them), which
 saves a round trip per operation. Times are Unix seconds (``double precision``).
+
+Every asyncpg error is translated (``_call``): a dead connection (killed backend, restarted
+or stopped server) raises ``StoreUnavailable``, after one retry on a fresh connection for
+the operations that are idempotent (all but ``delete``, retried only when the statement
+never left); the pool's other connections are expired at once, so a restart costs no
+tail of failures. A session lease whose release failed is released later (``LeaseReleases``).
 """
 
 from __future__ import annotations
@@ -14,9 +20,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
@@ -25,6 +30,7 @@ from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
     ItemsPage,
+    LeaseReleases,
     Order,
     ResponseConflict,
     ResponseStore,
@@ -51,6 +57,37 @@ from orgate.store.schema import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: What asyncpg raises when the connection, rather than the statement, failed: the server is
+#: unreachable, shutting down or restarting, killed our backend (``pg_terminate_backend``), or
+#: the socket died; ``InternalClientError`` is a pooled connection whose backend already sent
+#: its FATAL goodbye (the statement was refused before it was sent).
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    # 57014 (a statement timeout or cancel) is an "operator intervention" that leaves the connection fine.
+    return not isinstance(exc, asyncpg.exceptions.QueryCanceledError)
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """True when asyncpg refused to send the statement (the connection was already dead)."""
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
 
 _RESPONSE_COLUMNS = (
     "id, tenant, status, model, created_at, updated_at, previous_response_id, session_id, "
@@ -202,6 +239,7 @@ class PostgresStore(ResponseStore):
         self._pool = pool
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._releases = LeaseReleases(self._end_turn)
         self._closed = False
 
     @classmethod
@@ -219,7 +257,7 @@ class PostgresStore(ResponseStore):
                 timeout=connect_timeout,
                 command_timeout=60,
             )
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (*_CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {redact(url)}: {exc or type(exc).__name__}"
             ) from exc
@@ -238,41 +276,78 @@ class PostgresStore(ResponseStore):
 
     # ------------------------------------------------------------------ plumbing
 
-    @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+    async def _call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, idempotent: bool = True) -> T:
+        """Run ``fn(conn)`` on a pooled connection, translating asyncpg's errors into the store's.
+
+        A connection that fails under the statement (its backend was killed, the server
+        restarted) is closed, the pool's other connections are expired (they died too, most
+        likely), and an ``idempotent`` operation is retried once on a fresh connection; a
+        non-idempotent one only when the statement certainly never left. Connection-level
+        failures raise ``StoreUnavailable``; other database errors ``StoreError``.
+        """
         if self._closed:
             raise StoreUnavailable("the store is closed")
-        try:
-            async with self._pool.acquire() as conn:
-                yield conn
-        except (OSError, asyncpg.InterfaceError, asyncpg.exceptions.ConnectionFailureError) as exc:
-            raise StoreUnavailable(f"PostgreSQL at {self.url}: {exc}") from exc
-        except asyncpg.PostgresError as exc:
-            raise StoreError(f"PostgreSQL at {self.url}: {exc}") from exc
+        for attempt in (1, 2):
+            acquired = False
+            try:
+                async with self._pool.acquire() as conn:
+                    acquired = True
+                    try:
+                        return await fn(conn)
+                    except _CONNECTION_ERRORS as exc:
+                        if _is_connection_error(exc):
+                            with contextlib.suppress(Exception):  # already detached when it closed itself
+                                conn.terminate()  # never handed out again
+                        raise
+            except StoreError:
+                raise
+            except _CONNECTION_ERRORS as exc:
+                if not _is_connection_error(exc):
+                    raise StoreError(f"PostgreSQL at {self.url}: {exc}") from exc
+                if acquired:
+                    await self._pool.expire_connections()
+                    # Not after a timeout: a server that did not answer in time would not now.
+                    if attempt == 1 and not isinstance(exc, TimeoutError) and (idempotent or _never_sent(exc)):
+                        log.info("PostgreSQL connection lost (%s); retrying on a fresh connection", _describe(exc))
+                        continue
+                raise StoreUnavailable(f"PostgreSQL at {self.url}: {_describe(exc)}") from exc
+            except asyncpg.PostgresError as exc:
+                raise StoreError(f"PostgreSQL at {self.url}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[asyncpg.Connection]:
-        async with self._conn() as conn, conn.transaction():
-            self.query_count += 2  # BEGIN, COMMIT
-            yield conn
-
-    async def _fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
-        async with self._conn() as conn:
+    async def _fetchrow(self, sql: str, *args: Any, idempotent: bool = True) -> asyncpg.Record | None:
+        async def run(conn: asyncpg.Connection) -> asyncpg.Record | None:
             self.query_count += 1
             return await conn.fetchrow(sql, *args)
 
+        return await self._call(run, idempotent=idempotent)
+
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        async with self._conn() as conn:
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
             self.query_count += 1
             return await conn.fetch(sql, *args)
 
+        return await self._call(run)
+
     async def _execute(self, sql: str, *args: Any) -> str:
-        async with self._conn() as conn:
+        async def run(conn: asyncpg.Connection) -> str:
             self.query_count += 1
             return await conn.execute(sql, *args)
 
+        return await self._call(run)
+
+    async def _in_tx(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """``_call`` inside one transaction (retried whole, like any idempotent operation)."""
+
+        async def run(conn: asyncpg.Connection) -> T:
+            async with conn.transaction():
+                self.query_count += 2  # BEGIN, COMMIT
+                return await fn(conn)
+
+        return await self._call(run)
+
     async def _migrate(self) -> None:
-        async with self._tx() as conn:
+        async def migrate(conn: asyncpg.Connection) -> None:
             self.query_count += 3
             await conn.execute("SELECT pg_advisory_xact_lock($1)", POSTGRES_MIGRATION_LOCK)
             await conn.execute(
@@ -286,6 +361,8 @@ class PostgresStore(ResponseStore):
                     await conn.execute(statement)
                 await conn.execute("DELETE FROM schema_version")
                 await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+
+        await self._in_tx(migrate)
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -358,6 +435,7 @@ class PostgresStore(ResponseStore):
             SELECT count(*)::integer AS n FROM gone""",
             response_id,
             tenant,
+            idempotent=False,  # a replay would answer "not found" for what the first attempt deleted
         )
         return bool(row and row["n"])
 
@@ -423,7 +501,7 @@ class PostgresStore(ResponseStore):
         *,
         error: dict[str, Any] | None = None,
     ) -> bool:
-        async with self._tx() as conn:
+        async def update(conn: asyncpg.Connection) -> bool:
             self.query_count += 1
             body = await conn.fetchval(
                 "SELECT response FROM responses WHERE id = $1 AND tenant = $2 FOR UPDATE",
@@ -441,6 +519,8 @@ class PostgresStore(ResponseStore):
                 time.time(),
             )
             return True
+
+        return await self._in_tx(update)
 
     async def request_cancel(self, response_id: str, tenant: str) -> bool:
         result = await self._execute(
@@ -469,7 +549,7 @@ class PostgresStore(ResponseStore):
 
     async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
         now = time.time()
-        async with self._tx() as conn:
+        async def recover(conn: asyncpg.Connection) -> list[str]:
             self.query_count += 2
             owners = await conn.fetch("SELECT owner_id, heartbeat_at, stopped_at FROM owners")
             alive = live_owners(
@@ -504,6 +584,8 @@ class PostgresStore(ResponseStore):
                 )
             return [r["id"] for r in rows]
 
+        return await self._in_tx(recover)
+
     # ------------------------------------------------------------------ sessions
 
     async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
@@ -532,20 +614,27 @@ class PostgresStore(ResponseStore):
         now = time.time()
         token = uuid.uuid4().hex
         expires = now + lease_seconds
-        row = await self._fetchrow(
-            """INSERT INTO sessions AS s (tenant, session_id, updated_at, lease_token, lease_owner,
-                lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6)
-            ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = EXCLUDED.lease_token,
-                lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at
-            WHERE s.lease_token IS NULL OR s.lease_expires_at <= $3
-            RETURNING latest_response_id, deployment""",
-            tenant,
-            session_id,
-            now,
-            token,
-            self.owner_id,
-            expires,
-        )
+        try:
+            # Idempotent for this token: a retry after a lost connection (whose first attempt
+            # may have committed) finds the lease already its own.
+            row = await self._fetchrow(
+                """INSERT INTO sessions AS s (tenant, session_id, updated_at, lease_token, lease_owner,
+                    lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = EXCLUDED.lease_token,
+                    lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at
+                WHERE s.lease_token IS NULL OR s.lease_expires_at <= $3 OR s.lease_token = $4
+                RETURNING latest_response_id, deployment""",
+                tenant,
+                session_id,
+                now,
+                token,
+                self.owner_id,
+                expires,
+            )
+        except StoreUnavailable:
+            # The claim may have committed before the connection was lost: release it later.
+            self._releases.add(SessionTurn(tenant, session_id, token, None, None, expires))
+            raise
         if row is None:
             raise SessionBusy(tenant, session_id)
         return SessionTurn(
@@ -553,6 +642,13 @@ class PostgresStore(ResponseStore):
         )
 
     async def end_session_turn(self, turn: SessionTurn) -> None:
+        try:
+            await self._end_turn(turn)
+        except StoreError:
+            self._releases.add(turn)
+            raise
+
+    async def _end_turn(self, turn: SessionTurn) -> None:
         await self._execute(
             """UPDATE sessions SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
             WHERE tenant = $1 AND session_id = $2 AND lease_token = $3""",
@@ -570,7 +666,7 @@ class PostgresStore(ResponseStore):
         return row[0] if row is not None else 0
 
     async def stats(self) -> StoreStats:
-        async with self._conn() as conn:
+        async def read(conn: asyncpg.Connection) -> tuple[dict[str, int], asyncpg.Record, int]:
             self.query_count += 3
             by_status = {
                 r["status"]: r["n"]
@@ -587,6 +683,9 @@ class PostgresStore(ResponseStore):
                 FROM responses"""
             )
             size = await conn.fetchval("SELECT pg_database_size(current_database())")
+            return by_status, row, size
+
+        by_status, row, size = await self._call(read)
         assert row is not None
         return StoreStats(
             backend="postgresql",
@@ -609,6 +708,7 @@ class PostgresStore(ResponseStore):
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
+        await self._releases.close()
         try:
             await self._execute(
                 "UPDATE owners SET stopped_at = $2 WHERE owner_id = $1", self.owner_id, time.time()

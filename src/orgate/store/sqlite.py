@@ -9,7 +9,9 @@ lock held elsewhere run on one dedicated thread that owns the other connection
 the WAL file before ``save`` returns, so it survives the process being killed; only
 an OS crash or power loss can lose the last transactions. Several processes may
 share one file (writes are serialised by SQLite's lock, ``busy_timeout`` waits for
-it on the database thread; the inline writer never waits).
+it on the database thread; the inline writer never waits). A failed write (a full disk)
+fails alone and leaves both connections usable; a session lease whose release failed is
+released later (``LeaseReleases``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from orgate.store.base import (
     INTERRUPTED_ERROR,
     OUTPUT_POSITIONS,
     ItemsPage,
+    LeaseReleases,
     Order,
     ResponseConflict,
     ResponseStore,
@@ -125,6 +128,7 @@ class SqliteStore(ResponseStore):
         #: Writes on the event loop thread (None for ``:memory:``: one connection only).
         self._inline: InlineWriter | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
+        self._releases = LeaseReleases(self._end_turn)
         self._closed = False
 
     @classmethod
@@ -742,6 +746,13 @@ class SqliteStore(ResponseStore):
         return SessionTurn(tenant, session_id, token, row[0], row[1], expires)
 
     async def end_session_turn(self, turn: SessionTurn) -> None:
+        try:
+            await self._end_turn(turn)
+        except StoreError:
+            self._releases.add(turn)  # e.g. a full disk: retried until it works
+            raise
+
+    async def _end_turn(self, turn: SessionTurn) -> None:
         await self._write_op(self._end_turn_sync, turn)
 
     def _end_turn_sync(self, conn: sqlite3.Connection, turn: SessionTurn) -> None:
@@ -847,6 +858,7 @@ class SqliteStore(ResponseStore):
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
+        await self._releases.close()
         inline, self._inline = self._inline, None
         if inline is not None:
             self._close_inline(inline)
