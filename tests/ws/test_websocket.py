@@ -128,7 +128,7 @@ async def test_request_errors_are_envelopes_and_the_socket_stays_usable(app_serv
         ("[1, 2]", 400, "invalid_type"),
         ('{"model": "orgate/echo"}', 400, "missing_required_parameter"),
         ('{"type": "response.cancel"}', 400, "unknown_event_type"),
-        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "stream": true}', 400, "unsupported_parameter"),
+        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "stream": false}', 400, "unsupported_parameter"),
         ('{"type": "response.create", "model": "orgate/echo", "input": "x", "background": false}', 400, "unsupported_parameter"),
         ('{"type": "response.create", "model": "orgate/echo", "input": "x", "stream_options": {}}', 400, "unsupported_parameter"),
         ('{"type": "response.create", "model": "orgate/echo", "input": 12}', 400, "invalid_type"),

@@ -68,7 +68,10 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
     whose ``status``/``arguments`` fail the gate is refused here too, with the
     gate's code, in the gate's order and item order — before the parser, whose
     generic errors (``arguments`` not a string, an unknown status) would hide it.
+    Under every policy, a reasoning item's ``reasoning_text`` content is left out
+    first (``drop_reasoning_text``).
     """
+    raw_input = drop_reasoning_text(raw_input)
     if policy == "off" or not isinstance(raw_input, list):
         return raw_input
     kept: list[Any] = []
@@ -96,6 +99,35 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
                 _report(policy, warnings, _call_message(index, verdict), code=verdict.code.value, param=where)
         kept.append(item)
     return kept
+
+
+def _is_reasoning_text(content: Any) -> bool:
+    return isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "reasoning_text" and isinstance(part.get("text"), str) and set(part) <= {"type", "text"}
+        for part in content
+    )
+
+
+def drop_reasoning_text(raw_input: Any) -> Any:
+    """A ``reasoning`` input item's ``content`` of ``reasoning_text`` parts, left out before parsing.
+
+    A response's reasoning items carry their text in ``content`` (an ``anthropic``
+    thinking run, a chat upstream's ``reasoning_content``), and clients replay
+    output items as input unchanged (the OpenAI Agents SDK does, as OpenAI accepts
+    it). The spec's ``ReasoningItemParam`` allows only ``content: null``, and no
+    provider sends that text back (an anthropic run travels in
+    ``encrypted_content``; stored history drops it the same way), so it is dropped
+    rather than refused. Any other ``content`` is left for the parser to refuse.
+    """
+    if not isinstance(raw_input, list):
+        return raw_input
+    out = raw_input
+    for index, item in enumerate(raw_input):
+        if isinstance(item, dict) and item.get("type") == "reasoning" and _is_reasoning_text(item.get("content")):
+            if out is raw_input:
+                out = list(raw_input)
+            out[index] = {k: v for k, v in item.items() if k != "content"}
+    return out
 
 
 def _call_message(index: int, verdict: Verdict) -> str:

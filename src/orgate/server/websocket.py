@@ -224,6 +224,10 @@ class Connection:
             raise invalid_request(f"Unknown message type {kind!r}: the only client message is 'response.create'.", param="type", code="unknown_event_type")
         if self.busy:
             raise ApiError(409, "A response is already in progress on this connection; wait for its terminal event before sending another response.create.", code="response_in_progress")
+        if "stream" in data and (data["stream"] is True or data["stream"] is None):
+            # Streaming is implicit on a socket: `true` (or null) asks for nothing else. The OpenAI
+            # Agents SDK's websocket transport always sends `stream: true`, and OpenAI accepts it.
+            del data["stream"]
         for name in DISALLOWED_FIELDS:
             if name in data:
                 raise invalid_request(
