@@ -122,10 +122,19 @@ class BuiltinProvider:
 
         budget = request.max_output_tokens
         emitted = 0
+        reasoning = 0  # reasoning words: output tokens too, as with OpenAI's reasoning_tokens
+
+        def usage() -> Usage:
+            return Usage(usage_in, emitted, reasoning_tokens=reasoning)
 
         if "reason" in directives:
             for word in tokens("The user asked me to think first, so I did."):
+                if budget is not None and emitted >= budget:
+                    yield Finish("length", usage())
+                    return
                 yield ReasoningDelta(word, "summary")
+                emitted += 1
+                reasoning += 1
                 if delay:
                     await asyncio.sleep(delay)
 
@@ -140,13 +149,13 @@ class BuiltinProvider:
             yield ToolCallStart(0, "", name)
             for piece in tokens(arguments):
                 if budget is not None and emitted >= budget:
-                    yield Finish("length", Usage(usage_in, emitted))
+                    yield Finish("length", usage())
                     return
                 yield ToolCallDelta(0, piece)
                 emitted += 1
                 if delay:
                     await asyncio.sleep(delay)
-            yield Finish("tool_calls", Usage(usage_in, emitted))
+            yield Finish("tool_calls", usage())
             return
 
         text = self._answer(request, last, prompt, directives)
@@ -166,13 +175,13 @@ class BuiltinProvider:
                     code="model_error",
                 )
             if budget is not None and emitted >= budget:
-                yield Finish("length", Usage(usage_in, emitted))
+                yield Finish("length", usage())
                 return
             yield RefusalDelta(word) if refusal else TextDelta(word)
             emitted += 1
             if delay:
                 await asyncio.sleep(delay)
-        yield Finish("stop", Usage(usage_in, emitted))
+        yield Finish("stop", usage())
 
     # --- choices ---------------------------------------------------------------------------
 
