@@ -91,8 +91,15 @@ class EndpointSwitch(_Section):
     enabled: bool = True
 
 
+class ResponsesEndpoint(EndpointSwitch):
+    # "openai": reasoning text streams under OpenAI's event names (response.reasoning_text.delta /
+    # .done), which the openai SDKs' stream helpers require, instead of the spec's
+    # response.reasoning.delta / .done (docs/configuration.md)
+    event_names: Literal["spec", "openai"] = "spec"
+
+
 class EndpointsSettings(_Section):
-    responses: EndpointSwitch = Field(default_factory=lambda: EndpointSwitch(enabled=True))
+    responses: ResponsesEndpoint = Field(default_factory=lambda: ResponsesEndpoint(enabled=True))
     chat_completions: EndpointSwitch = Field(default_factory=lambda: EndpointSwitch(enabled=False))
 
 

@@ -185,11 +185,31 @@ def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
         yield running
 
 
+@pytest.fixture(scope="module")
+def openai_names_server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
+    """A server with ``[endpoints.responses] event_names = "openai"`` and the anthropic thinking model."""
+    thinking = "capabilities = { reasoning = true }"
+    config = model_block("anth-think", "anthropic", fakes["anth"].base_url, "claude-x", api_key="k", read_timeout=10, extra=thinking)  # type: ignore[attr-defined]
+    with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__RESPONSES__EVENT_NAMES": "openai"}) as running:
+        yield running
+
+
 @pytest.fixture
 def run_js(node_modules: Path, server: OrgateServer) -> Callable[..., Any]:
     """``run_js("script.mjs", MODEL="chat")``: run a node script of ``tests/js`` against the server
     (``ORGATE_BASE_URL``, ``ORGATE_API_KEY``, then the keyword arguments in the environment) and
     return the JSON it printed; a non-zero exit fails the test with its output."""
+    return _runner(server)
+
+
+@pytest.fixture
+def run_js_openai_names(node_modules: Path, openai_names_server: OrgateServer) -> Callable[..., Any]:
+    """``run_js`` against ``openai_names_server``."""
+    return _runner(openai_names_server)
+
+
+def _runner(server: OrgateServer) -> Callable[..., Any]:
+    """The node-script runner of ``run_js`` for ``server``."""
 
     def run(script: str, timeout: float = 30, **env: str) -> Any:
         full = {**os.environ, "ORGATE_BASE_URL": server.base_url, "ORGATE_API_KEY": server.api_key, **env}

@@ -115,13 +115,24 @@ def test_openai_sdk_reasoning_summary_stream(run_js: Run) -> None:
     raises=AssertionError,
     reason="spec 2026-04-24 names reasoning text deltas response.reasoning.delta/.done; openai-node "
     "only knows OpenAI's response.reasoning_text.delta/.done and its responses.stream() throws "
-    "'Unhandled response stream event' (raw `stream: true` iteration works)",
+    "'Unhandled response stream event' (raw `stream: true` iteration works; "
+    "[endpoints.responses] event_names = \"openai\" is the opt-in that fixes it, tested below)",
 )
 @pytest.mark.parametrize("model", ["anth-think"])
 def test_openai_sdk_reasoning_text_stream(run_js: Run, model: str) -> None:
     """Known, not fixed (see the xfail reason): Anthropic thinking (and Chat Completions upstreams'
     ``reasoning_content``) stream as reasoning *content*, under the spec's event names."""
     ok(run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools"))
+
+
+def test_openai_sdk_reasoning_text_stream_with_openai_event_names(run_js_openai_names: Run) -> None:
+    """``[endpoints.responses] event_names = "openai"``: reasoning text streams as
+    ``response.reasoning_text.delta/.done`` and openai-node's ``responses.stream()`` works."""
+    r = ok(run_js_openai_names("openai_responses.mjs", MODEL="anth-think", SCENARIOS="stream_reasoning_tools"))["stream_reasoning_tools"]
+    assert "response.reasoning_text.delta" in r["types"] and "response.reasoning_text.done" in r["types"]
+    assert not any(t.startswith("response.reasoning.") for t in r["types"])
+    assert r["reasoning"]["content"][0]["type"] == "reasoning_text" and r["reasoning"]["content"][0]["text"]
+    assert r["second"]["output_text"] == "The tool said: rainy, 12C"
 
 
 # --------------------------------------------------------------------------- openai SDK: errors, models

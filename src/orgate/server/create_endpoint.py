@@ -32,7 +32,7 @@ from orgate.server.body import (
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import encode_headers, send_error, send_json
 from orgate.server.observability import RequestInfo, current_request, note_model
-from orgate.server.sse import DONE, frame
+from orgate.server.sse import DONE, frame, openai_frame
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class CreateResponse:
         self.limits = services.settings.limits
         self.session_header = services.settings.sessions.header.lower()
         self.budget_header = BUDGET_HEADER.lower()
+        self.frame = openai_frame if services.settings.endpoints.responses.event_names == "openai" else frame
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         try:
@@ -148,7 +149,7 @@ class CreateResponse:
         session_id = self._session(headers, body)
         stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
         if body.background:
-            services.background.start(stream, frame)
+            services.background.start(stream, self.frame)
             if body.stream:
                 await send_sse(send, subscribe_frames(services, stream.response_id), stream.headers, watch)
             else:
@@ -156,7 +157,7 @@ class CreateResponse:
             return
         watch.follow(stream)
         if body.stream:
-            await send_sse(send, stream.frames(frame, DONE), stream.headers, watch)
+            await send_sse(send, stream.frames(self.frame, DONE), stream.headers, watch)
             return
         response = await stream.final()
         if stream.error is not None:

@@ -34,8 +34,28 @@ EVENT_TYPES = (
     "response.function_call_arguments.delta",
     "response.function_call_arguments.done",
     "error",
+    "response.reasoning_text.delta",  # OpenAI's names (OPENAI_EVENT_NAMES)
+    "response.reasoning_text.done",
 )
 _PREFIXES = {kind: b"event: " + kind.encode() + b"\ndata: " for kind in EVENT_TYPES}
+
+
+#: ``[endpoints.responses] event_names = "openai"``: the spec's events that OpenAI names otherwise.
+OPENAI_EVENT_NAMES = {
+    "response.reasoning.delta": "response.reasoning_text.delta",
+    "response.reasoning.done": "response.reasoning_text.done",
+}
+
+
+def openai_event(event: dict[str, Any]) -> dict[str, Any]:
+    """The event under OpenAI's name for it (a copy), when that differs from the spec's."""
+    renamed = OPENAI_EVENT_NAMES.get(event["type"])
+    return event if renamed is None else {**event, "type": renamed}
+
+
+def openai_frame(event: dict[str, Any]) -> bytes:
+    """``frame`` with OpenAI's event names (``OPENAI_EVENT_NAMES``)."""
+    return frame(openai_event(event))
 
 
 def frame(event: dict[str, Any]) -> bytes:

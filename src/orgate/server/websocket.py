@@ -59,6 +59,7 @@ from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 from orgate.server.observability import conflicting_authorization
+from orgate.server.sse import openai_event
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -151,8 +152,11 @@ class Connection:
         self.busy = False
         self.task: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
+        self._openai_names = services.settings.endpoints.responses.event_names == "openai"
 
     async def send(self, event: dict[str, Any]) -> None:
+        if self._openai_names:
+            event = openai_event(event)
         async with self._send_lock:
             await self.ws.send_text(orjson.dumps(event).decode())
 
