@@ -15,8 +15,12 @@ import jsonschema
 import pytest
 
 from orgate.neutral import Deployment, ModelRequest, TextDelta, TextFormat, ToolCallDelta
-from orgate.protocol.items import UserMessageItemParam
-from orgate.protocol.tools import FunctionToolParam
+from orgate.protocol.items import (
+    FunctionCallItemParam,
+    FunctionCallOutputItemParam,
+    UserMessageItemParam,
+)
+from orgate.protocol.tools import FunctionToolParam, SpecificFunctionParam
 from orgate.providers.builtin import BuiltinProvider
 from orgate.providers.schema_example import example_for
 
@@ -401,3 +405,28 @@ async def test_stop_sequences_end_the_text_before_the_first_one():
     for stop, cut_at in ((["END", "general"], "general"), (["END"], "END"), (["nowhere"], None)):
         text = await _stream_text(dataclasses.replace(request, stop=stop), TextDelta)
         assert text == (whole if cut_at is None else whole[: whole.find(cut_at)])
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "calls"),
+    [("auto", False), ("required", True), (SpecificFunctionParam(type="function", name="get_weather"), True)],
+)
+async def test_a_forced_call_comes_even_after_a_tool_output(tool_choice, calls):
+    """After a ``function_call_output`` the model quotes it, unless ``tool_choice`` forces a call:
+    then it calls (it answered text, which the gateway's tool guard refused and re-asked)."""
+    tool = FunctionToolParam(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    request = ModelRequest(
+        model="echo",
+        input=[
+            UserMessageItemParam(role="user", content="weather in Paris"),
+            FunctionCallItemParam(type="function_call", call_id="c1", name="get_weather", arguments='{"city": "Paris"}'),
+            FunctionCallOutputItemParam(type="function_call_output", call_id="c1", output="sunny"),
+        ],
+        tools=[tool],
+        tool_choice=tool_choice,
+    )
+    if calls:
+        arguments = json.loads(await _stream_text(request))
+        assert _errors(tool.parameters, arguments) == [] and set(arguments) == {"city"}
+    else:
+        assert await _stream_text(request, TextDelta) == "get_weather returned: sunny"

@@ -6,7 +6,8 @@ It is a test model, not an LLM. Its behaviour is a documented contract
 - function tools offered, ``tool_choice`` not ``none`` and the last input item
   a user message → it calls one tool (the forced one; else the allowed tool
   whose name or description best matches the prompt; else the first allowed)
-  with arguments generated from that tool's JSON Schema;
+  with arguments generated from that tool's JSON Schema; a ``tool_choice`` that
+  requires a call (``required``, a named function) gets one whatever the last item;
 - last input item a ``function_call_output`` → text quoting that output;
 - otherwise the text of the last user message, echoed; with a JSON
   ``text.format`` it answers a JSON value (schema-valid for ``json_schema``).
@@ -138,7 +139,8 @@ class BuiltinProvider:
                 if delay:
                     await asyncio.sleep(delay)
 
-        tool = self._pick_tool(request, prompt) if last_is_user else None
+        # A call is forced (required, a named function): it calls even after a tool's output.
+        tool = self._pick_tool(request, prompt) if last_is_user or _forces_a_call(request.tool_choice) else None
         if tool is not None:
             name, schema = tool
             if "bad-args" in directives:
@@ -238,6 +240,15 @@ class BuiltinProvider:
         if _score(prompt, best) == 0:
             best = allowed[0]
         return best.name, _parameters(best)
+
+
+def _forces_a_call(choice: Any) -> bool:
+    """True for a ``tool_choice`` that requires a tool call: ``required``, a named function,
+    ``allowed_tools`` in ``required`` mode."""
+    if choice == "required":
+        return True
+    kind = getattr(choice, "type", None)
+    return kind == "function" or (kind == "allowed_tools" and getattr(choice, "mode", "auto") == "required")
 
 
 def _parameters(tool: Any) -> dict[str, Any] | None:
