@@ -14,6 +14,7 @@ client reads the answer rather than a connection reset.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +42,8 @@ def error_bytes(
         }
     )
     head = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
+    # Every answer carries an id (docs/operations.md), these too: the request's own cannot be trusted.
+    head += b"x-request-id: " + os.urandom(16).hex().encode() + b"\r\n"
     head += (
         b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         % len(body)

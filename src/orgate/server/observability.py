@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
@@ -59,6 +59,10 @@ _VALID_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
 # Model calls: what the per-key rate limits apply to.
 LIMITED_PATHS = frozenset({"/v1/responses", "/v1/responses/compact", "/v1/chat/completions"})
 MAX_LOGGED_BODY = 64 * 1024
+
+#: Distinct upstream error codes given their own label value (see ``HttpMetrics.error_label``).
+MAX_ERROR_CODES = 64
+_ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -135,8 +139,13 @@ class HttpMetrics:
             "orgate_tokens", "Tokens reported by upstreams, by deployment and direction (input, output).", ["deployment", "direction"], registry=registry
         )
         self.rate_limited = Counter("orgate_rate_limited", "Requests refused with 429 by the per-key limits, by key name.", ["key"], registry=registry)
+        self.in_flight = Gauge("orgate_http_requests_in_flight", "HTTP requests being served (streams until their last byte).", registry=registry)
+        self.upstream_in_flight = Gauge(
+            "orgate_upstream_requests_in_flight", "Upstream calls running, by deployment.", ["deployment"], registry=registry
+        )
         # labels() takes a lock and builds a tuple each time: keep the children (the label sets are bounded).
         self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        self._error_codes: set[str] = set()
 
     def request_children(self, route: str, method: str, status: str, model: str) -> tuple[Any, Any]:
         key = (route, method, status, model)
@@ -145,6 +154,17 @@ class HttpMetrics:
             children = (self.requests.labels(route, method, status, model), self.duration.labels(route, method))
             self._children[key] = children
         return children
+
+    def error_label(self, code: str) -> str:
+        """An upstream error code as a label value: bounded, since an upstream's ``response.failed``
+        passes its own code on (the first ``MAX_ERROR_CODES`` well-formed codes, then ``other``)."""
+        seen = self._error_codes
+        if code in seen:
+            return code
+        if len(seen) >= MAX_ERROR_CODES or not _ERROR_CODE.fullmatch(code):
+            return "other"
+        seen.add(code)
+        return code
 
     def model_label(self, model: str | None) -> str:
         """Client-chosen names become labels only when configured: no unbounded label sets."""
@@ -258,6 +278,8 @@ class ObservabilityMiddleware:
             app_receive = logging_receive
 
         span = self._start_span(info) if self.tracer is not None else None
+        in_flight = self.metrics.in_flight
+        in_flight.inc()
         try:
             refusal = conflicting_authorization(scope)
             if refusal is None and self.limiter is not None:
@@ -272,6 +294,7 @@ class ObservabilityMiddleware:
             log.exception("unhandled error on %s %s", info.method, info.path, exc_info=exc)
             await send_error(send_wrapper, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
         finally:
+            in_flight.dec()
             _current.reset(token)
             ended = time.perf_counter()
             if not status:
@@ -364,6 +387,7 @@ class InstrumentedProvider:
         self._duration = {outcome: metrics.upstream_duration.labels(name, outcome) for outcome in ("ok", "error", "cancelled")}
         self._tokens_in = metrics.tokens.labels(name, "input")
         self._tokens_out = metrics.tokens.labels(name, "output")
+        self._in_flight = metrics.upstream_in_flight.labels(name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         async for batch in self.stream_batches(request):
@@ -383,6 +407,7 @@ class InstrumentedProvider:
         outcome = "cancelled"
         first = True
         upstream = batches(self.inner, request)
+        self._in_flight.inc()
         try:
             async for batch in upstream:
                 if first:
@@ -398,13 +423,14 @@ class InstrumentedProvider:
             outcome = "ok"
         except ApiError as exc:
             outcome = "error"
-            metrics.upstream_errors.labels(name, exc.code or str(exc.status)).inc()
+            metrics.upstream_errors.labels(name, metrics.error_label(exc.code or str(exc.status))).inc()
             raise
         except Exception as exc:
             outcome = "error"
             metrics.upstream_errors.labels(name, type(exc).__name__).inc()
             raise
         finally:
+            self._in_flight.dec()
             self._duration[outcome].observe(time.perf_counter() - started)
             close = getattr(upstream, "aclose", None)
             if close is not None:
@@ -467,17 +493,42 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+_UNSAFE_TEXT = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
+_NEEDS_QUOTES = re.compile(r"[\s\"=\x00-\x1f\x7f\u2028\u2029]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    return orjson.dumps(match.group())[1:-1].decode()
+
+
+def _text_value(value: object) -> str:
+    """A ``key=value`` value that cannot end the line or fake another field: JSON-quoted when needed."""
+    text = str(value)
+    if not text or _NEEDS_QUOTES.search(text):
+        return orjson.dumps(text).decode()
+    return text
+
+
 class TextFormatter(logging.Formatter):
-    """The classic one-line format, with the request's fields appended as ``key=value``."""
+    """The classic one-line format, with the request's fields appended as ``key=value``.
+
+    Client-chosen text (a model name, a path in an error message) cannot forge a log line:
+    line breaks and other control characters in the message are escaped, and a field value
+    with spaces, quotes, ``=`` or control characters is written as a JSON string.
+    """
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging.Formatter's name
+        record.message = _UNSAFE_TEXT.sub(_escape_control, record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
         fields = getattr(record, "orgate", None)
         if isinstance(fields, dict):
-            extras = " ".join(f"{k}={v}" for k, v in fields.items() if k not in ("method", "route", "status", "duration_ms", "body"))
+            extras = " ".join(f"{k}={_text_value(v)}" for k, v in fields.items() if k not in ("method", "route", "status", "duration_ms", "body"))
             line = f"{line} {extras}"
             if "body" in fields:
                 line += " body=" + orjson.dumps(fields["body"]).decode()

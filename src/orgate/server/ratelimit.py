@@ -17,7 +17,9 @@ error shape with ``Retry-After`` (whole seconds).
 in Redis (``[ratelimit] redis_url``) so that every orgate process behind a load
 balancer shares them; each check is one atomic Lua script using Redis' clock.
 If Redis is unreachable the limiter fails open (the request is served, a
-warning is logged): a rate limiter outage must not become a gateway outage.
+warning is logged: the first failure, then one line per 30 s with a count, and
+one when Redis answers again): a rate limiter outage must not become a gateway
+outage.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from orgate.config import resolve_secret
 from orgate.protocol.errors import RATE_LIMIT, ApiError
 
 log = logging.getLogger("orgate.ratelimit")
+
+#: Seconds between two warnings about an unreachable Redis (the first failure is logged at once).
+WARN_EVERY = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +105,14 @@ class LocalLimiter:
         now = self.clock()
         requests = self._bucket(key_name, "rpm", limits.rpm, now) if limits.rpm else None
         tokens = self._bucket(key_name, "tpm", limits.tpm, now) if limits.tpm else None
-        if requests is not None and requests.level < 1:
-            return refusal(key_name, "rpm", int(requests.capacity), (1 - requests.level) / requests.rate)
-        if tokens is not None and tokens.level <= 0:
-            return refusal(key_name, "tpm", int(tokens.capacity), (1 - tokens.level) / tokens.rate)
+        # Both buckets are checked: Retry-After is the longer wait, so that a client that waits
+        # that long gets in (an empty request bucket must not hide a token debt that lasts longer).
+        rpm_wait = (1 - requests.level) / requests.rate if requests is not None and requests.level < 1 else 0.0
+        tpm_wait = (1 - tokens.level) / tokens.rate if tokens is not None and tokens.level <= 0 else 0.0
+        if tokens is not None and tpm_wait > rpm_wait:
+            return refusal(key_name, "tpm", int(tokens.capacity), tpm_wait)
+        if requests is not None and rpm_wait > 0:
+            return refusal(key_name, "rpm", int(requests.capacity), rpm_wait)
         if requests is not None:
             requests.level -= 1
         return None
@@ -120,7 +129,8 @@ class LocalLimiter:
 
 
 # KEYS[1] = request bucket, KEYS[2] = token bucket; ARGV = rpm, tpm (0 = none).
-# Returns {0, 0} when admitted, else {1 = rpm | 2 = tpm, retry-after in ms}.
+# Returns {0, 0} when admitted, else {1 = rpm | 2 = tpm, retry-after in ms}: the longer wait of the
+# two buckets, so that a client that waits that long gets in.
 _ADMIT = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -133,13 +143,20 @@ end
 local rpm = tonumber(ARGV[1])
 local tpm = tonumber(ARGV[2])
 local r, k
+local which, wait = 0, 0
 if rpm > 0 then
   r = level(KEYS[1], rpm)
-  if r < 1 then return {1, math.ceil((1 - r) * 60000 / rpm)} end
+  if r < 1 then which, wait = 1, math.ceil((1 - r) * 60000 / rpm) end
 end
 if tpm > 0 then
   k = level(KEYS[2], tpm)
-  if k <= 0 then return {2, math.ceil((1 - k) * 60000 / tpm)} end
+  if k <= 0 then
+    local w = math.ceil((1 - k) * 60000 / tpm)
+    if w > wait then which, wait = 2, w end
+  end
+end
+if which > 0 then return {which, wait} end
+if tpm > 0 then
   redis.call('HSET', KEYS[2], 'level', tostring(k), 'stamp', tostring(t))
   redis.call('PEXPIRE', KEYS[2], 120000 + math.ceil(math.max(0, -k) * 60000 / tpm))
 end
@@ -170,13 +187,43 @@ class RedisLimiter:
 
     def __init__(self, limits: dict[str, KeyLimits], url: str, prefix: str = "orgate:rl") -> None:
         import redis.asyncio as aioredis  # optional dependency, imported only when [ratelimit] redis_url is set
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         self.limits = limits
         self.prefix = prefix
-        self.client: Any = aioredis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+        # One immediate retry on a connection error: after a Redis restart every pooled connection
+        # is stale, and without it each one failed open once (a burst was admitted past the limits).
+        # A timeout is not retried (a hung Redis costs a request at most socket_timeout).
+        retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+        self.client: Any = aioredis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0, retry=retry)
         self._admit = self.client.register_script(_ADMIT)
         self._charge = self.client.register_script(_CHARGE)
         self._errors: tuple[type[BaseException], ...] = (aioredis.RedisError, OSError, TimeoutError)
+        self._failures = 0  # fail-open decisions since the last warning
+        self._warned_at: float | None = None
+
+    def _unavailable(self, exc: BaseException, what: str) -> None:
+        """Log a Redis outage: the first failure, then at most one line per ``WARN_EVERY`` seconds
+        (with the count), not one per request: a busy gateway would flood its log."""
+        self._failures += 1
+        now = time.monotonic()
+        if self._warned_at is None or now - self._warned_at >= WARN_EVERY:
+            log.warning(
+                "rate limiter: Redis unavailable, %s: %s (%d request(s) affected since the last warning)",
+                what,
+                type(exc).__name__,
+                self._failures,
+            )
+            self._warned_at = now
+            self._failures = 0
+
+    def _available(self) -> None:
+        if self._warned_at is not None:
+            log.warning("rate limiter: Redis reachable again (%d more request(s) were admitted without it)", self._failures)
+            self._warned_at = None
+            self._failures = 0
 
     def _keys(self, key_name: str) -> list[str]:
         return [f"{self.prefix}:{{{key_name}}}:rpm", f"{self.prefix}:{{{key_name}}}:tpm"]
@@ -188,8 +235,10 @@ class RedisLimiter:
         try:
             which, retry_ms = await self._admit(keys=self._keys(key_name), args=[limits.rpm or 0, limits.tpm or 0])
         except self._errors as exc:
-            log.warning("rate limiter: Redis unavailable, admitting the request: %s", type(exc).__name__)
+            self._unavailable(exc, "admitting the request")
             return None
+        if self._warned_at is not None:
+            self._available()
         if int(which) == 0:
             return None
         kind = "rpm" if int(which) == 1 else "tpm"
@@ -204,7 +253,7 @@ class RedisLimiter:
         try:
             await self._charge(keys=self._keys(key_name)[1:], args=[limits.tpm, tokens])
         except self._errors as exc:
-            log.warning("rate limiter: Redis unavailable, tokens not charged: %s", type(exc).__name__)
+            self._unavailable(exc, "tokens not charged")
 
     async def aclose(self) -> None:
         await self.client.aclose()
