@@ -9,10 +9,12 @@ worker on uvloop + httptools.
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -83,12 +85,7 @@ Try it:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from orgate.config import ConfigError, apply_cli_overrides, load_settings
-    from orgate.server.app import build_services, create_app
-    from orgate.server.http_protocol import OrgateHttpProtocol
-    from orgate.server.observability import configure_logging
 
     try:
         settings = load_settings(args.config)
@@ -96,20 +93,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"orgate: {exc}", file=sys.stderr)
         return 2
+    for warning in settings.warnings:
+        print(f"orgate: warning: {warning}", file=sys.stderr)
+    # Before the banner, so that a server that cannot start says why in one line (exit 1) instead
+    # of printing a banner, then a traceback from inside uvicorn.
+    problem = _check_store(settings)
+    if problem:
+        print(f"orgate: {problem}", file=sys.stderr)
+        return 1
+    # imported once the configuration is known to be valid: a refused start-up is quicker
+    import uvicorn
+
+    from orgate.server.app import build_services, create_app
+    from orgate.server.http_protocol import OrgateHttpProtocol
+    from orgate.server.observability import configure_logging
+
     configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
     try:
         services = build_services(settings)
     except ConfigError as exc:
         print(f"orgate: {exc}", file=sys.stderr)
         return 2
+    try:
+        sockets = listen_sockets(settings.server.host, settings.server.port)
+    except OSError as exc:
+        where = f"{settings.server.host}:{settings.server.port}"
+        hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
+        print(f"orgate: cannot listen on {where}: {exc.strerror or exc}{hint}", file=sys.stderr)
+        return 1
+    settings.server.port = sockets[0].getsockname()[1]  # the port picked for `port = 0`
     app = create_app(settings, services=services)
     tune_gc()
     raise_open_files_limit()
     print(_banner(settings, services), flush=True)
+    log.info("listening on %s", ", ".join(_address(sock) for sock in sockets))
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.server.host,
         port=settings.server.port,
@@ -123,7 +144,66 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ws_max_size=settings.limits.max_body_bytes + 1024,
         timeout_graceful_shutdown=settings.server.drain_timeout,
     )
-    return 0
+    server = uvicorn.Server(config)
+    try:
+        server.run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for sock in sockets:
+            sock.close()
+    return 0 if server.started else 3
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if sock.family == socket.AF_INET6 else f"{host}:{port}"
+
+
+def _check_store(settings: Settings) -> str | None:
+    """Why the configured store cannot be opened (None when it can, or is disabled)."""
+    if not settings.store.enabled:
+        return None
+    import asyncio
+
+    from orgate.store import describe_url, open_store
+    from orgate.store.base import StoreError
+
+    async def probe() -> None:
+        store = await open_store(settings.store.url, heartbeat_interval=0)
+        await store.close()
+
+    try:
+        asyncio.run(probe())
+    except (StoreError, ValueError, OSError) as exc:
+        return f"cannot open the response store {describe_url(settings.store.url)}: {exc}"
+    return None
+
+
+def listen_sockets(host: str, port: int) -> list[socket.socket]:
+    """The bound listening sockets of ``host:port``, as asyncio's ``create_server`` would bind them
+    (every address of a name, IPv6 only on its own socket); ``port = 0`` picks one port for all.
+    Raises ``OSError`` (address in use, not an address of this host, unknown name)."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise OSError(exc.errno, f"cannot resolve {host!r}: {exc.strerror}") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _name, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import tomllib
 from collections.abc import Mapping
@@ -17,8 +18,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from orgate.config_report import (
+    EnvOrigins,
+    boolean_numbers,
+    env_origin,
+    format_validation_error,
+    mistyped_overrides,
+)
 from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.neutral import Capabilities, Deployment
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
@@ -45,6 +61,13 @@ class ServerSettings(_Section):
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
     drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses may take to finish
 
+    @field_validator("host")
+    @classmethod
+    def _host_not_empty(cls, value: str) -> str:
+        if not value.strip():  # "" would listen on every interface, a surprise from an empty variable
+            raise ValueError("must not be empty (use 0.0.0.0 to listen on every interface)")
+        return value
+
 
 class ApiKeySettings(_Section):
     """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of the key."""
@@ -61,7 +84,12 @@ class ApiKeySettings(_Section):
     def _one_secret(self) -> ApiKeySettings:
         if not self.key and not self.sha256:
             raise ValueError("an API key needs `key` or `sha256`")
+        if self.sha256 is not None and not _SHA256.fullmatch(self.sha256):
+            raise ValueError("`sha256` must be the key's SHA-256 digest: 64 hexadecimal digits")
         return self
+
+
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class AuthSettings(_Section):
@@ -111,8 +139,22 @@ class BuiltinSettings(_Section):
 
 class StoreSettings(_Section):
     enabled: bool = True
-    url: str | None = None  # sqlite:///path or postgresql://...; None = default SQLite path
-    ttl_days: float | None = None
+    url: str | None = None  # sqlite:///path or postgresql://... or env:NAME; None = default SQLite path
+    ttl_days: float | None = Field(None, gt=0)  # None: kept forever
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        check_store_url(value)
+        return value
+
+
+def check_store_url(url: str | None) -> None:
+    """A store URL is ``sqlite:…``, ``postgres(ql)://…``, a plain path or ``env:NAME`` (``ValueError``)."""
+    if not url or url.startswith(("env:", "sqlite:", "postgres://", "postgresql://")) or "://" not in url:
+        return
+    scheme = url.split("://", 1)[0]  # never the rest: it may hold a password
+    raise ValueError(f"unsupported store URL scheme {scheme!r}: use sqlite:///path/to/orgate.db or postgresql://user:pass@host/db")
 
 
 class GateSettings(_Section):
@@ -165,6 +207,12 @@ def _check_provider(value: str | None) -> str | None:
     return value
 
 
+def _check_base_url(value: str | None) -> str | None:
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
 class DeploymentSettings(_Section):
     """One entry of a model's ``deployments``; unset fields come from the model's own fields."""
 
@@ -187,9 +235,14 @@ class DeploymentSettings(_Section):
     def _known_provider(cls, value: str | None) -> str | None:
         return _check_provider(value)
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return _check_base_url(value)
+
 
 class ModelSettings(_Section):
-    name: str
+    name: str = Field(min_length=1)
     provider: str | None = None  # required unless `deployments` is given
     base_url: str = ""
     api_key: str | None = None
@@ -209,6 +262,11 @@ class ModelSettings(_Section):
     @classmethod
     def _known_provider(cls, value: str | None) -> str | None:
         return _check_provider(value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return _check_base_url(value)
 
     @model_validator(mode="after")
     def _needs_url(self) -> ModelSettings:
@@ -279,6 +337,12 @@ class Settings(BaseModel):
     models: list[ModelSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)
     source: str | None = None
+    # filled by load_settings: environment variables that look like mistyped overrides (printed by `serve`)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._warnings
 
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
@@ -339,10 +403,6 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-#: Where environment overrides landed: the config path (list indexes as ints) → (variable name, raw value).
-EnvOrigins = dict[tuple[str | int, ...], tuple[str, str]]
-
-
 def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origins: EnvOrigins | None = None) -> dict[str, Any]:
     """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased).
 
@@ -350,7 +410,7 @@ def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origin
     ``origins``, when given, records which variable set which path (for error messages).
     """
     for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
+        if not name.upper().startswith(ENV_PREFIX) or "__" not in name:
             continue
         parts = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
         if not all(parts):
@@ -390,15 +450,6 @@ def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origin
     return data
 
 
-def _env_origin(loc: tuple[str | int, ...], origins: EnvOrigins) -> str | None:
-    """The variable behind an error at ``loc`` (its path and ``loc`` are prefixes of one another)."""
-    for path, (name, _raw) in origins.items():
-        common = min(len(path), len(loc))
-        if common and tuple(loc[:common]) == path[:common]:
-            return name
-    return None
-
-
 def _retry_as_strings(data: dict[str, Any], error: ValidationError, origins: EnvOrigins) -> bool:
     """Environment values parsed as numbers (or dates...) where a string is expected are taken as
     written; a plain string where a list is expected is a comma-separated list. True if one changed."""
@@ -421,17 +472,6 @@ def _retry_as_strings(data: dict[str, Any], error: ValidationError, origins: Env
             node[loc[-1]] = value
             changed = True
     return changed
-
-
-def _format_validation_error(error: ValidationError, source: str, origins: EnvOrigins | None = None) -> str:
-    lines = [f"invalid configuration in {source}:"]
-    for item in error.errors():
-        loc = tuple(item["loc"])
-        where = ".".join(str(part) for part in loc) or "(top level)"
-        origin = _env_origin(loc, origins) if origins else None
-        note = f" (set by the environment variable {origin})" if origin else ""
-        lines.append(f"  - {where}: {item['msg']}{note}")
-    return "\n".join(lines)
 
 
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
@@ -462,16 +502,35 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
             raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     origins: EnvOrigins = {}
     data = apply_env_overrides(data, env, origins)
+    booleans = boolean_numbers(Settings, data)
+    if booleans:
+        lines = [f"invalid configuration in {source}:"]
+        for loc, message in booleans:
+            origin = env_origin(loc, origins)
+            note = f" (set by the environment variable {origin})" if origin else ""
+            lines.append(f"  - {'.'.join(str(part) for part in loc)}: {message}{note}")
+        raise ConfigError("\n".join(lines))
     for _ in range(8):  # each retry fixes at least one environment value
         try:
             settings = Settings.model_validate(data)
             break
         except ValidationError as exc:
             if not _retry_as_strings(data, exc, origins):
-                raise ConfigError(_format_validation_error(exc, source, origins)) from None
+                raise ConfigError(format_validation_error(exc, source, origins, Settings)) from None
     else:  # pragma: no cover - a value that keeps changing
         raise ConfigError(f"invalid configuration in {source}")
     settings.source = None if path is None else source
+    if settings.store.enabled and settings.store.url and settings.store.url.startswith("env:"):
+        # `url = "env:ORGATE_STORE_URL"`: a PostgreSQL URL holds a password, so it may live in the environment
+        settings.store.url = resolve_secret(settings.store.url, where="store.url", environ=env)
+        try:
+            check_store_url(settings.store.url)
+        except ValueError as exc:
+            raise ConfigError(f"invalid configuration in {source}:\n  - store.url: {exc}") from None
+    # resolved where it is used (server/ratelimit.py, only when a key has limits): an unset variable is
+    # still a mistake to report now
+    resolve_secret(settings.ratelimit.redis_url, where="ratelimit.redis_url", environ=env)
+    settings._warnings = mistyped_overrides(env, data, Settings, ENV_PREFIX)
     return settings
 
 
@@ -507,18 +566,24 @@ class ResolvedKey(BaseModel):
     tpm: int | None = None
 
 
+_DEFAULT_KEY_REF = "env:ORGATE_API_KEY"
+
+
 def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) -> list[ResolvedKey]:
-    """Resolve configured keys. With none resolvable, one key is generated (and printed by ``serve``)."""
+    """Resolve configured keys (``ConfigError`` for an ``env:NAME`` whose variable is unset, except
+    ``env:ORGATE_API_KEY``). With none resolvable, one key is generated (and printed by ``serve``)."""
     env = os.environ if environ is None else environ
     keys: list[ResolvedKey] = []
     for index, entry in enumerate(settings.auth.api_keys):
         where = f"auth.api_keys[{index}]"
         if isinstance(entry, str):
-            value = resolve_secret(entry, where=where, required=False, environ=env)
+            # a key the configuration names must exist; only ORGATE_API_KEY may be unset (a key is then generated)
+            value = resolve_secret(entry, where=where, required=entry != _DEFAULT_KEY_REF, environ=env)
             if value:
                 keys.append(ResolvedKey(name=f"key{index}", tenant=f"key{index}", secret=value.encode(), sha256=None, models=None))
             continue
-        secret = resolve_secret(entry.key, where=where, required=False, environ=env) if entry.key else None
+        required = entry.key != _DEFAULT_KEY_REF and not entry.sha256
+        secret = resolve_secret(entry.key, where=where, required=required, environ=env) if entry.key else None
         digest = bytes.fromhex(entry.sha256) if entry.sha256 else None
         if secret is None and digest is None:
             continue

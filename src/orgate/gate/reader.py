@@ -64,6 +64,8 @@ class JsonSource:
         for raw in f:
             self.lineno += 1
             self.consumed += len(raw)
+            if not head:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark (Windows editors, PowerShell)
             head += raw
             if raw.strip():
                 break
@@ -92,7 +94,10 @@ class JsonSource:
                 if not raw.strip():
                     continue
                 self.lineno, self.consumed = lineno, consumed
-                raise InputError(f"{self.name}:{lineno}: invalid JSON: {exc}") from None
+                # orjson's own "line 1 column N" is within this line (and "line 2" past its end): the column only
+                where = f" (column {exc.colno})" if isinstance(exc, orjson.JSONDecodeError) and exc.lineno == 1 else ""
+                detail = exc.msg if isinstance(exc, orjson.JSONDecodeError) else str(exc)
+                raise InputError(f"{self.name}:{lineno}: invalid JSON: {detail}{where}") from None
             self.lineno = lineno
             if not lineno & 1023:
                 self.consumed = consumed

@@ -90,9 +90,12 @@ def _load_or_create(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise ConfigError(f"compaction.key_file {path}: cannot create it ({exc.strerror}); set [compaction] key_file or secret") from None
         try:
             os.write(fd, secrets.token_bytes(32))
             os.fsync(fd)

@@ -41,16 +41,19 @@ def register(subparsers: Any) -> None:
     commands = store.add_subparsers(dest="store_command", required=True, metavar="COMMAND")
     url_help = (
         f"store URL (sqlite:///path or postgresql://...; default ${URL_ENV}, "
-        "else the default SQLite file)"
+        "else the configuration's [store] url, else the default SQLite file)"
     )
+    config_help = "TOML config whose [store] url to use (default: $ORGATE_CONFIG, else the embedded default)"
 
     stats = commands.add_parser("stats", help="count stored responses, items and sessions")
     stats.add_argument("--url", default=None, help=url_help)
+    stats.add_argument("--config", default=None, help=config_help)
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(func=run_stats)
 
     prune = commands.add_parser("prune", help="delete old and expired responses")
     prune.add_argument("--url", default=None, help=url_help)
+    prune.add_argument("--config", default=None, help=config_help)
     prune.add_argument(
         "--older-than",
         type=parse_duration,
@@ -62,8 +65,14 @@ def register(subparsers: Any) -> None:
 
 
 def _url(args: argparse.Namespace) -> str | None:
-    # --url, then $ORGATE_STORE_URL, then the config override variable ORGATE_STORE__URL.
-    return args.url or os.environ.get(URL_ENV) or os.environ.get("ORGATE_STORE__URL") or None
+    """--url, then $ORGATE_STORE_URL, then the store ``orgate serve`` would use: ``[store] url`` of
+    ``--config`` / ``$ORGATE_CONFIG`` with its ``ORGATE_STORE__URL`` override (``ConfigError``)."""
+    url = args.url or os.environ.get(URL_ENV)
+    if url:
+        return url
+    from orgate.config import load_settings  # noqa: PLC0415 - the config module is slow to import
+
+    return load_settings(getattr(args, "config", None)).store.url or None
 
 
 def _stamp(value: float | None) -> str:
@@ -109,9 +118,16 @@ async def _prune(url: str | None, older_than: float) -> int:
 
 def run_stats(args: argparse.Namespace) -> int:
     """``orgate store stats``."""
+    from orgate.config import ConfigError  # noqa: PLC0415
+
     try:
-        stats = asyncio.run(_stats(_url(args)))
-    except StoreError as exc:
+        url = _url(args)
+    except ConfigError as exc:
+        print(f"orgate store stats: {exc}", file=sys.stderr)
+        return 2
+    try:
+        stats = asyncio.run(_stats(url))
+    except (StoreError, ValueError) as exc:
         print(f"orgate store stats: {exc}", file=sys.stderr)
         return 1
     if args.json:
@@ -123,10 +139,17 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_prune(args: argparse.Namespace) -> int:
     """``orgate store prune``."""
+    from orgate.config import ConfigError  # noqa: PLC0415
+
     try:
-        count = asyncio.run(_prune(_url(args), args.older_than))
-    except StoreError as exc:
+        url = _url(args)
+    except ConfigError as exc:
+        print(f"orgate store prune: {exc}", file=sys.stderr)
+        return 2
+    try:
+        count = asyncio.run(_prune(url, args.older_than))
+    except (StoreError, ValueError) as exc:
         print(f"orgate store prune: {exc}", file=sys.stderr)
         return 1
-    print(f"deleted {count} response(s) from {describe_url(_url(args))}")
+    print(f"deleted {count} response(s) from {describe_url(url)}")
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +35,8 @@ ReviewDbHook = Callable[[argparse.Namespace], str | None]
 
 
 def _read_schema(path: str) -> Any:
-    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8-sig")
+    text = text.removeprefix("\ufeff")  # a byte order mark from stdin
     data = json.loads(text)
     if isinstance(data, dict) and isinstance(data.get("schema"), dict) and "type" not in data:
         return data["schema"]  # a text.format object: {"type": "json_schema", "name", "schema"}
@@ -50,8 +52,11 @@ def _read_schema(path: str) -> Any:
 def _load(args: argparse.Namespace) -> Any | None:
     try:
         return _read_schema(args.file)
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"orgate schema: cannot read {args.file}: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"orgate schema: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        print(f"orgate schema: {args.file}: not valid JSON: {exc}", file=sys.stderr)
         return None
 
 
@@ -110,7 +115,12 @@ def _queue(args: argparse.Namespace) -> ReviewQueue:
     hook: ReviewDbHook | None = getattr(args, "_review_db_hook", None)
     if path is None and hook is not None:
         path = hook(args)
-    return ReviewQueue(path or StructuredSettings().review_db)
+    path = path or StructuredSettings().review_db
+    try:
+        return ReviewQueue(path)
+    except (OSError, sqlite3.Error) as exc:
+        print(f"orgate review: cannot open the review queue {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def _when(ts: float | None) -> str:

@@ -156,7 +156,14 @@ def load_cases(path: str | Path) -> CaseFile:
     misbehave: MisbehaveSettings | None = None
     try:
         if file.suffix in (".jsonl", ".ndjson"):
-            raws = [json.loads(line) for line in text.splitlines() if line.strip()]
+            raws = []
+            for lineno, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    raws.append(json.loads(line))
+                except json.JSONDecodeError as exc:  # the file's line number, not the line's own "line 1"
+                    raise CaseError(f"line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         else:
             data = yaml.safe_load(text)
             if isinstance(data, dict):
@@ -562,7 +569,7 @@ def save_report(
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)  # one message, one line (not cut at 80 columns in a log)
     out = Console(width=max(100, Console().width))
     if not args.verbose:  # one log record per attempt is noise here; the report has the numbers
         logging.getLogger("orgate.structured").addHandler(logging.NullHandler())
