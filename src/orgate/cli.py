@@ -284,10 +284,30 @@ def _review_db(args: argparse.Namespace) -> str:
         return StructuredSettings().review_db
 
 
+def _store_url_from_config(args: argparse.Namespace) -> int | None:
+    """``orgate store …`` without ``--url`` or ``$ORGATE_STORE_URL`` uses the store ``orgate serve``
+    would: ``[store] url`` of ``--config`` / ``$ORGATE_CONFIG`` (exit status 2 on a config error)."""
+    from orgate.config import ConfigError, load_settings
+    from orgate.store.cli import URL_ENV
+
+    if args.url or os.environ.get(URL_ENV):
+        return None
+    try:
+        args.url = load_settings(args.config).store.url
+    except ConfigError as exc:
+        print(f"orgate store {args.store_command}: {exc}", file=sys.stderr)
+        return 2
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     first = (sys.argv[1:] if argv is None else list(argv))[:1]
     parser = _gate_parser() if first in (["gate"], ["diff"]) else build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "store_command", None):
+        refused = _store_url_from_config(args)
+        if refused is not None:
+            return refused
     handler = getattr(args, "handler", None) or args.func
     return int(handler(args) or 0)
 

@@ -65,14 +65,9 @@ def register(subparsers: Any) -> None:
 
 
 def _url(args: argparse.Namespace) -> str | None:
-    """--url, then $ORGATE_STORE_URL, then the store ``orgate serve`` would use: ``[store] url`` of
-    ``--config`` / ``$ORGATE_CONFIG`` with its ``ORGATE_STORE__URL`` override (``ConfigError``)."""
-    url = args.url or os.environ.get(URL_ENV)
-    if url:
-        return url
-    from orgate.config import load_settings  # noqa: PLC0415 - the config module is slow to import
-
-    return load_settings(getattr(args, "config", None)).store.url or None
+    """--url, then $ORGATE_STORE_URL; ``orgate`` (cli.py) fills ``--url`` from the configuration's
+    ``[store] url`` (``--config`` / ``$ORGATE_CONFIG``, with ``ORGATE_STORE__URL``) when neither is set."""
+    return args.url or os.environ.get(URL_ENV) or None
 
 
 def _stamp(value: float | None) -> str:
@@ -118,13 +113,7 @@ async def _prune(url: str | None, older_than: float) -> int:
 
 def run_stats(args: argparse.Namespace) -> int:
     """``orgate store stats``."""
-    from orgate.config import ConfigError  # noqa: PLC0415
-
-    try:
-        url = _url(args)
-    except ConfigError as exc:
-        print(f"orgate store stats: {exc}", file=sys.stderr)
-        return 2
+    url = _url(args)
     try:
         stats = asyncio.run(_stats(url))
     except (StoreError, ValueError) as exc:
@@ -139,13 +128,7 @@ def run_stats(args: argparse.Namespace) -> int:
 
 def run_prune(args: argparse.Namespace) -> int:
     """``orgate store prune``."""
-    from orgate.config import ConfigError  # noqa: PLC0415
-
-    try:
-        url = _url(args)
-    except ConfigError as exc:
-        print(f"orgate store prune: {exc}", file=sys.stderr)
-        return 2
+    url = _url(args)
     try:
         count = asyncio.run(_prune(url, args.older_than))
     except (StoreError, ValueError) as exc:
