@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -522,13 +523,26 @@ class ResponseStore(abc.ABC):
         ``end_session_turn`` or after ``lease_seconds`` (a crashed holder).
         """
 
-    @abc.abstractmethod
     async def end_session_turn(self, turn: SessionTurn) -> None:
         """Release a lease taken by ``begin_session_turn`` (no-op if it expired and was retaken).
 
         When the database cannot be reached the release is retried in the background
-        (``LeaseReleases``) and the ``StoreError`` is raised all the same.
+        (``lease_releases``) and the ``StoreError`` is raised all the same.
         """
+        try:
+            await self._end_turn(turn)
+        except StoreError:
+            self.lease_releases.add(turn)  # e.g. a restart, a full disk: retried until it works
+            raise
+
+    @abc.abstractmethod
+    async def _end_turn(self, turn: SessionTurn) -> None:
+        """One attempt at releasing ``turn``'s lease."""
+
+    @functools.cached_property
+    def lease_releases(self) -> LeaseReleases:
+        """The leases whose release failed, released again in the background (closed by ``close``)."""
+        return LeaseReleases(self._end_turn)
 
     @asynccontextmanager
     async def session_turn(

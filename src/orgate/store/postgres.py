@@ -30,7 +30,6 @@ from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
     ItemsPage,
-    LeaseReleases,
     Order,
     ResponseConflict,
     ResponseStore,
@@ -239,7 +238,6 @@ class PostgresStore(ResponseStore):
         self._pool = pool
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._releases = LeaseReleases(self._end_turn)
         self._closed = False
 
     @classmethod
@@ -633,20 +631,13 @@ class PostgresStore(ResponseStore):
             )
         except StoreUnavailable:
             # The claim may have committed before the connection was lost: release it later.
-            self._releases.add(SessionTurn(tenant, session_id, token, None, None, expires))
+            self.lease_releases.add(SessionTurn(tenant, session_id, token, None, None, expires))
             raise
         if row is None:
             raise SessionBusy(tenant, session_id)
         return SessionTurn(
             tenant, session_id, token, row["latest_response_id"], row["deployment"], expires
         )
-
-    async def end_session_turn(self, turn: SessionTurn) -> None:
-        try:
-            await self._end_turn(turn)
-        except StoreError:
-            self._releases.add(turn)
-            raise
 
     async def _end_turn(self, turn: SessionTurn) -> None:
         await self._execute(
@@ -708,7 +699,7 @@ class PostgresStore(ResponseStore):
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
-        await self._releases.close()
+        await self.lease_releases.close()
         try:
             await self._execute(
                 "UPDATE owners SET stopped_at = $2 WHERE owner_id = $1", self.owner_id, time.time()

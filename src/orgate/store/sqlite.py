@@ -31,7 +31,6 @@ from orgate.store.base import (
     INTERRUPTED_ERROR,
     OUTPUT_POSITIONS,
     ItemsPage,
-    LeaseReleases,
     Order,
     ResponseConflict,
     ResponseStore,
@@ -128,7 +127,6 @@ class SqliteStore(ResponseStore):
         #: Writes on the event loop thread (None for ``:memory:``: one connection only).
         self._inline: InlineWriter | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
-        self._releases = LeaseReleases(self._end_turn)
         self._closed = False
 
     @classmethod
@@ -745,13 +743,6 @@ class SqliteStore(ResponseStore):
             raise SessionBusy(tenant, session_id)
         return SessionTurn(tenant, session_id, token, row[0], row[1], expires)
 
-    async def end_session_turn(self, turn: SessionTurn) -> None:
-        try:
-            await self._end_turn(turn)
-        except StoreError:
-            self._releases.add(turn)  # e.g. a full disk: retried until it works
-            raise
-
     async def _end_turn(self, turn: SessionTurn) -> None:
         await self._write_op(self._end_turn_sync, turn)
 
@@ -858,7 +849,7 @@ class SqliteStore(ResponseStore):
             self._heartbeat_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat_task
-        await self._releases.close()
+        await self.lease_releases.close()
         inline, self._inline = self._inline, None
         if inline is not None:
             self._close_inline(inline)
