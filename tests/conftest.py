@@ -3,7 +3,9 @@
 ``server`` is one ``orgate serve`` subprocess for the session with the
 built-in models, ``fake-chat`` (``openai-chat`` → the fake upstream,
 ``fake_chat``) and the legacy chat endpoint switched on. Tests that need
-another configuration start their own ``OrgateServer``.
+another configuration start their own ``OrgateServer``. ``fakes`` are the three
+fake upstreams of tests/support/upstreams.py (one set per module), ``fx`` the
+same with nothing scripted or recorded around the test.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.fakes._base import LoopbackFake  # noqa: E402
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat  # noqa: E402
 from tests.server_process import OrgateServer  # noqa: E402
+from tests.support.upstreams import fresh, three_fakes  # noqa: E402
 
 
 def chat_model_config(base_url: str, name: str = "fake-chat", **extra: str) -> str:
@@ -66,3 +70,15 @@ def client(server: OrgateServer) -> openai.OpenAI:
 def http(server: OrgateServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[dict[str, LoopbackFake]]:
+    with three_fakes() as running:
+        yield running
+
+
+@pytest.fixture
+def fx(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
+    with fresh(fakes):
+        yield fakes

@@ -56,18 +56,12 @@ from tests.fakes import openai_chat_upstream as chat_fake  # noqa: E402
 from tests.fakes import responses_upstream as resp_fake  # noqa: E402
 from tests.fakes._base import LoopbackFake  # noqa: E402
 from tests.server_process import OrgateServer  # noqa: E402
-from tests.support.upstreams import fresh, provider_models, three_fakes  # noqa: E402
+from tests.support.upstreams import fresh, provider_models  # noqa: E402
 
 set_tracing_disabled(True)  # no network: nothing may try to export traces
 
 ECHO = "orgate/echo"
 SIGNATURE = anth_fake.Script().signature
-
-
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with three_fakes() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -26,21 +26,9 @@ from tests.fakes.openai_chat_upstream import Raw, Script, text
 from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events, wait_until
 from tests.server_process import OrgateServer
 from tests.support.configs import model_block
-from tests.support.upstreams import fresh, provider_models, three_fakes
+from tests.support.upstreams import provider_models
 
 MB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with three_fakes() as running:
-        yield running
-
-
-@pytest.fixture
-def fx(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
-    with fresh(fakes):
-        yield fakes
 
 
 @pytest.fixture(scope="module")

@@ -29,34 +29,15 @@ from tests.fakes.anthropic_upstream import rate_limited
 from tests.fakes.openai_chat_upstream import Script
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
-from tests.support.configs import model_block
 from tests.support.spec import check_sse, validate
-from tests.support.upstreams import fresh, provider_models, three_fakes
+from tests.support.upstreams import provider_models, thinking_models
 
 # --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="module")
-def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with three_fakes() as running:
-        yield running
-
-
-@pytest.fixture
-def fx(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
-    with fresh(fakes):
-        yield fakes
-
-
-@pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
-    urls = {k: f.base_url for k, f in fakes.items()}  # type: ignore[attr-defined]
-    thinking = "capabilities = { reasoning = true }"
-    config = (
-        provider_models(fakes, api_key="k", read_timeout=10)
-        + model_block("anth-think", "anthropic", urls["anth"], "claude-x", api_key="k", read_timeout=10, extra=thinking)
-        + model_block("resp-think", "openai-responses", urls["resp"], "gpt-x", api_key="k", read_timeout=10, extra=thinking)
-    )
+    config = provider_models(fakes, api_key="k", read_timeout=10) + thinking_models(fakes, api_key="k", read_timeout=10)
     with OrgateServer(config, env=server_env()) as running:
         yield running
 

@@ -37,8 +37,7 @@ from tests.fakes import responses_upstream as resp
 from tests.fakes._base import LoopbackFake
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
-from tests.support.configs import model_block
-from tests.support.upstreams import provider_models, three_fakes
+from tests.support.upstreams import provider_models, thinking_models, three_fakes
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 NODE = shutil.which("node")
@@ -173,13 +172,10 @@ def fakes() -> Iterator[dict[str, LoopbackFake]]:
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
-    urls = {k: f.base_url for k, f in fakes.items()}  # type: ignore[attr-defined]
-    thinking = "capabilities = { reasoning = true }"
     config = (
         "[endpoints]\nchat_completions = { enabled = true }\n"
         + provider_models(fakes, api_key="k", read_timeout=10)
-        + model_block("anth-think", "anthropic", urls["anth"], "claude-x", api_key="k", read_timeout=10, extra=thinking)
-        + model_block("resp-think", "openai-responses", urls["resp"], "gpt-x", api_key="k", read_timeout=10, extra=thinking)
+        + thinking_models(fakes, api_key="k", read_timeout=10)
     )
     with OrgateServer(config, env=server_env()) as running:
         yield running
@@ -187,9 +183,8 @@ def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
 
 @pytest.fixture(scope="module")
 def openai_names_server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
-    """A server with ``[endpoints.responses] event_names = "openai"`` and the anthropic thinking model."""
-    thinking = "capabilities = { reasoning = true }"
-    config = model_block("anth-think", "anthropic", fakes["anth"].base_url, "claude-x", api_key="k", read_timeout=10, extra=thinking)  # type: ignore[attr-defined]
+    """A server with ``[endpoints.responses] event_names = "openai"`` and the reasoning models."""
+    config = thinking_models(fakes, api_key="k", read_timeout=10)
     with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__RESPONSES__EVENT_NAMES": "openai"}) as running:
         yield running
 

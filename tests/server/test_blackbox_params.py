@@ -22,7 +22,7 @@ from tests.fakes.openai_chat_upstream import Script as ChatScript
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
 from tests.support.spec import check_sse, validate
-from tests.support.upstreams import fresh, provider_models, three_fakes
+from tests.support.upstreams import fresh, provider_models
 
 MODELS = ("orgate/echo", "chat", "anth", "resp")
 TOOL_F = {
@@ -31,12 +31,6 @@ TOOL_F = {
     "parameters": {"type": "object", "properties": {"x": {"type": "string"}}},
 }
 TOOL_G = {"type": "function", "name": "g", "parameters": {"type": "object", "properties": {}}}
-
-
-@pytest.fixture(scope="module")
-def fakes() -> Iterator[dict[str, LoopbackFake]]:
-    with three_fakes() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -45,3 +45,13 @@ def provider_models(
         model_block(name, kind, fakes[name].base_url, upstream_model or upstream, api_key=api_key, read_timeout=read_timeout)  # type: ignore[attr-defined]
         for name, (kind, upstream) in KINDS.items()
     )
+
+
+def thinking_models(fakes: dict[str, LoopbackFake], *, api_key: str, read_timeout: float) -> str:
+    """``anth-think`` and ``resp-think``: the anthropic and openai-responses fakes as reasoning models."""
+    thinking = "capabilities = { reasoning = true }"
+    return model_block(
+        "anth-think", "anthropic", fakes["anth"].base_url, "claude-x", api_key=api_key, read_timeout=read_timeout, extra=thinking  # type: ignore[attr-defined]
+    ) + model_block(
+        "resp-think", "openai-responses", fakes["resp"].base_url, "gpt-x", api_key=api_key, read_timeout=read_timeout, extra=thinking  # type: ignore[attr-defined]
+    )
