@@ -38,6 +38,7 @@ from orgate.config_report import (
 from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.neutral import Capabilities, Deployment
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
+from orgate.store import check_url
 from orgate.structured.settings import StructuredSettings
 
 PROVIDERS = ("builtin", "openai-chat", "openai-responses", "anthropic")
@@ -145,16 +146,9 @@ class StoreSettings(_Section):
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, value: str | None) -> str | None:
-        check_store_url(value)
+        if value and not value.startswith("env:"):  # an env: reference is checked once resolved
+            check_url(value)
         return value
-
-
-def check_store_url(url: str | None) -> None:
-    """A store URL is ``sqlite:…``, ``postgres(ql)://…``, a plain path or ``env:NAME`` (``ValueError``)."""
-    if not url or url.startswith(("env:", "sqlite:", "postgres://", "postgresql://")) or "://" not in url:
-        return
-    scheme = url.split("://", 1)[0]  # never the rest: it may hold a password
-    raise ValueError(f"unsupported store URL scheme {scheme!r}: use sqlite:///path/to/orgate.db or postgresql://user:pass@host/db")
 
 
 class GateSettings(_Section):
@@ -524,7 +518,7 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         # `url = "env:ORGATE_STORE_URL"`: a PostgreSQL URL holds a password, so it may live in the environment
         settings.store.url = resolve_secret(settings.store.url, where="store.url", environ=env)
         try:
-            check_store_url(settings.store.url)
+            check_url(settings.store.url)
         except ValueError as exc:
             raise ConfigError(f"invalid configuration in {source}:\n  - store.url: {exc}") from None
     # resolved where it is used (server/ratelimit.py, only when a key has limits): an unset variable is

@@ -81,6 +81,17 @@ def _is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
+def check_url(url: str | None) -> None:
+    """``ValueError`` for a URL that names no backend: only its scheme is shown (the rest may
+    hold a password). ``sqlite:…``, ``postgres(ql)://…`` and plain paths are fine."""
+    if not url or _is_postgres(url) or url.startswith("sqlite:") or "://" not in url:
+        return
+    scheme = url.split("://", 1)[0]
+    raise ValueError(
+        f"unsupported store URL scheme {scheme!r}: use sqlite:///path/to/orgate.db or postgresql://user:pass@host/db"
+    )
+
+
 def describe_url(url: str | None) -> str:
     """A printable form of the store URL (password hidden, default path resolved)."""
     if not url:
@@ -106,9 +117,6 @@ async def open_store(url: str | None = None, *, heartbeat_interval: float = 10.0
                 "a postgresql:// store needs asyncpg: pip install 'orgate[postgres]'"
             ) from exc
         return await PostgresStore.open(url, heartbeat_interval=heartbeat_interval)
-    if url and "://" in url and not url.startswith("sqlite:"):
-        raise ValueError(
-            f"unsupported store URL scheme in {url!r} (use sqlite:// or postgresql://)"
-        )
+    check_url(url)
     path = sqlite_path(url) if url else default_sqlite_path()
     return await SqliteStore.open(path, heartbeat_interval=heartbeat_interval)
