@@ -12,7 +12,7 @@ Regressions (each failed before its fix):
 
 - a reasoning item's ``content`` (``reasoning_text`` parts, what orgate's own output carries
   for Anthropic thinking and chat ``reasoning_content``) replayed as input by the SDKs was a
-  400 (``engine/input_gate.drop_reasoning_text``);
+  400 (``engine/input_gate.without_reasoning_text``);
 - the Agents SDK's websocket transport always sends ``"stream": true`` in ``response.create``
   (OpenAI accepts it), which orgate refused (``server/websocket``);
 - the body's ``user`` (pydantic-ai ``openai_user``: the end user's id to OpenAI) was a session

@@ -69,15 +69,16 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
     gate's code, in the gate's order and item order — before the parser, whose
     generic errors (``arguments`` not a string, an unknown status) would hide it.
     Under every policy, a reasoning item's ``reasoning_text`` content is left out
-    first (``drop_reasoning_text``).
+    (``without_reasoning_text``).
     """
-    raw_input = drop_reasoning_text(raw_input)
-    if policy == "off" or not isinstance(raw_input, list):
+    if not isinstance(raw_input, list):
         return raw_input
     kept: list[Any] = []
     for index, item in enumerate(raw_input):
         kind = item.get("type") if isinstance(item, dict) else None
-        if isinstance(kind, str) and ":" in kind:
+        if kind == "reasoning":
+            item = without_reasoning_text(item)
+        elif policy != "off" and isinstance(kind, str) and ":" in kind:
             if policy == "enforce":
                 raise ApiError(
                     400,
@@ -88,7 +89,7 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
             warnings.append(_Dropped(f"input[{index}]: dropped non-portable item of type {kind}", index))
             log.warning("gate: dropped non-portable input[%d] of type %s", index, kind)
             continue
-        if kind == "function_call" and policy == "enforce":
+        elif kind == "function_call" and policy == "enforce":
             probe = item
             if "status" in item and item["status"] is None:  # null is "not given", as after parsing
                 probe = {k: v for k, v in item.items() if k != "status"}
@@ -101,15 +102,8 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
     return kept
 
 
-def _is_reasoning_text(content: Any) -> bool:
-    return isinstance(content, list) and all(
-        isinstance(part, dict) and part.get("type") == "reasoning_text" and isinstance(part.get("text"), str) and set(part) <= {"type", "text"}
-        for part in content
-    )
-
-
-def drop_reasoning_text(raw_input: Any) -> Any:
-    """A ``reasoning`` input item's ``content`` of ``reasoning_text`` parts, left out before parsing.
+def without_reasoning_text(item: dict[str, Any]) -> dict[str, Any]:
+    """A ``reasoning`` input item without its ``content`` when that is only ``reasoning_text`` parts.
 
     A response's reasoning items carry their text in ``content`` (an ``anthropic``
     thinking run, a chat upstream's ``reasoning_content``), and clients replay
@@ -119,15 +113,13 @@ def drop_reasoning_text(raw_input: Any) -> Any:
     ``encrypted_content``; stored history drops it the same way), so it is dropped
     rather than refused. Any other ``content`` is left for the parser to refuse.
     """
-    if not isinstance(raw_input, list):
-        return raw_input
-    out = raw_input
-    for index, item in enumerate(raw_input):
-        if isinstance(item, dict) and item.get("type") == "reasoning" and _is_reasoning_text(item.get("content")):
-            if out is raw_input:
-                out = list(raw_input)
-            out[index] = {k: v for k, v in item.items() if k != "content"}
-    return out
+    content = item.get("content")
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") == "reasoning_text" and isinstance(part.get("text"), str) and set(part) <= {"type", "text"}
+        for part in content
+    ):
+        return {k: v for k, v in item.items() if k != "content"}
+    return item
 
 
 def _call_message(index: int, verdict: Verdict) -> str:
