@@ -264,16 +264,21 @@ def check_after(client: httpx.Client, outcomes: list[Outcome], deadline: float =
             time.sleep(0.1)
 
 
+def session_turn_when_free(client: httpx.Client, session: str, deadline: float) -> httpx.Response:
+    """A turn in ``session``, retried until it is answered 200 (its lease freed) before ``deadline``."""
+    while True:
+        r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after"}, headers={"X-Session-Id": session})
+        if r.status_code == 200:
+            return r
+        assert time.monotonic() < deadline, f"session {session} still refused: {r.status_code} {r.text[:200]}"
+        time.sleep(0.2)
+
+
 def check_recovered(client: httpx.Client, load: Load, within: float = 8.0) -> None:
     """New turns work and are stored, in every session used during the fault."""
     end = time.monotonic() + within
     for session in load.sessions:
-        while True:
-            r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after"}, headers={"X-Session-Id": session})
-            if r.status_code == 200:
-                break
-            assert time.monotonic() < end, f"session {session} still refused: {r.status_code} {r.text[:200]}"
-            time.sleep(0.2)
+        r = session_turn_when_free(client, session, end)
         assert r.headers.get(STORE_ERROR) is None, r.headers
     for stream in (False, True):
         r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after", "stream": stream})
@@ -414,13 +419,7 @@ def test_pg_down_then_back(pg: PgServer) -> None:
             time.sleep(max(0.0, 3.5 - (time.monotonic() - down_at)))
             pg.cluster.start()
         # The session is free again within a few seconds (its lease release is retried).
-        deadline = time.monotonic() + 8
-        while True:
-            r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after"}, headers={"X-Session-Id": session})
-            if r.status_code == 200:
-                break
-            assert time.monotonic() < deadline, f"session still refused after the outage: {r.status_code} {r.text}"
-            time.sleep(0.2)
+        session_turn_when_free(client, session, time.monotonic() + 8)
         # The background response finished during the outage; its save is retried until it lands.
         deadline = time.monotonic() + 10
         while True:
