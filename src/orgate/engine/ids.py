@@ -39,6 +39,11 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{_ENTROPY.take(18).hex()}"
 
 
+def random_hex(size: int) -> str:
+    """``size`` random bytes from the OS's CSPRNG as hex (e.g. request ids)."""
+    return _ENTROPY.take(size).hex()
+
+
 def response_id() -> str:
     return new_id("resp")
 

@@ -1,4 +1,11 @@
-"""API-key authentication: ``Authorization: Bearer <key>``, constant-time comparison."""
+"""API-key authentication: ``Authorization: Bearer <key>``, constant-time comparison.
+
+A key that matched is remembered (token → caller, up to ``REMEMBERED_KEYS`` of
+them), so a client's next request skips the hashing and the comparisons with
+every configured key. Only tokens that matched are kept: a wrong one is always
+checked in full, and what a lookup's timing could tell is whether that exact
+token was accepted before — nothing about any configured key.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,16 @@ from orgate.config import ResolvedKey
 from orgate.engine.service import Caller
 from orgate.protocol.errors import AUTHENTICATION, ApiError
 
+#: Accepted tokens remembered (the configured keys are few; the bound only caps memory).
+REMEMBERED_KEYS = 1024
+
 
 class Authenticator:
     """Checks a bearer token against every configured key (plain or SHA-256) without early exit."""
 
     def __init__(self, keys: list[ResolvedKey]) -> None:
         self.keys = keys
+        self._accepted: dict[str, Caller] = {}
 
     def authenticate(self, authorization: str | None) -> Caller:
         if not authorization:
@@ -28,6 +39,15 @@ class Authenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise ApiError(401, "The Authorization header must be 'Bearer <key>'.", type=AUTHENTICATION, code="invalid_api_key")
+        caller = self._accepted.get(token)
+        if caller is None:
+            caller = self._check(token)
+            if len(self._accepted) >= REMEMBERED_KEYS:
+                self._accepted.clear()
+            self._accepted[token] = caller
+        return caller
+
+    def _check(self, token: str) -> Caller:
         presented = token.encode()
         digest = hashlib.sha256(presented).digest()
         match: ResolvedKey | None = None

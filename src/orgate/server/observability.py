@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import re
 import time
 import traceback
@@ -35,11 +34,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
+from orgate.engine.ids import random_hex
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
 from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
 from orgate.server.errors import send_error
+from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
 
 if TYPE_CHECKING:
     from orgate.server.auth import Authenticator
@@ -97,53 +98,53 @@ def note_model(model: object) -> None:
 
 
 class HttpMetrics:
-    """The gateway's own Prometheus series, registered on the app's registry."""
+    """The gateway's own Prometheus series, registered on the app's registry (lock-free: ``local_metrics``)."""
 
     def __init__(self, registry: CollectorRegistry, known_models: Iterable[str] = ()) -> None:
         self.known_models = frozenset(known_models)
-        self.requests = Counter(
+        self.requests = LocalCounter(
             "orgate_http_requests", "HTTP requests by route template, method, status and model.", ["route", "method", "status", "model"], registry=registry
         )
-        self.duration = Histogram(
+        self.duration = LocalHistogram(
             "orgate_http_request_duration_seconds",
             "Time from the request's arrival to its last body byte (whole stream for SSE).",
             ["route", "method"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.first_chunk = Histogram(
+        self.first_chunk = LocalHistogram(
             "orgate_stream_time_to_first_chunk_seconds",
             "Streams: time from the request's arrival to the first body chunk after the headers.",
             ["route", "model"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.upstream_duration = Histogram(
+        self.upstream_duration = LocalHistogram(
             "orgate_upstream_duration_seconds",
             "Upstream calls: time from the call to its end, by deployment and outcome (ok, error, cancelled).",
             ["deployment", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.upstream_first = Histogram(
+        self.upstream_first = LocalHistogram(
             "orgate_upstream_time_to_first_event_seconds",
             "Upstream calls: time to the first model event, by deployment.",
             ["deployment"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = LocalCounter(
             "orgate_upstream_errors", "Upstream calls that failed, by deployment and error code.", ["deployment", "code"], registry=registry
         )
-        self.tokens = Counter(
+        self.tokens = LocalCounter(
             "orgate_tokens", "Tokens reported by upstreams, by deployment and direction (input, output).", ["deployment", "direction"], registry=registry
         )
-        self.rate_limited = Counter("orgate_rate_limited", "Requests refused with 429 by the per-key limits, by key name.", ["key"], registry=registry)
-        self.in_flight = Gauge("orgate_http_requests_in_flight", "HTTP requests being served (streams until their last byte).", registry=registry)
-        self.upstream_in_flight = Gauge(
+        self.rate_limited = LocalCounter("orgate_rate_limited", "Requests refused with 429 by the per-key limits, by key name.", ["key"], registry=registry)
+        self.in_flight = LocalGauge("orgate_http_requests_in_flight", "HTTP requests being served (streams until their last byte).", registry=registry)
+        self.upstream_in_flight = LocalGauge(
             "orgate_upstream_requests_in_flight", "Upstream calls running, by deployment.", ["deployment"], registry=registry
         )
-        # labels() takes a lock and builds a tuple each time: keep the children (the label sets are bounded).
+        # Children kept by their full label set (one lookup per request; the label sets are bounded).
         self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
         self._error_codes: set[str] = set()
 
@@ -182,7 +183,7 @@ def _request_id(scope: Scope) -> str:
             if _VALID_ID.fullmatch(value):
                 return value.decode("ascii")
             break
-    return os.urandom(16).hex()
+    return random_hex(16)
 
 
 def conflicting_authorization(scope: Scope) -> ApiError | None:
