@@ -26,3 +26,33 @@ def test_ids_that_only_read_like_a_place_are_not_derived() -> None:
     assert not is_derived("msg_00000a", "resp_", 10)  # no response suffix
     assert not is_derived(derived_item_id("msg", "chatcmpl_x", 1), "chatcmpl_x", 1)  # not a response id
     assert not is_derived(canonical, RESPONSE, 0x1000000 + 10)  # beyond six hex digits
+
+
+def test_a_save_indexes_exactly_the_ids_not_derived_from_their_place() -> None:
+    """``encode_save`` finds the ids to index in the pass that names the items; the rule is
+    the one reads use (``sqlite._indexed``): every id that ``is_derived`` does not place."""
+    from orgate.store.codec import encode_save
+    from orgate.store.sqlite import _indexed
+
+    upper = derived_item_id("msg", RESPONSE, 1)[:-6] + "00000A"
+    inputs = [
+        {"type": "message", "role": "user", "content": "no id: derived, not indexed"},
+        {"type": "message", "role": "user", "content": "an id of its own", "id": "msg_client"},
+        {"type": "function_call_output", "call_id": "c", "output": "x"},  # item_…, derived
+        {"type": "message", "role": "user", "content": "a derived id at its place", "id": derived_item_id("msg", RESPONSE, 3)},
+        {"type": "message", "role": "user", "content": "a derived id elsewhere", "id": derived_item_id("msg", RESPONSE, 9)},
+        {"type": "message", "role": "user", "content": "reads as 10, written otherwise", "id": upper},
+    ]
+    outputs = [
+        {"type": "message", "id": derived_item_id("msg", RESPONSE, OUTPUT_POSITIONS)},
+        {"type": "function_call", "id": "fc_own"},
+        {"type": "message"},  # no id: derived from its seq, which is not an output's place
+    ]
+    for response_id in (RESPONSE, "r1", "resp_"):
+        for custom in (None, outputs):
+            response = {"id": response_id, "status": "completed", "output": outputs}
+            rows = encode_save(response, inputs, None, custom)
+            expected = _indexed(response_id, [*rows.input_ids, *rows.output_ids], len(rows.input_ids))
+            assert rows.indexed == expected
+    rows = encode_save({"id": RESPONSE, "status": "completed", "output": outputs}, inputs, None)
+    assert [item_id for item_id, _ in rows.indexed] == ["msg_client", inputs[4]["id"], upper, "fc_own", rows.output_ids[2]]

@@ -359,6 +359,9 @@ def item_to_wire(item: Any) -> dict[str, Any]:
     """An input item model as stored/listed JSON (unset fields left out; an opaque item's raw item unchanged)."""
     if type(item) is OpaqueItem:
         return extension_wire(item.id or ids.new_id("ext"), item.origin, item.item)
+    if type(item) is UserMessageItemParam and type(item.content) is str and item.id is None and item.status is None and not item.model_extra:
+        # a string `input` (see normalize_input): what model_dump gives, without its cost on every stored turn
+        return {"type": "message", "role": "user", "content": item.content}
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from orgate.store.base import STATUSES, item_id_for
+from orgate.store.base import OUTPUT_POSITIONS, STATUSES, is_derived, item_id_for
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs microseconds per save
@@ -33,6 +33,9 @@ class SaveRows:
     custom_outputs: bool
     input_ids: list[str]
     output_ids: list[str]
+    #: (id, seq) of the items an index of item ids needs: those whose id is not the one
+    #: derived from their place (``is_derived``), which the store finds through the row.
+    indexed: list[tuple[str, int]]
 
     @property
     def size(self) -> int:
@@ -69,6 +72,9 @@ def encode_save(
     now = time.time()
     outputs = output_items if output_items is not None else response.get("output") or []
     first_output = len(input_items)
+    indexed: list[tuple[str, int]] = []
+    input_ids = _item_ids(input_items, response_id, 0, 0, indexed)
+    output_ids = _item_ids(outputs, response_id, first_output, OUTPUT_POSITIONS, indexed)
     return SaveRows(
         id=response_id,
         status=status,
@@ -80,9 +86,28 @@ def encode_save(
         inputs=input_items,
         outputs=outputs,
         custom_outputs=output_items is not None,
-        input_ids=[item_id_for(item, response_id, seq) for seq, item in enumerate(input_items)],
-        output_ids=[item_id_for(item, response_id, first_output + seq) for seq, item in enumerate(outputs)],
+        input_ids=input_ids,
+        output_ids=output_ids,
+        indexed=indexed,
     )
+
+
+def _item_ids(
+    items: Sequence[dict[str, Any]], response_id: str, first_seq: int, first_position: int, indexed: list[tuple[str, int]]
+) -> list[str]:
+    """The ids of ``items`` numbered from ``first_seq`` (``item_id_for``); appends to ``indexed``
+    those that are not the id derived from their place (``first_position`` + k, ``is_derived``)."""
+    ids: list[str] = []
+    # An id made from its seq is derived from its place when seq and place agree (inputs).
+    derivable = first_seq == first_position and len(response_id) > 5 and response_id.startswith("resp_")
+    for k, item in enumerate(items):
+        seq = first_seq + k
+        item_id = item_id_for(item, response_id, seq)
+        made_here = item_id is not item.get("id")  # not the item's own: item_id_for derived it from seq
+        if not (made_here and derivable and seq <= 0xFFFFFF) and not is_derived(item_id, response_id, first_position + k):
+            indexed.append((item_id, seq))
+        ids.append(item_id)
+    return ids
 
 
 def rewrite_status(body: bytes, status: str, error: dict[str, Any] | None) -> bytes:

@@ -326,7 +326,7 @@ class SqliteStore(ResponseStore):
             dumps(rows.inputs),
             dumps(rows.input_ids),
             dumps(rows.outputs) if rows.custom_outputs else None,
-            _indexed(rows.id, (*rows.input_ids, *rows.output_ids), len(rows.input_ids)),
+            rows.indexed,
         )
         await self._write_op(
             self._save_sync,
