@@ -246,7 +246,14 @@ class ResponsesService:
                 stream.builder.status = "queued"
                 # Nothing was asked of the model yet: a response that cannot be stored (so never
                 # fetched, continued nor cancelled) is refused now, 503.
-                await self.persist(stream.builder, turn, caller, required=True)
+                try:
+                    await self.persist(stream.builder, turn, caller, required=True)
+                except asyncio.CancelledError:
+                    # The client left (or the server stops) during that save, which may still land:
+                    # no job will ever run this response, so it is stored failed, not left queued.
+                    stream.builder.fail(ApiError(499, "The client disconnected before the response started.", type=SERVER_ERROR, code="client_disconnected"))
+                    await asyncio.shield(self.persist(stream.builder, turn, caller))
+                    raise
                 return stream
             failed: ApiError | None = None
             first: list[ModelEvent] | None = None

@@ -128,6 +128,8 @@ class SqliteStore(ResponseStore):
         self._inline: InlineWriter | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._closed = False
+        #: Writes handed to the database thread that have not run there yet (see ``_write_on_thread``).
+        self._thread_writes = 0
 
     @classmethod
     async def open(
@@ -178,6 +180,7 @@ class SqliteStore(ResponseStore):
         if (
             inline is not None
             and inline.conn is not None
+            and not self._thread_writes
             and asyncio.get_running_loop() is inline.loop
         ):
             try:
@@ -186,7 +189,27 @@ class SqliteStore(ResponseStore):
                 raise StoreError(f"SQLite store {self.path}: {exc}") from exc
             if result is not LOCKED:
                 return result
-        return await self._run(Kind.WRITE, self._on_thread, fn, args)
+        if inline is None:  # one connection (``:memory:``): every write runs on the thread, in order
+            return await self._run(Kind.WRITE, self._on_thread, fn, args)
+        return await self._write_on_thread(fn, args)
+
+    async def _write_on_thread(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        """The write on the database thread, queued behind the ones already there.
+
+        Until it has run, later writes queue behind it rather than run inline: an inline write
+        taken as soon as the lock is free would overtake it (a response's failed save its own
+        in_progress save, which then stored it in_progress for good). It runs even when its
+        caller is cancelled meanwhile (a client that left), so it is counted until it ran.
+        """
+        self._thread_writes += 1
+        job = asyncio.ensure_future(self._run(Kind.WRITE, self._on_thread, fn, args))
+        job.add_done_callback(self._thread_write_done)
+        return await asyncio.shield(job)
+
+    def _thread_write_done(self, job: asyncio.Future[Any]) -> None:
+        self._thread_writes -= 1
+        if not job.cancelled():
+            job.exception()  # retrieved: a cancelled caller no longer awaits it
 
     def _on_thread(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         assert self._conn is not None
