@@ -60,7 +60,9 @@ def make_handler(services: Services) -> Handler:
         warnings: list[str] = []
         if not chat.stream:
             return await _answer(request, services, body, caller, params, warnings)
-        events = await _create(services, body, caller, params, warnings)
+        events = await _create_watched(request, services, body, caller, params, warnings)
+        if events is None:
+            return Response(status_code=499)  # the client left before the first event
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         chunks = ChunkTranslator(include_usage=include_usage, param_map=params.to_chat)
         return StreamingResponse(
@@ -78,6 +80,21 @@ async def _create(services: Services, body: Any, caller: Any, params: translate.
     except ApiError as err:
         err.param = params.to_chat(err.param)
         raise
+
+
+async def _create_watched(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Any:
+    """``_create`` for a streamed completion, whose client is watched until the first event: one that
+    leaves meanwhile cancels the turn (and its upstream call) at once; None then. Once the stream
+    runs, Starlette's ``StreamingResponse`` watches the client."""
+    watch = DisconnectWatch(request.receive)
+    try:
+        return await _create(services, body, caller, params, warnings)
+    except asyncio.CancelledError:
+        if not watch.absorb():
+            raise
+        return None
+    finally:
+        watch.stop()
 
 
 async def _answer(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Response:

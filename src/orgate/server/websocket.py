@@ -252,22 +252,36 @@ class Connection:
             body = WebSocketResponseCreateEvent.model_validate(data)
         except ValidationError as exc:
             raise from_validation_error(exc) from None
-        previous = body.previous_response_id
         self.busy = True
+        self.task = asyncio.create_task(self._respond(body, warnings, budget))
+
+    async def _respond(self, body: WebSocketResponseCreateEvent, warnings: list[str], budget: Any) -> None:
+        """Create the response, then send its events. In a task of its own from the start, so that the
+        receive loop notices a client that closes the socket while the upstream has not answered yet
+        (and cancels the upstream call then, not when the upstream answers or times out)."""
+        previous = body.previous_response_id
         try:
             stream = await self._create(body, warnings, previous, budget)
-        except ApiError:
+        except BaseException as exc:
             self.busy = False
-            if previous:
-                self.cache.pop(previous, None)
-            raise
-        except BaseException:
-            self.busy = False
-            raise
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, ApiError):
+                error = exc
+                if previous:
+                    self.cache.pop(previous, None)
+            else:  # a bug: the client is told (500) and the connection stays usable
+                log.exception("websocket: creating a response failed")
+                error = ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error")
+            try:
+                await self.send_error(error)
+            except Exception:  # noqa: BLE001 - the client went away: nobody to tell
+                log.debug("websocket error event not sent", exc_info=True)
+            return
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
-        self.task = asyncio.create_task(self._pump(stream, previous))
+        await self._pump(stream, previous)
 
     async def _create(self, body: WebSocketResponseCreateEvent, warnings: list[str], previous: str | None, budget: Any) -> ResponseStream:
         entry = self.cache.get(previous) if previous else None
