@@ -74,6 +74,7 @@ class LoopbackFake:
         self.handler = handler
         self.model = model if model is not None else self.default_model
         self.requests: list[RecordedRequest] = []
+        self.active = 0  # model requests being handled now (an upstream call still running)
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -158,6 +159,13 @@ class LoopbackFake:
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
         """The handler of the model endpoint: record, pick the next reply, send it with its knobs."""
+        self.active += 1
+        try:
+            return await self._serve(request)
+        finally:
+            self.active -= 1
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
         record, body = await self._record(request)
         if not isinstance(body, dict):
             return self.error_response(400, dict(self.not_json_error), {})
