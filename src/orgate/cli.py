@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import gc
 import logging
 import os
@@ -135,7 +136,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.server.host,
         port=settings.server.port,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http=OrgateHttpProtocol,  # httptools with a bounded request head and JSON error bodies
+        # httptools with a bounded request head, a head timeout and JSON error bodies
+        http=functools.partial(OrgateHttpProtocol, header_timeout=settings.limits.header_timeout),
         log_level=settings.server.log_level,
         access_log=False,  # orgate.access logs one line per request instead ([server] access_log)
         log_config=None,  # uvicorn's loggers go through the root handler and its format

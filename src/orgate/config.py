@@ -169,6 +169,7 @@ class LimitSettings(_Section):
     max_string_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # any one JSON string or key (e.g. an image data URL)
     max_schema_bytes: int = Field(256 * 1024, ge=1024)  # one tool `parameters` / text.format schema, as JSON
     body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
+    header_timeout: float = Field(30.0, gt=0)  # seconds from a connection (or a request's first byte) to the end of its head
 
 
 class CapabilitySettings(_Section):

@@ -25,6 +25,7 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -35,8 +36,10 @@ from tests.fakes._base import Raw
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat
 from tests.hardening.conftest import (
     assert_error,
+    hardened_config,
     raw_request,
     read_responses,
+    server_env,
     sse_events,
     wait_until,
 )
@@ -143,6 +146,77 @@ def test_an_endless_header_is_refused_with_431_without_stalling_others(
     _assert_error_bytes(answer, 431, "request_header_fields_too_large")
     assert _rss_kib(_pid(hardened)) - before < 16 * 1024, "the header was buffered"
     assert http.get("/healthz").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def quick_heads(upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
+    """A server whose request heads must arrive within one second (``[limits] header_timeout``)."""
+    env = {**server_env(), "ORGATE_LIMITS__HEADER_TIMEOUT": "1"}
+    with OrgateServer(hardened_config(upstream.base_url), api_key="client-secret-key", env=env) as running:
+        yield running
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_connections_that_send_nothing_are_closed(quick_heads: OrgateServer) -> None:
+    """Idle connections (nothing sent, ever) are closed after header_timeout: they held a socket forever."""
+    pid = _pid(quick_heads)
+    baseline = _open_fds(pid)
+    socks = [socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) for _ in range(50)]
+    try:
+        deadline = time.monotonic() + 5
+        while _open_fds(pid) < baseline + 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _open_fds(pid) >= baseline + 50  # the server holds them now
+        started = time.monotonic()
+        for sock in socks:
+            assert _read_until_closed(sock) == b""  # closed without a word: no request to answer
+        assert time.monotonic() - started < 5
+    finally:
+        for sock in socks:
+            sock.close()
+    deadline = time.monotonic() + 5
+    while _open_fds(pid) > baseline + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _open_fds(pid) <= baseline + 2
+
+
+@pytest.mark.parametrize("head", [b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n", b"GET /v1/mod"])
+def test_a_head_that_never_ends_gets_408(quick_heads: OrgateServer, head: bytes) -> None:
+    """Slowloris: a started request head that stalls is answered 408 in the spec's shape and closed."""
+    with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) as sock:
+        started = time.monotonic()
+        sock.sendall(head)
+        answer = _read_until_closed(sock)
+    assert 0.8 < time.monotonic() - started < 5
+    body = _assert_error_bytes(answer, 408, "request_timeout")
+    assert "header_timeout" in body["message"]
+
+
+def test_a_slow_head_within_the_timeout_and_keep_alive_requests_are_served(quick_heads: OrgateServer) -> None:
+    """The timeout is per head: a head sent in pieces within it is served, and so are later requests on
+    the connection, each with its own time (a connection is not limited by its age)."""
+    request = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {quick_heads.api_key}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) as sock:
+        for _ in range(3):
+            for piece in (request[:10], request[10:30], request[30:]):
+                sock.sendall(piece)
+                time.sleep(0.25)
+            reply = b""
+            while b"\r\n\r\n" not in reply:
+                chunk = sock.recv(65536)
+                assert chunk, reply
+                reply += chunk
+            status, headers, body = _split(reply)
+            while len(body) < int(headers["content-length"]):
+                chunk = sock.recv(65536)
+                assert chunk, reply
+                body += chunk
+            assert status == 200, reply[:300]
+            assert orjson.loads(body)["object"] == "list"
+            time.sleep(0.6)  # idle between requests: under the keep-alive timeout
 
 
 def test_a_long_url_is_refused_with_431(hardened: OrgateServer) -> None:

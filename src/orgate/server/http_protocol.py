@@ -10,10 +10,18 @@ once it passes ``MAX_HEAD_BYTES``. The answers uvicorn gives without the app
 shape. After such an answer the connection is half-closed and what the
 client still sends is discarded for a moment before closing, so that the
 client reads the answer rather than a connection reset.
+
+uvicorn has no header timeout either: a connection that sends nothing, or a
+request head that never ends (slowloris), held its socket forever. Each head
+now has ``header_timeout`` seconds, from the connection (or from the first
+byte of a later request on it) to the end of its headers: a connection that
+sent nothing is closed, a started head is answered 408. Between requests
+uvicorn's own keep-alive timeout closes idle connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -25,6 +33,8 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 MAX_HEAD_BYTES = 64 * 1024
 #: Seconds a refused connection keeps draining the client's bytes before it is closed.
 LINGER_SECONDS = 2.0
+#: Seconds for a request head, unless the server passes its ``[limits] header_timeout``.
+HEADER_TIMEOUT = 30.0
 
 
 def error_bytes(
@@ -54,20 +64,55 @@ def error_bytes(
 class OrgateHttpProtocol(HttpToolsProtocol):
     """``HttpToolsProtocol`` with ``MAX_HEAD_BYTES`` and JSON error bodies (``uvicorn.run(http=...)``)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, header_timeout: float = HEADER_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = False  # between the first byte of a request and the end of its headers
         self._head_bytes = 0
         self._refused = False
+        self._header_timeout = header_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()  # a connection that never sends a request does not stay open
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = 0
+        self._arm_head_timer()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self._disarm_head_timer()
         super().on_headers_complete()
+
+    def _arm_head_timer(self) -> None:
+        self._disarm_head_timer()
+        self._head_timer = self.loop.call_later(self._header_timeout, self._head_timed_out)
+
+    def _disarm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._refused or self.transport.is_closing():
+            return
+        if not self._in_head:
+            # Nothing of a request came (a new connection; between requests the keep-alive
+            # timeout applies, and a request being served is not timed here).
+            if self.cycle is None or self.cycle.response_complete:
+                self.transport.close()
+            return
+        self.logger.warning("Request head not received within %g seconds: 408.", self._header_timeout)
+        message = f"The request line and headers did not arrive within {self._header_timeout:g} seconds (limits.header_timeout)."
+        self._refuse(error_bytes(408, message, "request_timeout", self.server_state.default_headers))
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
