@@ -71,6 +71,28 @@ async def test_save_is_an_idempotent_upsert(store: ResponseStore) -> None:
     assert got is not None and got.history_len == 1
 
 
+async def test_a_finished_response_never_goes_back_to_running(store: ResponseStore) -> None:
+    """A save of an earlier state that lands after the final one (it waited for the write lock,
+    or its caller was cancelled mid-way) changes nothing: the response stays finished."""
+    inputs = [user("q")]
+    await store.save(response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"1")
+    await store.save(response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"12")
+    done = response("resp_late", [assistant("msg_1", "all")], status="failed")
+    await store.save(done, tenant="t", input_items=inputs, events=b"123", session_id="s1")
+    for late in ("in_progress", "queued"):
+        await store.save(response("resp_late", status=late), tenant="t", input_items=inputs, events=b"1", session_id="s2")
+        got = await store.get("resp_late", "t")
+        assert got is not None and got.status == "failed" and got.response == done
+        assert await store.events("resp_late", "t") == b"123"
+        assert await store.context("resp_late", "t") == [inputs[0], *done["output"]]
+    with pytest.raises(ResponseConflict):  # another tenant's id is still refused, late or not
+        await store.save(response("resp_late", status="in_progress"), tenant="other", input_items=inputs)
+    final = response("resp_late", [assistant("msg_1", "all")], status="completed")
+    await store.save(final, tenant="t", input_items=inputs)  # finished to finished is a save like any
+    got = await store.get("resp_late", "t")
+    assert got is not None and got.status == "completed"
+
+
 async def test_save_rejects_unknown_previous_and_bad_bodies(store: ResponseStore) -> None:
     with pytest.raises(UnknownResponse):
         await store.save(

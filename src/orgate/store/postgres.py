@@ -99,7 +99,7 @@ WITH parent AS (
     WHERE $7::text IS NOT NULL AND id = $7 AND tenant = $2
       AND (expires_at IS NULL OR expires_at > $6)
 ), existing AS (
-    SELECT tenant FROM responses WHERE id = $1
+    SELECT tenant, status FROM responses WHERE id = $1
 ), up AS (
     INSERT INTO responses AS r (id, tenant, status, model, created_at, updated_at,
         previous_response_id, session_id, deployment, chain, depth, history_len, own_items,
@@ -118,6 +118,8 @@ WITH parent AS (
         history_len = r.history_len - r.own_items + EXCLUDED.own_items,
         own_items = EXCLUDED.own_items
     WHERE r.tenant = EXCLUDED.tenant
+      -- a finished response never goes back to queued / in_progress (a late save of an earlier state)
+      AND NOT (r.status NOT IN ('queued', 'in_progress') AND EXCLUDED.status IN ('queued', 'in_progress'))
     RETURNING 1
 ), its AS (
     INSERT INTO items AS i (tenant, response_id, seq, kind, item_id, data)
@@ -143,7 +145,8 @@ WITH parent AS (
         deployment = coalesce(EXCLUDED.deployment, s.deployment),
         updated_at = EXCLUDED.updated_at
 )
-SELECT (SELECT count(*) FROM up)::integer AS saved, (SELECT tenant FROM existing) AS owner_tenant
+SELECT (SELECT count(*) FROM up)::integer AS saved, (SELECT tenant FROM existing) AS owner_tenant,
+    (SELECT status FROM existing) AS stored_status
 """
 
 _CONTEXT = """
@@ -409,6 +412,8 @@ class PostgresStore(ResponseStore):
         assert row is not None
         if row["saved"]:
             return
+        if row["owner_tenant"] == tenant and row["stored_status"] not in ACTIVE_STATUSES and rows.status in ACTIVE_STATUSES:
+            return  # a late save of an earlier state of a finished response: it stays finished
         if row["owner_tenant"] is not None:
             raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
         if previous_response_id is not None:

@@ -68,6 +68,14 @@ _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 _OUTPUTS = "coalesce({0}outputs, json_extract(CAST({0}response AS TEXT), '$.output'))"
 
 
+#: A finished response never goes back to queued / in_progress: a save of an earlier state that
+#: arrives after the final one (a save that waited for the write lock, or whose caller was
+#: cancelled mid-way) changes nothing. The parameter is the new status.
+_NOT_BACKWARDS = (
+    f"NOT (status NOT IN ({', '.join(repr(s) for s in ACTIVE_STATUSES)}) AND ? IN ({', '.join(repr(s) for s in ACTIVE_STATUSES)}))"
+)
+
+
 def _derived_position(seq: int, input_count: int) -> int:
     """The position a derived id names for the item at ``seq`` (inputs first, then outputs)."""
     return seq if seq < input_count else OUTPUT_POSITIONS + seq - input_count
@@ -429,13 +437,13 @@ class SqliteStore(ResponseStore):
             old_keys = self._owned_items(conn, rows.id, tenant)
             if old_keys is None:
                 raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
-            self._q(
+            updated = self._q(
                 conn,
-                """UPDATE responses SET status = ?, model = ?, updated_at = ?,
+                f"""UPDATE responses SET status = ?, model = ?, updated_at = ?,
                     session_id = ?, deployment = ?, owner = ?, expires_at = ?,
                     response = ?, request = ?, inputs = ?, input_ids = ?, outputs = ?,
                     history_len = history_len - own_items + ?, own_items = ?
-                WHERE id = ?""",
+                WHERE id = ? AND {_NOT_BACKWARDS}""",
                 (
                     rows.status,
                     rows.model,
@@ -452,8 +460,11 @@ class SqliteStore(ResponseStore):
                     n,
                     n,
                     rows.id,
+                    rows.status,
                 ),
-            )
+            ).rowcount
+            if not updated:
+                return  # a late save of an earlier state of a finished response (see _NOT_BACKWARDS)
             gone = set(old_keys).difference(item_id for item_id, _ in new_keys)
             if gone:
                 self.query_count += 1
