@@ -12,11 +12,12 @@ client still sends is discarded for a moment before closing, so that the
 client reads the answer rather than a connection reset.
 
 uvicorn has no header timeout either: a connection that sends nothing, or a
-request head that never ends (slowloris), held its socket forever. Each head
-now has ``header_timeout`` seconds, from the connection (or from the first
-byte of a later request on it) to the end of its headers: a connection that
-sent nothing is closed, a started head is answered 408. Between requests
-uvicorn's own keep-alive timeout closes idle connections.
+request head that never ends (slowloris), held its socket forever. A new
+connection now has ``header_timeout`` seconds to start a request (else it is
+closed), and a head that does not end in the read that started it has
+``header_timeout`` seconds from then to end (else 408); a head that arrives in
+one read, the usual case, costs no timer. Between requests uvicorn's own
+keep-alive timeout closes idle connections.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = 0
-        self._arm_head_timer()
+        self._disarm_head_timer()  # the connection's first wait is over; a head not complete in this read gets its own
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -121,6 +122,9 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         # refused at most one read's size past the limit, which bounds memory and copying.
         counted = self._in_head
         super().data_received(data)
+        if self._in_head and self._head_timer is None and not self._refused:
+            # A head that did not end in the read that started it (usually it does: no timer then).
+            self._arm_head_timer()
         if counted and self._in_head and not self._refused:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
