@@ -106,10 +106,8 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         if self._refused or self.transport.is_closing():
             return
         if not self._in_head:
-            # Nothing of a request came (a new connection; between requests the keep-alive
-            # timeout applies, and a request being served is not timed here).
-            if self.cycle is None or self.cycle.response_complete:
-                self.transport.close()
+            # The connection's first wait (the only timer armed outside a head): no request came.
+            self.transport.close()
             return
         self.logger.warning("Request head not received within %g seconds: 408.", self._header_timeout)
         message = f"The request line and headers did not arrive within {self._header_timeout:g} seconds (limits.header_timeout)."
