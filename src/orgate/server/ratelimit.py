@@ -220,10 +220,10 @@ class RedisLimiter:
             self._failures = 0
 
     def _available(self) -> None:
-        if self._warned_at is not None:
-            log.warning("rate limiter: Redis reachable again (%d more request(s) were admitted without it)", self._failures)
-            self._warned_at = None
-            self._failures = 0
+        """Redis answered after an outage that was warned about."""
+        log.warning("rate limiter: Redis reachable again (%d more request(s) were admitted without it)", self._failures)
+        self._warned_at = None
+        self._failures = 0
 
     def _keys(self, key_name: str) -> list[str]:
         return [f"{self.prefix}:{{{key_name}}}:rpm", f"{self.prefix}:{{{key_name}}}:tpm"]
