@@ -71,9 +71,7 @@ _OUTPUTS = "coalesce({0}outputs, json_extract(CAST({0}response AS TEXT), '$.outp
 #: A finished response never goes back to queued / in_progress: a save of an earlier state that
 #: arrives after the final one (a save that waited for the write lock, or whose caller was
 #: cancelled mid-way) changes nothing. The parameter is the new status.
-_NOT_BACKWARDS = (
-    f"NOT (status NOT IN ({', '.join(repr(s) for s in ACTIVE_STATUSES)}) AND ? IN ({', '.join(repr(s) for s in ACTIVE_STATUSES)}))"
-)
+_NOT_BACKWARDS = "NOT (status NOT IN ('queued', 'in_progress') AND ? IN ('queued', 'in_progress'))"
 
 
 def _derived_position(seq: int, input_count: int) -> int:
