@@ -100,8 +100,9 @@ class ResponseBuilder:
     """Folds neutral model events into spec events and one final response.
 
     ``base`` is the response skeleton: every ``ResponseResource`` field echoed
-    from the request (tools, tool_choice, text, sampling values...), without
-    ``id``/``status``/``output``/``usage``, which the builder owns.
+    from the request (tools, tool_choice, text, sampling values...). The fields
+    the builder owns (``id``, ``status``, ``output``, ``usage``...) are set on a
+    copy of it; a base that holds them as placeholders fixes their key order.
     """
 
     def __init__(self, base: dict[str, Any], *, response_id: str | None = None, created_at: int | None = None) -> None:
@@ -114,56 +115,41 @@ class ResponseBuilder:
         self.error: dict[str, Any] | None = None
         self.incomplete_details: dict[str, Any] | None = None
         self.completed_at: int | None = None
-        self.events: list[Event] = []  # pending, drained by the caller
+        self.events: list[Event] = []  # pending, drained (and numbered) by the caller
+        self._emit = self.events.append
         # Extension items in stored form, each with the number of spec output items before it.
         self.extensions: list[tuple[int, dict[str, Any]]] = []
         self.sealed_reasoning = False  # a reasoning item carries encrypted_content (only its origin may read it)
         self._seq = 0
         self._open: _Message | _Call | _Reasoning | None = None
-        self._finished = False
+        self.finished = False  # a terminal event was emitted (read only: the builder sets it)
         self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
 
     # --- snapshots ------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """The response as it stands; a new dict each time (emitted events never change)."""
-        return {
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created_at,
-            "completed_at": self.completed_at,
-            "status": self.status,
-            "incomplete_details": self.incomplete_details,
-            "model": self.base["model"],
-            "previous_response_id": self.base.get("previous_response_id"),
-            "instructions": self.base.get("instructions"),
-            "output": list(self.output),
-            "error": self.error,
-            "tools": self.base["tools"],
-            "tool_choice": self.base["tool_choice"],
-            "truncation": self.base["truncation"],
-            "parallel_tool_calls": self.base["parallel_tool_calls"],
-            "text": self.base["text"],
-            "top_p": self.base["top_p"],
-            "presence_penalty": self.base["presence_penalty"],
-            "frequency_penalty": self.base["frequency_penalty"],
-            "top_logprobs": self.base["top_logprobs"],
-            "temperature": self.base["temperature"],
-            "reasoning": self.base["reasoning"],
-            "usage": usage_dict(self.usage) if self.usage is not None else None,
-            "max_output_tokens": self.base["max_output_tokens"],
-            "max_tool_calls": self.base["max_tool_calls"],
-            "store": self.base["store"],
-            "background": self.base["background"],
-            "service_tier": self.base["service_tier"],
-            "metadata": self.base["metadata"],
-            "safety_identifier": self.base["safety_identifier"],
-            "prompt_cache_key": self.base["prompt_cache_key"],
-        }
+        """The response as it stands; a new dict each time (emitted events never change).
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
+        A copy of ``base`` (the echoed request fields; with placeholders for the
+        builder's own fields, the copy keeps the spec's key order) with the builder's
+        fields set.
+        """
+        out = self.base.copy()
+        out["id"] = self.id
+        out["object"] = "response"
+        out["created_at"] = self.created_at
+        out["completed_at"] = self.completed_at
+        out["status"] = self.status
+        out["incomplete_details"] = self.incomplete_details
+        out["output"] = list(self.output)
+        out["error"] = self.error
+        out["usage"] = usage_dict(self.usage) if self.usage is not None else None
+        return out
+
+    def unlink_previous(self) -> None:
+        """Snapshots from now on say ``previous_response_id: null`` (the previous response vanished)."""
+        self.base["previous_response_id"] = None
+        self.final = None
 
     @property
     def history_differs(self) -> bool:
@@ -195,13 +181,15 @@ class ResponseBuilder:
 
     # --- emission -------------------------------------------------------------------------
 
-    def _emit(self, event: Event) -> None:
-        event["sequence_number"] = self._seq
-        self._seq += 1
-        self.events.append(event)
-
     def drain(self) -> list[Event]:
-        events, self.events = self.events, []
+        """The events emitted since the last drain, numbered (``sequence_number``) in emission order."""
+        events = self.events.copy()
+        self.events.clear()  # the same list: ``_emit`` is its bound ``append``
+        seq = self._seq
+        for event in events:
+            event["sequence_number"] = seq
+            seq += 1
+        self._seq = seq
         return events
 
     def start(self, *, queued: bool = False) -> None:
@@ -220,7 +208,7 @@ class ResponseBuilder:
         self._emit({"type": "response.in_progress", "response": self.snapshot()})
 
     def feed(self, event: ModelEvent) -> None:
-        if self._finished:
+        if self.finished:
             raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
         match event:
             case TextDelta(text=text):
@@ -544,7 +532,7 @@ class ResponseBuilder:
         self._emit({"type": "response.output_item.done", "output_index": item.index, "item": done})
 
     def _finish(self, reason: str, usage: Usage | None) -> None:
-        self._finished = True
+        self.finished = True
         self.usage = usage or Usage()
         incomplete = _INCOMPLETE_REASONS.get(reason)
         self._close_open("incomplete" if incomplete else "completed")
@@ -561,9 +549,9 @@ class ResponseBuilder:
 
     def fail(self, error: ApiError) -> None:
         """End the response as failed: open item closed ``incomplete``, ``error`` event, ``response.failed``."""
-        if self._finished:
+        if self.finished:
             return
-        self._finished = True
+        self.finished = True
         self._close_open("incomplete")
         self.status = "failed"
         code = error.code or error.type
@@ -579,9 +567,9 @@ class ResponseBuilder:
 
     def cancel(self) -> None:
         """End a background response as cancelled (no terminal event is defined for it; the stored status says it)."""
-        if self._finished:
+        if self.finished:
             return
-        self._finished = True
+        self.finished = True
         self._close_open("incomplete")
         self.status = "cancelled"
 

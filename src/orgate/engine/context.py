@@ -125,8 +125,8 @@ def normalize_input(body: CreateResponseBody) -> list[Any]:
     if raw is None:
         return []
     if isinstance(raw, str):
-        # Already validated as the body's `input`; constructing skips a second validation.
-        return [UserMessageItemParam.model_construct(type="message", role="user", content=raw)]
+        # Validated by pydantic-core: less than half the cost of model_construct's Python loop.
+        return [UserMessageItemParam.model_validate({"type": "message", "role": "user", "content": raw})]
     return list(raw)
 
 
@@ -318,10 +318,18 @@ def build_turn(
         stop=[stop] if isinstance(stop, str) else stop,
     )
     store = store_enabled and body.store is not False
-    base = {
+    base = {  # the response's fields in the spec's order; the builder sets its own (the None ones)
+        "id": None,
+        "object": "response",
+        "created_at": None,
+        "completed_at": None,
+        "status": None,
+        "incomplete_details": None,
         "model": body.model,
         "previous_response_id": body.previous_response_id,
         "instructions": body.instructions,
+        "output": None,
+        "error": None,
         "tools": [_tool_echo(t) for t in tools],
         "tool_choice": _tool_choice_echo(body.tool_choice),
         "truncation": body.truncation or "disabled",
@@ -333,6 +341,7 @@ def build_turn(
         "top_logprobs": body.top_logprobs or 0,
         "temperature": body.temperature if body.temperature is not None else 1.0,
         "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary} if reasoning else None,
+        "usage": None,
         "max_output_tokens": body.max_output_tokens,
         "max_tool_calls": body.max_tool_calls,
         "store": store,

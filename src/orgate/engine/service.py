@@ -353,8 +353,7 @@ class ResponsesService:
             except UnknownResponse:
                 # The previous response was deleted while this turn ran: keep the answer, unchained.
                 log.warning("previous response of %s vanished; storing it without its chain", builder.id)
-                turn.base["previous_response_id"] = None
-                builder.final = None  # re-snapshot without the vanished link
+                builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
                 return await self.persist(builder, turn, caller, events, required=required, retry_for=retry_for)
             except StoreError as exc:
                 left = deadline - asyncio.get_running_loop().time()
