@@ -7,10 +7,16 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from orgate.server.observability import JsonFormatter, RequestInfo, _current, _request_id
+from orgate.server.observability import (
+    JsonFormatter,
+    RequestInfo,
+    _current,
+    _request_id,
+    _scan_headers,
+)
 from orgate.server.openapi import build_document
 from orgate.server.ratelimit import KeyLimits, LocalLimiter, build_limiter
 
@@ -110,12 +116,62 @@ def test_duplicate_scan_is_exact(value: object) -> None:
         body_module.check_structure(data, raw, LIMITS)
 
 
+TIGHT = LimitSettings.model_construct(max_json_depth=3, max_string_bytes=24)  # below the config minimums: small bodies hit them
+TEXTS = st.text(alphabet=st.sampled_from(["a", ":", "é", "😀", "\n", '"']), max_size=8)
+SHAPES = st.recursive(
+    st.one_of(st.none(), st.integers(-1000, 1000), TEXTS),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(TEXTS, inner, max_size=3)),
+    max_leaves=10,
+)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _longest(value: object) -> int:
+    """The longest string (key or value) in UTF-8 bytes."""
+    if isinstance(value, dict):
+        return max([len(k.encode()) for k in value] + [_longest(v) for v in value.values()], default=0)
+    if isinstance(value, list):
+        return max((_longest(v) for v in value), default=0)
+    return len(value.encode()) if isinstance(value, str) else 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=SHAPES)
+@example(value=[[[[]]]])
+@example(value=[[{"a": []}]])
+@example(value={"k": "😀😀😀😀😀😀😀"})
+@example(value=["a" * 25])
+def test_depth_and_string_limits_are_exact(value: object) -> None:
+    """Small bodies take a shortcut past the depth and string walk: the limits still hold exactly."""
+    import orjson
+
+    raw = orjson.dumps(value)
+    if _depth(value) > TIGHT.max_json_depth:
+        with pytest.raises(ApiError) as caught:
+            body_module.check_structure(value, raw, TIGHT)
+        assert caught.value.code == "nesting_too_deep"
+    elif _longest(value) > TIGHT.max_string_bytes:
+        with pytest.raises(ApiError) as caught:
+            body_module.check_structure(value, raw, TIGHT)
+        assert caught.value.code == "string_too_long"
+    else:
+        body_module.check_structure(value, raw, TIGHT)
+
+
 # --- request ids, log format, OpenAPI ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("given_id", "kept"), [(b"abc", True), (b"A.b_c:d-1", True), (b"x" * 128, True), (b"x" * 129, False), (b"a b", False), (b"", False), (b"\xff", False)])
 def test_request_id_rule(given_id: bytes, kept: bool) -> None:
-    result = _request_id({"headers": [(b"x-request-id", given_id)]})
+    found, _ = _scan_headers({"headers": [(b"x-request-id", given_id)]})
+    result = _request_id(found)
     assert (result == given_id.decode("latin-1")) is kept
 
 

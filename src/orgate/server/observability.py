@@ -177,13 +177,32 @@ class HttpMetrics:
 # --- the middleware ------------------------------------------------------------------------------
 
 
-def _request_id(scope: Scope) -> str:
+def _scan_headers(scope: Scope) -> tuple[bytes | None, bool]:
+    """One pass over a request's headers: its first ``X-Request-Id`` value, and whether it
+    has two different ``Authorization`` headers."""
+    given: bytes | None = None
+    authorization: bytes | None = None
+    conflict = False
     for name, value in scope.get("headers") or ():
-        if name == REQUEST_ID_HEADER:
-            if _VALID_ID.fullmatch(value):
-                return value.decode("ascii")
-            break
+        if name == b"authorization":
+            if authorization is None:
+                authorization = value
+            elif value != authorization:
+                conflict = True
+        elif name == REQUEST_ID_HEADER and given is None:
+            given = value
+    return given, conflict
+
+
+def _request_id(given: bytes | None) -> str:
+    """The client's ``X-Request-Id`` when it is a valid one, else a new id."""
+    if given is not None and _VALID_ID.fullmatch(given):
+        return given.decode("ascii")
     return random_hex(16)
+
+
+def _ambiguous_key() -> ApiError:
+    return ApiError(401, "The request has more than one Authorization header; send exactly one.", type=AUTHENTICATION, code="invalid_api_key")
 
 
 def conflicting_authorization(scope: Scope) -> ApiError | None:
@@ -193,14 +212,7 @@ def conflicting_authorization(scope: Scope) -> ApiError | None:
     key such a request ran under depended on the route and on whether rate limits
     were configured: refused instead, like any other ambiguous credential.
     """
-    first: bytes | None = None
-    for name, value in scope.get("headers") or ():
-        if name == b"authorization":
-            if first is None:
-                first = value
-            elif value != first:
-                return ApiError(401, "The request has more than one Authorization header; send exactly one.", type=AUTHENTICATION, code="invalid_api_key")
-    return None
+    return _ambiguous_key() if _scan_headers(scope)[1] else None
 
 
 def _header(scope: Scope, wanted: bytes) -> str | None:
@@ -238,7 +250,8 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        info = RequestInfo(_request_id(scope), scope.get("method", ""), scope.get("path", ""))
+        given_id, conflict = _scan_headers(scope)
+        info = RequestInfo(_request_id(given_id), scope.get("method", ""), scope.get("path", ""))
         token = _current.set(info)
         id_header = (b"x-request-id", info.request_id.encode("ascii"))
         status = 0
@@ -282,7 +295,7 @@ class ObservabilityMiddleware:
         in_flight = self.metrics.in_flight
         in_flight.inc()
         try:
-            refusal = conflicting_authorization(scope)
+            refusal = _ambiguous_key() if conflict else None
             if refusal is None and self.limiter is not None:
                 refusal = await self._rate_limit(scope, info)
             if refusal is not None:
@@ -395,47 +408,14 @@ class InstrumentedProvider:
             for event in batch:
                 yield event
 
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """The inner provider's batches, measured (batches keep one write per upstream read)."""
-        name = self.deployment.name
-        metrics = self.metrics
         info = _current.get()
         if info is not None:
-            info.deployment = name
+            info.deployment = self.deployment.name
             if info.model is None:
-                info.model = name
-        started = time.perf_counter()
-        outcome = "cancelled"
-        first = True
-        upstream = batches(self.inner, request)
-        self._in_flight.inc()
-        try:
-            async for batch in upstream:
-                if first:
-                    self._first.observe(time.perf_counter() - started)
-                    first = False
-                if batch:
-                    last = batch[-1]
-                    if isinstance(last, Finish):
-                        outcome = "ok"
-                        if last.usage is not None:
-                            await self._count(last, info)
-                yield batch
-            outcome = "ok"
-        except ApiError as exc:
-            outcome = "error"
-            metrics.upstream_errors.labels(name, metrics.error_label(exc.code or str(exc.status))).inc()
-            raise
-        except Exception as exc:
-            outcome = "error"
-            metrics.upstream_errors.labels(name, type(exc).__name__).inc()
-            raise
-        finally:
-            self._in_flight.dec()
-            self._duration[outcome].observe(time.perf_counter() - started)
-            close = getattr(upstream, "aclose", None)
-            if close is not None:
-                await close()  # cancels the upstream HTTP request when the client went away
+                info.model = self.deployment.name
+        return _MeasuredBatches(self, batches(self.inner, request), info)
 
     async def _count(self, event: Finish, info: RequestInfo | None) -> None:
         usage = event.usage
@@ -447,6 +427,85 @@ class InstrumentedProvider:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class _MeasuredBatches:
+    """One upstream call's batches, measured: latency to the first batch, the call's duration by
+    outcome (``ok``, ``error``, ``cancelled``: ended before its answer), errors, tokens, and
+    the in-flight gauge.
+
+    An async iterator object rather than an async generator: one generator layer less for every
+    batch of every response (the hot path), with the same ending: ``aclose()`` (which every
+    consumer calls) records the call and closes the inner stream, which cancels its HTTP request
+    when the client went away.
+    """
+
+    __slots__ = ("_owner", "_inner", "_info", "_started", "_first", "_outcome", "_ended")
+
+    def __init__(self, owner: InstrumentedProvider, inner: AsyncIterator[list[ModelEvent]], info: RequestInfo | None) -> None:
+        self._ended = False
+        self._owner = owner
+        self._inner = inner
+        self._info = info
+        self._first = True
+        self._outcome = "cancelled"
+        self._started: float | None = None  # the call starts with the first batch asked for (a background
+        # response's stream is created when it is queued, and iterated when it runs)
+
+    def __aiter__(self) -> _MeasuredBatches:
+        return self
+
+    async def __anext__(self) -> list[ModelEvent]:
+        if self._ended:
+            raise StopAsyncIteration
+        owner = self._owner
+        started = self._started
+        if started is None:
+            owner._in_flight.inc()
+            started = self._started = time.perf_counter()
+        try:
+            batch = await self._inner.__anext__()
+            if self._first:
+                owner._first.observe(time.perf_counter() - started)
+                self._first = False
+            if batch:
+                last = batch[-1]
+                if isinstance(last, Finish):
+                    self._outcome = "ok"
+                    if last.usage is not None:
+                        await owner._count(last, self._info)
+            return batch
+        except StopAsyncIteration:
+            self._end("ok")
+            raise
+        except ApiError as exc:
+            metrics = owner.metrics
+            metrics.upstream_errors.labels(owner.deployment.name, metrics.error_label(exc.code or str(exc.status))).inc()
+            self._end("error")
+            raise
+        except Exception as exc:
+            owner.metrics.upstream_errors.labels(owner.deployment.name, type(exc).__name__).inc()
+            self._end("error")
+            raise
+
+    def _end(self, outcome: str) -> None:
+        if not self._ended:
+            self._ended = True
+            if self._started is not None:
+                self._owner._in_flight.dec()
+                self._owner._duration[outcome].observe(time.perf_counter() - self._started)
+
+    async def aclose(self) -> None:
+        """Record the call (``cancelled`` if it ended before its answer) and close the inner stream."""
+        self._end(self._outcome)
+        close = getattr(self._inner, "aclose", None)
+        if close is not None:
+            await close()
+
+    def __del__(self) -> None:
+        # A consumer that dropped the stream without aclose(): the gauge must not stay up.
+        if not self._ended:
+            self._end(self._outcome)
 
 
 def instrument_providers(

@@ -64,7 +64,6 @@ class OpenAIChatProvider:
         """The same events, grouped as they were decoded from each network read (fewer hand-offs)."""
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
-        decoder = ChatStreamDecoder(deployment.name)
         session = self._pool.session(deployment)
         try:
             async with session.post(
@@ -72,8 +71,9 @@ class OpenAIChatProvider:
             ) as resp:
                 body = await open_reply(resp, deployment, http_error, invalid_response)
                 if body is not STREAM:
-                    yield list(decode_completion(body, deployment.name))
+                    yield decode_completion(body, deployment.name)
                     return
+                decoder = ChatStreamDecoder(deployment.name)
                 feed = decoder.feed
                 pending: list[ModelEvent] = []
                 try:
