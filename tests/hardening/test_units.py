@@ -175,6 +175,22 @@ def test_request_id_rule(given_id: bytes, kept: bool) -> None:
     assert (result == given_id.decode("latin-1")) is kept
 
 
+@pytest.mark.parametrize(
+    ("headers", "given", "conflict"),
+    [
+        ([(b"authorization", b"Bearer a"), (b"accept", b"*/*")], None, False),
+        ([(b"x-request-id", b"one"), (b"accept", b"*/*")], b"one", False),
+        ([(b"x-request-id", b"one"), (b"x-request-id", b"two")], b"one", False),  # the first one
+        ([(b"authorization", b"Bearer a"), (b"x-request-id", b"r"), (b"authorization", b"Bearer a")], b"r", False),  # same key twice
+        ([(b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")], None, True),
+        ([[b"authorization", b"Bearer a"], [b"authorization", b"Bearer b"]], None, True),  # lists, as some servers give
+        ((pair for pair in [(b"x-request-id", b"g"), (b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")]), b"g", True),
+    ],
+)
+def test_header_scan(headers: object, given: bytes | None, conflict: bool) -> None:
+    assert _scan_headers({"headers": headers}) == (given, conflict)
+
+
 def test_json_formatter_adds_request_id() -> None:
     import logging
 
