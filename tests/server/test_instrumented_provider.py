@@ -157,3 +157,14 @@ async def test_a_stream_dropped_without_close_does_not_leave_the_gauge_up() -> N
     del stream
     gc.collect()
     assert _in_flight(registry) == 0 and _calls(registry, "cancelled") == 1
+
+
+async def test_the_event_stream_closed_early_closes_the_upstream_at_once() -> None:
+    """``stream()`` (events one by one, as the router reads them) ends its upstream call when it is closed."""
+    inner = ScriptedProvider(ANSWER)
+    provider, registry = _setup(inner)
+    events = provider.stream(REQUEST)
+    assert await events.__anext__() == TextDelta("hi")
+    await events.aclose()
+    assert inner.closed
+    assert _calls(registry, "cancelled") == 1 and _in_flight(registry) == 0

@@ -404,11 +404,15 @@ class InstrumentedProvider:
         self._in_flight = metrics.upstream_in_flight.labels(name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        async for batch in self.stream_batches(request):
-            for event in batch:
-                yield event
+        measured = self.stream_batches(request)
+        try:
+            async for batch in measured:
+                for event in batch:
+                    yield event
+        finally:
+            await measured.aclose()  # the upstream call ends with this stream, not at garbage collection
 
-    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+    def stream_batches(self, request: ModelRequest) -> _MeasuredBatches:
         """The inner provider's batches, measured (batches keep one write per upstream read)."""
         info = _current.get()
         if info is not None:

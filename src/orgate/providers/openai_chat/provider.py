@@ -10,7 +10,7 @@ with ``decode_completion``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import aiohttp
 import orjson
@@ -56,11 +56,15 @@ class OpenAIChatProvider:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
-        async for batch in self.stream_batches(request):
-            for event in batch:
-                yield event
+        batches = self.stream_batches(request)
+        try:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+        finally:
+            await batches.aclose()  # closed early: the HTTP request ends now, not at garbage collection
 
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+    async def stream_batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
         """The same events, grouped as they were decoded from each network read (fewer hand-offs)."""
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
