@@ -231,7 +231,7 @@ class ResponsesService:
         history_override: list[dict[str, Any]] | None = None,
     ) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
-        session = await self.begin_session(caller, session_id)
+        session = await self.begin_session(caller, session_id) if session_id is not None else None
         try:
             turn = await self.prepare(body, caller, warnings, session=session, history_override=history_override)
             turn.session_id = session_id
@@ -438,7 +438,8 @@ class ResponseStream:
 
     async def _run(self, encode: Encoder | None, trailer: bytes = b"") -> AsyncIterator[Any]:
         builder = self.builder
-        kept: list[bytes] | None = [] if encode is not None and self.turn.store and self.service.store is not None else None
+        saved = self.turn.store and self.service.store is not None  # else persist() is never called
+        kept: list[bytes] | None = [] if encode is not None and saved else None
 
         def out(events: list[dict[str, Any]]) -> list[Any]:
             """The events as one item to yield: dict mode, the list of them; encoded mode, one chunk (one write downstream)."""
@@ -461,7 +462,7 @@ class ResponseStream:
             else:
                 # The lifecycle events leave together with the first batch (one write).
                 builder.start()
-                if encode is not None and self._failed is None:
+                if encode is not None and self._failed is None and saved:
                     # A streaming client learns the id from response.created: store the response
                     # (in_progress) before that event leaves, so that it is fetchable while it runs
                     # and, after a crash mid-stream, recovered as failed instead of lost (404).
@@ -533,11 +534,12 @@ class ResponseStream:
             # A failing store gets a short grace (a background response, nobody waiting, a long
             # one); then the answer, paid for, still goes out, marked not stored (docs/store.md).
             retry_for = BACKGROUND_SAVE_RETRY if self.turn.background else FOREGROUND_SAVE_GRACE
-            if not await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None, retry_for=retry_for):
+            if saved and not await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None, retry_for=retry_for):
                 terminal = self._not_stored(terminal)
                 final = [b"".join([encode(event) for event in terminal])] if encode is not None else [terminal]
-            await self.service.end_session(self._session)
-            self._session = None
+            if self._session is not None:
+                await self.service.end_session(self._session)
+                self._session = None
             if trailer:
                 final = [b"".join([*final, trailer])]
             for item in final:
