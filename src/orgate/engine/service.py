@@ -29,7 +29,15 @@ from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.router import Router, RouteTrace
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, batches, origin_of
+from orgate.neutral import (
+    Deployment,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    batches,
+    one_by_one,
+    origin_of,
+)
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
 from orgate.store.base import (
@@ -422,14 +430,9 @@ class ResponseStream:
     def response_id(self) -> str:
         return self.builder.id
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        run = self._run(None)
-        try:
-            async for events in run:
-                for event in events:
-                    yield event
-        finally:
-            await run.aclose()  # a consumer that stops early ends the turn now, not at garbage collection
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        # a consumer that stops early (closes it) ends the turn now, not at garbage collection
+        return one_by_one(self._run(None))
 
     def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
         """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;

@@ -7,7 +7,7 @@ is an upstream's own item kept in history for that upstream only
 protocol each; the engine never sees a provider's wire format.
 """
 
-from orgate.neutral.batches import batches
+from orgate.neutral.batches import batches, one_by_one
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
     ExtensionItem,
@@ -47,6 +47,7 @@ __all__ = [
     "ToolCallStart",
     "Usage",
     "batches",
+    "one_by_one",
     "extension_wire",
     "origin_of",
 ]

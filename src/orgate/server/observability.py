@@ -37,7 +37,15 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from orgate.engine.ids import random_hex
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, batches
+from orgate.neutral import (
+    Deployment,
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    batches,
+    one_by_one,
+)
 from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
 from orgate.server.errors import send_error
 from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
@@ -403,14 +411,8 @@ class InstrumentedProvider:
         self._tokens_out = metrics.tokens.labels(name, "output")
         self._in_flight = metrics.upstream_in_flight.labels(name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        measured = self.stream_batches(request)
-        try:
-            async for batch in measured:
-                for event in batch:
-                    yield event
-        finally:
-            await measured.aclose()  # the upstream call ends with this stream, not at garbage collection
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return one_by_one(self.stream_batches(request))
 
     def stream_batches(self, request: ModelRequest) -> _MeasuredBatches:
         """The inner provider's batches, measured (batches keep one write per upstream read)."""

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 import aiohttp
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, one_by_one
 from orgate.protocol.errors import ApiError
 from orgate.providers.http import STREAM, HttpPool, client_error, open_reply, timeout_for, truncated
 from orgate.providers.openai_chat.decoder import (
@@ -54,15 +54,9 @@ class OpenAIChatProvider:
         headers.update(deployment.headers)
         self._headers = headers
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
-        batches = self.stream_batches(request)
-        try:
-            async for batch in batches:
-                for event in batch:
-                    yield event
-        finally:
-            await batches.aclose()  # closed early: the HTTP request ends now, not at garbage collection
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The upstream's answer as neutral events, ending in one ``Finish``."""
+        return one_by_one(self.stream_batches(request))
 
     async def stream_batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
         """The same events, grouped as they were decoded from each network read (fewer hand-offs)."""
