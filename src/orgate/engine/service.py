@@ -441,7 +441,7 @@ class ResponseStream:
 
     async def _run(self, encode: Encoder | None, trailer: bytes = b"") -> AsyncIterator[Any]:
         builder = self.builder
-        saved = self.turn.store and self.service.store is not None  # else persist() is never called
+        saved = self.turn.store  # False too when the service has no store (build_turn): persist() is not called
         kept: list[bytes] | None = [] if encode is not None and saved else None
 
         def out(events: list[dict[str, Any]]) -> list[Any]:
