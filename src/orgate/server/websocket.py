@@ -262,26 +262,31 @@ class Connection:
         previous = body.previous_response_id
         try:
             stream = await self._create(body, warnings, previous, budget)
-        except BaseException as exc:
+        except ApiError as error:
             self.busy = False
-            if not isinstance(exc, Exception):
-                raise
-            if isinstance(exc, ApiError):
-                error = exc
-                if previous:
-                    self.cache.pop(previous, None)
-            else:  # a bug: the client is told (500) and the connection stays usable
-                log.exception("websocket: creating a response failed")
-                error = ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error")
-            try:
-                await self.send_error(error)
-            except Exception:  # noqa: BLE001 - the client went away: nobody to tell
-                log.debug("websocket error event not sent", exc_info=True)
+            if previous:
+                self.cache.pop(previous, None)
+            await self._tell(error)
             return
+        except Exception:  # a bug: the client is told (500) and the connection stays usable
+            self.busy = False
+            log.exception("websocket: creating a response failed")
+            await self._tell(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+            return
+        except BaseException:
+            self.busy = False
+            raise
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
         await self._pump(stream, previous)
+
+    async def _tell(self, error: ApiError) -> None:
+        """An error event, unless the client is gone (nobody to tell)."""
+        try:
+            await self.send_error(error)
+        except Exception:  # noqa: BLE001 - the client went away
+            log.debug("websocket error event not sent", exc_info=True)
 
     async def _create(self, body: WebSocketResponseCreateEvent, warnings: list[str], previous: str | None, budget: Any) -> ResponseStream:
         entry = self.cache.get(previous) if previous else None
