@@ -11,8 +11,8 @@ the app's one error handler (the chat error shape is the spec's).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from starlette.requests import Request
@@ -29,6 +29,8 @@ from orgate.server.routes import SSE_HEADERS, authenticate
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
+
+T = TypeVar("T")
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -60,7 +62,8 @@ def make_handler(services: Services) -> Handler:
         warnings: list[str] = []
         if not chat.stream:
             return await _answer(request, services, body, caller, params, warnings)
-        events = await _create_watched(request, services, body, caller, params, warnings)
+        # Watched until the first event; then Starlette's ``StreamingResponse`` watches the client.
+        events = await _watched(request, lambda watch: _create(services, body, caller, params, warnings))
         if events is None:
             return Response(status_code=499)  # the client left before the first event
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
@@ -82,13 +85,12 @@ async def _create(services: Services, body: Any, caller: Any, params: translate.
         raise
 
 
-async def _create_watched(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Any:
-    """``_create`` for a streamed completion, whose client is watched until the first event: one that
-    leaves meanwhile cancels the turn (and its upstream call) at once; None then. Once the stream
-    runs, Starlette's ``StreamingResponse`` watches the client."""
+async def _watched(request: Request, work: Callable[[DisconnectWatch], Awaitable[T]]) -> T | None:
+    """``work`` with the client watched: one that leaves meanwhile cancels it (the turn and its
+    upstream call) at once; None then."""
     watch = DisconnectWatch(request.receive)
     try:
-        return await _create(services, body, caller, params, warnings)
+        return await work(watch)
     except asyncio.CancelledError:
         if not watch.absorb():
             raise
@@ -98,21 +100,16 @@ async def _create_watched(request: Request, services: Services, body: Any, calle
 
 
 async def _answer(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Response:
-    """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call).
+    """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call)."""
 
-    (A streamed one is watched by Starlette's ``StreamingResponse``.)
-    """
-    watch = DisconnectWatch(request.receive)
-    try:
+    async def complete(watch: DisconnectWatch) -> Response:
         events = await _create(services, body, caller, params, warnings)
         watch.follow(events)
-        response = await _complete(events, params)
-    except asyncio.CancelledError:
-        if not watch.absorb():
-            raise
+        return await _complete(events, params)
+
+    response = await _watched(request, complete)
+    if response is None:
         return Response(status_code=499)  # nobody is listening any more
-    finally:
-        watch.stop()
     response.headers.update(_warning_headers(warnings, params))
     return response
 
