@@ -1,7 +1,8 @@
 """A lower bound for `/v1/responses` over Chat Completions: the least any translator must do.
 
-An ASGI app on orgate's stack for ``bench/instructions.py``: it checks the bearer
-key, parses and validates the body with orgate's own ``CreateResponseBody``,
+An ASGI app on the floor's stack (``passthrough.py``) for ``bench/instructions.py``:
+it checks the bearer key, parses and validates the body with orgate's own
+``CreateResponseBody`` (and echoes orgate's defaults, taken once at start-up),
 sends one Chat Completions request through a pooled aiohttp session, parses the
 answer and builds the response with the ~10 spec events a non-streaming response
 drains. Nothing else: no limits, metrics, logs, replay gate, sessions, store,
@@ -14,63 +15,48 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import aiohttp
 import orjson
+from passthrough import PassThrough, Receive, Scope, Send
 
+from orgate.engine.context import build_turn, normalize_input
+from orgate.neutral import Deployment
 from orgate.protocol import CreateResponseBody
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-#: The response fields echoed from a request that sets none of them.
-_ECHO = {
-    "tools": [],
-    "tool_choice": "auto",
-    "truncation": "disabled",
-    "parallel_tool_calls": True,
-    "text": {"format": {"type": "text"}},
-    "top_p": 1.0,
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "top_logprobs": 0,
-    "temperature": 1.0,
-    "reasoning": None,
-    "max_output_tokens": None,
-    "max_tool_calls": None,
-    "store": False,
-    "background": False,
-    "service_tier": "default",
-    "metadata": {},
-    "safety_identifier": None,
-    "prompt_cache_key": None,
-}
+#: The fields a response sets itself; the rest of its skeleton is echoed from the request.
+_OWN = frozenset({"id", "object", "created_at", "completed_at", "status", "incomplete_details", "model",
+                  "previous_response_id", "instructions", "output", "error", "usage"})  # fmt: skip
 
 
-class MinimalTranslator:
-    """ASGI app: ``POST`` a string-input Responses request, get the response (non-streaming)."""
+def _echoed_defaults() -> dict[str, Any]:
+    """The response fields echoed from a request that sets none of them: orgate's own
+    (``build_turn``'s skeleton), taken once at start-up."""
+    body = CreateResponseBody.model_validate({"model": "m", "input": "x"})
+    deployment = Deployment(name="m", provider="openai-chat", upstream_model="m")
+    base = build_turn(body, deployment, normalize_input(body), [], store_enabled=False).base
+    return {key: value for key, value in base.items() if key not in _OWN}
+
+
+_ECHO = _echoed_defaults()
+
+
+class MinimalTranslator(PassThrough):
+    """ASGI app: ``POST`` a string-input Responses request, get the response (non-streaming).
+
+    The floor's own lifespan and client session (``PassThrough``): the same stack, only the
+    work per request differs.
+    """
 
     def __init__(self, chat_url: str, key: str) -> None:
+        super().__init__(chat_url)
         self.chat_url = chat_url
         self.authorization = f"Bearer {key}".encode()
-        self.session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=300, ttl_dns_cache=None)
-                    self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    if self.session is not None:
-                        await self.session.close()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await self._lifespan(receive, send)
+            return
         assert self.session is not None
         if dict(scope["headers"]).get(b"authorization") != self.authorization:
             await _answer(send, 401, b'{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}')
