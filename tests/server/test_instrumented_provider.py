@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Deployment, Finish, ModelRequest, TextDelta, Usage
+from orgate.neutral import Deployment, Finish, ModelRequest, TextDelta, Usage, one_by_one
 from orgate.protocol.errors import ApiError
 from orgate.server.observability import HttpMetrics, InstrumentedProvider
 
@@ -35,10 +35,8 @@ class ScriptedProvider:
         finally:
             self.closed = True
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:  # the Provider protocol
-        async for batch in self.stream_batches(request):
-            for event in batch:
-                yield event
+    def stream(self, request: ModelRequest) -> AsyncIterator[Any]:  # the Provider protocol
+        return one_by_one(self.stream_batches(request))
 
     async def aclose(self) -> None:
         pass
