@@ -460,3 +460,100 @@ def test_non_stream_completion() -> None:
     ]
     with pytest.raises(ApiError):
         decode_completion({"error": {"message": "nope", "code": 400}})
+
+
+def _completion(message: dict[str, Any], finish: str | None, usage: Any = None) -> dict[str, Any]:
+    body = {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+@pytest.mark.parametrize(
+    ("message", "finish", "usage", "expected"),
+    [
+        (
+            {"role": "assistant", "content": "Hi."},
+            "stop",
+            USAGE,
+            [TextDelta("Hi."), Finish("stop", Usage(12, 7, 4, 2))],
+        ),
+        (
+            {"role": "assistant", "content": "cut"},
+            "length",
+            None,
+            [TextDelta("cut"), Finish("length", None)],
+        ),
+        ({"role": "assistant", "content": "x"}, None, None, [TextDelta("x"), Finish("stop", None)]),
+        (
+            {"role": "assistant", "content": "x"},
+            "content_filter",
+            None,
+            [TextDelta("x"), Finish("content_filter", None)],
+        ),
+        ({"role": "assistant", "content": ""}, "stop", None, [Finish("stop", None)]),
+        (
+            {"role": "assistant", "content": None, "refusal": "No."},
+            "stop",
+            None,
+            [RefusalDelta("No."), Finish("stop", None)],
+        ),
+        (
+            {"role": "assistant", "reasoning": "think", "content": "a", "refusal": "b"},
+            "stop",
+            None,
+            [ReasoningDelta("think"), TextDelta("a"), RefusalDelta("b"), Finish("stop", None)],
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "Bon"}, {"type": "text", "text": "jour"}],
+            },
+            "stop",
+            None,
+            [TextDelta("Bonjour"), Finish("stop", None)],
+        ),
+        (
+            {"role": "assistant", "content": "ok", "tool_calls": []},
+            "stop",
+            None,
+            [TextDelta("ok"), Finish("stop", None)],
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            "stop",
+            None,
+            [ToolCallStart(0, "c9", "f"), ToolCallDelta(0, "{}"), Finish("tool_calls", None)],
+        ),
+    ],
+)
+def test_non_stream_completion_matches_the_stream(
+    message: dict[str, Any], finish: str | None, usage: Any, expected: list[ModelEvent]
+) -> None:
+    """A non-streamed answer decodes to what the same answer streamed as one chunk decodes to."""
+    assert decode_completion(_completion(message, finish, usage)) == expected
+    delta = {k: v for k, v in message.items() if k != "tool_calls"}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    streamed = decode(sse(chunk(delta, finish or "stop", usage=usage)))
+    assert merged(streamed) == merged(expected)
+
+
+def test_non_stream_completion_error_finish() -> None:
+    with pytest.raises(ApiError) as caught:
+        decode_completion(_completion({"role": "assistant", "content": "x"}, "error"), "up-1")
+    assert caught.value.status == 502
+    assert caught.value.code == "upstream_error"
+    assert "up-1" in caught.value.message

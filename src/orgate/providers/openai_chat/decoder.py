@@ -268,19 +268,7 @@ class ChatStreamDecoder:
                 self.done = True
 
     def _delta(self, delta: dict[str, Any]) -> None:
-        out = self._out
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning:
-            out.append(ReasoningDelta(reasoning if type(reasoning) is str else _text_of(reasoning)))
-        content = delta.get("content")
-        if content:
-            if type(content) is not str:
-                content = _text_of(content)
-            if content:
-                out.append(TextDelta(content))
-        refusal = delta.get("refusal")
-        if refusal:
-            out.append(RefusalDelta(refusal))
+        _content_events(delta, self._out)
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             for piece in tool_calls:
@@ -415,18 +403,38 @@ class ChatStreamDecoder:
 
     def reason(self) -> FinishReason:
         """The neutral finish reason (tool calls made under ``stop`` count as ``tool_calls``)."""
-        raw = self.finish_reason
-        if raw == "error":
-            raise ApiError(
-                502,
-                f"upstream '{self.name}' reported an error mid-stream",
-                type=SERVER_ERROR,
-                code="upstream_error",
-            )
-        reason = _FINISH.get(raw, "stop") if raw else "stop"
-        if reason == "stop" and self._order:
-            return "tool_calls"
-        return reason
+        return _finish_reason(self.finish_reason, bool(self._order), self.name)
+
+
+def _content_events(delta: dict[str, Any], out: list[ModelEvent]) -> None:
+    """The events of a delta's (or a message's) reasoning, text and refusal, in that order."""
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if reasoning:
+        out.append(ReasoningDelta(reasoning if type(reasoning) is str else _text_of(reasoning)))
+    content = delta.get("content")
+    if content:
+        if type(content) is not str:
+            content = _text_of(content)
+        if content:
+            out.append(TextDelta(content))
+    refusal = delta.get("refusal")
+    if refusal:
+        out.append(RefusalDelta(refusal))
+
+
+def _finish_reason(raw: str | None, called: bool, name: str) -> FinishReason:
+    """An upstream ``finish_reason`` as the neutral one (``called``: the answer made tool calls)."""
+    if raw == "error":
+        raise ApiError(
+            502,
+            f"upstream '{name}' reported an error mid-stream",
+            type=SERVER_ERROR,
+            code="upstream_error",
+        )
+    reason = _FINISH.get(raw, "stop") if raw else "stop"
+    if reason == "stop" and called:
+        return "tool_calls"
+    return reason
 
 
 def _complete(call: _Call) -> bool:
@@ -446,8 +454,6 @@ def _complete(call: _Call) -> bool:
 
 def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[ModelEvent]:
     """Events for one non-streamed ``chat.completion`` object (same ordering as the stream)."""
-    decoder = ChatStreamDecoder(name)
-    decoder._out = out = []
     if not isinstance(obj, dict):
         raise invalid_response(name, "the body is not a JSON object")
     error = obj.get("error")
@@ -458,6 +464,16 @@ def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[Mo
         raise invalid_response(name, "no choices in chat.completion")
     choice = choices[0]
     message = choice.get("message") or {}
+    out: list[ModelEvent] = []
+    if not (message.get("tool_calls") or message.get("function_call")):
+        # No tool calls (most answers): the events without a decoder's call bookkeeping.
+        _content_events(message, out)
+        usage = obj.get("usage")
+        reason = _finish_reason(choice.get("finish_reason") or "stop", False, name)
+        out.append(Finish(reason, parse_usage(usage) if usage else None))
+        return out
+    decoder = ChatStreamDecoder(name)
+    decoder._out = out
     decoder._delta(message)
     decoder.finish_reason = choice.get("finish_reason") or "stop"
     if obj.get("usage"):
