@@ -210,6 +210,26 @@ class ResponseBuilder:
     def feed(self, event: ModelEvent) -> None:
         if self.finished:
             raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
+        if type(event) is TextDelta:
+            # The common event: more text for the open output_text part (one delta event).
+            text = event.text
+            message = self._open
+            if type(message) is _Message and message.kind == "output_text":
+                if text:
+                    message.chunks.append(text)
+                    self._emit(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": message.id,
+                            "output_index": message.index,
+                            "content_index": len(message.parts),
+                            "delta": text,
+                            "logprobs": [],
+                        }
+                    )
+            elif text:
+                self._text(text, "output_text")
+            return
         match event:
             case TextDelta(text=text):
                 if text:

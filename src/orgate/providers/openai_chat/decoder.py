@@ -178,20 +178,24 @@ class ChatStreamDecoder:
 
     def _lines(self, lines: list[bytes]) -> None:
         loads = orjson.loads
+        pending = self._data  # the one list of the current event's data lines (never replaced)
         for line in lines:
-            # Fast path: one complete JSON object on one `data: ` line (what servers send).
-            # A line that is not complete JSON falls back to the general SSE rules below.
-            if line[:7] == b"data: {" and not self._data:
-                try:
-                    obj = loads(line[6:])
-                except orjson.JSONDecodeError:
-                    pass
-                else:
-                    if type(obj) is dict:
-                        self.chunk(obj)
-                        if self.done:
-                            break
-                        continue
+            if not pending:
+                # Fast path: one complete JSON object on one `data: ` line (what servers send).
+                # A line that is not complete JSON falls back to the general SSE rules below.
+                if line[:7] == b"data: {":
+                    try:
+                        obj = loads(line[6:])
+                    except orjson.JSONDecodeError:
+                        pass
+                    else:
+                        if type(obj) is dict:
+                            self.chunk(obj)
+                            if self.done:
+                                break
+                            continue
+                elif not line:
+                    continue  # the blank line after an event already dispatched
             self._line(line)
             if self.done:
                 break
