@@ -6,8 +6,11 @@
 - ``parse_sse(raw)`` / ``check_sse(raw)``: SSE framing and the normative stream
   grammar; ``check_events(events)`` is the grammar alone (e.g. for WebSocket tests).
 
-The spec is ``<repo>/../shared/spec/openapi-2026-04-24.json`` unless the
-``ORGATE_SPEC_PATH`` environment variable names another file.
+The spec is ``<repo>/../shared/spec/openapi-2026-04-24.json`` (the official copy beside
+the repository) unless the ``ORGATE_SPEC_PATH`` environment variable names another file;
+a checkout without that directory (a clean clone elsewhere) uses the byte-identical copy
+the package ships, ``src/orgate/data/`` (``tests/protocol/test_spec_copy.py`` holds them
+equal wherever both exist).
 """
 
 from __future__ import annotations
@@ -27,12 +30,18 @@ SPEC_FILE = "openapi-2026-04-24.json"
 _SPEC_URI = "urn:orgate:openapi-2026-04-24"
 
 
+REPO = Path(__file__).resolve().parents[2]
+SHARED_SPEC = REPO.parent / "shared" / "spec" / SPEC_FILE
+PACKAGED_SPEC = REPO / "src" / "orgate" / "data" / SPEC_FILE
+
+
 def spec_path() -> Path:
-    """Where the OpenAPI document is: ``$ORGATE_SPEC_PATH`` or ``<repo>/../shared/spec``."""
+    """Where the OpenAPI document is: ``$ORGATE_SPEC_PATH``, else ``<repo>/../shared/spec``,
+    else the package's copy."""
     override = os.environ.get("ORGATE_SPEC_PATH")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[3] / "shared" / "spec" / SPEC_FILE
+    return SHARED_SPEC if SHARED_SPEC.is_file() else PACKAGED_SPEC
 
 
 @cache
