@@ -199,8 +199,10 @@ class ResponseBuilder:
             self._emit({"type": "response.created", "response": self.snapshot()})
             self._emit({"type": "response.queued", "response": self.snapshot()})
             return
-        self._emit({"type": "response.created", "response": self.snapshot()})
-        self._emit({"type": "response.in_progress", "response": self.snapshot()})
+        # Nothing changes between the two events: they carry one snapshot (emitted events are never changed).
+        snapshot = self.snapshot()
+        self._emit({"type": "response.created", "response": snapshot})
+        self._emit({"type": "response.in_progress", "response": snapshot})
 
     def in_progress(self) -> None:
         """A queued (background) response starts running."""
