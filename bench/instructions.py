@@ -64,7 +64,9 @@ def _app(leg: str, mode: str, nginx: int) -> tuple[Any, str, bytes]:
     return create_app(load_settings(str(config))), "/v1/responses", body
 
 
-async def _drive(leg: str, mode: str, requests: int, nginx: int) -> None:
+async def _drive(leg: str, mode: str, requests: int, nginx: int, measured: Any = None) -> None:
+    """Post ``requests`` requests to the leg's app after a warm-up (``measured``: a context
+    manager around the measured part, e.g. ``bench/opcodes.py``'s tracer)."""
     app, path, body = _app(leg, mode, nginx)
     startup: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     await startup.put({"type": "lifespan.startup"})
@@ -118,7 +120,11 @@ async def _drive(leg: str, mode: str, requests: int, nginx: int) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)  # what `orgate serve` sets
-    await asyncio.gather(*(worker(requests // CONCURRENCY) for _ in range(CONCURRENCY)))
+    if measured is None:
+        await asyncio.gather(*(worker(requests // CONCURRENCY) for _ in range(CONCURRENCY)))
+    else:
+        with measured:
+            await asyncio.gather(*(worker(requests // CONCURRENCY) for _ in range(CONCURRENCY)))
     await startup.put({"type": "lifespan.shutdown"})
     await lifespan
 
