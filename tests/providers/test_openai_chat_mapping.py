@@ -326,6 +326,8 @@ def test_sampling_and_misc_fields() -> None:
             reasoning_effort="low",
             prompt_cache_key="k1",
             metadata={"a": "b"},
+            verbosity="low",
+            service_tier="flex",
         ),
         stream=False,
     )
@@ -336,6 +338,8 @@ def test_sampling_and_misc_fields() -> None:
         "top_p": 0.9,
         "presence_penalty": 0.1,
         "frequency_penalty": -0.1,
+        "verbosity": "low",
+        "service_tier": "flex",
         "max_tokens": 64,
         "user": "u-1",
         "stop": ["END"],

@@ -185,11 +185,10 @@ class ResponseBuilder:
         """The events emitted since the last drain, numbered (``sequence_number``) in emission order."""
         events = self.events.copy()
         self.events.clear()  # the same list: ``_emit`` is its bound ``append``
-        seq = self._seq
-        for event in events:
+        start = self._seq
+        for seq, event in enumerate(events, start):
             event["sequence_number"] = seq
-            seq += 1
-        self._seq = seq
+        self._seq = start + len(events)
         return events
 
     def start(self, *, queued: bool = False) -> None:

@@ -208,7 +208,10 @@ def summary_message(summary: str) -> DeveloperMessageItemParam:
 
 def expand(items: list[Any], key: bytes, *, context: str = "", param_prefix: str = "input") -> list[Any]:
     """Replace every ``compaction`` item by the items it encodes (a summary message, or nothing)."""
-    if not any(isinstance(item, CompactionSummaryItemParam) for item in items):
+    for item in items:  # (a loop, not any() over a generator: this runs on every request)
+        if isinstance(item, CompactionSummaryItemParam):
+            break
+    else:
         return items
     out: list[Any] = []
     for index, item in enumerate(items):

@@ -145,7 +145,10 @@ def check_context(
     """
     if policy == "off":
         return
-    if not any(getattr(item, "type", None) in _PAIRED_TYPES for item in new_input):
+    for item in new_input:  # (a loop, not any() over a generator: this runs on every request)
+        if getattr(item, "type", None) in _PAIRED_TYPES:
+            break
+    else:
         return
     dropped = sorted(w.index for w in warnings if isinstance(w, _Dropped))
     offset = len(history)

@@ -44,11 +44,11 @@ Scope = dict[str, Any]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
 
-def _headers(scope: Scope, names: tuple[tuple[bytes, str], ...]) -> dict[str, str]:
-    """The request headers the endpoint reads (``names``: raw name, str name), decoded; of a
+def _headers(scope: Scope, names: Mapping[bytes, str]) -> dict[str, str]:
+    """The request headers the endpoint reads (``names``: raw name → str name), decoded; of a
     repeated one, the last (a client's dozen others are never decoded)."""
     raw = dict(scope["headers"])
-    return {name: value.decode("latin-1") for key, name in names if (value := raw.get(key)) is not None}
+    return {names[key]: raw[key].decode("latin-1") for key in raw.keys() & names.keys()}
 
 
 async def send_sse(send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None, watch: DisconnectWatch) -> None:
@@ -102,7 +102,7 @@ class CreateResponse:
         self.session_header = services.settings.sessions.header.lower()
         self.budget_header = BUDGET_HEADER.lower()
         read = ("authorization", "content-type", "content-encoding", "content-length", self.session_header, self.budget_header)
-        self.header_names = tuple((name.encode("latin-1"), name) for name in dict.fromkeys(read))
+        self.header_names = {name.encode("latin-1"): name for name in read}
         self.frame = openai_frame if services.settings.endpoints.responses.event_names == "openai" else frame
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
