@@ -179,6 +179,8 @@ def test_request_id_rule(given_id: bytes, kept: bool) -> None:
     ("headers", "given", "conflict"),
     [
         ([(b"authorization", b"Bearer a"), (b"accept", b"*/*")], None, False),
+        ([[b"x-request-id", b"l"], [b"authorization", b"Bearer a"]], b"l", False),  # lists, none repeated
+        ([(b"accept", b"*/*"), (b"authorization", b"Bearer b"), (b"accept", b"*/*")], None, False),  # another header repeated
         ([(b"x-request-id", b"one"), (b"accept", b"*/*")], b"one", False),
         ([(b"x-request-id", b"one"), (b"x-request-id", b"two")], b"one", False),  # the first one
         ([(b"authorization", b"Bearer a"), (b"x-request-id", b"r"), (b"authorization", b"Bearer a")], b"r", False),  # same key twice
