@@ -211,33 +211,38 @@ class ResponseBuilder:
     def feed(self, event: ModelEvent) -> None:
         if self.finished:
             raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
-        if type(event) is TextDelta:
-            # The common event: more text for the open output_text part (one delta event).
+        if isinstance(event, TextDelta):  # the common event, ahead of the match's class patterns
             text = event.text
-            message = self._open
-            if type(message) is _Message and message.kind == "output_text":
+            if text:
+                message = self._open
+                if type(message) is not _Message or message.kind != "output_text":
+                    message = self._open_part("output_text")
+                message.chunks.append(text)
+                self._emit(
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": message.id,
+                        "output_index": message.index,
+                        "content_index": len(message.parts),
+                        "delta": text,
+                        "logprobs": [],
+                    }
+                )
+            return
+        match event:
+            case RefusalDelta(text=text):
                 if text:
+                    message = self._open_part("refusal")
                     message.chunks.append(text)
                     self._emit(
                         {
-                            "type": "response.output_text.delta",
+                            "type": "response.refusal.delta",
                             "item_id": message.id,
                             "output_index": message.index,
                             "content_index": len(message.parts),
                             "delta": text,
-                            "logprobs": [],
                         }
                     )
-            elif text:
-                self._text(text, "output_text")
-            return
-        match event:
-            case TextDelta(text=text):
-                if text:
-                    self._text(text, "output_text")
-            case RefusalDelta(text=text):
-                if text:
-                    self._text(text, "refusal")
             case ToolCallStart():
                 self._close_open("completed")
                 self._open_call(event)
@@ -278,7 +283,8 @@ class ResponseBuilder:
 
     # --- text ----------------------------------------------------------------------------
 
-    def _text(self, text: str, kind: str) -> None:
+    def _open_part(self, kind: str) -> _Message:
+        """The open message with an open part of ``kind`` (a new message, a new part, as needed)."""
         message = self._open
         if not isinstance(message, _Message):
             self._close_open("completed")
@@ -300,28 +306,7 @@ class ResponseBuilder:
                     "part": part,
                 }
             )
-        message.chunks.append(text)
-        if kind == "output_text":
-            self._emit(
-                {
-                    "type": "response.output_text.delta",
-                    "item_id": message.id,
-                    "output_index": message.index,
-                    "content_index": len(message.parts),
-                    "delta": text,
-                    "logprobs": [],
-                }
-            )
-        else:
-            self._emit(
-                {
-                    "type": "response.refusal.delta",
-                    "item_id": message.id,
-                    "output_index": message.index,
-                    "content_index": len(message.parts),
-                    "delta": text,
-                }
-            )
+        return message
 
     def _open_message(self) -> _Message:
         index = len(self.output)
