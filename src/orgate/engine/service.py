@@ -168,15 +168,17 @@ class ResponsesService:
         turn.base["previous_response_id"] = previous
         turn.history_unlinked = history_override is not None
         turn.warnings = warnings
-        fit = fit_context(
-            turn.request.input,
-            context_window=deployment.capabilities.context_window,
-            truncation=body.truncation,
-            instructions=body.instructions,
-            reserve=body.max_output_tokens or 0,
-        )
-        if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
-            turn.request = dataclasses.replace(turn.request, input=fit.items)
+        window = deployment.capabilities.context_window
+        if window is not None:  # an unknown window: everything goes, nothing to estimate
+            fit = fit_context(
+                turn.request.input,
+                context_window=window,
+                truncation=body.truncation,
+                instructions=body.instructions,
+                reserve=body.max_output_tokens or 0,
+            )
+            if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
+                turn.request = dataclasses.replace(turn.request, input=fit.items)
         if history or unsealed:  # only stored items (history, references, compaction items) can be opaque
             turn.opaque = opaque_items(turn.request.input)
         if turn.background and not turn.store:
