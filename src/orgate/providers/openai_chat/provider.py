@@ -63,48 +63,53 @@ class OpenAIChatProvider:
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
         session = self._pool.session(deployment)
+        last: list[ModelEvent] | None = None  # the batch with the Finish: yielded once the request is over
         try:
             async with session.post(
                 self._url, data=payload, headers=self._headers, timeout=self._timeout
             ) as resp:
                 body = await open_reply(resp, deployment, http_error, invalid_response)
                 if body is not STREAM:
-                    yield decode_completion(body, deployment.name)
-                    return
-                decoder = ChatStreamDecoder(deployment.name)
-                feed = decoder.feed
-                pending: list[ModelEvent] = []
-                try:
-                    async for chunk in resp.content.iter_any():
-                        events = feed(chunk)
-                        if decoder.done:
-                            if decoder.error is not None:  # the output before it, then the error
-                                if events:
-                                    yield events
-                                raise decoder.error
-                            pending = events  # sent together with the final events below
-                            break
-                        if events:
-                            yield events
-                        if decoder.finish_reason is not None:
-                            break  # what may follow (usage, [DONE]) is read below, briefly
-                    if not decoder.done and decoder.finish_reason is not None:
-                        pending = await _after_finish(resp, decoder)
-                except aiohttp.ClientPayloadError as exc:
-                    if decoder.finish_reason is None:
-                        raise truncated(deployment, "the connection was closed mid-stream") from exc
-                    # the answer was complete (finish_reason seen); only [DONE] / usage got lost
-                final = decoder.close()
-                if not resp.content.at_eof():
-                    # Read the end of the body first, so the pooled connection is reused
-                    # even though the consumer stops at the final event.
-                    await drain(resp)
-                yield pending + final if pending else final
+                    last = decode_completion(body, deployment.name)
+                else:
+                    decoder = ChatStreamDecoder(deployment.name)
+                    feed = decoder.feed
+                    pending: list[ModelEvent] = []
+                    try:
+                        async for chunk in resp.content.iter_any():
+                            events = feed(chunk)
+                            if decoder.done:
+                                if decoder.error is not None:  # the output before it, then the error
+                                    if events:
+                                        yield events
+                                    raise decoder.error
+                                pending = events  # sent together with the final events below
+                                break
+                            if events:
+                                yield events
+                            if decoder.finish_reason is not None:
+                                break  # what may follow (usage, [DONE]) is read below, briefly
+                        if not decoder.done and decoder.finish_reason is not None:
+                            pending = await _after_finish(resp, decoder)
+                    except aiohttp.ClientPayloadError as exc:
+                        if decoder.finish_reason is None:
+                            raise truncated(deployment, "the connection was closed mid-stream") from exc
+                        # the answer was complete (finish_reason seen); only [DONE] / usage got lost
+                    final = decoder.close()
+                    if not resp.content.at_eof():
+                        # Read the end of the body first, so the pooled connection is reused
+                        # even though the consumer stops at the final event.
+                        await drain(resp)
+                    last = pending + final if pending else final
         except ApiError as error:
             redact_key(error, deployment.api_key)  # an upstream may echo the key in its message
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc
+        if last is not None:
+            # The final batch leaves once the connection is back in the pool: a consumer that
+            # stops at the final event (they all do) has no request to unwind.
+            yield last
 
     async def aclose(self) -> None:
         """Nothing of its own to close: the pool's owner closes the pool."""
