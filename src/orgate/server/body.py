@@ -75,19 +75,18 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
     except asyncio.CancelledError:
         if not expired or task.uncancel() > cancelling:
             raise  # cancelled from outside too (client gone, shutdown): that wins
-        raise ApiError(
-            408, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).", code="request_timeout"
-        ) from None
+        raise body_timeout_error(limits) from None
     finally:
         timer.cancel()
 
 
-async def read_asgi_body(receive: Any, limits: LimitSettings) -> bytes | None:
-    """The raw body of an ASGI request within the size and time limits; None if the client went away."""
-    return await with_body_timeout(_receive_body(receive, limits), limits)
+def body_timeout_error(limits: LimitSettings) -> ApiError:
+    return ApiError(408, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).", code="request_timeout")
 
 
-async def _receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
+async def receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
+    """The raw body of an ASGI request within the size limit; None if the client went away.
+    The time limit is the caller's (``with_body_timeout``, or ``DisconnectWatch``'s body phase)."""
     chunks: list[bytes] = []
     size = 0
     while True:

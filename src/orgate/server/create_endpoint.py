@@ -24,10 +24,11 @@ from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.server.body import (
+    body_timeout_error,
     check_body_headers,
     check_request_limits,
     parse_json,
-    read_asgi_body,
+    receive_body,
 )
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import encode_headers, send_error, send_json
@@ -120,12 +121,18 @@ class CreateResponse:
         info = current_request()
         caller = info.caller if info is not None and info.caller is not None else services.auth.authenticate(headers.get("authorization"))
         media = check_body_headers(headers, self.limits)
-        raw = await read_asgi_body(receive, self.limits)
-        if raw is None:
-            _client_gone(info)
-            return  # the client went away before sending its request
-        watch = DisconnectWatch(receive)
+        watch = DisconnectWatch(receive, body_timeout=self.limits.body_timeout)  # one timer for both
         try:
+            try:
+                raw = await receive_body(receive, self.limits)
+            except asyncio.CancelledError:
+                if watch.body_timed_out():
+                    raise body_timeout_error(self.limits) from None
+                raise
+            if raw is None:
+                _client_gone(info)
+                return  # the client went away before sending its request
+            watch.body_read()
             await self._respond(raw, headers, media, caller, send, watch)
         except asyncio.CancelledError:
             if watch.absorb():

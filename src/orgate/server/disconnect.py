@@ -7,6 +7,10 @@ token, a long non-streamed answer, a slow stream) takes a task awaiting
 per request; it is only started once a request has run ``WATCH_AFTER`` seconds,
 so a fast answer never pays for it, and a client that left earlier is noticed
 the moment it starts (``receive()`` answers ``http.disconnect`` at once).
+
+The same watch can also time the reading of the request body (``body_timeout``):
+one timer handle per request then serves both, which is the hot path's
+cheapest form (a timer of its own for the body cost 1.3% of a request's CPU).
 """
 
 from __future__ import annotations
@@ -25,17 +29,21 @@ class DisconnectWatch:
     """Cancels the request's task when the client disconnects, from ``WATCH_AFTER`` seconds
     after creation until ``stop()``.
 
-    Created once the request body has been read: from then on ``receive()``
+    Watching starts once the request body has been read: from then on ``receive()``
     only ever answers ``http.disconnect``. A client that goes away while the
     upstream has not answered yet (a slow first token, a stall, a long
     non-streamed answer) or mid-stream cancels the turn where it waits, so the
     upstream call is closed and the response is stored as failed, instead of
     running on for nobody until its upstream ends (maybe never).
+
+    Created before the body is read, with ``body_timeout``: the body must arrive
+    within that many seconds, else the task is cancelled and ``body_timed_out()``
+    says so; ``body_read()`` ends that phase. Created after it, without.
     """
 
-    __slots__ = ("disconnected", "stream", "_armed", "_receive", "_task", "_timer", "_watcher")
+    __slots__ = ("disconnected", "stream", "_armed", "_receive", "_task", "_timer", "_watcher", "_delay", "_body_timeout", "_waited", "_expired", "_cancelling")
 
-    def __init__(self, receive: Any, delay: float = WATCH_AFTER) -> None:
+    def __init__(self, receive: Any, delay: float = WATCH_AFTER, *, body_timeout: float | None = None) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._task = task
@@ -44,12 +52,43 @@ class DisconnectWatch:
         self.disconnected = False
         self.stream: Any = None  # the ResponseStream being answered: told whether its client is there
         self._watcher: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(delay, self._start)
+        self._delay = delay
+        self._body_timeout = body_timeout  # None once the body is read (or when it was read before)
+        self._expired = False
+        self._cancelling = 0
+        first = delay if body_timeout is None else min(delay, body_timeout)
+        self._waited = first  # seconds from creation to the timer's firing
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(first, self._tick)
 
-    def _start(self) -> None:
+    def _tick(self) -> None:
         self._timer = None
-        if self._armed:
+        if not self._armed:
+            return
+        limit = self._body_timeout
+        if limit is None:
             self._watcher = asyncio.create_task(self._watch())
+        elif self._waited < limit:  # the body is late: the timer now waits for its deadline
+            self._timer = asyncio.get_running_loop().call_later(limit - self._waited, self._tick)
+            self._waited = limit
+        else:
+            self._expired = True
+            self._cancelling = self._task.cancelling()
+            self._task.cancel()
+
+    def body_read(self) -> None:
+        """The body is in: the connection is watched from ``delay`` seconds after creation
+        (at once if that time has passed while the body was read)."""
+        self._body_timeout = None
+        if self._waited > self._delay and self._armed:  # the timer waits for the body's deadline
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._watcher = asyncio.create_task(self._watch())
+
+    def body_timed_out(self) -> bool:
+        """After a ``CancelledError`` while the body was read: True (and the cancellation undone)
+        if it was the body's deadline alone (a cancellation from elsewhere too, e.g. a shutdown, wins)."""
+        return self._expired and self._task.uncancel() <= self._cancelling
 
     async def _watch(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
