@@ -230,6 +230,8 @@ class ResponseBuilder:
                 )
             return
         match event:
+            case Finish(reason=reason, usage=usage):  # in every answer: first
+                self._finish(reason, usage)
             case RefusalDelta(text=text):
                 if text:
                     message = self._open_part("refusal")
@@ -276,8 +278,6 @@ class ResponseBuilder:
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")
                 self.extensions.append((len(self.output), extension_wire(ids.new_id("ext"), origin, item)))
-            case Finish(reason=reason, usage=usage):
-                self._finish(reason, usage)
             case _:
                 raise TypeError(f"unknown model event {event!r}")
 
