@@ -215,11 +215,16 @@ def _members(node: Any) -> int:
     stack = [node]
     while stack:
         node = stack.pop()
+        # Loops rather than ``stack.extend(<generator>)``: a generator per node cost more than the walk.
         if type(node) is dict:
             count += len(node)
-            stack.extend(value for value in node.values() if type(value) is dict or type(value) is list)
+            for value in node.values():
+                if type(value) is dict or type(value) is list:
+                    stack.append(value)
         elif type(node) is list:
-            stack.extend(value for value in node if type(value) is dict or type(value) is list)
+            for value in node:
+                if type(value) is dict or type(value) is list:
+                    stack.append(value)
     return count
 
 
