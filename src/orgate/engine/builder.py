@@ -211,7 +211,9 @@ class ResponseBuilder:
     def feed(self, event: ModelEvent) -> None:
         if self.finished:
             raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
-        if isinstance(event, TextDelta):  # the common event, ahead of the match's class patterns
+        # The common event, ahead of the match's class patterns and inline: the refusal delta's
+        # shape below, but a shared method (one call per delta) measured 1.4% of a stream.
+        if isinstance(event, TextDelta):
             text = event.text
             if text:
                 message = self._open
