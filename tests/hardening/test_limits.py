@@ -141,6 +141,21 @@ def test_slow_body_times_out_with_408(hardened: OrgateServer, http: httpx.Client
     assert elapsed < 6
 
 
+def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateServer) -> None:
+    """The routes that read their body through Starlette (here /v1/responses/compact) have the same deadline."""
+    body = orjson.dumps(OK)
+    with socket.create_connection(("127.0.0.1", hardened.port), timeout=10) as sock:
+        head = f"POST /v1/responses/compact HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        sock.sendall(head.encode() + body[:3])
+        started = time.monotonic()
+        [(status, raw)] = read_responses(sock, 1, timeout=10)
+        elapsed = time.monotonic() - started
+    assert status == 408, raw
+    error = orjson.loads(raw)["error"]
+    assert error["code"] == "request_timeout" and "limits.body_timeout" in error["message"]
+    assert 1.5 < elapsed < 6  # body_timeout = 2 in the hardened config
+
+
 def test_slow_stream_reader_does_not_block_others(hardened: OrgateServer, http: httpx.Client) -> None:
     """A client that reads a large stream very slowly (full socket buffers) must not slow other clients down."""
     body = orjson.dumps({"model": "orgate/echo", "input": " ".join(["word"] * 3000), "stream": True})

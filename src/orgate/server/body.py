@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from orgate.config import LimitSettings
 from orgate.protocol.errors import ApiError, invalid_request
+from orgate.server.disconnect import DisconnectWatch
 
 T = TypeVar("T")
 
@@ -56,28 +57,19 @@ async def _stream_body(request: Request, limits: LimitSettings) -> bytes:
 async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
     """``limits.body_timeout`` for receiving a whole body (slow clients): else 408 ``request_timeout``.
 
-    One timer handle that cancels the reading task, rather than ``asyncio.timeout``
-    (a third of the cost on the hot path, where the body is usually there already).
+    The deadline is ``DisconnectWatch``'s body phase (one timer handle that cancels the
+    reading task, rather than ``asyncio.timeout``), stopped before it would watch the client:
+    what ``POST /v1/responses`` uses too, with the watch going on after the body.
     """
-    task = asyncio.current_task()
-    assert task is not None
-    cancelling = task.cancelling()
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
-
-    timer = asyncio.get_running_loop().call_later(limits.body_timeout, expire)
+    watch = DisconnectWatch(None, body_timeout=limits.body_timeout)
     try:
         return await reading
     except asyncio.CancelledError:
-        if not expired or task.uncancel() > cancelling:
-            raise  # cancelled from outside too (client gone, shutdown): that wins
-        raise body_timeout_error(limits) from None
+        if watch.body_timed_out():
+            raise body_timeout_error(limits) from None
+        raise  # cancelled from outside (client gone, shutdown)
     finally:
-        timer.cancel()
+        watch.stop()
 
 
 def body_timeout_error(limits: LimitSettings) -> ApiError:

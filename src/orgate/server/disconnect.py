@@ -38,7 +38,9 @@ class DisconnectWatch:
 
     Created before the body is read, with ``body_timeout``: the body must arrive
     within that many seconds, else the task is cancelled and ``body_timed_out()``
-    says so; ``body_read()`` ends that phase. Created after it, without.
+    says so; ``body_read()`` ends that phase. Created after it, without. Stopped
+    before ``body_read()``, it is a body deadline alone (``body.with_body_timeout``,
+    ``receive`` then unused).
     """
 
     __slots__ = ("disconnected", "stream", "_armed", "_receive", "_task", "_timer", "_watcher", "_delay", "_body_timeout", "_waited", "_expired", "_cancelling")
