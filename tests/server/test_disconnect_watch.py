@@ -34,47 +34,31 @@ async def _read_body(watch: DisconnectWatch, client: Client) -> str:
     return "read"
 
 
+async def _request(client: Client, *, delay: float, body_timeout: float, started: asyncio.Event | None = None) -> str:
+    """A request that reads its body under a watch, then stops the watch."""
+    watch = DisconnectWatch(client.receive, delay=delay, body_timeout=body_timeout)
+    if started is not None:
+        started.set()
+    try:
+        return await _read_body(watch, client)
+    finally:
+        watch.stop()
+
+
 async def test_a_body_past_its_deadline_cancels_the_reader_and_says_so() -> None:
-    client = Client()
-
-    async def request() -> str:
-        watch = DisconnectWatch(client.receive, delay=0.02, body_timeout=0.06)
-        try:
-            return await _read_body(watch, client)
-        finally:
-            watch.stop()
-
-    task = asyncio.create_task(request())
+    task = asyncio.create_task(_request(Client(), delay=0.02, body_timeout=0.06))
     assert await asyncio.wait_for(task, 2) == "timed out"
     assert task.cancelling() == 0  # the cancellation was undone: the 408 is answered normally
 
 
 async def test_a_deadline_shorter_than_the_delay_is_kept() -> None:
-    client = Client()
-
-    async def request() -> str:
-        watch = DisconnectWatch(client.receive, delay=5.0, body_timeout=0.03)
-        try:
-            return await _read_body(watch, client)
-        finally:
-            watch.stop()
-
-    assert await asyncio.wait_for(asyncio.create_task(request()), 2) == "timed out"
+    task = asyncio.create_task(_request(Client(), delay=5.0, body_timeout=0.03))
+    assert await asyncio.wait_for(task, 2) == "timed out"
 
 
 async def test_a_cancellation_from_elsewhere_is_not_a_body_timeout() -> None:
-    client = Client()
     started = asyncio.Event()
-
-    async def request() -> str:
-        watch = DisconnectWatch(client.receive, delay=0.02, body_timeout=30.0)
-        started.set()
-        try:
-            return await _read_body(watch, client)
-        finally:
-            watch.stop()
-
-    task = asyncio.create_task(request())
+    task = asyncio.create_task(_request(Client(), delay=0.02, body_timeout=30.0, started=started))
     await started.wait()
     task.cancel()  # e.g. a shutdown past its drain timeout
     with pytest.raises(asyncio.CancelledError):
