@@ -85,6 +85,16 @@ async def test_a_body_in_time_stops_the_deadline_and_the_watch_starts_after_the_
     assert client.calls == 2  # the watcher started after the delay and waits on receive()
 
 
+async def _answer(watch: DisconnectWatch) -> str:
+    """A long answer, which the client leaving cancels."""
+    try:
+        await asyncio.sleep(5)
+        return "answered"
+    except asyncio.CancelledError:
+        assert watch.absorb()
+        return "client gone"
+
+
 async def test_a_client_leaving_after_a_slow_body_is_noticed_at_once() -> None:
     client = Client()
 
@@ -93,11 +103,7 @@ async def test_a_client_leaving_after_a_slow_body_is_noticed_at_once() -> None:
         watch_box.append(watch)
         try:
             assert await _read_body(watch, client) == "read"
-            await asyncio.sleep(5)  # the answer: cancelled by the client leaving
-            return "answered"
-        except asyncio.CancelledError:
-            assert watch.absorb()
-            return "client gone"
+            return await _answer(watch)
         finally:
             watch.stop()
 
@@ -118,11 +124,7 @@ async def test_without_a_body_phase_the_watch_starts_after_the_delay() -> None:
     async def request() -> str:
         watch = DisconnectWatch(client.receive, delay=0.02)
         try:
-            await asyncio.sleep(5)
-            return "answered"
-        except asyncio.CancelledError:
-            assert watch.absorb()
-            return "client gone"
+            return await _answer(watch)
         finally:
             watch.stop()
 
