@@ -180,6 +180,7 @@ class CapabilitySettings(_Section):
     strict_json_schema: bool | None = None
     reasoning: bool | None = None
     service_tier: bool | None = None
+    logprobs: bool | None = None
     max_output_tokens: int | None = None
     context_window: int | None = None
 
@@ -609,7 +610,7 @@ _DEFAULT_CAPABILITIES = {
     "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, reasoning=False, max_output_tokens=8192),
     "openai-chat": Capabilities(),
     "openai-responses": Capabilities(reasoning=True),
-    "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True, service_tier=False),
+    "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True, service_tier=False, logprobs=False),
 }
 
 

@@ -47,6 +47,28 @@ def words(content: str) -> list[str]:
     return re.findall(r"\s*\S+", content) or ([content] if content else [])
 
 
+def token_logprobs(pieces: list[str], top: int) -> list[dict[str, Any]]:
+    """What OpenAI gives for the tokens ``pieces`` (``logprobs``; ``top`` alternatives each):
+    made-up but deterministic values, the chosen token the likeliest of its alternatives."""
+    out = []
+    for i, piece in enumerate(pieces):
+        logprob = -round(0.01 * (i + 1), 4)
+        alternatives = [{"token": piece, "logprob": logprob, "bytes": list(piece.encode())}]
+        alternatives += [
+            {"token": f" alt{k}", "logprob": logprob - k, "bytes": list(f" alt{k}".encode())}
+            for k in range(1, top)
+        ]
+        out.append(
+            {
+                "token": piece,
+                "logprob": logprob,
+                "bytes": list(piece.encode()),
+                "top_logprobs": alternatives[:top],
+            }
+        )
+    return out
+
+
 def split_evenly(s: str, n: int) -> list[str]:
     if n <= 1 or len(s) <= 1:
         return [s]
@@ -301,7 +323,9 @@ class LoopbackFake:
         record.completed = True
         return response
 
-    async def send_script(self, request: web.Request, record: RecordedRequest, frames: list[bytes], reply: Any) -> web.StreamResponse:
+    async def send_script(
+        self, request: web.Request, record: RecordedRequest, frames: list[bytes], reply: Any
+    ) -> web.StreamResponse:
         """``send_events`` with the failure knobs of a fake's ``Script`` (``delay``, ``cut_after``, ...)."""
         return await self.send_events(
             request,

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tests.fakes._base import LoopbackFake, Raw, RecordedRequest, sse_frame
+from tests.fakes._base import LoopbackFake, Raw, RecordedRequest, sse_frame, token_logprobs
 from tests.fakes._base import split_evenly as _split
 from tests.fakes._base import words as _words
 
@@ -286,10 +286,17 @@ class FakeOpenAIChat(LoopbackFake):
         deltas = self._deltas(reply)
         finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
         chunks: list[dict[str, Any]] = []
+        top = _asked_logprobs(body)
+        tokens = iter(token_logprobs(_words(reply.content or ""), top) if top is not None else ())
         for delta in deltas:
+            logprobs = None
+            if top is not None and delta.get("content"):
+                logprobs = {"content": [next(tokens)], "refusal": None}
             chunk = {
                 **base,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}],
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+                ],
             }
             if include_usage:
                 chunk["usage"] = None
@@ -332,6 +339,13 @@ class FakeOpenAIChat(LoopbackFake):
             ]
         finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
         completion_tokens = len(_words(reply.content or "")) + 10 * len(reply.tool_calls)
+        top = _asked_logprobs(body)
+        logprobs = None
+        if top is not None:
+            logprobs = {
+                "content": token_logprobs(_words(reply.content or ""), top),
+                "refusal": None,
+            }
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:29]}",
             "object": "chat.completion",
@@ -339,11 +353,16 @@ class FakeOpenAIChat(LoopbackFake):
             "model": body.get("model") or self.model,
             "system_fingerprint": "fp_fake",
             "choices": [
-                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+                {"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish}
             ],
             "usage": reply.usage or _usage(_prompt_tokens(body), completion_tokens),
             "service_tier": "default",
         }
+
+
+def _asked_logprobs(body: dict[str, Any]) -> int | None:
+    """The alternatives per token a request asks for (None: ``logprobs`` not asked for)."""
+    return int(body.get("top_logprobs") or 0) if body.get("logprobs") else None
 
 
 __all__ = [

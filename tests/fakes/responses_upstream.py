@@ -33,6 +33,7 @@ from tests.fakes._base import (
     Raw,
     RecordedRequest,
     sse_frame,
+    token_logprobs,
 )
 from tests.fakes._base import split_evenly as _split
 from tests.fakes._base import words as _words
@@ -212,12 +213,13 @@ class FakeResponses(LoopbackFake):
         return await self.send_script(request, record, frames, reply)
 
     def json_reply(self, body: dict[str, Any], reply: Script) -> dict[str, Any]:
-        return self.response(body, reply, self.output_items(reply))
+        return self.response(body, reply, self.output_items(reply, _asked_logprobs(body)))
 
     # -- wire format -----------------------------------------------------------------
 
-    def output_items(self, reply: Script) -> list[dict[str, Any]]:
-        """The completed output items of the answer."""
+    def output_items(self, reply: Script, logprobs: int | None = None) -> list[dict[str, Any]]:
+        """The completed output items of the answer (``logprobs``: the alternatives per token
+        asked for, None = no log probabilities)."""
         items: list[dict[str, Any]] = [dict(i) for i in reply.extra_items]
         if reply.reasoning_summary is not None or reply.encrypted_content is not None:
             item: dict[str, Any] = {
@@ -237,8 +239,16 @@ class FakeResponses(LoopbackFake):
         if reply.text or reply.refusal:
             content: list[dict[str, Any]] = []
             if reply.text:
+                tokens = (
+                    token_logprobs(_words(reply.text), logprobs) if logprobs is not None else []
+                )
                 content.append(
-                    {"type": "output_text", "annotations": [], "logprobs": [], "text": reply.text}
+                    {
+                        "type": "output_text",
+                        "annotations": [],
+                        "logprobs": tokens,
+                        "text": reply.text,
+                    }
                 )
             if reply.refusal:
                 content.append({"type": "refusal", "refusal": reply.refusal})
@@ -315,7 +325,7 @@ class FakeResponses(LoopbackFake):
 
     def events(self, body: dict[str, Any], reply: Script) -> list[dict[str, Any]]:
         """The SSE event payloads of a streamed answer, numbered."""
-        items = self.output_items(reply)
+        items = self.output_items(reply, _asked_logprobs(body))
         events: list[dict[str, Any]] = [
             {"type": "response.created", "response": self.response(body, reply, [], final=False)},
             {
@@ -412,13 +422,14 @@ class FakeResponses(LoopbackFake):
             if part["type"] == "output_text":
                 empty = {**part, "text": ""}
                 events.append({"type": "response.content_part.added", **base, "part": empty})
-                for piece in _words(part["text"]):
+                tokens = part["logprobs"]  # one per word, when asked for
+                for i, piece in enumerate(_words(part["text"])):
                     events.append(
                         {
                             "type": "response.output_text.delta",
                             **base,
                             "delta": piece,
-                            "logprobs": [],
+                            "logprobs": tokens[i : i + 1],
                             "obfuscation": "ab",
                         }
                     )
@@ -427,7 +438,7 @@ class FakeResponses(LoopbackFake):
                         "type": "response.output_text.done",
                         **base,
                         "text": part["text"],
-                        "logprobs": [],
+                        "logprobs": tokens,
                     }
                 )
             else:
@@ -518,3 +529,10 @@ __all__ = [
     "text",
     "web_search_call",
 ]
+
+
+def _asked_logprobs(body: dict[str, Any]) -> int | None:
+    """The alternatives per token a request asks for (None: no log probabilities asked for)."""
+    if "message.output_text.logprobs" not in (body.get("include") or ()):
+        return None
+    return int(body.get("top_logprobs") or 0)

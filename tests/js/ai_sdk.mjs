@@ -154,7 +154,7 @@ await runScenarios({
     for (const [key, value] of Object.entries(tries)) {
       try {
         const r = await generateText({ model: model(), prompt: 'Say something please', providerOptions: { openai: { [key]: value } }, maxRetries: 0 });
-        out[key] = { ok: true, text: r.text, warnings: r.warnings, finishReason: r.finishReason };
+        out[key] = { ok: true, text: r.text, warnings: r.warnings, finishReason: r.finishReason, logprobs: r.providerMetadata?.openai?.logprobs ?? null };
       } catch (err) {
         out[key] = { ok: false, statusCode: err.statusCode, message: err.message };
       }

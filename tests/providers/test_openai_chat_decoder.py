@@ -557,3 +557,83 @@ def test_non_stream_completion_error_finish() -> None:
     assert caught.value.status == 502
     assert caught.value.code == "upstream_error"
     assert "up-1" in caught.value.message
+
+
+# --------------------------------------------------------------------------- logprobs
+
+
+def _lp(token: str, logprob: float, top: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    return {
+        "token": token,
+        "logprob": logprob,
+        "bytes": list(token.encode()),
+        "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top],
+    }
+
+
+def _with_logprobs(delta: dict[str, Any], entries: list[dict[str, Any]] | None) -> dict[str, Any]:
+    out = chunk(delta)
+    out["choices"][0]["logprobs"] = None if entries is None else {"content": entries, "refusal": None}
+    return out
+
+
+def test_streamed_logprobs_go_with_their_text_when_asked_for() -> None:
+    hello, world = _lp("Hello", -0.1, (("Hello", -0.1), ("Hi", -2.5))), _lp(" wörld", -0.25)
+    data = sse(
+        _with_logprobs({"role": "assistant", "content": ""}, []),
+        _with_logprobs({"content": "Hello"}, [hello]),
+        _with_logprobs({"content": ""}, [_lp("\u00e9", -3.0)]),  # a token that is part of a character
+        _with_logprobs({"content": " wörld"}, [world]),
+        chunk({}, "stop"),
+    )
+    decoder = ChatStreamDecoder("test-dep", logprobs=True)
+    events = decoder.feed(data) + decoder.close()
+    assert events == [
+        TextDelta("Hello", [hello]),
+        TextDelta("", [_lp("\u00e9", -3.0)]),
+        TextDelta(" wörld", [world]),
+        Finish("stop"),
+    ]
+    # not asked for: the fast path, text only (what the upstream sends unasked is not looked at)
+    assert decode(data) == [TextDelta("Hello"), TextDelta(" wörld"), Finish("stop")]
+
+
+def test_non_stream_logprobs_and_what_servers_leave_out() -> None:
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Hi there"},
+                "logprobs": {
+                    "content": [
+                        {"token": "Hi", "logprob": -0.5, "bytes": None},  # llama.cpp / vLLM spellings
+                        {"token": " there", "logprob": -1, "top_logprobs": [{"token": " there", "logprob": -1}]},
+                        {"token": "?", "bytes": [63]},  # no logprob: nothing to show
+                        "garbage",
+                    ],
+                    "refusal": None,
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    events = decode_completion(completion)
+    assert events == [
+        TextDelta(
+            "Hi there",
+            [
+                {"token": "Hi", "logprob": -0.5, "bytes": [72, 105], "top_logprobs": []},
+                {
+                    "token": " there",
+                    "logprob": -1,
+                    "bytes": list(b" there"),
+                    "top_logprobs": [{"token": " there", "logprob": -1, "bytes": list(b" there")}],
+                },
+            ],
+        ),
+        Finish("stop"),
+    ]
+    completion["choices"][0]["logprobs"] = None
+    assert decode_completion(completion)[0] == TextDelta("Hi there")

@@ -285,6 +285,9 @@ def test_ai_sdk_errors_and_provider_options(run_js: Run) -> None:
 
     options = r["provider_options"]
     refused = {k for k, v in options.items() if not v["ok"]}
-    assert refused == {"logprobs"}, options  # orgate refuses top_logprobs loudly (400), never drops it
-    assert options["logprobs"]["statusCode"] == 400
+    assert refused == set(), options
+    # top_logprobs: 2 → one LogProb per word of the answer, each certain, its alternatives the word itself
+    logprobs = options["logprobs"]["logprobs"]
+    assert logprobs and [p["token"] for p in logprobs[0]] == ["Say ", "something ", "please"], options["logprobs"]
+    assert all(p["logprob"] == 0 and [t["token"] for t in p["top_logprobs"]] == [p["token"]] for p in logprobs[0])
     assert r["image_input"]["text"] == "What is in this image?"

@@ -286,14 +286,64 @@ def test_reasoning_options_reach_the_upstreams_or_are_refused(
 # --------------------------------------------------------------------------- refused / echoed everywhere
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_logprobs_are_refused_not_dropped(http: httpx.Client, model: str) -> None:
-    refused(http, model, "top_logprobs", top_logprobs=3)
-    refused(http, model, "include", include=["message.output_text.logprobs"])
-    assert (
-        create(http, model, top_logprobs=0, include=["reasoning.encrypted_content"])["top_logprobs"]
-        == 0
-    )
+def _text_part(response: dict[str, Any]) -> dict[str, Any]:
+    (message,) = [o for o in response["output"] if o["type"] == "message"]
+    (part,) = message["content"]
+    assert part["type"] == "output_text"
+    return part
+
+
+@pytest.mark.parametrize("model", ("orgate/echo", "chat", "resp"))
+def test_logprobs_reach_the_upstream_and_come_back_with_the_text(
+    http: httpx.Client, fakes: dict[str, Any], model: str
+) -> None:
+    """``include`` + ``top_logprobs``: the upstream is asked in its own terms, and each token's
+    ``LogProb`` comes back in the part, its tokens spelling the text (stream and not)."""
+    asked = {"top_logprobs": 2, "include": ["message.output_text.logprobs"]}
+    out = create(http, model, **asked)
+    assert out["top_logprobs"] == 2
+    part = _text_part(out)
+    logprobs = part["logprobs"]
+    assert logprobs and "".join(p["token"] for p in logprobs) == part["text"]
+    for p in logprobs:
+        assert p["bytes"] == list(p["token"].encode()) and p["logprob"] <= 0
+        alternatives = 1 if model == "orgate/echo" else 2  # the built-in model's words are certain
+        assert len(p["top_logprobs"]) == alternatives and p["top_logprobs"][0]["token"] == p["token"]
+    if model == "chat":
+        sent = upstream(fakes, "chat")
+        assert (sent["logprobs"], sent["top_logprobs"]) == (True, 2)
+    elif model == "resp":
+        sent = upstream(fakes, "resp")
+        assert "message.output_text.logprobs" in sent["include"] and sent["top_logprobs"] == 2
+
+    res = http.post("/v1/responses", json={"model": model, "input": "hi", "stream": True, **asked})
+    events = check_sse(res.text)  # the deltas' logprobs concatenate to the done event's and the part's
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert all(len(e["logprobs"]) == 1 for e in deltas)  # one token per delta, as the upstreams sent them
+    assert _text_part(events[-1]["response"])["logprobs"] == logprobs
+
+
+@pytest.mark.parametrize("model", ("orgate/echo", "chat", "resp"))
+def test_logprobs_come_with_either_field_and_not_without(
+    http: httpx.Client, fakes: dict[str, Any], model: str
+) -> None:
+    only_include = _text_part(create(http, model, include=["message.output_text.logprobs"]))["logprobs"]
+    assert only_include and all(p["top_logprobs"] == [] for p in only_include)
+    only_top = _text_part(create(http, model, top_logprobs=1))["logprobs"]
+    assert only_top and all(len(p["top_logprobs"]) == 1 for p in only_top)
+    plain = create(http, model, top_logprobs=0, include=["reasoning.encrypted_content"])
+    assert plain["top_logprobs"] == 0 and _text_part(plain)["logprobs"] == []
+    if model == "chat":
+        bodies = fakes["chat"].bodies
+        assert [b.get("logprobs") for b in bodies] == [True, True, None]
+        assert [b.get("top_logprobs") for b in bodies] == [None, 1, None]
+
+
+def test_logprobs_the_anthropic_upstream_cannot_give_are_a_400(http: httpx.Client) -> None:
+    error = refused(http, "anth", "top_logprobs", top_logprobs=3)
+    assert error["code"] == "unsupported_parameter" and "log probabilities" in error["message"]
+    refused(http, "anth", "include", include=["message.output_text.logprobs"])
+    assert create(http, "anth", top_logprobs=0, include=["reasoning.encrypted_content"])["top_logprobs"] == 0
 
 
 def test_fields_outside_the_spec_and_limits_are_400s(http: httpx.Client) -> None:

@@ -217,6 +217,7 @@ class _Item:
         self.part_kind: str | None = None  # "output_text" | "refusal" | "reasoning_text"...
         self.part_delta = ""
         self.part_text_done: str | None = None
+        self.part_logprobs: list[Any] = []  # the open output_text part's deltas' logprobs, in order
         self.summaries: dict[int, str] = {}
         self.open_summary: int | None = None
         self.summary_delta = ""
@@ -310,7 +311,7 @@ def check_events(events: list[dict[str, Any]]) -> None:
             )
             it.open_part = evt["content_index"]
             it.part_kind = evt["part"]["type"]
-            it.part_delta, it.part_text_done = "", None
+            it.part_delta, it.part_text_done, it.part_logprobs = "", None, []
         elif t in ("response.output_text.delta", "response.refusal.delta", "response.reasoning.delta"):
             expected = {
                 "response.output_text.delta": "output_text",
@@ -321,6 +322,7 @@ def check_events(events: list[dict[str, Any]]) -> None:
             assert it.part_kind == expected, f"{where}: delta for a {it.part_kind} part"
             assert it.part_text_done is None, f"{where}: delta after the part's text is done"
             it.part_delta += evt["delta"]
+            it.part_logprobs += evt.get("logprobs") or []
         elif t in ("response.output_text.done", "response.refusal.done", "response.reasoning.done"):
             assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
             assert it.part_text_done is None, f"{where}: text done twice"
@@ -329,6 +331,8 @@ def check_events(events: list[dict[str, Any]]) -> None:
                 f"{where}: done value {value[:80]!r} != concatenated deltas {it.part_delta[:80]!r}"
             )
             it.part_text_done = value
+            if t == "response.output_text.done" and "logprobs" in evt:
+                assert evt["logprobs"] == it.part_logprobs, f"{where}: done logprobs != the deltas' logprobs"
         elif t == "response.output_text.annotation.added":
             assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
             assert it.part_kind == "output_text", f"{where}: annotation on a {it.part_kind} part"
@@ -343,6 +347,8 @@ def check_events(events: list[dict[str, Any]]) -> None:
                 assert text == it.part_text_done, (
                     f"{where}: part text {str(text)[:80]!r} != done text {it.part_text_done[:80]!r}"
                 )
+            if it.part_kind == "output_text" and "logprobs" in evt["part"]:
+                assert evt["part"]["logprobs"] == it.part_logprobs, f"{where}: part logprobs != the deltas' logprobs"
             it.parts[it.open_part] = text or ""
             it.open_part = None
         elif t == "response.reasoning_summary_part.added":

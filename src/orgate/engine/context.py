@@ -31,6 +31,7 @@ from orgate.protocol import (
     ItemParam,
     UserMessageItemParam,
 )
+from orgate.protocol.enums import LOGPROBS_INCLUDE
 from orgate.protocol.errors import ApiError, from_validation_error, invalid_request
 
 # Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
@@ -146,14 +147,17 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
                             param=f"input[{i}].content[{j}]",
                             code="unsupported_content",
                         )
-    if body.top_logprobs:
-        raise invalid_request("top_logprobs is not supported by orgate yet.", param="top_logprobs", code="unsupported_parameter")
-    if body.include and "message.output_text.logprobs" in body.include:
-        raise invalid_request(
-            "include 'message.output_text.logprobs' is not supported by orgate yet.", param="include", code="unsupported_parameter"
-        )
+    if not caps.logprobs and wants_logprobs(body):
+        param = "top_logprobs" if body.top_logprobs else "include"
+        raise invalid_request(f"Model '{deployment.name}' does not return log probabilities.", param=param, code="unsupported_parameter")
     if body.reasoning is not None and (body.reasoning.effort or body.reasoning.summary) and not caps.reasoning:
         raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning", code="unsupported_parameter")
+
+
+def wants_logprobs(body: CreateResponseBody) -> bool:
+    """Token log probabilities asked for: ``include`` names them, or ``top_logprobs`` > 0
+    (the alternatives only exist inside them)."""
+    return bool(body.top_logprobs) or (body.include is not None and LOGPROBS_INCLUDE in body.include)
 
 
 def check_tool_choice(choice: Any, tools: list[Any]) -> None:
@@ -316,6 +320,8 @@ def build_turn(
         service_tier=body.service_tier if deployment.capabilities.service_tier else None,
         metadata=dict(body.metadata) if body.metadata else None,
         stop=[stop] if isinstance(stop, str) else stop,
+        logprobs=wants_logprobs(body) if body.top_logprobs or body.include else False,  # no call for most
+        top_logprobs=body.top_logprobs,
     )
     store = store_enabled and body.store is not False
     base = {  # the response's fields in the spec's order; the builder sets its own (the None ones)

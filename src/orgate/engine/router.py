@@ -122,6 +122,7 @@ def intersect_capabilities(caps: Sequence[Capabilities]) -> Capabilities:
         strict_json_schema=all(c.strict_json_schema for c in caps),
         reasoning=all(c.reasoning for c in caps),
         service_tier=all(c.service_tier for c in caps),
+        logprobs=all(c.logprobs for c in caps),
         max_output_tokens=smallest([c.max_output_tokens for c in caps]),
         context_window=smallest([c.context_window for c in caps]),
     )

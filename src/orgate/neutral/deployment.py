@@ -21,6 +21,7 @@ class Capabilities:
     # Takes ``service_tier`` upstream (OpenAI's APIs). False: it is not sent, and the
     # response reports the tier used, ``default``.
     service_tier: bool = True
+    logprobs: bool = True  # returns token log probabilities (``top_logprobs``, ``include``)
     max_output_tokens: int | None = None  # the model's output cap, if known
     context_window: int | None = None
 

@@ -47,9 +47,11 @@ class Usage:
 
 @dataclass(slots=True)
 class TextDelta:
-    """A piece of assistant output text."""
+    """A piece of assistant output text; ``logprobs``: its tokens' log probabilities in the
+    spec's ``LogProb`` shape (``orgate.neutral.logprobs``), when they were asked for and given."""
 
     text: str
+    logprobs: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)

@@ -56,6 +56,10 @@ class ModelRequest:
     service_tier: str | None = None
     metadata: dict[str, str] | None = None
     stop: list[str] | None = None  # only from the chat adapter
+    # Token log probabilities asked for (``include: ["message.output_text.logprobs"]`` or
+    # ``top_logprobs`` > 0), and how many alternatives per token.
+    logprobs: bool = False
+    top_logprobs: int | None = None
 
 
 class Provider(Protocol):

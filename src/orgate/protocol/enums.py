@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 DetailEnum: TypeAlias = Literal["low", "high", "auto"]
 ImageDetail: TypeAlias = Literal["low", "high", "auto"]
@@ -12,6 +12,7 @@ FunctionCallStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"
 FunctionCallItemStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"]
 FunctionCallOutputStatusEnum: TypeAlias = Literal["in_progress", "completed", "incomplete"]
 IncludeEnum: TypeAlias = Literal["reasoning.encrypted_content", "message.output_text.logprobs"]
+LOGPROBS_INCLUDE: Final = "message.output_text.logprobs"  # the ``include`` value asking for logprobs
 ToolChoiceValueEnum: TypeAlias = Literal["none", "auto", "required"]
 VerbosityEnum: TypeAlias = Literal["low", "medium", "high"]
 ReasoningEffortEnum: TypeAlias = Literal["none", "low", "medium", "high", "xhigh"]

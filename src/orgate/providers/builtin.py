@@ -13,7 +13,8 @@ It is a test model, not an LLM. Its behaviour is a documented contract
   ``text.format`` it answers a JSON value (schema-valid for ``json_schema``).
 
 One "token" is one whitespace-separated word; output streams a word at a
-time and stops at ``max_output_tokens`` with ``Finish("length")``.
+time and stops at ``max_output_tokens`` with ``Finish("length")``; asked for log
+probabilities, each word is certain (``logprob`` 0.0).
 Directives in the last user message make it misbehave on purpose:
 ``orgate:fail`` (500 before any output), ``orgate:fail-mid`` (500 after half
 the output), ``orgate:rate-limit`` (429 with ``Retry-After: 1``),
@@ -179,7 +180,10 @@ class BuiltinProvider:
             if budget is not None and emitted >= budget:
                 yield Finish("length", usage())
                 return
-            yield RefusalDelta(word) if refusal else TextDelta(word)
+            if refusal:
+                yield RefusalDelta(word)
+            else:
+                yield TextDelta(word, _certain(word, request.top_logprobs) if request.logprobs else None)
             emitted += 1
             if delay:
                 await asyncio.sleep(delay)
@@ -282,3 +286,11 @@ def _break_value(value: Any) -> Any:
 def _schema_breaking_arguments(schema: dict[str, Any] | None) -> str:
     value = example_for(schema or {"type": "object"}, "x")
     return json.dumps(_break_value(value if isinstance(value, dict) else {}))
+
+
+def _certain(token: str, top: int | None) -> list[dict[str, Any]]:
+    """A word's log probability: the answer is deterministic, so each word is certain (0.0),
+    and the only alternative with any probability is the word itself."""
+    token_bytes = list(token.encode("utf-8"))
+    alternatives = [{"token": token, "logprob": 0.0, "bytes": token_bytes}] if top else []
+    return [{"token": token, "logprob": 0.0, "bytes": token_bytes, "top_logprobs": alternatives}]

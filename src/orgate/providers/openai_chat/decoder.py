@@ -37,6 +37,7 @@ from orgate.neutral import (
     ToolCallStart,
     Usage,
 )
+from orgate.neutral.logprobs import LogProb, logprob_list
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.providers.openai_chat.errors import stream_error
 from orgate.providers.sse import MAX_LINE
@@ -119,10 +120,12 @@ class ChatStreamDecoder:
         "_order",
         "_active",
         "_closed",
+        "_logprobs",
     )
 
-    def __init__(self, name: str = "openai-chat") -> None:
+    def __init__(self, name: str = "openai-chat", *, logprobs: bool = False) -> None:
         self.name = name  # the deployment, for error messages
+        self._logprobs = logprobs  # asked for: each choice's ``logprobs.content`` goes with its text
         self.done = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
         #: An upstream error that came after some output in the same read: raised once that
         #: output is delivered (``feed`` returns the output and sets ``done``).
@@ -249,7 +252,9 @@ class ChatStreamDecoder:
             for choice in choices:
                 if choice.get("index", 0) == 0:
                     delta = choice.get("delta")
-                    if delta:
+                    if self._logprobs:
+                        self._delta(delta or {}, _choice_logprobs(choice))
+                    elif delta:
                         content = delta.get("content")
                         if len(delta) == 1 and type(content) is str:
                             if content:  # the common chunk: text only
@@ -271,8 +276,8 @@ class ChatStreamDecoder:
                 # the usage chunk is the last one: done, even if no [DONE] nor end of body follows
                 self.done = True
 
-    def _delta(self, delta: dict[str, Any]) -> None:
-        _content_events(delta, self._out)
+    def _delta(self, delta: dict[str, Any], logprobs: list[LogProb] | None = None) -> None:
+        _content_events(delta, self._out, logprobs)
         tool_calls = delta.get("tool_calls")
         if tool_calls:
             for piece in tool_calls:
@@ -410,17 +415,23 @@ class ChatStreamDecoder:
         return _finish_reason(self.finish_reason, bool(self._order), self.name)
 
 
-def _content_events(delta: dict[str, Any], out: list[ModelEvent]) -> None:
-    """The events of a delta's (or a message's) reasoning, text and refusal, in that order."""
+def _choice_logprobs(choice: dict[str, Any]) -> list[LogProb] | None:
+    """A choice's token log probabilities of its content (``logprobs.content``), if it has any."""
+    raw = choice.get("logprobs")
+    return logprob_list(raw.get("content")) if type(raw) is dict else None
+
+
+def _content_events(delta: dict[str, Any], out: list[ModelEvent], logprobs: list[LogProb] | None = None) -> None:
+    """The events of a delta's (or a message's) reasoning, text and refusal, in that order;
+    ``logprobs`` go with the text (alone when it is empty: a token that is part of a character)."""
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     if reasoning:
         out.append(ReasoningDelta(reasoning if type(reasoning) is str else _text_of(reasoning)))
     content = delta.get("content")
-    if content:
-        if type(content) is not str:
-            content = _text_of(content)
-        if content:
-            out.append(TextDelta(content))
+    if content and type(content) is not str:
+        content = _text_of(content)
+    if content or logprobs:
+        out.append(TextDelta(content or "", logprobs or None))
     refusal = delta.get("refusal")
     if refusal:
         out.append(RefusalDelta(refusal))
@@ -469,16 +480,17 @@ def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[Mo
     choice = choices[0]
     message = choice.get("message") or {}
     out: list[ModelEvent] = []
+    logprobs = _choice_logprobs(choice) if choice.get("logprobs") else None
     if not (message.get("tool_calls") or message.get("function_call")):
         # No tool calls (most answers): the events without a decoder's call bookkeeping.
-        _content_events(message, out)
+        _content_events(message, out, logprobs)
         usage = obj.get("usage")
         reason = _finish_reason(choice.get("finish_reason") or "stop", False, name)
         out.append(Finish(reason, parse_usage(usage) if usage else None))
         return out
     decoder = ChatStreamDecoder(name)
     decoder._out = out
-    decoder._delta(message)
+    decoder._delta(message, logprobs)
     decoder.finish_reason = choice.get("finish_reason") or "stop"
     if obj.get("usage"):
         decoder.usage = parse_usage(obj["usage"])

@@ -281,6 +281,10 @@ def build_body(
         body["reasoning_effort"] = request.reasoning_effort
     if request.prompt_cache_key is not None:
         body["prompt_cache_key"] = request.prompt_cache_key
+    if request.logprobs:
+        body["logprobs"] = True
+        if request.top_logprobs:
+            body["top_logprobs"] = request.top_logprobs
     if stream:
         body["stream"] = True
         if options.include_usage:

@@ -72,7 +72,7 @@ class OpenAIChatProvider:
                 if body is not STREAM:
                     last = decode_completion(body, deployment.name)
                 else:
-                    decoder = ChatStreamDecoder(deployment.name)
+                    decoder = ChatStreamDecoder(deployment.name, logprobs=request.logprobs)
                     feed = decoder.feed
                     pending: list[ModelEvent] = []
                     try:

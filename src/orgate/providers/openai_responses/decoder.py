@@ -58,6 +58,7 @@ from orgate.neutral import (
     ToolCallStart,
     Usage,
 )
+from orgate.neutral.logprobs import logprob_list
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.providers.openai_responses.errors import failed_error, stream_error
 from orgate.providers.sse_decoder import SseStreamDecoder
@@ -164,7 +165,7 @@ class StreamDecoder(SseStreamDecoder):
         if kind == "response.output_text.delta":
             if event.get("delta"):
                 self._streamed.add(oi)  # type: ignore[arg-type]
-                out.append(TextDelta(str(event["delta"])))
+                out.append(TextDelta(str(event["delta"]), logprob_list(event.get("logprobs")) or None))
         elif kind == "response.refusal.delta":
             if event.get("delta"):
                 self._streamed.add(oi)  # type: ignore[arg-type]
@@ -265,7 +266,7 @@ class StreamDecoder(SseStreamDecoder):
                     if not isinstance(part, dict):
                         continue
                     if part.get("type") == "output_text" and part.get("text"):
-                        out.append(TextDelta(str(part["text"])))
+                        out.append(TextDelta(str(part["text"]), logprob_list(part.get("logprobs")) or None))
                     elif part.get("type") == "refusal" and part.get("refusal"):
                         out.append(RefusalDelta(str(part["refusal"])))
         elif kind == "reasoning":

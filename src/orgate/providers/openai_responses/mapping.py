@@ -27,7 +27,9 @@ these changes only:
 
 The body always has ``store: false`` (orgate keeps the state) and, when asked,
 ``stream: true``. ``include: ["reasoning.encrypted_content"]`` is added for
-reasoning deployments so reasoning can be replayed statelessly. ``stop`` (only
+reasoning deployments so reasoning can be replayed statelessly, and
+``message.output_text.logprobs`` (with ``top_logprobs``) when the request asks for
+token log probabilities. ``stop`` (only
 set by the chat adapter) has no Responses equivalent and is refused with a 400.
 """
 
@@ -38,6 +40,7 @@ from typing import Any
 
 from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
 from orgate.neutral.items import reasoning_origin
+from orgate.protocol.enums import LOGPROBS_INCLUDE
 from orgate.protocol.errors import invalid_request
 from orgate.providers.anthropic.envelope import is_anthropic_reasoning
 from orgate.providers.plain import plain as _plain
@@ -165,8 +168,13 @@ def build_body(
         reasoning["summary"] = request.reasoning_summary
     if reasoning:
         body["reasoning"] = reasoning
-    if include_encrypted_reasoning:
-        body["include"] = ["reasoning.encrypted_content"]
+    include = ["reasoning.encrypted_content"] if include_encrypted_reasoning else []
+    if request.logprobs:
+        include.append(LOGPROBS_INCLUDE)
+        if request.top_logprobs:
+            body["top_logprobs"] = request.top_logprobs
+    if include:
+        body["include"] = include
     body["store"] = False
     if stream:
         body["stream"] = True
