@@ -350,8 +350,6 @@ def test_request_params_reach_the_upstream(client: openai.OpenAI, fake: FakeOpen
     [
         ({"n": 2}, "n"),
         ({"seed": 7}, "seed"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 2}, "top_logprobs"),
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}, "audio"),
         ({"modalities": ["text", "audio"]}, "modalities"),
@@ -388,6 +386,46 @@ def test_unsupported_params_are_a_400_naming_the_param(
     assert isinstance(body, dict)
     assert body["param"] == param and body["code"] == "unsupported_parameter"
     assert body["type"] == "invalid_request_error"
+
+
+def test_logprobs_reach_the_upstream_and_come_back_per_token(
+    client: openai.OpenAI, fake: FakeOpenAIChat
+) -> None:
+    """``logprobs``/``top_logprobs`` go upstream as chat's own fields, through ``/v1/responses``;
+    the tokens come back in ``choices[0].logprobs.content``, spelling the text; streamed, each
+    content chunk carries its own (as OpenAI sends them)."""
+    fake.enqueue(text("Hello there friend"))
+    done = client.chat.completions.create(model=FAKE, messages=USER, logprobs=True, top_logprobs=2)
+    sent = fake.bodies[-1]
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 2)
+    logprobs = done.choices[0].logprobs
+    assert logprobs is not None and logprobs.content is not None and logprobs.refusal is None
+    assert "".join(t.token for t in logprobs.content) == done.choices[0].message.content
+    assert all(len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token for t in logprobs.content)
+    assert logprobs.content[0].bytes == list(b"Hello") and logprobs.content[0].logprob < 0
+
+    fake.enqueue(text("Hello there friend"))
+    chunks = list(client.chat.completions.create(model=FAKE, messages=USER, logprobs=True, top_logprobs=2, stream=True))
+    streamed = [
+        t
+        for c in chunks
+        if c.choices and c.choices[0].delta.content and c.choices[0].logprobs
+        for t in (c.choices[0].logprobs.content or ())
+    ]
+    assert [t.model_dump() for t in streamed] == [t.model_dump() for t in logprobs.content]
+    assert all(c.choices[0].logprobs is None for c in chunks if c.choices and not c.choices[0].delta.content)
+
+    # the built-in model: every word certain; without logprobs: null, as before
+    echo = client.chat.completions.create(model=ECHO, messages=USER, logprobs=True)
+    tokens = echo.choices[0].logprobs.content  # type: ignore[union-attr]
+    assert [(t.token, t.logprob, t.top_logprobs) for t in tokens or ()] == [("hello ", 0.0, []), ("there", 0.0, [])]
+    assert client.chat.completions.create(model=ECHO, messages=USER).choices[0].logprobs is None
+
+
+def test_top_logprobs_without_logprobs_is_a_400(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=ECHO, messages=USER, top_logprobs=2)
+    assert info.value.param == "top_logprobs" and info.value.code == "invalid_value"
 
 
 def test_unknown_param_is_a_400(client: openai.OpenAI) -> None:

@@ -132,8 +132,8 @@ def test_unknown_fields_are_rejected_not_dropped() -> None:
     ("fields", "param"),
     [
         ({"n": 2}, "n"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3}, "top_logprobs"),
+        ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs: true
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"seed": 7}, "seed"),
         ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
@@ -221,3 +221,10 @@ def test_error_envelope_shape() -> None:
             "code": err.code,
         }
     }
+
+
+def test_logprobs_become_the_responses_include_and_top_logprobs() -> None:
+    body = translate.to_create_response_body(validate.parse_request(base(logprobs=True, top_logprobs=3)))
+    assert body.include == ["message.output_text.logprobs"] and body.top_logprobs == 3
+    plain = translate.to_create_response_body(validate.parse_request(base(logprobs=False, top_logprobs=0)))
+    assert plain.include is None and plain.top_logprobs is None

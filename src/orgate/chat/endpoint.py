@@ -61,13 +61,15 @@ def make_handler(services: Services) -> Handler:
             )
         warnings: list[str] = []
         if not chat.stream:
-            return await _answer(request, services, body, caller, params, warnings)
+            return await _answer(request, services, body, caller, params, warnings, bool(chat.logprobs))
         # Watched until the first event; then Starlette's ``StreamingResponse`` watches the client.
         events = await _watched(request, lambda watch: _create(services, body, caller, params, warnings))
         if events is None:
             return Response(status_code=499)  # the client left before the first event
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-        chunks = ChunkTranslator(include_usage=include_usage, param_map=params.to_chat)
+        chunks = ChunkTranslator(
+            include_usage=include_usage, logprobs=bool(chat.logprobs), param_map=params.to_chat
+        )
         return StreamingResponse(
             _sse(events, chunks),
             media_type="text/event-stream",
@@ -99,13 +101,15 @@ async def _watched(request: Request, work: Callable[[DisconnectWatch], Awaitable
         watch.stop()
 
 
-async def _answer(request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Response:
+async def _answer(
+    request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str], logprobs: bool
+) -> Response:
     """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call)."""
 
     async def complete(watch: DisconnectWatch) -> Response:
         events = await _create(services, body, caller, params, warnings)
         watch.follow(events)
-        return await _complete(events, params)
+        return await _complete(events, params, logprobs)
 
     response = await _watched(request, complete)
     if response is None:
@@ -125,7 +129,7 @@ def _warning_headers(warnings: list[str], params: translate.ParamMap) -> dict[st
     return {GATE_WARNINGS_HEADER: " | ".join(chat)}
 
 
-async def _complete(events: Any, params: translate.ParamMap) -> Response:
+async def _complete(events: Any, params: translate.ParamMap, logprobs: bool) -> Response:
     """Drain the event stream into one ``chat.completion`` (or the error that ended it)."""
     error: ApiError | None = None
     final: dict[str, Any] | None = None
@@ -146,7 +150,7 @@ async def _complete(events: Any, params: translate.ParamMap) -> Response:
         return error_response(
             ApiError(500, "The response ended without a final event.", type=SERVER_ERROR)
         )
-    completion = translate.to_chat_completion(final)
+    completion = translate.to_chat_completion(final, logprobs=logprobs)
     return Response(orjson.dumps(completion.model_dump(mode="json")), media_type="application/json")
 
 

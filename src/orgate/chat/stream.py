@@ -47,6 +47,7 @@ class _Call:
 @dataclass(slots=True)
 class ChunkTranslator:
     include_usage: bool = False
+    logprobs: bool = False  # ``logprobs: true``: each content chunk carries its tokens'
     # Maps a /v1/responses error param back to the chat field (translate.ParamMap.to_chat).
     param_map: Callable[[str | None], str | None] | None = None
     id: str = "chatcmpl-pending"
@@ -73,9 +74,11 @@ class ChunkTranslator:
             # text and ``null`` before a refusal or a tool call, as OpenAI sends it.
             self._adopt(event.get("response") or {})
         elif kind == "response.output_text.delta":
-            if event.get("delta"):
+            tokens = event.get("logprobs") if self.logprobs else None
+            if event.get("delta") or tokens:  # tokens without text (a piece of a character) too
                 self._role(out)
-                out.append(self._chunk(wire.Delta(content=event["delta"])))
+                logprobs = translate.choice_logprobs(tokens or []) if self.logprobs else None
+                out.append(self._chunk(wire.Delta(content=event["delta"]), logprobs=logprobs))
         elif kind == "response.refusal.delta":
             if event.get("delta"):
                 self._role(out, content=None)
@@ -216,13 +219,19 @@ class ChunkTranslator:
         return out
 
     def _chunk(
-        self, delta: wire.Delta, *, finish_reason: wire.FinishReason | None = None
+        self,
+        delta: wire.Delta,
+        *,
+        finish_reason: wire.FinishReason | None = None,
+        logprobs: wire.ChoiceLogprobs | None = None,
     ) -> Payload:
         chunk = wire.ChatCompletionChunk(
             id=self.id,
             created=self.created,
             model=self.model,
-            choices=[wire.ChunkChoice(delta=delta, finish_reason=finish_reason)],
+            choices=[
+                wire.ChunkChoice(delta=delta, finish_reason=finish_reason, logprobs=logprobs)
+            ],
             service_tier=self.service_tier,
         ).model_dump(mode="json")
         if not self.include_usage:

@@ -20,6 +20,7 @@ from typing import Any, assert_never
 from pydantic import ValidationError
 
 from orgate.chat import wire
+from orgate.protocol.enums import LOGPROBS_INCLUDE
 from orgate.protocol.errors import (
     AUTHENTICATION,
     INVALID_REQUEST,
@@ -97,6 +98,10 @@ def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBo
         body["tools"] = [_tool(t) for t in req.tools]
     if req.tool_choice is not None:
         body["tool_choice"] = _tool_choice(req.tool_choice)
+    if req.logprobs:
+        body["include"] = [LOGPROBS_INCLUDE]
+        if req.top_logprobs is not None:
+            body["top_logprobs"] = req.top_logprobs
     if req.stop is not None:
         stops = [req.stop] if isinstance(req.stop, str) else list(req.stop)
         if stops:
@@ -139,6 +144,7 @@ _TOP_LEVEL = {
     "tool_choice.name": "tool_choice.function.name",
     "tool_choice.mode": "tool_choice.allowed_tools.mode",
     "input": "messages",
+    "include": "logprobs",
 }
 # ``allowed_tools`` is flat in Responses (``tool_choice.tools[0].name``) and nested in chat
 # (``tool_choice.allowed_tools.tools[0].function.name``).
@@ -370,13 +376,15 @@ def usage(response: dict[str, Any]) -> wire.CompletionUsage | None:
     )
 
 
-def to_chat_completion(response: dict[str, Any]) -> wire.ChatCompletion:
+def to_chat_completion(response: dict[str, Any], *, logprobs: bool = False) -> wire.ChatCompletion:
     """A completed or incomplete Responses ``response`` → ``chat.completion``.
 
     Assistant message text parts are concatenated into ``content`` (null when
     there is none), refusals into ``refusal``; ``function_call`` items become
     ``tool_calls``. Reasoning and provider-specific items have no chat field.
+    ``logprobs`` (asked for): the text parts' token log probabilities, in order.
     """
+    tokens: list[dict[str, Any]] = []
     texts: list[str] = []
     refusals: list[str] = []
     annotations: list[wire.AnnotationOut] = []
@@ -389,6 +397,7 @@ def to_chat_completion(response: dict[str, Any]) -> wire.ChatCompletion:
                     offset = sum(len(t) for t in texts)
                     annotations.extend(_annotations(part, offset))
                     texts.append(part.get("text", ""))
+                    tokens += part.get("logprobs") or ()
                 elif part.get("type") == "refusal":
                     refusals.append(part.get("refusal", ""))
         elif kind == "function_call":
@@ -412,12 +421,19 @@ def to_chat_completion(response: dict[str, Any]) -> wire.ChatCompletion:
         model=response.get("model", ""),
         choices=[
             wire.Choice(
-                message=message, finish_reason=finish_reason(response, saw_tool_call=bool(calls))
+                message=message,
+                finish_reason=finish_reason(response, saw_tool_call=bool(calls)),
+                logprobs=choice_logprobs(tokens) if logprobs else None,
             )
         ],
         usage=usage(response),
         service_tier=response.get("service_tier"),
     )
+
+
+def choice_logprobs(tokens: list[dict[str, Any]]) -> wire.ChoiceLogprobs:
+    """A choice's ``logprobs`` from Responses ``LogProb`` dicts (the same fields as chat's)."""
+    return wire.ChoiceLogprobs(content=[wire.TokenLogprobOut.model_validate(t) for t in tokens])
 
 
 def _annotations(part: dict[str, Any], offset: int) -> list[wire.AnnotationOut]:

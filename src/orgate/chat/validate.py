@@ -82,10 +82,10 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
         raise _unsupported(
             "n", "n > 1 is not supported by this gateway; send one request per choice."
         )
-    if req.logprobs:
-        raise _unsupported("logprobs", "logprobs are not supported by this gateway.")
-    if req.top_logprobs:
-        raise _unsupported("top_logprobs", "top_logprobs is not supported by this gateway.")
+    if req.top_logprobs and not req.logprobs:
+        raise invalid_request(
+            "top_logprobs needs logprobs: true.", param="top_logprobs", code="invalid_value"
+        )
     if req.logit_bias:
         raise _unsupported("logit_bias", "logit_bias is not supported by this gateway.")
     if req.seed is not None:

@@ -419,10 +419,11 @@ class ChatCompletionRequest(RequestModel):
     verbosity: Literal["low", "medium", "high"] | None = None
     service_tier: str | None = None
 
-    # Known but not supported: modelled so the refusal can say why (see validate.py).
-    seed: int | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = None
+
+    # Known but not supported: modelled so the refusal can say why (see validate.py).
+    seed: int | None = None
     logit_bias: dict[str, Any] | None = None
     audio: Any = None
     modalities: list[str] | None = None
@@ -472,11 +473,31 @@ class AssistantMessageOut(ResponseModel):
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
+class TopLogprobOut(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprobOut(ResponseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+    top_logprobs: list[TopLogprobOut] = Field(default_factory=list)
+
+
+class ChoiceLogprobs(ResponseModel):
+    """``logprobs`` of a choice (``logprobs: true``): the tokens of its content."""
+
+    content: list[TokenLogprobOut] | None = None
+    refusal: list[TokenLogprobOut] | None = None
+
+
 class Choice(ResponseModel):
     index: int = 0
     message: AssistantMessageOut
     finish_reason: FinishReason
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class PromptTokensDetails(ResponseModel):
@@ -534,7 +555,7 @@ class ChunkChoice(ResponseModel):
     index: int = 0
     delta: Delta
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletionChunk(ResponseModel):
