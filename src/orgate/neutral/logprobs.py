@@ -17,7 +17,7 @@ LogProb = dict[str, Any]
 
 
 def _number(value: Any) -> bool:
-    return type(value) is float or (type(value) is int)
+    return type(value) is float or type(value) is int  # not a bool
 
 
 def _bytes(entry: dict[str, Any], token: str) -> list[int]:
