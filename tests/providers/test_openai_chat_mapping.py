@@ -102,15 +102,36 @@ def test_user_parts_text_and_images() -> None:
     ]
 
 
-def test_input_file_is_refused_with_param() -> None:
+def test_input_file_data_becomes_a_chat_file_part() -> None:
+    pdf = "JVBERi0xLjQK"  # base64 of "%PDF-1.4"
+    body = build_body(
+        req(
+            user(
+                [
+                    InputTextContentParam(text="read"),
+                    InputFileContentParam(filename="report.pdf", file_data=f"data:application/pdf;base64,{pdf}"),
+                    InputFileContentParam(file_data=pdf),  # bare base64, no name: a PDF
+                    InputFileContentParam(filename="notes.txt", file_data="aGk="),
+                ]
+            )
+        )
+    )
+    assert body["messages"][0]["content"][1:] == [
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{pdf}", "filename": "report.pdf"}},
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{pdf}"}},
+        {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk=", "filename": "notes.txt"}},
+    ]
+
+
+def test_input_file_url_is_refused_with_param() -> None:
     item = user(
         [InputTextContentParam(text="read"), InputFileContentParam(file_url="https://x/f.pdf")]
     )
     with pytest.raises(ApiError) as err:
         build_body(req(user("first"), item))
-    assert err.value.status == 400
+    assert err.value.status == 400 and err.value.code == "unsupported_content"
     assert err.value.param == "input[1].content[1]"
-    assert "input_file" in err.value.message
+    assert "file_url" in err.value.message and "file_data" in err.value.message
 
 
 def test_image_without_url_is_refused() -> None:

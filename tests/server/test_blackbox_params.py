@@ -419,3 +419,20 @@ def test_the_openai_sdk_sees_what_it_asked_for(server: OrgateServer, fakes: dict
     with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(model="anth", input="hi", text={"verbosity": "low"})
     assert caught.value.param == "text.verbosity"
+
+
+def test_input_file_reaches_a_chat_upstream_as_a_file_part(
+    http: httpx.Client, fakes: dict[str, Any]
+) -> None:
+    pdf = "data:application/pdf;base64,JVBERi0xLjQK"
+    content = [
+        {"type": "input_text", "text": "summarise"},
+        {"type": "input_file", "filename": "r.pdf", "file_data": pdf},
+    ]
+    res = http.post("/v1/responses", json={"model": "chat", "input": [{"role": "user", "content": content}]})
+    assert res.status_code == 200, res.text[:800]
+    (message,) = upstream(fakes, "chat")["messages"]
+    assert message["content"][1] == {"type": "file", "file": {"file_data": pdf, "filename": "r.pdf"}}
+    url = [{"role": "user", "content": [{"type": "input_file", "file_url": "https://x.test/r.pdf"}]}]
+    refused_url = http.post("/v1/responses", json={"model": "chat", "input": url})
+    assert refused_url.status_code == 400 and refused_url.json()["error"]["param"] == "input[0].content[0]"

@@ -17,12 +17,16 @@ Rules:
   string when text-only, else content parts.
 - ``reasoning`` items are dropped (not portable to chat), and so are opaque
   items (another upstream's own items from history, ``orgate.neutral.items``;
-  the engine reports the drop) — as if they were not there; ``input_file``
-  and ``input_video`` are refused with a 400 naming the offending ``input`` path.
+  the engine reports the drop) — as if they were not there.
+- ``input_file`` with ``file_data`` → a ``{"type": "file", "file": {"file_data", "filename"}}``
+  part (OpenAI's chat file input; a bare base64 ``file_data`` becomes a data URL, its media
+  type from the file name, else PDF). Chat has no file URLs: ``file_url`` is refused with a
+  400 naming the offending ``input`` path, and so is ``input_video``.
 """
 
 from __future__ import annotations
 
+import mimetypes
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -60,6 +64,25 @@ def _image_part(part: Any, param: str) -> dict[str, Any]:
     return {"type": "image_url", "image_url": image}
 
 
+def _file_part(part: Any, param: str) -> dict[str, Any]:
+    data = _get(part, "file_data")
+    filename = _get(part, "filename")
+    if not data:
+        what = "an input_file with file_url is" if _get(part, "file_url") else "an input_file without file_data is"
+        raise invalid_request(
+            f"{what} not supported by this model's upstream (openai-chat); send file_data (base64 or a data URL)",
+            param=param,
+            code="unsupported_content",
+        )
+    if not data.startswith("data:"):
+        media = (mimetypes.guess_type(filename)[0] if filename else None) or "application/pdf"
+        data = f"data:{media};base64,{data}"
+    file: dict[str, Any] = {"file_data": data}
+    if filename:
+        file["filename"] = filename
+    return {"type": "file", "file": file}
+
+
 def _unsupported(kind: str, param: str) -> Exception:
     return invalid_request(
         f"content of type '{kind}' is not supported by this model's upstream (openai-chat)",
@@ -80,6 +103,8 @@ def _user_content(content: Any, param: str) -> str | list[dict[str, Any]]:
             parts.append({"type": "text", "text": _get(part, "text", "")})
         elif kind == "input_image":
             parts.append(_image_part(part, where))
+        elif kind == "input_file":
+            parts.append(_file_part(part, where))
         else:
             raise _unsupported(str(kind), where)
     return parts
