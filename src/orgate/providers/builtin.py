@@ -183,7 +183,7 @@ class BuiltinProvider:
             if refusal:
                 yield RefusalDelta(word)
             else:
-                yield TextDelta(word, _certain(word, request.top_logprobs) if request.logprobs else None)
+                yield text_token(word, request)
             emitted += 1
             if delay:
                 await asyncio.sleep(delay)
@@ -288,9 +288,12 @@ def _schema_breaking_arguments(schema: dict[str, Any] | None) -> str:
     return json.dumps(_break_value(value if isinstance(value, dict) else {}))
 
 
-def _certain(token: str, top: int | None) -> list[dict[str, Any]]:
-    """A word's log probability: the answer is deterministic, so each word is certain (0.0),
-    and the only alternative with any probability is the word itself."""
-    token_bytes = list(token.encode("utf-8"))
-    alternatives = [{"token": token, "logprob": 0.0, "bytes": token_bytes}] if top else []
-    return [{"token": token, "logprob": 0.0, "bytes": token_bytes, "top_logprobs": alternatives}]
+def text_token(word: str, request: ModelRequest) -> TextDelta:
+    """One word of a text answer, with its log probability when the request asks for them:
+    the answer is deterministic, so each word is certain (0.0), and the only alternative
+    with any probability is the word itself."""
+    if not request.logprobs:
+        return TextDelta(word)
+    word_bytes = list(word.encode("utf-8"))
+    alternatives = [{"token": word, "logprob": 0.0, "bytes": word_bytes}] if request.top_logprobs else []
+    return TextDelta(word, [{"token": word, "logprob": 0.0, "bytes": word_bytes, "top_logprobs": alternatives}])

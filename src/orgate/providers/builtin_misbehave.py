@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, TextDelta, Usage
-from orgate.providers.builtin import tokens
+from orgate.providers.builtin import text_token, tokens
 
 FLAKY_MODEL = "orgate/flaky"
 KINDS: tuple[str, ...] = ("truncate", "wrong_type", "extra_key", "missing_key")
@@ -195,7 +195,7 @@ class FlakyProvider:
             words = tokens(text)
             keep = words[: max(1, len(words) // 2)] if len(words) > 1 else [text[: len(text) // 2]]
             for word in keep:
-                yield TextDelta(word)
+                yield text_token(word, request)
             yield Finish("length", Usage(usage_in, len(keep)))
             return
         try:
@@ -207,7 +207,7 @@ class FlakyProvider:
         broken = break_value(value, kind, fmt.schema, fmt.type == "json_object")
         words = tokens(json.dumps(broken, ensure_ascii=False))
         for word in words:
-            yield TextDelta(word)
+            yield text_token(word, request)
         yield Finish("stop", Usage(usage_in, len(words)))
 
 
