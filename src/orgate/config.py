@@ -185,6 +185,16 @@ class CapabilitySettings(_Section):
     context_window: int | None = None
 
 
+class ChatSettings(_Section):
+    """``[models.chat]``: how an ``openai-chat`` upstream wants its request (docs/configuration.md)."""
+
+    # "auto": max_completion_tokens for api.openai.com and Azure OpenAI (whose reasoning
+    # models refuse max_tokens), max_tokens for every other server.
+    max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    developer_role: Literal["system", "developer"] = "system"  # the role developer messages get
+    include_usage: bool = True  # stream_options.include_usage (the usage chunk)
+
+
 class RoutingSettings(_Section):
     """``[models.routing]``: fallbacks, retries, backoff, circuit breaker (see docs/routing.md)."""
 
@@ -223,6 +233,7 @@ class DeploymentSettings(_Section):
     total_timeout: float | None = Field(None, gt=0)
     max_connections: int | None = Field(None, ge=1)
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
+    chat: ChatSettings | None = None  # overrides the model's, key by key
     weight: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
 
@@ -250,6 +261,7 @@ class ModelSettings(_Section):
     total_timeout: float | None = Field(None, gt=0)
     max_connections: int = Field(256, ge=1)
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
+    chat: ChatSettings | None = None  # openai-chat only
     max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
     deployments: list[DeploymentSettings] = Field(default_factory=list)
     routing: RoutingSettings | None = None
@@ -271,6 +283,8 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r} needs `provider` (or a `deployments` list)")
             if self.provider != "builtin" and not self.base_url:
                 raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
+            if self.chat is not None and self.provider != "openai-chat":
+                raise ValueError(f"model {self.name!r}: `chat` settings are for provider 'openai-chat', not {self.provider!r}")
             return self
         if self.max_concurrency is not None:
             raise ValueError(f"model {self.name!r}: with `deployments`, set max_concurrency per deployment")
@@ -280,6 +294,8 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
             if provider != "builtin" and not (entry.base_url or self.base_url):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
+            if entry.chat is not None and provider != "openai-chat":
+                raise ValueError(f"model {self.name!r}: deployments[{index}]: `chat` settings are for provider 'openai-chat', not {provider!r}")
         return self
 
     @property
@@ -626,6 +642,18 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
     return caps
 
 
+def _chat_options(model: ModelSettings, entry: DeploymentSettings | None = None) -> dict[str, Any]:
+    """An ``openai-chat`` deployment's ``chat`` settings: the model's, then the entry's (set keys);
+    none for the other providers (a model's settings apply to its openai-chat deployments)."""
+    options: dict[str, Any] = {}
+    if ((entry.provider if entry is not None else None) or model.provider) != "openai-chat":
+        return options
+    for layer in (model.chat, entry.chat if entry is not None else None):
+        if layer is not None:
+            options.update(layer.model_dump(exclude_unset=True))
+    return options
+
+
 def _api_key(value: str | None, env: Any, where: str) -> str | None:
     return resolve_secret(value, where=f"{where}: api_key", environ=env)
 
@@ -645,6 +673,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=model.total_timeout,
             capabilities=_capabilities(model),
             max_connections=model.max_connections,
+            options=_chat_options(model),
         )
         return [Target(deployment, max_concurrency=model.max_concurrency)]
     targets: list[Target] = []
@@ -664,6 +693,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=entry.total_timeout or model.total_timeout,
             capabilities=_capabilities(model, entry),
             max_connections=entry.max_connections or model.max_connections,
+            options=_chat_options(model, entry),
         )
         targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))
     return targets

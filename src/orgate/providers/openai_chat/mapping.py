@@ -30,21 +30,37 @@ import mimetypes
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+from urllib.parse import urlsplit
 
-from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
+from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat
 from orgate.protocol.errors import invalid_request
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain
 
+#: Hosts whose Chat Completions take ``max_completion_tokens`` (OpenAI deprecated ``max_tokens``,
+#: and its reasoning models refuse it), also when the configuration says ``"auto"``.
+_COMPLETION_TOKENS_HOSTS = ("api.openai.com", ".openai.azure.com")
+
 
 @dataclass(slots=True, frozen=True)
 class ChatOptions:
-    """Per-deployment quirks of an OpenAI-compatible upstream."""
+    """Per-deployment quirks of an OpenAI-compatible upstream (``[models.chat]``)."""
 
-    # "max_completion_tokens" for OpenAI o-series and newer servers
+    # "max_completion_tokens" for OpenAI (its reasoning models refuse "max_tokens") and newer servers
     max_tokens_field: str = "max_tokens"
     developer_role: str = "system"  # "developer" for upstreams that accept it
     include_usage: bool = True  # ask for the usage chunk when streaming
+
+    @classmethod
+    def for_deployment(cls, deployment: Deployment) -> ChatOptions:
+        """The deployment's configured options; ``max_tokens_field = "auto"`` (the default) is
+        ``max_completion_tokens`` for OpenAI's and Azure OpenAI's hosts, else ``max_tokens``."""
+        options = dict(deployment.options)
+        if options.get("max_tokens_field", "auto") == "auto":
+            host = (urlsplit(deployment.base_url).hostname or "").lower()
+            openai = host == _COMPLETION_TOKENS_HOSTS[0] or host.endswith(_COMPLETION_TOKENS_HOSTS[1])
+            options["max_tokens_field"] = "max_completion_tokens" if openai else "max_tokens"
+        return cls(**options)
 
 
 def _image_part(part: Any, param: str) -> dict[str, Any]:

@@ -44,7 +44,7 @@ class OpenAIChatProvider:
         self, deployment: Deployment, pool: HttpPool, options: ChatOptions | None = None
     ) -> None:
         self.deployment = deployment
-        self.options = options or ChatOptions()
+        self.options = options or ChatOptions.for_deployment(deployment)
         self._pool = pool
         self._url = completions_url(deployment.base_url)
         self._timeout = timeout_for(deployment)
