@@ -125,6 +125,9 @@ class ResponsesEndpoint(EndpointSwitch):
     # .done), which the openai SDKs' stream helpers require, instead of the spec's
     # response.reasoning.delta / .done (docs/configuration.md)
     event_names: Literal["spec", "openai"] = "spec"
+    # Streams pad their delta events with `obfuscation` unless a request's
+    # stream_options.include_obfuscation says otherwise (the spec's default: true).
+    obfuscation: bool = True
 
 
 class EndpointsSettings(_Section):

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from orgate.engine import ids
+from orgate.engine.padding import PAD_TO, PADDING
 from orgate.neutral import (
     ExtensionItem,
     Finish,
@@ -125,6 +126,8 @@ class ResponseBuilder:
         self._open: _Message | _Call | _Reasoning | None = None
         self.finished = False  # a terminal event was emitted (read only: the builder sets it)
         self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
+        # Delta events carry ``obfuscation`` (engine.padding): set by a stream before its first event.
+        self.padded = False
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -192,6 +195,13 @@ class ResponseBuilder:
         self._seq = start + len(events)
         return events
 
+    def _emit_delta(self, event: Event) -> None:
+        """A delta event, with its ``obfuscation`` when the stream is padded (the text delta,
+        the common one, does this inline)."""
+        if self.padded:
+            event["obfuscation"] = PADDING[len(event["delta"].encode()) % PAD_TO]
+        self._emit(event)
+
     def start(self, *, queued: bool = False) -> None:
         """``response.created`` then ``response.in_progress`` (or ``response.queued`` for background)."""
         if queued:
@@ -224,16 +234,17 @@ class ResponseBuilder:
                 message.chunks.append(text)
                 if logprobs:
                     message.logprobs += logprobs
-                self._emit(
-                    {
-                        "type": "response.output_text.delta",
-                        "item_id": message.id,
-                        "output_index": message.index,
-                        "content_index": len(message.parts),
-                        "delta": text,
-                        "logprobs": logprobs or [],
-                    }
-                )
+                delta = {
+                    "type": "response.output_text.delta",
+                    "item_id": message.id,
+                    "output_index": message.index,
+                    "content_index": len(message.parts),
+                    "delta": text,
+                    "logprobs": logprobs or [],
+                }
+                if self.padded:
+                    delta["obfuscation"] = PADDING[len(text.encode()) % PAD_TO]
+                self._emit(delta)
             return
         match event:
             case Finish(reason=reason, usage=usage):  # in every answer: first
@@ -265,7 +276,7 @@ class ResponseBuilder:
                     )
                 if arguments:
                     call.chunks.append(arguments)
-                    self._emit(
+                    self._emit_delta(
                         {
                             "type": "response.function_call_arguments.delta",
                             "item_id": call.id,
@@ -436,7 +447,7 @@ class ResponseBuilder:
             return
         item.open_part[1].append(text)
         if part == "summary":
-            self._emit(
+            self._emit_delta(
                 {
                     "type": "response.reasoning_summary_text.delta",
                     "item_id": item.id,
@@ -446,7 +457,7 @@ class ResponseBuilder:
                 }
             )
         else:
-            self._emit(
+            self._emit_delta(
                 {
                     "type": "response.reasoning.delta",
                     "item_id": item.id,

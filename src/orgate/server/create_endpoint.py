@@ -104,7 +104,9 @@ class CreateResponse:
         self.budget_header = BUDGET_HEADER.lower()
         read = ("authorization", "content-type", "content-encoding", "content-length", self.session_header, self.budget_header)
         self.header_names = {name.encode("latin-1"): name for name in read}
-        self.frame = openai_frame if services.settings.endpoints.responses.event_names == "openai" else frame
+        endpoint = services.settings.endpoints.responses
+        self.frame = openai_frame if endpoint.event_names == "openai" else frame
+        self.obfuscation = endpoint.obfuscation  # for a request whose stream_options do not say
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         try:
@@ -160,6 +162,8 @@ class CreateResponse:
         body = parse_body(data)
         session_id = self._session(headers, body)
         stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
+        if body.stream and self._obfuscated(body):
+            stream.builder.padded = True
         if body.background:
             services.background.start(stream, self.frame)
             if body.stream:
@@ -178,6 +182,13 @@ class CreateResponse:
             await send_error(send, error)
             return
         await send_json(send, 200, orjson.dumps(response), stream.headers)
+
+    def _obfuscated(self, body: Any) -> bool:
+        """Whether a stream's delta events are padded: its ``stream_options.include_obfuscation``,
+        else the configuration (the spec's default: true)."""
+        options = body.stream_options
+        asked = options.include_obfuscation if options is not None else None
+        return self.obfuscation if asked is None else asked
 
     def _session(self, headers: Mapping[str, str], body: Any) -> str | None:
         """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
