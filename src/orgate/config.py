@@ -198,6 +198,14 @@ class ChatSettings(_Section):
     include_usage: bool = True  # stream_options.include_usage (the usage chunk)
 
 
+class AnthropicSettings(_Section):
+    """``[models.anthropic]``: Anthropic-only request options (docs/configuration.md)."""
+
+    # Cache breakpoints on the system prompt, the last tool and the last message: repeated
+    # prefixes are read at a tenth of the input price, but each write costs a quarter more.
+    prompt_cache: bool = False
+
+
 class RoutingSettings(_Section):
     """``[models.routing]``: fallbacks, retries, backoff, circuit breaker (see docs/routing.md)."""
 
@@ -237,6 +245,7 @@ class DeploymentSettings(_Section):
     max_connections: int | None = Field(None, ge=1)
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
     chat: ChatSettings | None = None  # overrides the model's, key by key
+    anthropic: AnthropicSettings | None = None  # the same
     weight: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
 
@@ -249,6 +258,10 @@ class DeploymentSettings(_Section):
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         return _check_base_url(value)
+
+
+#: The provider-specific sections of a model (and of a deployment entry), by the provider they are for.
+_PROVIDER_SECTIONS = {"chat": "openai-chat", "anthropic": "anthropic"}
 
 
 class ModelSettings(_Section):
@@ -265,6 +278,7 @@ class ModelSettings(_Section):
     max_connections: int = Field(256, ge=1)
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
     chat: ChatSettings | None = None  # openai-chat only
+    anthropic: AnthropicSettings | None = None  # anthropic only
     max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
     deployments: list[DeploymentSettings] = Field(default_factory=list)
     routing: RoutingSettings | None = None
@@ -286,8 +300,9 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r} needs `provider` (or a `deployments` list)")
             if self.provider != "builtin" and not self.base_url:
                 raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
-            if self.chat is not None and self.provider != "openai-chat":
-                raise ValueError(f"model {self.name!r}: `chat` settings are for provider 'openai-chat', not {self.provider!r}")
+            for key, owner in _PROVIDER_SECTIONS.items():
+                if getattr(self, key) is not None and self.provider != owner:
+                    raise ValueError(f"model {self.name!r}: `{key}` settings are for provider {owner!r}, not {self.provider!r}")
             return self
         if self.max_concurrency is not None:
             raise ValueError(f"model {self.name!r}: with `deployments`, set max_concurrency per deployment")
@@ -297,8 +312,9 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
             if provider != "builtin" and not (entry.base_url or self.base_url):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
-            if entry.chat is not None and provider != "openai-chat":
-                raise ValueError(f"model {self.name!r}: deployments[{index}]: `chat` settings are for provider 'openai-chat', not {provider!r}")
+            for key, owner in _PROVIDER_SECTIONS.items():
+                if getattr(entry, key) is not None and provider != owner:
+                    raise ValueError(f"model {self.name!r}: deployments[{index}]: `{key}` settings are for provider {owner!r}, not {provider!r}")
         return self
 
     @property
@@ -645,13 +661,16 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
     return caps
 
 
-def _chat_options(model: ModelSettings, entry: DeploymentSettings | None = None) -> dict[str, Any]:
-    """An ``openai-chat`` deployment's ``chat`` settings: the model's, then the entry's (set keys);
-    none for the other providers (a model's settings apply to its openai-chat deployments)."""
+def _provider_options(model: ModelSettings, entry: DeploymentSettings | None = None) -> dict[str, Any]:
+    """A deployment's provider section (``chat`` for openai-chat, ``anthropic`` for anthropic):
+    the model's, then the entry's (set keys); a model's section applies only to its
+    deployments of that provider."""
+    provider = (entry.provider if entry is not None else None) or model.provider
+    key = next((key for key, owner in _PROVIDER_SECTIONS.items() if owner == provider), None)
     options: dict[str, Any] = {}
-    if ((entry.provider if entry is not None else None) or model.provider) != "openai-chat":
+    if key is None:
         return options
-    for layer in (model.chat, entry.chat if entry is not None else None):
+    for layer in (getattr(model, key), getattr(entry, key) if entry is not None else None):
         if layer is not None:
             options.update(layer.model_dump(exclude_unset=True))
     return options
@@ -676,7 +695,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=model.total_timeout,
             capabilities=_capabilities(model),
             max_connections=model.max_connections,
-            options=_chat_options(model),
+            options=_provider_options(model),
         )
         return [Target(deployment, max_concurrency=model.max_concurrency)]
     targets: list[Target] = []
@@ -696,7 +715,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=entry.total_timeout or model.total_timeout,
             capabilities=_capabilities(model, entry),
             max_connections=entry.max_connections or model.max_connections,
-            options=_chat_options(model, entry),
+            options=_provider_options(model, entry),
         )
         targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))
     return targets

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import orjson
 import pytest
 
 from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
@@ -431,3 +432,39 @@ def test_thinking_refuses_sampling_and_forced_tools_it_cannot_take() -> None:
         build_body(req(user("hi"), **extra))  # without thinking: fine
     body = build_body(req(user("hi"), reasoning_effort="low", temperature=1, top_p=0.95, tools=[tool], tool_choice="auto"))
     assert body["temperature"] == 1 and body["top_p"] == 0.95 and body["tool_choice"] == {"type": "auto"}
+
+
+# --------------------------------------------------------------------------- prompt caching
+
+CACHED = {"type": "ephemeral"}
+
+
+def test_prompt_cache_marks_system_last_tool_and_the_last_message() -> None:
+    request = req(
+        user("what is the weather?"),
+        call("call_1"),
+        result("call_1", "sunny"),
+        instructions="You are terse.",
+        tools=[WEATHER, TIME],
+    )
+    plain = build_body(request)
+    body = build_body(request, prompt_cache=True)
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": CACHED}]
+    assert [t.get("cache_control") for t in body["tools"]] == [None, CACHED]
+    last = body["messages"][-1]["content"]
+    assert last[-1]["type"] == "tool_result" and last[-1]["cache_control"] == CACHED
+    marks = orjson.dumps(body).count(b'"cache_control"')
+    assert marks == 3  # of the four breakpoints Anthropic allows
+    # nothing else changes, and the plain body has none
+    assert b"cache_control" not in orjson.dumps(plain)
+    assert {**body, "system": plain["system"], "tools": plain["tools"], "messages": plain["messages"]} == plain
+    assert body["messages"][:-1] == plain["messages"][:-1]
+
+
+def test_prompt_cache_skips_blocks_that_cannot_carry_a_breakpoint() -> None:
+    thinking = ReasoningItemParam(summary=[], encrypted_content=encode_blocks([{"type": "thinking", "thinking": "hm", "signature": "s"}]))
+    body = build_body(req(user("hi"), thinking), prompt_cache=True)  # the last message: assistant thinking only
+    assert "system" not in body and "tools" not in body
+    assert all("cache_control" not in b for b in body["messages"][-1]["content"])
+    body = build_body(req(user([InputTextContentParam(text="a"), InputTextContentParam(text="b")])), prompt_cache=True)
+    assert [b.get("cache_control") for b in body["messages"][-1]["content"]] == [None, CACHED]

@@ -111,6 +111,18 @@ async def test_text_headers_and_body(pool: HttpPool) -> None:
         assert record.completed and not record.disconnected
 
 
+async def test_prompt_cache_option_puts_breakpoints_in_the_body(pool: HttpPool) -> None:
+    """``anthropic = { prompt_cache = true }`` reaches the provider as the deployment's options."""
+    async with FakeAnthropic(text("ok"), text("ok")) as fake:
+        for options in ({"prompt_cache": True}, {}):
+            events = await collect(provider(fake, pool, options=options), req(instructions="Be kind."))
+            assert joined(events, TextDelta) == "ok"
+        cached, plain = fake.bodies
+        assert cached["system"] == [{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}]
+        assert cached["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+        assert plain["system"] == "Be kind." and "cache_control" not in str(plain)
+
+
 async def test_max_tokens_default_from_capabilities(pool: HttpPool) -> None:
     async with FakeAnthropic(text("x")) as fake:
         p = provider(fake, pool, capabilities=Capabilities(max_output_tokens=8192))

@@ -23,6 +23,11 @@ output models and plain dicts all work). Rules:
 - ``max_tokens`` is required: ``max_output_tokens`` or the default given.
 - ``presence_penalty`` / ``frequency_penalty`` have no Anthropic equivalent: a
   non-zero value is refused with a 400 rather than dropped.
+- ``prompt_cache`` (the model's ``anthropic = { prompt_cache = true }``): cache breakpoints
+  (``cache_control: {"type": "ephemeral"}``) on the system prompt, the last tool and the
+  last cacheable block of the last message — the prefix a conversation's next turn
+  repeats, read back at a tenth of the input price (Anthropic caches prefixes of 1,024
+  tokens and more; writing one costs a quarter more, hence opt-in).
 """
 
 from __future__ import annotations
@@ -385,12 +390,13 @@ def build_body(
     *,
     stream: bool = True,
     max_tokens_cap: int | None = None,
+    prompt_cache: bool = False,
 ) -> dict[str, Any]:
     """The Messages API body for ``request`` (a dict ready for ``orjson.dumps``).
 
     ``max_tokens_cap`` is the model's output cap (``Capabilities.max_output_tokens``):
     it is the default ``max_tokens`` when the request sets no ``max_output_tokens``
-    (else ``DEFAULT_MAX_TOKENS``).
+    (else ``DEFAULT_MAX_TOKENS``). ``prompt_cache``: cache breakpoints (module docstring).
     """
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(request, name):
@@ -422,6 +428,31 @@ def build_body(
     user = request.user or request.safety_identifier
     if user:
         body["metadata"] = {"user_id": user}
+    if prompt_cache:
+        _cache_breakpoints(body)
     if stream:
         body["stream"] = True
     return body
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+# Blocks a breakpoint may stand on (thinking blocks cannot carry one).
+_CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
+
+
+def _cache_breakpoints(body: dict[str, Any]) -> None:
+    """``cache_control`` on the system prompt, the last tool and the last message's last
+    cacheable block: three of the four breakpoints Anthropic allows."""
+    system = body.get("system")
+    if system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+    tools = body.get("tools")
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
+    messages = body["messages"]
+    if messages:
+        blocks = messages[-1]["content"]
+        for index in range(len(blocks) - 1, -1, -1):
+            if blocks[index].get("type") in _CACHEABLE:
+                blocks[index] = {**blocks[index], "cache_control": _EPHEMERAL}
+                break

@@ -50,7 +50,10 @@ class AnthropicProvider(SseProvider):
     def body(self, request: ModelRequest) -> dict[str, object]:
         """The upstream request body (pure; exposed for tests and debugging)."""
         return build_body(
-            request, stream=True, max_tokens_cap=self.deployment.capabilities.max_output_tokens
+            request,
+            stream=True,
+            max_tokens_cap=self.deployment.capabilities.max_output_tokens,
+            prompt_cache=bool(self.deployment.options.get("prompt_cache")),
         )
 
     def decoder(self) -> StreamDecoder:

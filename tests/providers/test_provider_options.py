@@ -1,4 +1,4 @@
-"""``[models.chat]``: what an ``openai-chat`` upstream wants, from the config file to the wire.
+"""``[models.chat]`` (and ``[models.anthropic]``): a provider's own settings, from the config file to the wire.
 
 OpenAI's Chat Completions deprecated ``max_tokens`` and its reasoning models refuse it;
 most other servers only know ``max_tokens``. ``max_tokens_field = "auto"`` (the default)
@@ -93,6 +93,22 @@ def test_wrong_chat_settings_are_named_at_start_up(tmp_path: Path, text: str, me
     with pytest.raises(ConfigError) as info:
         load(tmp_path, text)
     assert message in str(info.value)
+
+
+def test_the_anthropic_section_reaches_anthropic_deployments_only(tmp_path: Path) -> None:
+    text = (
+        '[[models]]\nname = "claude"\nprovider = "anthropic"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n'
+        '[[models]]\nname = "mixed"\nprovider = "anthropic"\nanthropic = { prompt_cache = true }\n'
+        '[[models.deployments]]\nbase_url = "http://a"\n'
+        '[[models.deployments]]\nbase_url = "http://b"\nanthropic = { prompt_cache = false }\n'
+        '[[models.deployments]]\nprovider = "openai-chat"\nbase_url = "http://c/v1"\n'
+    )
+    settings = load(tmp_path, text)
+    assert deployment_table(settings)["claude"].options == {"prompt_cache": True}
+    assert [t.deployment.options for t in route_table(settings)["mixed"].targets] == [{"prompt_cache": True}, {"prompt_cache": False}, {}]
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n')
+    assert "`anthropic` settings are for provider 'anthropic'" in str(info.value)
 
 
 @pytest.fixture
