@@ -422,6 +422,20 @@ def test_logprobs_reach_the_upstream_and_come_back_per_token(
     assert client.chat.completions.create(model=ECHO, messages=USER).choices[0].logprobs is None
 
 
+def test_stream_obfuscation_follows_the_request(client: openai.OpenAI) -> None:
+    """``stream_options.include_obfuscation`` (default true, as on OpenAI): the SDK's
+    ``chunk.obfuscation`` is set on every delta chunk, or on none."""
+    padded = list(client.chat.completions.create(model=ECHO, messages=USER, stream=True))
+    assert padded and all(c.obfuscation for c in padded if c.choices)
+    plain = list(
+        client.chat.completions.create(
+            model=ECHO, messages=USER, stream=True, stream_options={"include_obfuscation": False}
+        )
+    )
+    assert plain and all(c.obfuscation is None for c in plain)
+    assert "".join(c.choices[0].delta.content or "" for c in plain if c.choices) == "hello there"
+
+
 def test_top_logprobs_without_logprobs_is_a_400(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=ECHO, messages=USER, top_logprobs=2)

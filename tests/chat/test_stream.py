@@ -15,6 +15,7 @@ from openai.types.chat import ChatCompletionChunk
 from tests.chat.recorded import run, run_failing
 
 from orgate.chat.stream import DONE, ChunkTranslator, encode
+from orgate.engine.padding import PAD_TO
 from orgate.neutral import (
     Finish,
     ReasoningDelta,
@@ -141,6 +142,22 @@ def test_tool_call_deltas_concatenate_to_valid_json() -> None:
     assert text_of(chunks) == "Let me look."
     finish = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
     assert finish["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_obfuscation_pads_each_delta_chunk_when_asked() -> None:
+    events = run(
+        [TextDelta("Héllo"), RefusalDelta("no"), ToolCallStart(0, "call_a", "f"), ToolCallDelta(0, '{"a": 1}'), Finish("tool_calls")]
+    )
+    t = ChunkTranslator(obfuscation=True)
+    chunks = check_grammar([p for e in events for p in t.feed(e)] + t.close())
+    assert all("obfuscation" in c for c in chunks)
+    for c in chunks:
+        delta = c["choices"][0]["delta"]
+        added = delta.get("content") or delta.get("refusal") or "".join(
+            call["function"].get("arguments") or "" for call in delta.get("tool_calls") or ()
+        )
+        assert (len(added.encode()) + len(c["obfuscation"])) % PAD_TO == 0
+    assert not any("obfuscation" in c for c in check_grammar(translate_all(events)))
 
 
 def test_refusal_stream() -> None:

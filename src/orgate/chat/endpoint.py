@@ -66,9 +66,14 @@ def make_handler(services: Services) -> Handler:
         events = await _watched(request, lambda watch: _create(services, body, caller, params, warnings))
         if events is None:
             return Response(status_code=499)  # the client left before the first event
-        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        options = chat.stream_options
+        include_usage = bool(options and options.include_usage)
+        asked = options.include_obfuscation if options is not None else None
         chunks = ChunkTranslator(
-            include_usage=include_usage, logprobs=bool(chat.logprobs), param_map=params.to_chat
+            include_usage=include_usage,
+            logprobs=bool(chat.logprobs),
+            obfuscation=services.settings.endpoints.responses.obfuscation if asked is None else asked,
+            param_map=params.to_chat,
         )
         return StreamingResponse(
             _sse(events, chunks),

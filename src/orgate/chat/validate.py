@@ -121,10 +121,6 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
         raise _unsupported(
             "stream_options", "'stream_options' is only allowed when 'stream' is true."
         )
-    if req.stream_options is not None and req.stream_options.include_obfuscation:
-        raise _unsupported(
-            "stream_options.include_obfuscation", "Stream obfuscation is not supported."
-        )
     if req.modalities is not None and not req.modalities:
         raise invalid_request("'modalities' must not be empty.", param="modalities")
     for name in ("safety_identifier", "prompt_cache_key"):
