@@ -42,6 +42,6 @@ class Deployment:
     total_timeout: float | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
     max_connections: int = 256
-    # The provider's own settings, as configured (``openai-chat``: ``[models.chat]``); the
-    # provider reads them, the engine never does.
+    # The provider's own settings, as configured (``openai-chat``: ``[models.chat]``,
+    # ``anthropic``: ``[models.anthropic]``); the provider reads them, the engine never does.
     options: dict[str, Any] = field(default_factory=dict)
