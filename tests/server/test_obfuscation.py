@@ -79,7 +79,7 @@ def _stream(http: httpx.Client, **fields: Any) -> list[dict[str, Any]]:
 
 
 def _padded(events: list[dict[str, Any]]) -> set[str]:
-    """The types of the events with ``obfuscation``; every delta type has it or none does."""
+    """The types of the events that carry ``obfuscation``."""
     return {e["type"] for e in events if "obfuscation" in e}
 
 
@@ -97,6 +97,10 @@ def test_streams_follow_the_request_then_the_configuration(http: tuple[httpx.Cli
     assert _padded(_stream(client, stream_options={"include_obfuscation": False})) == set()
     assert _padded(_stream(client, stream_options={"include_obfuscation": True})) == text_and_summary
     assert _padded(_stream(client, tools=TOOLS, stream_options={"include_obfuscation": True})) >= {"response.function_call_arguments.delta"}
-    # the stored stream replays what was sent; a non-streamed answer has no events to pad
+    # the stored stream replays what was sent, padding and all
+    sent = _stream(client, stream_options={"include_obfuscation": True})
+    replay = client.get(f"/v1/responses/{sent[0]['response']['id']}", params={"stream": "true"})
+    assert replay.status_code == 200 and check_sse(replay.text) == sent
+    # a non-streamed answer has no events to pad
     res = client.post("/v1/responses", json={"model": "orgate/echo", "input": "hi", "stream_options": {"include_obfuscation": True}})
     assert res.status_code == 200 and "obfuscation" not in res.text
