@@ -590,3 +590,24 @@ def test_non_streaming_response() -> None:
     ]
     with pytest.raises(ApiError):
         decode_response({**body, "status": "failed", "error": {"code": "x", "message": "m"}}, "gpt")
+
+
+def test_logprobs_ride_on_the_text_deltas_streamed_or_not() -> None:
+    token = {"token": "hi", "logprob": -0.25, "bytes": [104, 105], "top_logprobs": [{"token": "hi", "logprob": -0.25, "bytes": [104, 105]}]}
+    bare = {"token": "!", "logprob": -1}  # what a compatible server may leave out is filled in
+    filled = {"token": "!", "logprob": -1, "bytes": [33], "top_logprobs": []}
+    base = {"item_id": "m", "output_index": 0, "content_index": 0}
+    streamed, _ = decode(
+        [
+            frames(
+                {"type": "response.output_text.delta", **base, "delta": "hi", "logprobs": [token]},
+                {"type": "response.output_text.delta", **base, "delta": "!", "logprobs": [bare]},
+                {"type": "response.output_text.delta", **base, "delta": " ok", "logprobs": []},
+                COMPLETED,
+            )
+        ]
+    )
+    assert streamed[:3] == [TextDelta("hi", [token]), TextDelta("!", [filled]), TextDelta(" ok")]
+    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi!", "logprobs": [token, bare]}]}
+    done_only, _ = decode([frames({"type": "response.output_item.done", "output_index": 0, "item": message}, COMPLETED)])
+    assert done_only[0] == TextDelta("hi!", [token, filled])
