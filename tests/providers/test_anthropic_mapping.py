@@ -141,7 +141,7 @@ def test_images_url_and_data_url() -> None:
 def test_image_without_url_and_bad_data_url_are_refused() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user([InputImageContentParamAutoParam()])))
-    assert err.value.status == 400 and err.value.param == "input[0].content[0]"
+    assert err.value.status == 400 and err.value.param == "input[0].content[0].image_url"
     with pytest.raises(ApiError) as err:
         build_body(req(user([InputImageContentParamAutoParam(image_url="data:image/png,xyz")])))
     assert err.value.code == "invalid_data_url"

@@ -130,14 +130,14 @@ def test_input_file_url_is_refused_with_param() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user("first"), item))
     assert err.value.status == 400 and err.value.code == "unsupported_content"
-    assert err.value.param == "input[1].content[1]"
+    assert err.value.param == "input[1].content[1].file_url"
     assert "file_url" in err.value.message and "file_data" in err.value.message
 
 
 def test_image_without_url_is_refused() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user([InputImageContentParamAutoParam()])))
-    assert err.value.status == 400 and err.value.param == "input[0].content[0]"
+    assert err.value.status == 400 and err.value.param == "input[0].content[0].image_url"
 
 
 def test_assistant_history_parts_join_into_a_string() -> None:

@@ -435,4 +435,4 @@ def test_input_file_reaches_a_chat_upstream_as_a_file_part(
     assert message["content"][1] == {"type": "file", "file": {"file_data": pdf, "filename": "r.pdf"}}
     url = [{"role": "user", "content": [{"type": "input_file", "file_url": "https://x.test/r.pdf"}]}]
     refused_url = http.post("/v1/responses", json={"model": "chat", "input": url})
-    assert refused_url.status_code == 400 and refused_url.json()["error"]["param"] == "input[0].content[0]"
+    assert refused_url.status_code == 400 and refused_url.json()["error"]["param"] == "input[0].content[0].file_url"

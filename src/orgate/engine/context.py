@@ -144,7 +144,7 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
                     if getattr(part, "type", None) == "input_image":
                         raise invalid_request(
                             f"Model '{deployment.name}' does not accept images.",
-                            param=f"input[{i}].content[{j}]",
+                            param=f"input[{i}].content[{j}].type",
                             code="unsupported_content",
                         )
     if not caps.logprobs and wants_logprobs(body):

@@ -83,7 +83,7 @@ def _split_data_url(url: str, param: str) -> tuple[str, str]:
 def _image_block(part: Any, param: str) -> Block:
     url = _get(part, "image_url")
     if not url:
-        raise _unsupported("an input_image without image_url", param)
+        raise _unsupported("an input_image without image_url", f"{param}.image_url")
     if url.startswith("data:"):
         media, data = _split_data_url(url, f"{param}.image_url")
         return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
@@ -129,7 +129,7 @@ def _file_block(part: Any, param: str) -> Block:
             }
         else:
             raise _unsupported(
-                f"an input_file of media type '{media or 'unknown'}' (only PDF and text)", param
+                f"an input_file of media type '{media or 'unknown'}' (only PDF and text)", f"{param}.file_data"
             )
     elif file_url:
         block = {"type": "document", "source": {"type": "url", "url": file_url}}
@@ -161,7 +161,7 @@ def _content_blocks(content: Any, param: str, *, assistant: bool = False) -> lis
         elif kind == "input_file" and not assistant:
             blocks.append(_file_block(part, where))
         else:
-            raise _unsupported(f"content of type '{kind}'", where)
+            raise _unsupported(f"content of type '{kind}'", f"{where}.type")
     return blocks
 
 
@@ -176,7 +176,7 @@ def _plain_text(content: Any, param: str) -> str:
             pieces.append(_get(part, "text") or "")
         else:
             raise _unsupported(
-                f"content of type '{kind}' in a system message", f"{param}.content[{j}]"
+                f"content of type '{kind}' in a system message", f"{param}.content[{j}].type"
             )
     return "".join(pieces)
 

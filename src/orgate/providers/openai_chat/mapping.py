@@ -70,7 +70,7 @@ def _image_part(part: Any, param: str) -> dict[str, Any]:
         what = "file_id images are" if file_id else "an input_image without image_url is"
         raise invalid_request(
             f"{what} not supported by this model's upstream; send image_url (URL or data URL)",
-            param=param,
+            param=f"{param}.image_url",
             code="unsupported_content",
         )
     image: dict[str, Any] = {"url": url}
@@ -84,10 +84,11 @@ def _file_part(part: Any, param: str) -> dict[str, Any]:
     data = _get(part, "file_data")
     filename = _get(part, "filename")
     if not data:
-        what = "an input_file with file_url is" if _get(part, "file_url") else "an input_file without file_data is"
+        url = bool(_get(part, "file_url"))
+        what = "an input_file with file_url is" if url else "an input_file without file_data is"
         raise invalid_request(
             f"{what} not supported by this model's upstream (openai-chat); send file_data (base64 or a data URL)",
-            param=param,
+            param=f"{param}.file_url" if url else f"{param}.file_data",
             code="unsupported_content",
         )
     if not data.startswith("data:"):
@@ -99,10 +100,11 @@ def _file_part(part: Any, param: str) -> dict[str, Any]:
     return {"type": "file", "file": file}
 
 
-def _unsupported(kind: str, param: str) -> Exception:
+def _unsupported(kind: str, part: str) -> Exception:
+    """400 for a content part of a type this upstream cannot take; ``part``: its path."""
     return invalid_request(
         f"content of type '{kind}' is not supported by this model's upstream (openai-chat)",
-        param=param,
+        param=f"{part}.type",
         code="unsupported_content",
     )
 
