@@ -20,6 +20,7 @@ from starlette.responses import Response, StreamingResponse
 
 from orgate.chat import translate, validate
 from orgate.chat.stream import ChunkTranslator, encode
+from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
 from orgate.server.body import read_json
@@ -67,12 +68,10 @@ def make_handler(services: Services) -> Handler:
         if events is None:
             return Response(status_code=499)  # the client left before the first event
         options = chat.stream_options
-        include_usage = bool(options and options.include_usage)
-        asked = options.include_obfuscation if options is not None else None
         chunks = ChunkTranslator(
-            include_usage=include_usage,
+            include_usage=bool(options and options.include_usage),
             logprobs=bool(chat.logprobs),
-            obfuscation=services.settings.endpoints.responses.obfuscation if asked is None else asked,
+            obfuscation=pads(options, services.settings.endpoints.responses.obfuscation),
             param_map=params.to_chat,
         )
         return StreamingResponse(

@@ -26,7 +26,7 @@ from typing import Any, Final
 import orjson
 
 from orgate.chat import translate, wire
-from orgate.engine.padding import PAD_TO, PADDING
+from orgate.engine.padding import padding
 
 DONE: Final = "[DONE]"
 
@@ -50,7 +50,7 @@ class ChunkTranslator:
     include_usage: bool = False
     logprobs: bool = False  # ``logprobs: true``: each content chunk carries its tokens'
     # ``stream_options.include_obfuscation`` (default true): chunks carry ``obfuscation``, random
-    # characters rounding the delta's UTF-8 length up to a multiple of ``PAD_TO`` (engine.padding).
+    # characters rounding what they add up to a multiple of 32 bytes (engine.padding).
     obfuscation: bool = False
     # Maps a /v1/responses error param back to the chat field (translate.ParamMap.to_chat).
     param_map: Callable[[str | None], str | None] | None = None
@@ -241,7 +241,7 @@ class ChunkTranslator:
         if not self.include_usage:
             del chunk["usage"]
         if self.obfuscation:
-            chunk["obfuscation"] = PADDING[len(_text_of(delta).encode()) % PAD_TO]
+            chunk["obfuscation"] = padding(_text_of(delta))
         return chunk
 
     def _usage_chunk(self, response: dict[str, Any]) -> Payload:
@@ -264,6 +264,4 @@ class ChunkTranslator:
 
 def _text_of(delta: wire.Delta) -> str:
     """What a delta adds to the answer: its content, refusal or tool-call arguments."""
-    if delta.content or delta.refusal:
-        return delta.content or delta.refusal or ""
-    return "".join(call.function.arguments or "" for call in delta.tool_calls or ())
+    return delta.content or delta.refusal or "".join(call.function.arguments or "" for call in delta.tool_calls or ())

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from orgate.engine import ids
-from orgate.engine.padding import PAD_TO, PADDING
+from orgate.engine.padding import PAD_TO, PADDING, padding
 from orgate.neutral import (
     ExtensionItem,
     Finish,
@@ -199,7 +199,7 @@ class ResponseBuilder:
         """A delta event, with its ``obfuscation`` when the stream is padded (the text delta,
         the common one, does this inline)."""
         if self.padded:
-            event["obfuscation"] = PADDING[len(event["delta"].encode()) % PAD_TO]
+            event["obfuscation"] = padding(event["delta"])
         self._emit(event)
 
     def start(self, *, queued: bool = False) -> None:
@@ -242,7 +242,7 @@ class ResponseBuilder:
                     "delta": text,
                     "logprobs": logprobs or [],
                 }
-                if self.padded:
+                if self.padded:  # ``padding(text)`` inline: no call per delta on the hot path
                     delta["obfuscation"] = PADDING[len(text.encode()) % PAD_TO]
                 self._emit(delta)
             return

@@ -22,6 +22,7 @@ import orjson
 
 from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
+from orgate.engine.padding import pads
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.server.body import (
     body_timeout_error,
@@ -162,7 +163,7 @@ class CreateResponse:
         body = parse_body(data)
         session_id = self._session(headers, body)
         stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
-        if body.stream and self._obfuscated(body):
+        if body.stream and pads(body.stream_options, self.obfuscation):
             stream.builder.padded = True
         if body.background:
             services.background.start(stream, self.frame)
@@ -182,13 +183,6 @@ class CreateResponse:
             await send_error(send, error)
             return
         await send_json(send, 200, orjson.dumps(response), stream.headers)
-
-    def _obfuscated(self, body: Any) -> bool:
-        """Whether a stream's delta events are padded: its ``stream_options.include_obfuscation``,
-        else the configuration (the spec's default: true)."""
-        options = body.stream_options
-        asked = options.include_obfuscation if options is not None else None
-        return self.obfuscation if asked is None else asked
 
     def _session(self, headers: Mapping[str, str], body: Any) -> str | None:
         """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
