@@ -262,6 +262,14 @@ class DeploymentSettings(_Section):
 
 #: The provider-specific sections of a model (and of a deployment entry), by the provider they are for.
 _PROVIDER_SECTIONS = {"chat": "openai-chat", "anthropic": "anthropic"}
+_SECTION_OF = {owner: key for key, owner in _PROVIDER_SECTIONS.items()}
+
+
+def _check_sections(settings: Any, provider: str, where: str) -> None:
+    """A provider section set on a model or entry of another provider is a start-up error."""
+    for key, owner in _PROVIDER_SECTIONS.items():
+        if getattr(settings, key) is not None and provider != owner:
+            raise ValueError(f"{where}: `{key}` settings are for provider {owner!r}, not {provider!r}")
 
 
 class ModelSettings(_Section):
@@ -300,9 +308,7 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r} needs `provider` (or a `deployments` list)")
             if self.provider != "builtin" and not self.base_url:
                 raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
-            for key, owner in _PROVIDER_SECTIONS.items():
-                if getattr(self, key) is not None and self.provider != owner:
-                    raise ValueError(f"model {self.name!r}: `{key}` settings are for provider {owner!r}, not {self.provider!r}")
+            _check_sections(self, self.provider, f"model {self.name!r}")
             return self
         if self.max_concurrency is not None:
             raise ValueError(f"model {self.name!r}: with `deployments`, set max_concurrency per deployment")
@@ -312,9 +318,7 @@ class ModelSettings(_Section):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
             if provider != "builtin" and not (entry.base_url or self.base_url):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
-            for key, owner in _PROVIDER_SECTIONS.items():
-                if getattr(entry, key) is not None and provider != owner:
-                    raise ValueError(f"model {self.name!r}: deployments[{index}]: `{key}` settings are for provider {owner!r}, not {provider!r}")
+            _check_sections(entry, provider, f"model {self.name!r}: deployments[{index}]")
         return self
 
     @property
@@ -666,7 +670,7 @@ def _provider_options(model: ModelSettings, entry: DeploymentSettings | None = N
     the model's, then the entry's (set keys); a model's section applies only to its
     deployments of that provider."""
     provider = (entry.provider if entry is not None else None) or model.provider
-    key = next((key for key, owner in _PROVIDER_SECTIONS.items() if owner == provider), None)
+    key = _SECTION_OF.get(provider or "")
     options: dict[str, Any] = {}
     if key is None:
         return options

@@ -442,17 +442,15 @@ _CACHEABLE = frozenset({"text", "image", "document", "tool_use", "tool_result"})
 
 def _cache_breakpoints(body: dict[str, Any]) -> None:
     """``cache_control`` on the system prompt, the last tool and the last message's last
-    cacheable block: three of the four breakpoints Anthropic allows."""
+    cacheable block: three of the four breakpoints Anthropic allows. The tools and blocks
+    are the body's own (made by this module), so they are marked in place."""
     system = body.get("system")
     if system:
         body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
-    tools = body.get("tools")
-    if tools:
-        tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
-    messages = body["messages"]
-    if messages:
-        blocks = messages[-1]["content"]
-        for index in range(len(blocks) - 1, -1, -1):
-            if blocks[index].get("type") in _CACHEABLE:
-                blocks[index] = {**blocks[index], "cache_control": _EPHEMERAL}
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = _EPHEMERAL
+    if body["messages"]:
+        for block in reversed(body["messages"][-1]["content"]):
+            if block.get("type") in _CACHEABLE:
+                block["cache_control"] = _EPHEMERAL
                 break

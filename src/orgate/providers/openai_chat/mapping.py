@@ -37,10 +37,6 @@ from orgate.protocol.errors import invalid_request
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain
 
-#: Hosts whose Chat Completions take ``max_completion_tokens`` (OpenAI deprecated ``max_tokens``,
-#: and its reasoning models refuse it), also when the configuration says ``"auto"``.
-_COMPLETION_TOKENS_HOSTS = ("api.openai.com", ".openai.azure.com")
-
 
 @dataclass(slots=True, frozen=True)
 class ChatOptions:
@@ -57,8 +53,9 @@ class ChatOptions:
         ``max_completion_tokens`` for OpenAI's and Azure OpenAI's hosts, else ``max_tokens``."""
         options = dict(deployment.options)
         if options.get("max_tokens_field", "auto") == "auto":
+            # OpenAI deprecated max_tokens, and its reasoning models refuse it
             host = (urlsplit(deployment.base_url).hostname or "").lower()
-            openai = host == _COMPLETION_TOKENS_HOSTS[0] or host.endswith(_COMPLETION_TOKENS_HOSTS[1])
+            openai = host == "api.openai.com" or host.endswith(".openai.azure.com")
             options["max_tokens_field"] = "max_completion_tokens" if openai else "max_tokens"
         return cls(**options)
 
