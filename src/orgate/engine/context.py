@@ -320,7 +320,7 @@ def build_turn(
         service_tier=body.service_tier if deployment.capabilities.service_tier else None,
         metadata=dict(body.metadata) if body.metadata else None,
         stop=[stop] if isinstance(stop, str) else stop,
-        logprobs=wants_logprobs(body) if body.top_logprobs or body.include else False,  # no call for most
+        logprobs=wants_logprobs(body),
         top_logprobs=body.top_logprobs,
     )
     store = store_enabled and body.store is not False

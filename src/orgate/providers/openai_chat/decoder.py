@@ -480,7 +480,7 @@ def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[Mo
     choice = choices[0]
     message = choice.get("message") or {}
     out: list[ModelEvent] = []
-    logprobs = _choice_logprobs(choice) if choice.get("logprobs") else None
+    logprobs = _choice_logprobs(choice)
     if not (message.get("tool_calls") or message.get("function_call")):
         # No tool calls (most answers): the events without a decoder's call bookkeeping.
         _content_events(message, out, logprobs)
