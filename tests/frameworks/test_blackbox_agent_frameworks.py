@@ -29,12 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
-
-agents = pytest.importorskip("agents")
-pytest.importorskip("pydantic_ai")
-
-from agents import (  # noqa: E402
+from agents import (
     Agent,
     ModelSettings,
     OpenAIResponsesModel,
@@ -42,21 +37,22 @@ from agents import (  # noqa: E402
     function_tool,
     set_tracing_disabled,
 )
-from agents.model_settings import Reasoning  # noqa: E402
-from agents.models.openai_responses import OpenAIResponsesWSModel  # noqa: E402
-from openai import AsyncOpenAI  # noqa: E402
-from pydantic_ai import Agent as PAgent  # noqa: E402
-from pydantic_ai import NativeOutput  # noqa: E402
-from pydantic_ai.models.openai import OpenAIResponsesModel as PModel  # noqa: E402
-from pydantic_ai.models.openai import OpenAIResponsesModelSettings  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
+from agents.model_settings import Reasoning
+from agents.models.openai_responses import OpenAIResponsesWSModel
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+from pydantic_ai import Agent as PAgent
+from pydantic_ai import NativeOutput
+from pydantic_ai.models.openai import OpenAIResponsesModel as PModel
+from pydantic_ai.models.openai import OpenAIResponsesModelSettings
+from pydantic_ai.providers.openai import OpenAIProvider
 
-from tests.fakes import anthropic_upstream as anth_fake  # noqa: E402
-from tests.fakes import openai_chat_upstream as chat_fake  # noqa: E402
-from tests.fakes import responses_upstream as resp_fake  # noqa: E402
-from tests.fakes._base import LoopbackFake  # noqa: E402
-from tests.server_process import OrgateServer  # noqa: E402
-from tests.support.upstreams import fresh, provider_models  # noqa: E402
+from tests.fakes import anthropic_upstream as anth_fake
+from tests.fakes import openai_chat_upstream as chat_fake
+from tests.fakes import responses_upstream as resp_fake
+from tests.fakes._base import LoopbackFake
+from tests.server_process import OrgateServer
+from tests.support.upstreams import fresh, provider_models
 
 set_tracing_disabled(True)  # no network: nothing may try to export traces
 

@@ -169,7 +169,6 @@ def redis_url() -> Iterator[str]:
 
 
 def test_limits_shared_between_processes_through_redis(upstream: FakeOpenAIChat, redis_url: str) -> None:
-    pytest.importorskip("redis")
     config = _limited_config(upstream.base_url, f'[ratelimit]\nredis_url = "{redis_url}"\n')
     env = server_env({"ORGATE_API_KEY": ""})
     with OrgateServer(config, api_key="", env=env) as one, OrgateServer(config, api_key="", env=env) as two:
@@ -184,7 +183,6 @@ def test_limits_shared_between_processes_through_redis(upstream: FakeOpenAIChat,
 
 
 def test_redis_down_fails_open(upstream: FakeOpenAIChat) -> None:
-    pytest.importorskip("redis")
     config = _limited_config(upstream.base_url, f'[ratelimit]\nredis_url = "redis://127.0.0.1:{free_port()}/0"\n')
     with OrgateServer(config, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
         assert _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200

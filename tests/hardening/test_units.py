@@ -10,6 +10,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from orgate.config import LimitSettings
+from orgate.protocol.errors import ApiError
+from orgate.server.body import check_structure
 from orgate.server.observability import (
     JsonFormatter,
     RequestInfo,
@@ -67,12 +70,6 @@ def test_no_limits_no_limiter() -> None:
 
 # --- duplicate keys ------------------------------------------------------------------------------
 
-body_module = pytest.importorskip("orgate.server.body")
-if not hasattr(body_module, "check_structure"):
-    pytest.skip("the body.py patch (check_structure) is not applied", allow_module_level=True)
-
-from orgate.config import LimitSettings  # noqa: E402
-from orgate.protocol.errors import ApiError  # noqa: E402
 
 LIMITS = LimitSettings()
 KEYS = st.sampled_from(["a", "b", "a:b", ":", "\\u003a", "k"])
@@ -110,10 +107,10 @@ def test_duplicate_scan_is_exact(value: object) -> None:
     data = orjson.loads(raw)
     if _has_duplicates(value):
         with pytest.raises(ApiError) as caught:
-            body_module.check_structure(data, raw, LIMITS)
+            check_structure(data, raw, LIMITS)
         assert caught.value.code == "duplicate_key"
     else:
-        body_module.check_structure(data, raw, LIMITS)
+        check_structure(data, raw, LIMITS)
 
 
 TIGHT = LimitSettings.model_construct(max_json_depth=3, max_string_bytes=24)  # below the config minimums: small bodies hit them
@@ -155,14 +152,14 @@ def test_depth_and_string_limits_are_exact(value: object) -> None:
     raw = orjson.dumps(value)
     if _depth(value) > TIGHT.max_json_depth:
         with pytest.raises(ApiError) as caught:
-            body_module.check_structure(value, raw, TIGHT)
+            check_structure(value, raw, TIGHT)
         assert caught.value.code == "nesting_too_deep"
     elif _longest(value) > TIGHT.max_string_bytes:
         with pytest.raises(ApiError) as caught:
-            body_module.check_structure(value, raw, TIGHT)
+            check_structure(value, raw, TIGHT)
         assert caught.value.code == "string_too_long"
     else:
-        body_module.check_structure(value, raw, TIGHT)
+        check_structure(value, raw, TIGHT)
 
 
 # --- request ids, log format, OpenAPI ----------------------------------------------------------------

@@ -276,15 +276,12 @@ def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, 
     assert len(calls) == 1
     call = calls[0]
     claude.enqueue(AnthropicScript(text="It is sunny in Paris."))
-    try:
-        second = sdk.responses.create(
-            model="claude",
-            previous_response_id=first.id,
-            input=[{"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}],
-            tools=tools,
-        )
-    except openai.NotFoundError as exc:
-        pytest.skip(f"previous_response_id is not working yet: {exc.message}")
+    second = sdk.responses.create(
+        model="claude",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}],
+        tools=tools,
+    )
     assert second.output_text == "It is sunny in Paris."
     messages = claude.bodies[-1]["messages"]
     uses = [(i, block) for i, m in enumerate(messages) if m["role"] == "assistant" for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_use"]

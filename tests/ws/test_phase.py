@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import pytest
 from pydantic import TypeAdapter
 
 from orgate.neutral import ModelRequest
@@ -41,8 +40,7 @@ def test_phased_input_reaches_openai_chat_without_phase(app_server: InProcessSer
 
 
 def test_phase_round_trips_through_previous_response_id(app_server: InProcessServer) -> None:
-    if app_server.services.responses.store is None:
-        pytest.skip("the response store is not wired yet")
+    assert app_server.services.responses.store is not None  # the test server runs with its store
     with httpx.Client(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
         first = http.post("/v1/responses", json={"model": "orgate/echo", "input": PHASED}).json()
         stored = http.get(f"/v1/responses/{first['id']}/input_items", params={"order": "asc"})

@@ -1,4 +1,4 @@
-"""WebSocket mode and compaction through a real ``orgate serve`` (once ``[websocket]`` is a config section)."""
+"""WebSocket mode and compaction through a real ``orgate serve``."""
 
 from __future__ import annotations
 
@@ -10,13 +10,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedOK, InvalidStatus
 
-from orgate.config import Settings
 from tests.server_process import OrgateServer
 from tests.support.spec import validate, validate_event
-
-pytestmark = pytest.mark.skipif(
-    "websocket" not in Settings.model_fields, reason="[websocket] / [compaction] are not wired into config.Settings and create_app yet"
-)
 
 
 async def test_serve_websocket_lifetime_and_compaction() -> None:

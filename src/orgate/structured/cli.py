@@ -10,7 +10,7 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
 - ``review list [--all|--status S] [--json]``, ``review show ID``,
   ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force]``:
   the queue at ``--db``, else the configured ``[structured] review_db``
-  (through the ``review_db`` hook the lead passes), else ``orgate-review.db``.
+  (the ``review_db`` hook: ``orgate.cli`` reads it from the config), else ``orgate-review.db``.
 - ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
   ``orgate.structured.eval``.
 """
@@ -177,7 +177,7 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
     """Add ``schema``, ``review`` and ``eval`` to the main parser's sub-commands.
 
     ``review_db(args)`` may return the configured ``[structured] review_db``
-    (the lead's config loader); ``--db`` always wins.
+    (``orgate.cli`` reads it with its config loader); ``--db`` always wins.
     """
     schema = subparsers.add_parser(
         "schema", help="check or strictify a JSON Schema for strict mode"
