@@ -110,19 +110,16 @@ def test_openai_sdk_reasoning_summary_stream(run_js: Run) -> None:
     assert r["second"]["output_text"] == "The tool said: rainy, 12C"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="spec 2026-04-24 names reasoning text deltas response.reasoning.delta/.done; openai-node "
-    "only knows OpenAI's response.reasoning_text.delta/.done and its responses.stream() throws "
-    "'Unhandled response stream event' (raw `stream: true` iteration works; "
-    "[endpoints.responses] event_names = \"openai\" is the opt-in that fixes it, tested below)",
-)
 @pytest.mark.parametrize("model", ["anth-think"])
 def test_openai_sdk_reasoning_text_stream(run_js: Run, model: str) -> None:
-    """Known, not fixed (see the xfail reason): Anthropic thinking (and Chat Completions upstreams'
-    ``reasoning_content``) stream as reasoning *content*, under the spec's event names."""
-    ok(run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools"))
+    """Known, not fixed: Anthropic thinking (and Chat Completions upstreams' ``reasoning_content``)
+    stream as reasoning *content*, under the spec's event names (``response.reasoning.delta/.done``);
+    openai-node only knows OpenAI's ``response.reasoning_text.delta/.done``, and its
+    ``responses.stream()`` throws on them (raw ``stream: true`` iteration works). ``[endpoints.responses]
+    event_names = "openai"`` is the opt-in that fixes it (the next test). This one fails the day the
+    SDK takes the spec's names, or when the scenario breaks for any other reason."""
+    thrown = run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools")["stream_reasoning_tools"]["thrown"]
+    assert thrown == {"class": "OpenAIError", "message": "Unhandled response stream event: unknown"}
 
 
 def test_openai_sdk_reasoning_text_stream_with_openai_event_names(run_js_openai_names: Run) -> None:

@@ -317,7 +317,7 @@ async def answer(provider: FlakyProvider, req: ModelRequest) -> tuple[str, str]:
     ("kind", "problem"),
     [
         ("truncate", None),
-        ("wrong_type", "'A1' is not of type 'string'"),
+        ("wrong_type", "is not of type 'string'"),
         ("extra_key", "Additional properties"),
         ("missing_key", "'sku' is a required property"),
     ],
@@ -333,9 +333,7 @@ def test_each_misbehaviour_breaks_the_answer(kind: str, problem: str | None) -> 
         return
     assert reason == "stop"
     errors = [e.message for e in Draft202012Validator(PRODUCT).iter_errors(json.loads(text))]
-    assert errors
-    if kind != "wrong_type":
-        assert any(problem in e for e in errors)
+    assert problem is not None and any(problem in e for e in errors), errors
 
 
 def test_attempt_key_tells_runs_and_retries_apart() -> None:
