@@ -637,3 +637,33 @@ def test_non_stream_logprobs_and_what_servers_leave_out() -> None:
     ]
     completion["choices"][0]["logprobs"] = None
     assert decode_completion(completion)[0] == TextDelta("Hi there")
+
+
+# Compatible servers' loose spellings: values of a type the spec does not allow are normalised
+# before they reach a response (a float token count was echoed as `12.0` where the spec wants an
+# integer, an integer call id as a number, a list finish_reason was a 500).
+
+
+@pytest.mark.parametrize("body", [[], None, "ok", 12])
+def test_a_completion_body_that_is_not_an_object_is_a_502(body: Any) -> None:
+    with pytest.raises(ApiError) as err:
+        decode_completion(body, "test-dep")
+    assert (err.value.status, err.value.code) == (502, "upstream_invalid_response")
+
+
+def test_usage_counts_as_floats_or_garbage_and_usage_not_an_object() -> None:
+    usage = {"prompt_tokens": 12.0, "completion_tokens": "7", "prompt_tokens_details": {"cached_tokens": 4.5}, "completion_tokens_details": []}
+    assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=usage)))[-1] == Finish("stop", Usage(12, 0, 0, 0))
+    assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=[1, 2])))[-1] == Finish("stop", None)
+    body = {"choices": [{"message": {"content": "a"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2}}
+    assert decode_completion(body)[-1] == Finish("stop", Usage(3, 2, 0, 0))
+    assert decode_completion({**body, "usage": "n/a"})[-1] == Finish("stop", None)
+
+
+def test_non_string_finish_reason_call_id_and_name() -> None:
+    assert decode(sse(chunk({"content": "a"}, 1)))[-1] == Finish("stop", None)
+    assert decode_completion({"choices": [{"message": {"content": "a"}, "finish_reason": 7}]})[-1] == Finish("stop", None)
+    events = decode(sse(calls({"index": 0, "id": 42, "type": "function", "function": {"name": 5, "arguments": "{}"}}), chunk({}, "tool_calls")))
+    start = next(e for e in events if isinstance(e, ToolCallStart))
+    assert (start.call_id, start.name) == ("42", "5")
+    assert events[-1] == Finish("tool_calls", None)

@@ -68,17 +68,30 @@ def invalid_response(name: str, detail: str) -> ApiError:
     )
 
 
-def parse_usage(usage: dict[str, Any]) -> Usage:
-    """OpenAI usage (with DeepSeek's cache-hit spelling as a fallback) → neutral ``Usage``."""
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
-    cached = prompt_details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
+def _tokens(obj: Any, key: str) -> int:
+    """A token count of an upstream's usage object: an integer (``12.0`` too), else 0."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else 0
+
+
+def parse_usage(usage: Any) -> Usage | None:
+    """OpenAI usage (with DeepSeek's cache-hit spelling as a fallback) → neutral ``Usage``
+    (None for a ``usage`` that is not an object)."""
+    if not isinstance(usage, dict):
+        return None
     return Usage(
-        input_tokens=usage.get("prompt_tokens") or 0,
-        output_tokens=usage.get("completion_tokens") or 0,
-        cached_tokens=cached,
-        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
+        input_tokens=_tokens(usage, "prompt_tokens"),
+        output_tokens=_tokens(usage, "completion_tokens"),
+        cached_tokens=_tokens(usage.get("prompt_tokens_details"), "cached_tokens") or _tokens(usage, "prompt_cache_hit_tokens"),
+        reasoning_tokens=_tokens(usage.get("completion_tokens_details"), "reasoning_tokens"),
     )
+
+
+def _reason(raw: Any) -> str:
+    """A truthy ``finish_reason`` as text (a server's non-string one is an ordinary stop)."""
+    return raw if isinstance(raw, str) else "stop"
 
 
 def _text_of(content: Any) -> str:
@@ -263,7 +276,7 @@ class ChatStreamDecoder:
                             self._delta(delta)
                     reason = choice.get("finish_reason")
                     if reason:
-                        self.finish_reason = reason
+                        self.finish_reason = _reason(reason)
         usage = obj.get("usage")
         if not usage and self.finish_reason is not None:
             # Groq: the streamed usage is in ``x_groq.usage`` of the finish chunk (only looked
@@ -289,7 +302,8 @@ class ChatStreamDecoder:
 
     def _call_for(self, piece: dict[str, Any]) -> _Call:
         index = piece.get("index")
-        call_id = piece.get("id")
+        raw_id = piece.get("id")
+        call_id = raw_id if raw_id is None or isinstance(raw_id, str) else str(raw_id)
         if index is None:
             if call_id and call_id in self._by_id:
                 return self._by_id[call_id]
@@ -313,7 +327,7 @@ class ChatStreamDecoder:
         function = piece.get("function") or {}
         name = function.get("name")
         if name and not call.name:
-            call.name = name
+            call.name = name if isinstance(name, str) else str(name)
         args = function.get("arguments")
         if args is not None and type(args) is not str:
             args = orjson.dumps(args).decode()  # some servers send an object
@@ -467,7 +481,7 @@ def _complete(call: _Call) -> bool:
     return True
 
 
-def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[ModelEvent]:
+def decode_completion(obj: Any, name: str = "openai-chat") -> list[ModelEvent]:
     """Events for one non-streamed ``chat.completion`` object (same ordering as the stream)."""
     if not isinstance(obj, dict):
         raise invalid_response(name, "the body is not a JSON object")
@@ -485,13 +499,13 @@ def decode_completion(obj: dict[str, Any], name: str = "openai-chat") -> list[Mo
         # No tool calls (most answers): the events without a decoder's call bookkeeping.
         _content_events(message, out, logprobs)
         usage = obj.get("usage")
-        reason = _finish_reason(choice.get("finish_reason") or "stop", False, name)
+        reason = _finish_reason(_reason(choice.get("finish_reason") or "stop"), False, name)
         out.append(Finish(reason, parse_usage(usage) if usage else None))
         return out
     decoder = ChatStreamDecoder(name)
     decoder._out = out
     decoder._delta(message, logprobs)
-    decoder.finish_reason = choice.get("finish_reason") or "stop"
+    decoder.finish_reason = _reason(choice.get("finish_reason") or "stop")
     if obj.get("usage"):
         decoder.usage = parse_usage(obj["usage"])
     decoder.done = True
