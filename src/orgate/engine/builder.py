@@ -289,8 +289,8 @@ class ResponseBuilder:
             case ReasoningStart():
                 self._open_reasoning()  # closes the open item, a reasoning one too
             case ReasoningEncrypted(data=data):
-                item = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
-                item.encrypted = data
+                reasoning = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
+                reasoning.encrypted = data
                 self.sealed_reasoning = True
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")

@@ -17,6 +17,11 @@ class _Entropy:
         self.buffer = b""
         self.offset = 0
 
+    def reset(self) -> None:
+        """Forget the bytes read so far (a forked child must never reuse its parent's)."""
+        self.buffer = b""
+        self.offset = 0
+
     def take(self, size: int) -> bytes:
         if self.offset + size > len(self.buffer):
             self.buffer = os.urandom(4096)
@@ -27,7 +32,7 @@ class _Entropy:
 
 
 _ENTROPY = _Entropy()
-os.register_at_fork(after_in_child=lambda: _ENTROPY.__init__())  # a child never reuses its parent's bytes
+os.register_at_fork(after_in_child=_ENTROPY.reset)
 
 
 def new_id(prefix: str) -> str:
