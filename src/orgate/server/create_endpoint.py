@@ -34,7 +34,7 @@ from orgate.server.body import (
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import encode_headers, send_error, send_json
 from orgate.server.observability import RequestInfo, current_request, note_model
-from orgate.server.sse import DONE, frame, openai_frame
+from orgate.server.sse import DONE, frame, openai_frame, then_done
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class CreateResponse:
         if body.background:
             services.background.start(stream, self.frame)
             if body.stream:
-                await send_sse(send, subscribe_frames(services, stream.response_id), stream.headers, watch)
+                await send_sse(send, then_done(services.background.subscribe(stream.response_id)), stream.headers, watch)
             else:
                 await send_json(send, 200, orjson.dumps(stream.builder.snapshot()), stream.headers)
             return
@@ -211,10 +211,3 @@ def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
     if from_body is not None and from_header is not None:
         return from_body.merged(from_header)
     return from_body or from_header
-
-
-async def subscribe_frames(services: Services, response_id: str) -> AsyncIterator[bytes]:
-    """The SSE frames of a running background response, then ``[DONE]`` (also ``GET ?stream=true``)."""
-    async for chunk in services.background.subscribe(response_id):
-        yield chunk
-    yield DONE

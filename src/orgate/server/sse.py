@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -63,3 +64,10 @@ def frame(event: dict[str, Any]) -> bytes:
     kind = event["type"]
     prefix = _PREFIXES.get(kind) or b"event: " + kind.encode() + b"\ndata: "
     return b"".join((prefix, orjson.dumps(event), b"\n\n"))
+
+
+async def then_done(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``frames`` (e.g. a running background response's, which end with its terminal event), then ``[DONE]``."""
+    async for chunk in frames:
+        yield chunk
+    yield DONE

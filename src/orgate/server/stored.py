@@ -32,9 +32,8 @@ from orgate.engine.context import as_item_field, is_private, listed_item
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, invalid_request, not_found
 from orgate.server.body import read_json
-from orgate.server.create_endpoint import subscribe_frames
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
-from orgate.server.sse import DONE
+from orgate.server.sse import DONE, then_done
 from orgate.store import ItemsPage, ResponseStore, StoreError
 from orgate.store.base import Order
 
@@ -65,7 +64,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                     raise _missing(response_id)
                 if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
                     # Still running here: replay its frames so far, then follow it live.
-                    frames = subscribe_frames(services, response_id)
+                    frames = then_done(services.background.subscribe(response_id))
                     if after >= 0:
                         frames = _frames_after(frames, after)
                     return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
