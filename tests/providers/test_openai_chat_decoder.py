@@ -653,7 +653,8 @@ def test_a_completion_body_that_is_not_an_object_is_a_502(body: Any) -> None:
 
 def test_usage_counts_as_floats_or_garbage_and_usage_not_an_object() -> None:
     usage = {"prompt_tokens": 12.0, "completion_tokens": "7", "prompt_tokens_details": {"cached_tokens": 4.5}, "completion_tokens_details": []}
-    assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=usage)))[-1] == Finish("stop", Usage(12, 0, 0, 0))
+    finish = decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=usage)))[-1]
+    assert finish == Finish("stop", Usage(12, 0, 0, 0)) and type(finish.usage.input_tokens) is int  # type: ignore[attr-defined]
     assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=[1, 2])))[-1] == Finish("stop", None)
     body = {"choices": [{"message": {"content": "a"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2}}
     assert decode_completion(body)[-1] == Finish("stop", Usage(3, 2, 0, 0))

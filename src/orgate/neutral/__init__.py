@@ -22,6 +22,7 @@ from orgate.neutral.events import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
+    token_count,
 )
 from orgate.neutral.items import EXTENSION_ITEM_TYPE, OpaqueItem, extension_wire, origin_of
 from orgate.neutral.request import ModelRequest, Provider, TextFormat
@@ -46,6 +47,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStart",
     "Usage",
+    "token_count",
     "batches",
     "one_by_one",
     "extension_wire",

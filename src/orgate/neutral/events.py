@@ -45,6 +45,15 @@ class Usage:
         )
 
 
+def token_count(usage: Any, key: str) -> int:
+    """A token count from an upstream's usage object (any JSON): an integer (``12.0`` too),
+    else 0 — a response's usage has integers only."""
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else 0
+
+
 @dataclass(slots=True)
 class TextDelta:
     """A piece of assistant output text; ``logprobs``: its tokens' log probabilities in the

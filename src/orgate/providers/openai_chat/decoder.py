@@ -36,6 +36,7 @@ from orgate.neutral import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
+    token_count,
 )
 from orgate.neutral.logprobs import LogProb, logprob_list
 from orgate.protocol.errors import SERVER_ERROR, ApiError
@@ -68,24 +69,16 @@ def invalid_response(name: str, detail: str) -> ApiError:
     )
 
 
-def _tokens(obj: Any, key: str) -> int:
-    """A token count of an upstream's usage object: an integer (``12.0`` too), else 0."""
-    value = obj.get(key) if isinstance(obj, dict) else None
-    if isinstance(value, int):
-        return value
-    return int(value) if isinstance(value, float) and value.is_integer() else 0
-
-
 def parse_usage(usage: Any) -> Usage | None:
     """OpenAI usage (with DeepSeek's cache-hit spelling as a fallback) → neutral ``Usage``
     (None for a ``usage`` that is not an object)."""
     if not isinstance(usage, dict):
         return None
     return Usage(
-        input_tokens=_tokens(usage, "prompt_tokens"),
-        output_tokens=_tokens(usage, "completion_tokens"),
-        cached_tokens=_tokens(usage.get("prompt_tokens_details"), "cached_tokens") or _tokens(usage, "prompt_cache_hit_tokens"),
-        reasoning_tokens=_tokens(usage.get("completion_tokens_details"), "reasoning_tokens"),
+        input_tokens=token_count(usage, "prompt_tokens"),
+        output_tokens=token_count(usage, "completion_tokens"),
+        cached_tokens=token_count(usage.get("prompt_tokens_details"), "cached_tokens") or token_count(usage, "prompt_cache_hit_tokens"),
+        reasoning_tokens=token_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
     )
 
 

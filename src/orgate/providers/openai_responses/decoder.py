@@ -57,6 +57,7 @@ from orgate.neutral import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
+    token_count,
 )
 from orgate.neutral.logprobs import logprob_list
 from orgate.protocol.errors import SERVER_ERROR, ApiError
@@ -86,15 +87,11 @@ def usage_of(response: Any) -> Usage | None:
     if not isinstance(usage, dict):
         return None
 
-    def num(obj: Any, key: str) -> int:
-        value = obj.get(key) if isinstance(obj, dict) else None
-        return value if isinstance(value, int) else 0
-
     return Usage(
-        input_tokens=num(usage, "input_tokens"),
-        output_tokens=num(usage, "output_tokens"),
-        cached_tokens=num(usage.get("input_tokens_details"), "cached_tokens"),
-        reasoning_tokens=num(usage.get("output_tokens_details"), "reasoning_tokens"),
+        input_tokens=token_count(usage, "input_tokens"),
+        output_tokens=token_count(usage, "output_tokens"),
+        cached_tokens=token_count(usage.get("input_tokens_details"), "cached_tokens"),
+        reasoning_tokens=token_count(usage.get("output_tokens_details"), "reasoning_tokens"),
     )
 
 
