@@ -22,6 +22,12 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 
 
+# How long a server may take to answer /healthz. Generous on purpose: on a loaded 2-core machine
+# a cold start (imports, store migration) can take far longer than on an idle one, and a start
+# that fails outright is reported at once through the process's exit, not by this deadline.
+START_TIMEOUT = float(os.environ.get("ORGATE_TEST_START_TIMEOUT", "120"))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -48,7 +54,7 @@ class OrgateServer:
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def start(self, timeout: float = 20.0) -> OrgateServer:
+    def start(self, timeout: float = START_TIMEOUT) -> OrgateServer:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "orgate.cli", "serve", "--config", str(self.config_path), "--port", str(self.port)],

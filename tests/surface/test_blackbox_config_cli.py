@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server_process import REPO
+from tests.server_process import REPO, START_TIMEOUT
 
 SECRET = "hunter2-not-to-be-printed"
 
@@ -234,7 +234,7 @@ def _start(tmp_path: Path, *args: str, env: dict[str, str | None] | None = None)
         cwd=tmp_path,
         env=_environ(tmp_path, env),
     )
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")
         if proc.poll() is not None:
