@@ -71,12 +71,18 @@ class ServerSettings(_Section):
 
 
 class ApiKeySettings(_Section):
-    """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of the key."""
+    """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of the key.
 
-    name: str = "default"
+    ``name`` is required (``AuthSettings`` says which entry lacks it): it names the key in rate
+    limits and logs and is its tenant unless ``tenant`` says otherwise. Keys share a tenant only
+    when each names it (a key rotated with an old and a new secret). ``admin`` keys see every
+    tenant's review queue entries."""
+
+    name: str | None = None
     key: str | None = None
     sha256: str | None = None
     tenant: str | None = None  # defaults to the name
+    admin: bool = False
     models: list[str] | None = None  # allowed models; None = all
     rpm: int | None = Field(None, ge=1)  # model calls per minute; None = unlimited
     tpm: int | None = Field(None, ge=1)  # tokens (input + output) per minute; None = unlimited
@@ -92,9 +98,59 @@ class ApiKeySettings(_Section):
 
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
+#: The tenant of the one key of a configuration that lists a single plain key.
+SINGLE_KEY_TENANT = "default"
+
+
+def key_label(entry: str | ApiKeySettings) -> str:
+    """How an error names a configured key without its secret: its ``env:NAME``, its name, or
+    the start of its digest; a literal key is never shown."""
+    if isinstance(entry, ApiKeySettings):
+        if entry.name:
+            return f"name {entry.name!r}"
+        if entry.key and entry.key.startswith("env:"):
+            return entry.key
+        return f"sha256 {entry.sha256[:8]}…" if entry.sha256 else "a literal key"
+    return entry if entry.startswith("env:") else "a literal key"
+
+
+def tenancy_problems(entries: list[str | ApiKeySettings]) -> list[str]:
+    """Why these keys' tenants would depend on anything but explicit names: a plain key among
+    several (its tenant would be its position), a table without a name, a name used twice."""
+    problems: list[str] = []
+    plain = [f"[{index}] ({key_label(entry)})" for index, entry in enumerate(entries) if isinstance(entry, str)]
+    if plain and len(entries) > 1:
+        problems.append(
+            f"{', '.join(plain)}: a plain key is accepted only as the only entry (tenant "
+            f"{SINGLE_KEY_TENANT!r}); with several keys write each as a table "
+            '{ name = "...", key = "env:..." }, so that its tenant is its name and not its position'
+        )
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        if isinstance(entry, str):
+            continue
+        where = f"[{index}] ({key_label(entry)})"
+        if not entry.name or not entry.name.strip():
+            problems.append(f'{where} needs a `name` (its tenant, unless `tenant` is set): {{ name = "...", key = ... }}')
+            continue
+        if entry.tenant is not None and not entry.tenant.strip():
+            problems.append(f"{where}: `tenant` must not be empty")
+        if entry.name in seen:
+            problems.append(f"{where}: the name is already auth.api_keys[{seen[entry.name]}]'s; names must be unique")
+        seen.setdefault(entry.name, index)
+    return problems
+
 
 class AuthSettings(_Section):
     api_keys: list[str | ApiKeySettings] = Field(default_factory=lambda: ["env:ORGATE_API_KEY"])
+
+    @field_validator("api_keys")
+    @classmethod
+    def _explicit_tenants(cls, entries: list[str | ApiKeySettings]) -> list[str | ApiKeySettings]:
+        problems = tenancy_problems(entries)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return entries
 
 
 class RateLimitSettings(_Section):
@@ -597,6 +653,7 @@ class ResolvedKey(BaseModel):
     sha256: bytes | None  # digest, when configured as a hash
     models: tuple[str, ...] | None
     generated: bool = False
+    admin: bool = False
     rpm: int | None = None
     tpm: int | None = None
 
@@ -614,18 +671,20 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
         if isinstance(entry, str):
             # a key the configuration names must exist; only ORGATE_API_KEY may be unset (a key is then generated)
             value = resolve_secret(entry, where=where, required=entry != _DEFAULT_KEY_REF, environ=env)
-            if value:
-                keys.append(ResolvedKey(name=f"key{index}", tenant=f"key{index}", secret=value.encode(), sha256=None, models=None))
+            if value:  # the only entry (AuthSettings refuses a plain key among several)
+                keys.append(ResolvedKey(name=SINGLE_KEY_TENANT, tenant=SINGLE_KEY_TENANT, secret=value.encode(), sha256=None, models=None))
             continue
         required = entry.key != _DEFAULT_KEY_REF and not entry.sha256
         secret = resolve_secret(entry.key, where=where, required=required, environ=env) if entry.key else None
         digest = bytes.fromhex(entry.sha256) if entry.sha256 else None
         if secret is None and digest is None:
             continue
+        assert entry.name  # AuthSettings refuses a table without a name
         keys.append(
             ResolvedKey(
                 name=entry.name,
                 tenant=entry.tenant or entry.name,
+                admin=entry.admin,
                 secret=secret.encode() if secret else None,
                 sha256=digest,
                 models=tuple(entry.models) if entry.models is not None else None,
@@ -635,6 +694,11 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
         )
     extra = env.get("ORGATE_API_KEY")
     if extra and not any(k.secret == extra.encode() for k in keys):
+        if any("ORGATE_API_KEY" in (k.name, k.tenant) for k in keys):
+            raise ConfigError(
+                "auth.api_keys: a key is named ORGATE_API_KEY, the name of the key that the variable "
+                "ORGATE_API_KEY adds; rename it or set it as that key (key = \"env:ORGATE_API_KEY\")"
+            )
         keys.append(ResolvedKey(name="ORGATE_API_KEY", tenant="ORGATE_API_KEY", secret=extra.encode(), sha256=None, models=None))
     if not keys:
         generated = "sk-orgate-" + secrets.token_urlsafe(24)

@@ -94,10 +94,14 @@ def test_numeric_environment_values_of_string_keys_are_kept_as_strings(tmp_path:
 
 
 def test_a_list_of_keys_from_the_environment(tmp_path: Path) -> None:
+    # several keys are tables with names (a plain key's tenant would be its position)
+    raw = '[{"name": "a", "key": "k1"}, {"name": "b", "key": "k2"}]'
+    settings = load_settings(None, environ={"ORGATE_AUTH__API_KEYS": raw})
+    keys = {key.secret: key.tenant for key in resolve_api_keys(settings, environ={})}
+    assert keys == {b"k1": "a", b"k2": "b"}
     for raw in ('["k1", "k2"]', "k1,k2", "k1, k2"):
-        settings = load_settings(None, environ={"ORGATE_AUTH__API_KEYS": raw})
-        secrets = {key.secret for key in resolve_api_keys(settings, environ={})}
-        assert secrets == {b"k1", b"k2"}, raw
+        with pytest.raises(ConfigError, match="plain key is accepted only as the only entry"):
+            load_settings(None, environ={"ORGATE_AUTH__API_KEYS": raw})
 
 
 def test_a_model_entry_is_overridden_by_its_index(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_an_invalid_sha256_key_digest_is_refused(tmp_path: Path, busy_port: int)
 
 
 def test_an_api_key_from_an_unset_variable_is_refused(tmp_path: Path, busy_port: int) -> None:
-    config = '[auth]\napi_keys = ["env:ORGATE_AUDIT_TEAM_KEY", { name = "b", key = "env:ORGATE_AUDIT_TEAM_B" }]\n'
+    config = '[auth]\napi_keys = [{ name = "a", key = "env:ORGATE_AUDIT_TEAM_KEY" }, { name = "b", key = "env:ORGATE_AUDIT_TEAM_B" }]\n'
     refused(serve_refused(tmp_path, config, busy_port, env={"ORGATE_AUDIT_TEAM_B": SECRET}), 2, "auth.api_keys[0]", "ORGATE_AUDIT_TEAM_KEY", "not set")
     stderr = refused(serve_refused(tmp_path, config, busy_port, env={"ORGATE_AUDIT_TEAM_KEY": SECRET}), 2, "auth.api_keys[1]", "ORGATE_AUDIT_TEAM_B")
     assert SECRET not in stderr

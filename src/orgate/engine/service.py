@@ -61,11 +61,13 @@ MODEL_OUTPUT_FAILURES = frozenset({"structured_output_invalid", "invalid_tool_ar
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: the API key's name, its tenant, and the models it may use (None = all)."""
+    """Who is asking: the API key's name, its tenant, the models it may use (None = all), and
+    whether it is an admin key (sees every tenant where a route says so: the review queue)."""
 
     key_name: str
     tenant: str
     models: tuple[str, ...] | None = None
+    admin: bool = False
 
 
 ProviderFactory = Callable[[Deployment], Provider]

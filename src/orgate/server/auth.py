@@ -61,4 +61,4 @@ class Authenticator:
                 match = key
         if match is None:
             raise ApiError(401, "Incorrect API key provided.", type=AUTHENTICATION, code="invalid_api_key")
-        return Caller(key_name=match.name, tenant=match.tenant, models=match.models)
+        return Caller(key_name=match.name, tenant=match.tenant, models=match.models, admin=match.admin)

@@ -93,6 +93,10 @@ class SessionBusy(StoreError):
 # --------------------------------------------------------------------------- records
 
 
+class TenantInUse(StoreError):
+    """A tenant rename that would merge two tenants, or move a response still being written."""
+
+
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
     """One stored response. Times are Unix seconds."""
@@ -568,6 +572,19 @@ class ResponseStore(abc.ABC):
     @abc.abstractmethod
     async def stats(self) -> StoreStats:
         """Counts of responses (by status), items, sessions and events."""
+
+    # -- tenants
+
+    @abc.abstractmethod
+    async def tenants(self) -> dict[str, int]:
+        """Every tenant that holds responses or sessions, with its number of responses."""
+
+    @abc.abstractmethod
+    async def rename_tenant(self, old: str, new: str) -> int:
+        """Give tenant ``old``'s responses, items, events and sessions to ``new``, in one
+        transaction; returns the number of responses moved. ``StoreError`` when ``new``
+        already holds data (two tenants' data are never merged) or ``old`` has a response
+        in progress (a server still running for it)."""
 
     @abc.abstractmethod
     async def close(self) -> None:

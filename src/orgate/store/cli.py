@@ -1,4 +1,4 @@
-"""``orgate store stats|prune``: inspect and trim the response store.
+"""``orgate store stats|prune|tenants|rename-tenant``: inspect, trim and re-tenant the response store.
 
 ``register(subparsers)`` adds the ``store`` command to orgate's argparse tree. Each
 leaf sets ``func``: a callable taking the parsed ``argparse.Namespace`` and returning
@@ -63,6 +63,22 @@ def register(subparsers: Any) -> None:
     )
     prune.set_defaults(func=run_prune)
 
+    tenants = commands.add_parser("tenants", help="list the tenants that hold data, with their response counts")
+    tenants.add_argument("--url", default=None, help=url_help)
+    tenants.add_argument("--config", default=None, help=config_help)
+    tenants.add_argument("--json", action="store_true", help="print JSON")
+    tenants.set_defaults(func=run_tenants)
+
+    rename = commands.add_parser(
+        "rename-tenant",
+        help="give one tenant's responses, items and sessions to a new tenant name (servers stopped)",
+    )
+    rename.add_argument("old", help="the tenant name the data is stored under")
+    rename.add_argument("new", help="the tenant name to store it under (must hold no data)")
+    rename.add_argument("--url", default=None, help=url_help)
+    rename.add_argument("--config", default=None, help=config_help)
+    rename.set_defaults(func=run_rename_tenant)
+
 
 def _url(args: argparse.Namespace) -> str | None:
     """--url, then $ORGATE_STORE_URL; ``orgate`` (cli.py) fills ``--url`` from the configuration's
@@ -109,6 +125,44 @@ async def _prune(url: str | None, older_than: float) -> int:
         return await store.prune(older_than=older_than)
     finally:
         await store.close()
+
+
+async def _on_store(url: str | None, operation: str, *args: Any) -> Any:
+    store = await open_store(url, heartbeat_interval=0)
+    try:
+        return await getattr(store, operation)(*args)
+    finally:
+        await store.close()
+
+
+def run_tenants(args: argparse.Namespace) -> int:
+    """``orgate store tenants``."""
+    try:
+        tenants: dict[str, int] = asyncio.run(_on_store(_url(args), "tenants"))
+    except (StoreError, ValueError) as exc:
+        print(f"orgate store tenants: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        sys.stdout.write(orjson.dumps(tenants, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        for tenant, count in tenants.items():
+            print(f"{tenant}\t{count} response(s)")
+    return 0
+
+
+def run_rename_tenant(args: argparse.Namespace) -> int:
+    """``orgate store rename-tenant OLD NEW``."""
+    if not args.new.strip() or args.old == args.new:
+        print("orgate store rename-tenant: NEW must be a non-empty name other than OLD", file=sys.stderr)
+        return 2
+    url = _url(args)
+    try:
+        moved = asyncio.run(_on_store(url, "rename_tenant", args.old, args.new))
+    except (StoreError, ValueError) as exc:
+        print(f"orgate store rename-tenant: {exc}", file=sys.stderr)
+        return 1
+    print(f"tenant {args.old!r} is now {args.new!r}: {moved} response(s) moved in {describe_url(url)}")
+    return 0
 
 
 def run_stats(args: argparse.Namespace) -> int:

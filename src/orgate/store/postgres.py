@@ -41,6 +41,7 @@ from orgate.store.base import (
     StoreError,
     StoreStats,
     StoreUnavailable,
+    TenantInUse,
     UnknownResponse,
     check_order,
     live_owners,
@@ -660,6 +661,38 @@ class PostgresStore(ResponseStore):
         cutoff = now - older_than
         row = await self._fetchrow(_PRUNE, cutoff, now, self.owner_id, min(cutoff, now - 86400))
         return row[0] if row is not None else 0
+
+    async def tenants(self) -> dict[str, int]:
+        async def read(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            self.query_count += 1
+            return await conn.fetch(
+                """SELECT tenant, sum(n)::bigint AS n FROM (
+                    SELECT tenant, count(*) AS n FROM responses GROUP BY tenant
+                    UNION ALL SELECT DISTINCT tenant, 0 FROM sessions
+                ) AS t GROUP BY tenant ORDER BY tenant"""
+            )
+
+        return {row["tenant"]: int(row["n"]) for row in await self._call(read)}
+
+    async def rename_tenant(self, old: str, new: str) -> int:
+        async def move(conn: asyncpg.Connection) -> int:
+            self.query_count += 7
+            # Every row of both tenants is locked first: a save that races the rename waits for it.
+            await conn.execute("LOCK TABLE responses, items, response_events, sessions IN SHARE ROW EXCLUSIVE MODE")
+            if await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS (SELECT 1 FROM sessions WHERE tenant = $1)", new
+            ):
+                raise TenantInUse(f"tenant {new!r} already holds data: two tenants' data are never merged")
+            if await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1 AND status IN ('queued', 'in_progress'))", old
+            ):
+                raise TenantInUse(f"tenant {old!r} has a response in progress: stop the servers that use this store first")
+            moved = await conn.execute("UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old)
+            for table in ("items", "response_events", "sessions"):
+                await conn.execute(f"UPDATE {table} SET tenant = $1 WHERE tenant = $2", new, old)  # noqa: S608 - fixed names
+            return int(moved.split()[-1])
+
+        return await self._in_tx(move)
 
     async def stats(self) -> StoreStats:
         async def read(conn: asyncpg.Connection) -> tuple[dict[str, int], asyncpg.Record, int]:

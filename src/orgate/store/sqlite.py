@@ -42,6 +42,7 @@ from orgate.store.base import (
     StoreError,
     StoreStats,
     StoreUnavailable,
+    TenantInUse,
     UnknownResponse,
     check_order,
     derived_location,
@@ -838,6 +839,36 @@ class SqliteStore(ResponseStore):
             (self.owner_id, min(cutoff, now - 86400)),
         )
         return len(doomed)
+
+    async def tenants(self) -> dict[str, int]:
+        rows = await self._run(
+            Kind.READ,
+            lambda: self._x(
+                """SELECT tenant, sum(n) FROM (
+                    SELECT tenant, count(*) AS n FROM responses GROUP BY tenant
+                    UNION ALL SELECT tenant, 0 FROM sessions GROUP BY tenant
+                ) GROUP BY tenant ORDER BY tenant"""
+            ).fetchall(),
+        )
+        return {tenant: int(n) for tenant, n in rows}
+
+    async def rename_tenant(self, old: str, new: str) -> int:
+        return await self._run(Kind.WRITE, self._rename_tenant_sync, old, new)
+
+    def _rename_tenant_sync(self, old: str, new: str) -> int:
+        if self._x(
+            "SELECT 1 FROM responses WHERE tenant = ? UNION ALL SELECT 1 FROM sessions WHERE tenant = ? LIMIT 1",
+            (new, new),
+        ).fetchone():
+            raise TenantInUse(f"tenant {new!r} already holds data: two tenants' data are never merged")
+        if self._x(
+            "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', 'in_progress') LIMIT 1", (old,)
+        ).fetchone():
+            raise TenantInUse(f"tenant {old!r} has a response in progress: stop the servers that use this store first")
+        moved = self._x("UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)).rowcount
+        for table in ("item_ids", "response_events", "sessions"):
+            self._x(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
+        return int(moved)
 
     async def stats(self) -> StoreStats:
         return await self._run(Kind.READ, self._stats_sync)
