@@ -25,4 +25,7 @@ fi
 .venv/bin/ruff check src tests bench
 .venv/bin/lint-imports
 
+# orgate installed exactly as the README says (fresh venv, no extras), smoke-tested from outside.
+bash scripts/install-smoke.sh
+
 .venv/bin/python -m pytest -q -n 2 "$@"

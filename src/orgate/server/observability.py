@@ -633,10 +633,7 @@ def setup_tracing(enabled: bool, service_name: str = "orgate", endpoint: str | N
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise SystemExit(
-            "orgate: [tracing] enabled = true needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http "
-            f"(pip install them): {exc}"
-        ) from None
+        raise SystemExit(f"orgate: [tracing] enabled = true needs OpenTelemetry ({exc.name}): pip install 'orgate[otel]'") from None
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
     provider.add_span_processor(BatchSpanProcessor(exporter))

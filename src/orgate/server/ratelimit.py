@@ -186,10 +186,13 @@ class RedisLimiter:
     """The same buckets in Redis, shared by every process that uses the same ``redis_url`` and ``prefix``."""
 
     def __init__(self, limits: dict[str, KeyLimits], url: str, prefix: str = "orgate:rl") -> None:
-        import redis.asyncio as aioredis  # optional dependency, imported only when [ratelimit] redis_url is set
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError as RedisConnectionError
+        try:  # optional dependency, imported only when [ratelimit] redis_url is set
+            import redis.asyncio as aioredis
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+            from redis.exceptions import ConnectionError as RedisConnectionError
+        except ImportError:
+            raise SystemExit("orgate: [ratelimit] redis_url needs redis: pip install 'orgate[redis]'") from None
 
         self.limits = limits
         self.prefix = prefix

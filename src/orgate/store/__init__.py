@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from orgate.store.base import (
     ItemsPage,
@@ -92,13 +93,20 @@ def check_url(url: str | None) -> None:
     )
 
 
+def redact(url: str) -> str:
+    """The URL with its password replaced by ``***`` (here, not in the PostgreSQL module, so that
+    a ``postgresql://`` URL can be named in an error when asyncpg is not installed)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
+
+
 def describe_url(url: str | None) -> str:
     """A printable form of the store URL (password hidden, default path resolved)."""
     if not url:
         return f"sqlite://{default_sqlite_path()}"
     if _is_postgres(url):
-        from orgate.store.postgres import redact  # noqa: PLC0415 - keep asyncpg optional
-
         return redact(url)
     return f"sqlite://{sqlite_path(url)}"
 

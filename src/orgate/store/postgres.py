@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from orgate.store import redact
 from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
@@ -180,15 +181,6 @@ WITH doomed AS (
 )
 SELECT count(*)::integer FROM doomed
 """
-
-
-def redact(url: str) -> str:
-    """The URL with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _split_options(url: str) -> tuple[str, int]:
