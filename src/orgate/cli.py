@@ -1,9 +1,10 @@
 """The ``orgate`` command: ``serve`` and the tools (``gate``, ``diff``, ``store``, ``schema``, ``review``).
 
-``orgate serve [--config FILE] [--host H] [--port P]`` loads the settings,
-prints a start-up banner (URL, models, API key if one was generated, and
-copy-pasteable ``curl`` and ``openai`` SDK examples) and runs one uvicorn
-worker on uvloop + httptools.
+``orgate serve [--config FILE] [--host H] [--port P] [--workers N|auto]`` loads the
+settings, prints a start-up banner (URL, models, API key if one was generated, and
+copy-pasteable ``curl`` and ``openai`` SDK examples) and runs one uvicorn server on
+uvloop + httptools, or N of them in worker processes under a supervisor
+(``orgate.server.workers``).
 """
 
 from __future__ import annotations
@@ -98,7 +99,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"orgate: warning: {warning}", file=sys.stderr)
     # Before the banner, so that a server that cannot start says why in one line (exit 1) instead
     # of printing a banner, then a traceback from inside uvicorn.
-    problem = _check_store(settings)
+    from orgate.server.workers import worker_context
+
+    worker = worker_context()  # set when this process is one worker of `serve --workers N`
+    workers = 1 if worker else args.workers
+    problem = _check_store(settings) if worker is None else None
+    if problem is None and workers > 1:
+        problem = _workers_problem(settings)
     if problem:
         print(f"orgate: {problem}", file=sys.stderr)
         return 1
@@ -108,6 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from orgate.server.app import build_services, create_app
     from orgate.server.http_protocol import OrgateHttpProtocol
     from orgate.server.observability import configure_logging
+    from orgate.server.workers import worker_server
 
     configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
     try:
@@ -116,18 +124,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"orgate: {exc}", file=sys.stderr)
         return 2
     try:
-        sockets = listen_sockets(settings.server.host, settings.server.port)
+        sockets = worker.sockets() if worker else listen_sockets(settings.server.host, settings.server.port, reuse_port=workers > 1)
     except OSError as exc:
         where = f"{settings.server.host}:{settings.server.port}"
         hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
         print(f"orgate: cannot listen on {where}: {exc.strerror or exc}{hint}", file=sys.stderr)
         return 1
     settings.server.port = sockets[0].getsockname()[1]  # the port picked for `port = 0`
+    if workers > 1:
+        print(_banner(settings, services), flush=True)
+        return _supervise(args, settings, services, sockets, workers)
     app = create_app(settings, services=services)
     tune_gc()
     raise_open_files_limit()
-    print(_banner(settings, services), flush=True)
-    log.info("listening on %s", ", ".join(_address(sock) for sock in sockets))
+    if worker is None:
+        print(_banner(settings, services), flush=True)
+        log.info("listening on %s", ", ".join(_address(sock) for sock in sockets))
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -146,7 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ws_max_size=settings.limits.max_body_bytes + 1024,
         timeout_graceful_shutdown=settings.server.drain_timeout,
     )
-    server = uvicorn.Server(config)
+    server = worker_server(config, worker)
     try:
         server.run(sockets=sockets)
     except KeyboardInterrupt:
@@ -155,6 +167,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sock in sockets:
             sock.close()
     return 0 if server.started else 3
+
+
+def _workers_problem(settings: Settings) -> str | None:
+    """Why this server cannot run several workers (None when it can)."""
+    from orgate.server.workers import supports_workers
+    from orgate.store import sqlite_path
+
+    url = settings.store.url or ""
+    if settings.store.enabled and url.startswith("sqlite") and sqlite_path(url) == ":memory:":
+        return "--workers needs a store the processes share: a SQLite file or PostgreSQL, not sqlite://:memory:"
+    return supports_workers()
+
+
+def _supervise(args: argparse.Namespace, settings: Settings, services: Services, first: list[socket.socket], count: int) -> int:
+    """Run ``count`` workers of this command under a supervisor (``orgate.server.workers``)."""
+    from orgate.config import ConfigError, apply_cli_overrides, load_settings
+    from orgate.server.app import build_services
+    from orgate.server.workers import Supervisor, bind_slots, worker_argv
+
+    host, port = settings.server.host, settings.server.port
+    try:
+        slots = [first, *bind_slots(lambda p: listen_sockets(host, p, reuse_port=True), port, count - 1)]
+    except OSError as exc:
+        print(f"orgate: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for sock in first:
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    env = dict(os.environ)
+    key = services.keys[0]
+    if key.generated and key.secret is not None:
+        env["ORGATE_API_KEY"] = key.secret.decode()  # the one key of this run, for every worker
+
+    def check_config() -> str | None:
+        try:
+            fresh = load_settings(args.config)
+            apply_cli_overrides(fresh, host=args.host, port=args.port)
+            build_services(fresh)
+        except ConfigError as exc:
+            return str(exc)
+        if (fresh.server.host, fresh.server.port or port) != (host, port):
+            log.warning("reload: the listen address stays %s:%d (a new one needs a restart)", host, port)
+        return None
+
+    log.info("listening on %s with %d workers", ", ".join(_address(sock) for sock in first), count)
+    supervisor = Supervisor(slots, worker_argv(args.argv, port), drain_timeout=settings.server.drain_timeout, check_config=check_config, env=env)
+    try:
+        return supervisor.run()
+    finally:
+        for sockets in slots:
+            for sock in sockets:
+                sock.close()
 
 
 def _address(sock: socket.socket) -> str:
@@ -182,9 +246,10 @@ def _check_store(settings: Settings) -> str | None:
     return None
 
 
-def listen_sockets(host: str, port: int) -> list[socket.socket]:
+def listen_sockets(host: str, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
     """The bound listening sockets of ``host:port``, as asyncio's ``create_server`` would bind them
     (every address of a name, IPv6 only on its own socket); ``port = 0`` picks one port for all.
+    ``reuse_port``: ``SO_REUSEPORT``, so that several sets may bind the address (workers).
     Raises ``OSError`` (address in use, not an address of this host, unknown name)."""
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -196,6 +261,8 @@ def listen_sockets(host: str, port: int) -> list[socket.socket]:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             if port == 0 and len(sockets) > 1:
@@ -257,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)")
     serve.add_argument("--host", help="listen address (overrides [server] host)")
     serve.add_argument("--port", type=int, help="listen port (overrides [server] port)")
+    serve.add_argument(
+        "--workers",
+        type=_workers_count,
+        default=1,
+        metavar="N|auto",
+        help="worker processes sharing the port (auto: one per core; default 1)",
+    )
     serve.set_defaults(handler=cmd_serve)
     gate_cli.register(sub)
     from orgate.store import cli as store_cli
@@ -265,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     store_cli.register(sub)
     structured_cli.register(sub, review_db=_review_db)
     return parser
+
+
+def _workers_count(text: str) -> int:
+    from orgate.server.workers import workers_count
+
+    return workers_count(text)
 
 
 def _gate_parser() -> argparse.ArgumentParser:
@@ -303,9 +383,10 @@ def _store_url_from_config(args: argparse.Namespace) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    first = (sys.argv[1:] if argv is None else list(argv))[:1]
-    parser = _gate_parser() if first in (["gate"], ["diff"]) else build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = _gate_parser() if argv[:1] in (["gate"], ["diff"]) else build_parser()
     args = parser.parse_args(argv)
+    args.argv = argv  # `serve --workers N` starts its workers with the same arguments
     if getattr(args, "store_command", None):
         refused = _store_url_from_config(args)
         if refused is not None:

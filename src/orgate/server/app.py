@@ -42,6 +42,8 @@ from orgate.server.pipeline import Pipeline
 from orgate.server.ratelimit import RateLimiter, build_limiter
 from orgate.server.stored import stored_routes
 from orgate.server.websocket import websocket_routes
+from orgate.server.worker_metrics import WorkersView, keep_snapshots
+from orgate.server.workers import WorkerContext, worker_context
 from orgate.store import StoreError, describe_url, open_store
 
 log = logging.getLogger("orgate.server")
@@ -65,6 +67,10 @@ class Services:
     pipeline: Pipeline
     http_metrics: HttpMetrics
     limiter: RateLimiter | None = None
+    #: What ``/metrics`` exposes: the registry, or every worker's numbers (``worker_metrics``).
+    metrics_view: Any = None
+    #: This process's part in a multi-worker server (None: a single process).
+    worker: WorkerContext | None = None
     store: Any = None
     background: BackgroundRunner = field(default_factory=BackgroundRunner)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -76,7 +82,9 @@ def build_services(settings: Settings) -> Services:
     metrics = CollectorRegistry()
     pipeline = Pipeline(settings, metrics)
     http_metrics = HttpMetrics(metrics, known_models=table)
-    limiter = build_limiter(keys, settings.ratelimit.redis_url, settings.ratelimit.prefix)
+    worker = worker_context()
+    shared = worker.ratelimit_file if worker else None
+    limiter = build_limiter(keys, settings.ratelimit.redis_url, settings.ratelimit.prefix, shared_path=shared)
     providers = ProviderRegistry(wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
@@ -87,6 +95,8 @@ def build_services(settings: Settings) -> Services:
     return Services(
         extras={KEY_EXTRA: key},
         metrics=metrics,
+        metrics_view=WorkersView(metrics, worker.metrics_dir) if worker else metrics,
+        worker=worker,
         pipeline=pipeline,
         http_metrics=http_metrics,
         limiter=limiter,
@@ -144,6 +154,7 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         maintenance: asyncio.Task[None] | None = None
+        snapshots = asyncio.create_task(keep_snapshots(services.metrics, services.worker.metrics_dir)) if services.worker else None
         if settings.store.enabled:
             try:
                 store = await open_store(settings.store.url)
@@ -159,10 +170,11 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
         try:
             yield
         finally:
-            if maintenance is not None:
-                maintenance.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await maintenance
+            for task in (maintenance, snapshots):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await services.background.aclose()
             await services.providers.aclose()
             if services.limiter is not None:

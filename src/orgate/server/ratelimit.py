@@ -13,7 +13,8 @@ when it finishes, so the token bucket can go below zero and then blocks the key
 until it refills. A refusal is a 429 ``rate_limit_exceeded`` in the spec's
 error shape with ``Retry-After`` (whole seconds).
 
-``LocalLimiter`` keeps the buckets in the process. ``RedisLimiter`` keeps them
+``LocalLimiter`` keeps the buckets in the process; ``SharedLimiter``
+(``ratelimit_shared``) in a file shared by the workers of one ``orgate serve --workers N``. ``RedisLimiter`` keeps them
 in Redis (``[ratelimit] redis_url``) so that every orgate process behind a load
 balancer shares them; each check is one atomic Lua script using Redis' clock.
 If Redis is unreachable the limiter fails open (the request is served, a
@@ -29,6 +30,7 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from orgate.config import resolve_secret
@@ -272,14 +274,21 @@ def limits_of(keys: Iterable[Any]) -> dict[str, KeyLimits]:
     return table
 
 
-def build_limiter(keys: Iterable[Any], redis_url: str | None = None, prefix: str = "orgate:rl") -> RateLimiter | None:
-    """None when no key has a limit; Redis-backed when ``redis_url`` (may be ``env:NAME``) is given, else in-process."""
+def build_limiter(
+    keys: Iterable[Any], redis_url: str | None = None, prefix: str = "orgate:rl", shared_path: Path | None = None
+) -> RateLimiter | None:
+    """None when no key has a limit; Redis-backed when ``redis_url`` (may be ``env:NAME``) is given,
+    else shared by the server's workers through the file ``shared_path`` when given, else in-process."""
     limits = limits_of(keys)
     if not limits:
         return None
     redis_url = resolve_secret(redis_url, where="ratelimit.redis_url")
     if redis_url:
         return RedisLimiter(limits, redis_url, prefix)
+    if shared_path is not None:
+        from orgate.server.ratelimit_shared import SharedLimiter
+
+        return SharedLimiter(limits, shared_path)
     return LocalLimiter(limits)
 
 

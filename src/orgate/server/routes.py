@@ -58,7 +58,7 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         return json_response({"status": "ok"})
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(services.metrics), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(services.metrics_view or services.metrics), media_type=CONTENT_TYPE_LATEST)
 
     async def review_list(request: Request) -> Response:
         authenticate(services, request)
