@@ -35,10 +35,11 @@ def free_port() -> int:
 
 
 class OrgateServer:
-    def __init__(self, config: str = "", *, api_key: str = "test-key", env: dict[str, str] | None = None, port: int | None = None, workdir: str | None = None) -> None:
+    def __init__(self, config: str = "", *, api_key: str = "test-key", env: dict[str, str] | None = None, port: int | None = None, workdir: str | None = None, args: tuple[str, ...] = ()) -> None:
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="orgate-test-"))
         self.port = port or free_port()
         self.api_key = api_key
+        self.args = args  # more `orgate serve` arguments (e.g. --workers 2)
         self.config_path = self.dir / "orgate.toml"
         self.config_path.write_text(config)
         self.log_path = self.dir / "server.log"
@@ -57,7 +58,7 @@ class OrgateServer:
     def start(self, timeout: float = START_TIMEOUT) -> OrgateServer:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orgate.cli", "serve", "--config", str(self.config_path), "--port", str(self.port)],
+            [sys.executable, "-m", "orgate.cli", "serve", "--config", str(self.config_path), "--port", str(self.port), *self.args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
