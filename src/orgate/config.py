@@ -286,6 +286,10 @@ def _check_base_url(value: str | None) -> str | None:
     return value
 
 
+#: How a model's upstream redirects are treated (see providers/http.py, docs/providers.md).
+Redirects = Literal["none", "same-origin"]
+
+
 class DeploymentSettings(_Section):
     """One entry of a model's ``deployments``; unset fields come from the model's own fields."""
 
@@ -299,6 +303,7 @@ class DeploymentSettings(_Section):
     read_timeout: float | None = Field(None, gt=0)
     total_timeout: float | None = Field(None, gt=0)
     max_connections: int | None = Field(None, ge=1)
+    redirects: Redirects | None = None
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
     chat: ChatSettings | None = None  # overrides the model's, key by key
     anthropic: AnthropicSettings | None = None  # the same
@@ -340,6 +345,7 @@ class ModelSettings(_Section):
     read_timeout: float = Field(300.0, gt=0)
     total_timeout: float | None = Field(None, gt=0)
     max_connections: int = Field(256, ge=1)
+    redirects: Redirects = "none"  # or "same-origin": follow a 307 / 308 to the same origin
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
     chat: ChatSettings | None = None  # openai-chat only
     anthropic: AnthropicSettings | None = None  # anthropic only
@@ -763,6 +769,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=model.total_timeout,
             capabilities=_capabilities(model),
             max_connections=model.max_connections,
+            redirects=model.redirects,
             options=_provider_options(model),
         )
         return [Target(deployment, max_concurrency=model.max_concurrency)]
@@ -783,6 +790,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             total_timeout=entry.total_timeout or model.total_timeout,
             capabilities=_capabilities(model, entry),
             max_connections=entry.max_connections or model.max_connections,
+            redirects=entry.redirects or model.redirects,
             options=_provider_options(model, entry),
         )
         targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))

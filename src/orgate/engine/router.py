@@ -57,7 +57,7 @@ RETRY_TYPES = frozenset({SERVER_ERROR, RATE_LIMIT, MODEL_ERROR})
 # Verdicts on the model's output made by orgate itself, not upstream failures: never retried here.
 NOT_UPSTREAM_CODES = frozenset({"invalid_tool_arguments", "tool_choice_violation"})
 # Failures that another deployment may not have, but that asking the same one again cannot fix.
-SAME_DEPLOYMENT_FUTILE = frozenset({"upstream_auth_failed", "upstream_model_not_found"})
+SAME_DEPLOYMENT_FUTILE = frozenset({"upstream_auth_failed", "upstream_model_not_found", "upstream_redirect"})
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]

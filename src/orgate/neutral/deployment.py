@@ -42,6 +42,9 @@ class Deployment:
     total_timeout: float | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
     max_connections: int = 256
+    # "none": an upstream's redirect is an error; "same-origin": a 307 / 308 to the same
+    # scheme, host and port is followed (never one to another origin: it would get the key).
+    redirects: str = "none"
     # The provider's own settings, as configured (``openai-chat``: ``[models.chat]``,
     # ``anthropic``: ``[models.anthropic]``); the provider reads them, the engine never does.
     options: dict[str, Any] = field(default_factory=dict)

@@ -4,7 +4,15 @@
 connection limit (keep-alive pooling, DNS cache, no cookie jar, transparent
 decompression). Sessions are created lazily inside the running event loop and
 closed together by ``await pool.aclose()``. ``open_reply`` is every provider's
-first look at a reply: HTTP errors, web pages, capped JSON bodies, or a stream.
+first look at a reply: HTTP errors, redirects, web pages, capped JSON bodies, or
+a stream.
+
+``post`` is every provider's request: aiohttp's own redirect following is off
+(it would resend the prompt, the API key and the configured headers to wherever
+a ``Location`` points). A deployment with ``redirects = "same-origin"`` follows
+a 307 / 308 (the redirects that keep the method and body) to the same scheme,
+host and port, at most ``MAX_REDIRECTS`` times; every other redirect reaches
+``open_reply``, which answers 502 ``upstream_redirect``.
 
 ``client_error`` translates aiohttp / asyncio exceptions into ``ApiError`` at
 the boundary: refused or reset connections become 502 ``upstream_unavailable``,
@@ -16,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 import orjson
@@ -32,6 +40,11 @@ MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 32 * 1024 * 1024
 
 PoolKey = tuple[str, int]
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+# The redirects that keep the method and the body: the only ones a POST may follow.
+METHOD_KEEPING = frozenset({307, 308})
+MAX_REDIRECTS = 5
 
 
 def origin(base_url: str) -> str:
@@ -111,6 +124,74 @@ class HttpPool:
             await session.close()
 
 
+async def post(
+    session: aiohttp.ClientSession,
+    deployment: Deployment,
+    url: str,
+    *,
+    data: bytes,
+    headers: Mapping[str, str],
+    timeout: aiohttp.ClientTimeout,
+) -> aiohttp.ClientResponse:
+    """POST ``data`` to ``url``; a redirect is followed only as the deployment allows.
+
+    Returns the first reply that is not a redirect to follow (use it as ``async with``):
+    a redirect that is not followed is left for ``open_reply`` to report.
+    """
+    hops = 0
+    while True:
+        resp = await session.post(
+            url, data=data, headers=headers, timeout=timeout, allow_redirects=False
+        )
+        target = _followed(resp, deployment, url) if hops < MAX_REDIRECTS else None
+        if target is None:
+            return resp
+        resp.release()
+        url = target
+        hops += 1
+
+
+def _location(resp: aiohttp.ClientResponse, url: str) -> str | None:
+    """The absolute URL a redirect points to (None without a usable ``Location``)."""
+    location = resp.headers.get("Location")
+    if not location:
+        return None
+    try:
+        return urljoin(url, location)
+    except ValueError:
+        return None
+
+
+def _followed(resp: aiohttp.ClientResponse, deployment: Deployment, url: str) -> str | None:
+    """Where to POST again after ``resp``, or None when it is the reply to read."""
+    if deployment.redirects != "same-origin" or resp.status not in METHOD_KEEPING:
+        return None
+    target = _location(resp, url)
+    if target is None or not target.startswith(("http://", "https://")):
+        return None
+    return target if origin(target) == origin(url) else None
+
+
+def redirected(resp: aiohttp.ClientResponse, deployment: Deployment) -> ApiError:
+    """502 ``upstream_redirect`` for a redirect that was not followed: where it pointed (its
+    origin only: a path or query may hold a token) and why it was not followed."""
+    target = _location(resp, str(resp.url))
+    where = origin(target) if target and target.startswith(("http://", "https://")) else None
+    if where is None:
+        why = "without a usable Location"
+    elif where != origin(str(resp.url)):
+        why = f"to another origin ({where}), which is never followed"
+    elif deployment.redirects != "same-origin":
+        why = f"to {where}; redirects are not followed (the model's `redirects` setting)"
+    elif resp.status not in METHOD_KEEPING:
+        why = f"to {where}; only 307 and 308 keep the POST and its body"
+    else:
+        why = f"to {where} more than {MAX_REDIRECTS} times"
+    return _upstream_error(
+        deployment, 502, f"answered with a redirect (HTTP {resp.status}) {why}", "upstream_redirect"
+    )
+
+
 async def read_capped(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
     """At most ``limit`` bytes of the body, and whether that was all of it.
 
@@ -150,23 +231,26 @@ async def open_reply(
     """The first look at an upstream's reply, shared by the providers.
 
     Raises ``http_error(...)`` for an HTTP error status (its body read to
-    ``MAX_ERROR_BODY``), 502 ``upstream_invalid_response`` for a web page or a
+    ``MAX_ERROR_BODY``), 502 ``upstream_redirect`` for a redirect (``post`` followed
+    those it may), 502 ``upstream_invalid_response`` for a web page or a
     JSON body over ``MAX_JSON_BODY``, ``bad_json(...)`` for a JSON body that does
     not parse. Returns the parsed body of a JSON (non-streamed) reply, else ``STREAM``.
     """
     if resp.status >= 400:
         raise http_error(resp.status, await read_error_body(resp), resp.headers, deployment.name)
+    if resp.status in REDIRECT_STATUSES:
+        raise redirected(resp, deployment)
     content_type = resp.headers.get("Content-Type", "")
     if content_type.startswith("text/event-stream"):
         return STREAM  # what upstreams send
     media = content_type.split(";", 1)[0].strip().lower()
     if media in NOT_A_STREAM:  # a proxy's or a captive portal's page, not an answer
-        raise _invalid(deployment, f"a {media} page instead of an event stream")
+        raise invalid(deployment, f"a {media} page instead of an event stream")
     if "json" not in content_type or "event-stream" in content_type:
         return STREAM
     raw, whole = await read_capped(resp, MAX_JSON_BODY)
     if not whole:
-        raise _invalid(deployment, f"a body larger than {MAX_JSON_BODY} bytes")
+        raise invalid(deployment, f"a body larger than {MAX_JSON_BODY} bytes")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -177,7 +261,7 @@ def _upstream_error(deployment: Deployment, status: int, what: str, code: str) -
     return ApiError(status, f"upstream '{deployment.name}' at {host_of(deployment.base_url)} {what}", type=SERVER_ERROR, code=code)
 
 
-def _invalid(deployment: Deployment, detail: str) -> ApiError:
+def invalid(deployment: Deployment, detail: str) -> ApiError:
     return _upstream_error(deployment, 502, f"sent an invalid response: {detail}", "upstream_invalid_response")
 
 

@@ -4,6 +4,9 @@
 the subclass's ``_event``; an ``ApiError`` raised after some events were
 decoded from the same chunk is held back (``failed``) and raised by the next
 ``feed`` / ``close``, so the events before it still reach the client.
+``recognized`` turns true with the first event of the provider's wire format:
+a body that ends without one was not that format at all (a junk 200), one
+that ends after it without the terminal event was cut short.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ class SseStreamDecoder:
     def __init__(self, name: str) -> None:
         self.name = name
         self.finished = False
+        self.recognized = False  # an event of the wire format was seen (set by the subclass)
         self.skipped: Counter[str] = Counter()
         self._sse = SseParser()
         self._pending: ApiError | None = None

@@ -6,7 +6,8 @@ error reply with the provider's ``http_error``, decodes an
 ``application/json`` reply (an upstream that ignored ``stream: true``) with
 ``decode_json``, and otherwise feeds the SSE bytes to a fresh incremental
 ``decoder()`` until it has finished (or holds an error). A stream that ends
-before the decoder has finished is truncated; after the terminal event the
+before the decoder has finished is truncated, or invalid when not one event of
+the wire format came (a 200 that is not an answer); after the terminal event the
 rest of the body is read (``drain``) so the pooled connection is reused.
 aiohttp / asyncio / OS errors become ``ApiError`` through ``client_error``.
 What the decoder skipped (items with no neutral event) is logged.
@@ -27,7 +28,16 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import STREAM, HttpPool, client_error, open_reply, timeout_for, truncated
+from orgate.providers.http import (
+    STREAM,
+    HttpPool,
+    client_error,
+    invalid,
+    open_reply,
+    post,
+    timeout_for,
+    truncated,
+)
 from orgate.providers.upstream_errors import redact_key
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
@@ -37,6 +47,7 @@ class SseDecoder(Protocol):
     """What ``SseProvider`` needs of a provider's incremental decoder."""
 
     finished: bool
+    recognized: bool
     skipped: Counter[str]
 
     @property
@@ -51,12 +62,14 @@ class SseProvider:
     """One deployment of an SSE upstream; a subclass names its wire protocol's pieces.
 
     Class attributes: ``terminal`` (the event a complete stream ends with, for
-    the truncation message), ``skipped`` (what its decoder skips, for the log
+    the truncation message), ``wire`` (the wire format's name, for the message
+    on a body that holds none of its events), ``skipped`` (what its decoder skips, for the log
     line), ``http_error`` and ``bad_stream`` (the provider's error mappings),
     ``log``. Hooks: ``body(request)``, ``decoder()``, ``decode_json(body, name)``.
     """
 
     terminal: ClassVar[str]
+    wire: ClassVar[str]
     skipped: ClassVar[str]
     http_error: ClassVar[Callable[[int, bytes, Mapping[str, str], str], ApiError]]
     bad_stream: ClassVar[Callable[[str, str], ApiError]]
@@ -91,8 +104,9 @@ class SseProvider:
         decoder = self.decoder()
         session = self._pool.session(deployment)
         try:
-            async with session.post(
-                self._url, data=payload, headers=self._headers, timeout=self._timeout
+            async with await post(
+                session, deployment, self._url,
+                data=payload, headers=self._headers, timeout=self._timeout,
             ) as resp:
                 body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
                 if body is not STREAM:
@@ -110,6 +124,8 @@ class SseProvider:
                 if not decoder.finished:
                     for event in decoder.close():
                         yield event
+                if not decoder.finished and not decoder.recognized:
+                    raise invalid(deployment, f"a 200 without any {self.wire} event")
                 if not decoder.finished:
                     raise truncated(deployment, f"no {self.terminal} event")
                 if not resp.content.at_eof():

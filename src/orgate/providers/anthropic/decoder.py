@@ -55,6 +55,12 @@ STOP_REASONS: dict[str, FinishReason] = {
 }
 
 
+# The events of a Messages stream before its end (``message_stop``), ``ping`` aside.
+_STREAM_EVENTS = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
+)
+
+
 def finish_reason(stop_reason: Any, had_tool_calls: bool) -> FinishReason:
     if isinstance(stop_reason, str) and stop_reason in STOP_REASONS:
         return STOP_REASONS[stop_reason]
@@ -138,6 +144,8 @@ class StreamDecoder(SseStreamDecoder):
         if not isinstance(payload, dict):
             raise bad_stream(self.name, f"event '{name}' is not a JSON object")
         kind = payload.get("type") or name
+        if kind in _STREAM_EVENTS:
+            self.recognized = True
         if kind == "message_start":
             message = payload.get("message")
             if isinstance(message, dict):
@@ -154,6 +162,8 @@ class StreamDecoder(SseStreamDecoder):
                 self._stop_reason = delta["stop_reason"]
             self._usage.update(payload.get("usage"))
         elif kind == "message_stop":
+            if not self.recognized:  # a bare terminal event is not an answer
+                raise bad_stream(self.name, "message_stop without a message")
             self.finished = True
             out.append(
                 Finish(
@@ -251,10 +261,13 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
         raise bad_stream(name, "the reply is not a JSON object")
     if body.get("type") == "error":
         raise stream_error(body, name)
+    if body.get("type") != "message" or not isinstance(body.get("content"), list):
+        # a 200 that is not a message (a proxy's status object, another API's answer): no answer
+        raise bad_stream(name, "a JSON reply that is not a message (type and content)")
     out: list[ModelEvent] = []
     run: list[dict[str, Any]] | None = None  # the open run of thinking blocks
     tools = 0
-    for block in body.get("content") or ():
+    for block in body["content"]:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")

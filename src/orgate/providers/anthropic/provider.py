@@ -36,6 +36,7 @@ class AnthropicProvider(SseProvider):
     """One Anthropic Messages API deployment."""
 
     terminal = "message_stop"
+    wire = "Messages API stream"
     skipped = "content blocks"  # server-side tool blocks have no neutral event
     http_error = staticmethod(http_error)
     bad_stream = staticmethod(bad_stream)

@@ -127,6 +127,7 @@ class ChatStreamDecoder:
         "_active",
         "_closed",
         "_logprobs",
+        "_answered",
     )
 
     def __init__(self, name: str = "openai-chat", *, logprobs: bool = False) -> None:
@@ -147,6 +148,7 @@ class ChatStreamDecoder:
         self._order: list[_Call] = []  # neutral order
         self._active = 0  # position in _order of the call streaming live
         self._closed = False
+        self._answered = False  # a chunk with choices came: the body is this wire format
 
     # -- bytes → lines → events -------------------------------------------------
 
@@ -255,6 +257,7 @@ class ChatStreamDecoder:
             raise stream_error(error, self.name)
         choices = obj.get("choices")
         if choices:
+            self._answered = True
             for choice in choices:
                 if choice.get("index", 0) == 0:
                     delta = choice.get("delta")
@@ -390,8 +393,10 @@ class ChatStreamDecoder:
     def close(self) -> list[ModelEvent]:
         """End of the upstream body: the remaining events and the one ``Finish``.
 
-        Raises ``ApiError`` 502 ``upstream_stream_truncated`` if the body ended
-        with neither a ``finish_reason`` nor ``[DONE]``.
+        Raises ``ApiError`` 502 ``upstream_invalid_response`` if no chunk with
+        ``choices`` came (a 200 that is not this wire format), 502
+        ``upstream_stream_truncated`` if the body ended with neither a
+        ``finish_reason`` nor ``[DONE]``.
         """
         out: list[ModelEvent] = []
         self._out = out
@@ -405,6 +410,9 @@ class ChatStreamDecoder:
                 self._line(line)
             if self._data and not self.done:
                 self._dispatch()
+        if self.finish_reason is None and not self._answered:
+            # junk, or a bare [DONE]: a 200 that is not an answer, not an empty one
+            raise invalid_response(self.name, "a 200 without any chat.completion.chunk")
         if not self.done and self.finish_reason is None:
             raise ApiError(
                 502,

@@ -17,7 +17,15 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, one_by_one
 from orgate.protocol.errors import ApiError
-from orgate.providers.http import STREAM, HttpPool, client_error, open_reply, timeout_for, truncated
+from orgate.providers.http import (
+    STREAM,
+    HttpPool,
+    client_error,
+    open_reply,
+    post,
+    timeout_for,
+    truncated,
+)
 from orgate.providers.openai_chat.decoder import (
     ChatStreamDecoder,
     decode_completion,
@@ -65,8 +73,9 @@ class OpenAIChatProvider:
         session = self._pool.session(deployment)
         last: list[ModelEvent] | None = None  # the batch with the Finish: yielded once the request is over
         try:
-            async with session.post(
-                self._url, data=payload, headers=self._headers, timeout=self._timeout
+            async with await post(
+                session, deployment, self._url,
+                data=payload, headers=self._headers, timeout=self._timeout,
             ) as resp:
                 body = await open_reply(resp, deployment, http_error, invalid_response)
                 if body is not STREAM:

@@ -156,6 +156,8 @@ class StreamDecoder(SseStreamDecoder):
     def handle(self, event: dict[str, Any], out: list[ModelEvent]) -> None:
         """Decode one upstream event (a parsed JSON object) into ``out``."""
         kind = event.get("type")
+        if isinstance(kind, str) and kind.startswith("response."):
+            self.recognized = True
         oi = event.get("output_index")
         if oi is not None:
             self._items = True
@@ -313,7 +315,9 @@ class StreamDecoder(SseStreamDecoder):
     def _terminal(self, kind: str, response: Any, out: list[ModelEvent]) -> None:
         if kind == "response.failed":
             raise failed_error(response, self.name)
-        if not self._items and isinstance(response, dict):
+        if not isinstance(response, dict):  # the spec's terminal events carry the response
+            raise bad_stream(self.name, f"{kind} without its response object")
+        if not self._items:
             # a server that streams no item events: the output is only in the final response
             for oi, item in enumerate(response.get("output") or ()):
                 self._item_done(oi, item, out)
@@ -321,7 +325,7 @@ class StreamDecoder(SseStreamDecoder):
             self._calls[oi].done = True
         self._advance(out)
         if kind == "response.incomplete":
-            details = response.get("incomplete_details") if isinstance(response, dict) else None
+            details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
             finish: FinishReason = "content_filter" if reason == "content_filter" else "length"
         else:
@@ -338,9 +342,12 @@ def decode_response(
         raise bad_stream(name, "the reply is not a JSON object")
     if isinstance(body.get("error"), dict) and body.get("object") != "response":
         raise stream_error(body, name)
+    if body.get("object") != "response" or not isinstance(body.get("output"), list):
+        # a 200 that is not a response (a proxy's status object, another API's answer): no answer
+        raise bad_stream(name, "a JSON reply that is not a response object (object and output)")
     decoder = StreamDecoder(name, origin)
     out: list[ModelEvent] = []
-    for oi, item in enumerate(body.get("output") or ()):
+    for oi, item in enumerate(body["output"]):
         decoder.handle({"type": "response.output_item.done", "output_index": oi, "item": item}, out)
     status = body.get("status")
     if status == "failed":

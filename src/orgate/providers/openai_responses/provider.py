@@ -33,6 +33,7 @@ class OpenAIResponsesProvider(SseProvider):
     """One Responses API deployment (OpenAI, vLLM, Ollama, another orgate...)."""
 
     terminal = "response.completed"
+    wire = "Responses API stream"
     skipped = "output items"  # spec items with no neutral event (function_call_output, compaction)
     http_error = staticmethod(http_error)
     bad_stream = staticmethod(bad_stream)
