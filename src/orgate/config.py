@@ -754,6 +754,14 @@ def _api_key(value: str | None, env: Any, where: str) -> str | None:
     return resolve_secret(value, where=f"{where}: api_key", environ=env)
 
 
+def _headers(values: dict[str, str], env: Any, where: str) -> dict[str, str]:
+    """Configured upstream headers, each value resolved like ``api_key`` (``env:NAME``)."""
+    return {
+        name: resolve_secret(value, where=f"{where}: headers.{name}", environ=env) or ""
+        for name, value in values.items()
+    }
+
+
 def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
     """The deployments of one configured model, in fallback order, with secrets resolved."""
     if not model.deployments:
@@ -763,7 +771,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             upstream_model=model.upstream_model or model.name,
             base_url=model.base_url.rstrip("/"),
             api_key=_api_key(model.api_key, env, f"models[{index}] ({model.name})"),
-            headers=dict(model.headers),
+            headers=_headers(model.headers, env, f"models[{index}] ({model.name})"),
             connect_timeout=model.connect_timeout,
             read_timeout=model.read_timeout,
             total_timeout=model.total_timeout,
@@ -784,7 +792,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             upstream_model=entry.upstream_model or model.upstream_model or model.name,
             base_url=(entry.base_url or model.base_url).rstrip("/"),
             api_key=_api_key(entry.api_key if entry.api_key is not None else model.api_key, env, where),
-            headers={**model.headers, **entry.headers},
+            headers=_headers({**model.headers, **entry.headers}, env, where),
             connect_timeout=entry.connect_timeout or model.connect_timeout,
             read_timeout=entry.read_timeout or model.read_timeout,
             total_timeout=entry.total_timeout or model.total_timeout,

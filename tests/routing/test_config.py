@@ -162,3 +162,46 @@ def test_a_missing_deployment_secret_names_the_deployment(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as info:
         route_table(settings, {"KEY_A": "a"})
     assert "deployments[1]" in str(info.value) and "KEY_B" in str(info.value)
+
+
+HEADERS_FROM_ENV = """
+[[models]]
+name = "flat"
+provider = "openai-chat"
+base_url = "http://c.example/v1"
+headers = { "X-Token" = "env:FLAT_TOKEN", "X-Plain" = "plain" }
+redirects = "same-origin"
+
+[[models]]
+name = "routed"
+provider = "anthropic"
+base_url = "http://d.example"
+headers = { "X-Token" = "env:ROUTED_TOKEN" }
+[[models.deployments]]
+headers = { "X-Entry" = "env:ENTRY_TOKEN" }
+redirects = "none"
+"""
+
+
+def test_upstream_headers_take_env_references(tmp_path: Path) -> None:
+    env = {"FLAT_TOKEN": "flat-1", "ROUTED_TOKEN": "routed-2", "ENTRY_TOKEN": "entry-3"}
+    settings = load(tmp_path, HEADERS_FROM_ENV)
+    flat = deployment_table(settings, env)["flat"]
+    assert flat.headers == {"X-Token": "flat-1", "X-Plain": "plain"}
+    assert flat.redirects == "same-origin"
+    entry = route_table(settings, env)["routed"].targets[0].deployment
+    assert entry.headers == {"X-Token": "routed-2", "X-Entry": "entry-3"}
+    assert entry.redirects == "none"
+
+
+def test_an_unset_header_variable_names_the_header(tmp_path: Path) -> None:
+    settings = load(tmp_path, HEADERS_FROM_ENV)
+    with pytest.raises(ConfigError) as info:
+        deployment_table(settings, {"ROUTED_TOKEN": "r", "ENTRY_TOKEN": "e"})
+    assert "headers.X-Token" in str(info.value) and "FLAT_TOKEN" in str(info.value)
+
+
+def test_redirects_takes_two_values(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, HEADERS_FROM_ENV.replace('"same-origin"', '"all"'))
+    assert "redirects" in str(info.value)

@@ -38,7 +38,7 @@ from orgate.providers.http import (
     timeout_for,
     truncated,
 )
-from orgate.providers.upstream_errors import redact_key
+from orgate.providers.upstream_errors import redact_secrets
 
 DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
 
@@ -131,7 +131,7 @@ class SseProvider:
                 if not resp.content.at_eof():
                     await drain(resp)
         except ApiError as error:
-            redact_key(error, deployment.api_key)  # an upstream may echo the key in its message
+            redact_secrets(error, deployment)  # an upstream may echo the key or headers
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc

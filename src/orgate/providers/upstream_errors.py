@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from orgate.neutral import Deployment
 from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
 
 MAX_MESSAGE = 1000  # characters of an upstream message passed on
@@ -28,11 +29,13 @@ def clip(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE] + "…"
 
 
-def redact_key(error: ApiError, api_key: str | None) -> ApiError:
-    """``error`` with the deployment's ``api_key`` cut out of its message (an upstream may echo it)."""
-    if api_key and len(api_key) >= 6 and api_key in error.message:
-        error.message = error.message.replace(api_key, REDACTED)
-        error.args = (error.message,)
+def redact_secrets(error: ApiError, deployment: Deployment) -> ApiError:
+    """``error`` with the deployment's ``api_key`` and configured header values cut out of its
+    message: an upstream may echo what it was sent, and the message goes to the client."""
+    for secret in (deployment.api_key, *deployment.headers.values()):
+        if secret and len(secret) >= 6 and secret in error.message:
+            error.message = error.message.replace(secret, REDACTED)
+            error.args = (error.message,)
     return error
 
 

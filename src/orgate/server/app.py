@@ -18,7 +18,14 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 
-from orgate.config import ResolvedKey, Settings, deployments, resolve_api_keys, route_table
+from orgate.config import (
+    ResolvedKey,
+    Settings,
+    deployments,
+    resolve_api_keys,
+    resolve_secret,
+    route_table,
+)
 from orgate.engine.background import BackgroundRunner
 from orgate.engine.router import Router
 from orgate.engine.service import ResponsesService
@@ -31,6 +38,7 @@ from orgate.server.auth import Authenticator
 from orgate.server.compact import KEY_EXTRA, compact_routes, compaction_key
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
+from orgate.server.log_redaction import REDACTOR, url_password
 from orgate.server.observability import (
     HttpMetrics,
     ObservabilityMiddleware,
@@ -88,7 +96,10 @@ def build_services(settings: Settings) -> Services:
     providers = ProviderRegistry(wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
-    router = Router(route_table(settings), providers)
+    routes_ = route_table(settings)
+    router = Router(routes_, providers)
+    upstreams = [*table.values(), *(t.deployment for r in routes_.values() for t in r.targets)]
+    register_secrets(settings, keys, upstreams)
     responses = ResponsesService(
         table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key
     )
@@ -106,6 +117,22 @@ def build_services(settings: Settings) -> Services:
         auth=Authenticator(keys),
         providers=providers,
         responses=responses,
+    )
+
+
+def register_secrets(settings: Settings, keys: Sequence[ResolvedKey], upstreams: Sequence[Deployment]) -> None:
+    """Tell the log redaction every secret this configuration resolved (and the names of the
+    configured upstream headers, whose values it hides wherever they are logged)."""
+    REDACTOR.add_secrets(k.secret.decode() for k in keys if k.secret)
+    REDACTOR.add_secrets(d.api_key for d in upstreams)
+    REDACTOR.add_secrets(value for d in upstreams for value in d.headers.values())
+    REDACTOR.add_headers(name for d in upstreams for name in d.headers)
+    REDACTOR.add_secrets(
+        [
+            resolve_secret(settings.compaction.secret, where="compaction.secret", required=False),
+            url_password(resolve_secret(settings.store.url, where="store.url", required=False)),
+            url_password(resolve_secret(settings.ratelimit.redis_url, where="ratelimit.redis_url", required=False)),
+        ]
     )
 
 

@@ -49,6 +49,7 @@ from orgate.neutral import (
 from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
 from orgate.server.errors import send_error
 from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
+from orgate.server.log_redaction import REDACTOR, RedactingFormatter
 
 if TYPE_CHECKING:
     from orgate.server.auth import Authenticator
@@ -557,7 +558,7 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and key not in entry and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
-            entry["exc"] = "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            entry["exc"] = record.exc_text or "".join(traceback.format_exception(*record.exc_info)).rstrip()
         return orjson.dumps(entry, default=str).decode()
 
 
@@ -608,9 +609,11 @@ class TextFormatter(logging.Formatter):
 
 
 def configure_logging(level: str, log_format: str, access_log: bool = True) -> None:
-    """Root handler on stderr with the chosen format; ``orgate.access`` on or off."""
+    """Root handler on stderr with the chosen format, every line redacted (``log_redaction``);
+    ``orgate.access`` on or off."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    inner = JsonFormatter() if log_format == "json" else TextFormatter()
+    handler.setFormatter(RedactingFormatter(inner, REDACTOR))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -34,7 +34,7 @@ from orgate.providers.openai_chat.decoder import (
 from orgate.providers.openai_chat.errors import http_error
 from orgate.providers.openai_chat.mapping import ChatOptions, build_body
 from orgate.providers.upstream import drain
-from orgate.providers.upstream_errors import redact_key
+from orgate.providers.upstream_errors import redact_secrets
 
 
 def completions_url(base_url: str) -> str:
@@ -111,7 +111,7 @@ class OpenAIChatProvider:
                         await drain(resp)
                     last = pending + final if pending else final
         except ApiError as error:
-            redact_key(error, deployment.api_key)  # an upstream may echo the key in its message
+            redact_secrets(error, deployment)  # an upstream may echo the key or headers
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc
