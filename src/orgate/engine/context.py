@@ -60,6 +60,7 @@ class Turn:
     route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
+    tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:

@@ -170,6 +170,7 @@ class ResponsesService:
         turn.base["previous_response_id"] = previous
         turn.history_unlinked = history_override is not None
         turn.warnings = warnings
+        turn.tenant = caller.tenant
         window = deployment.capabilities.context_window
         if window is not None:  # unknown: everything goes (fit_context's own answer, without the call: 0.6%)
             fit = fit_context(

@@ -67,7 +67,7 @@ class Pipeline:
             return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()
         outcome.response_id = turn.response_id
-        net = SafetyNet(provider, turn.deployment, self.policy, self.metrics, self.review, validators=self.validators)
+        net = SafetyNet(provider, turn.deployment, self.policy, self.metrics, self.review, validators=self.validators, tenant=turn.tenant)
         guard = ToolGuard(
             _NetCall(net, outcome, budget),
             policy=self.settings.gate.policy,

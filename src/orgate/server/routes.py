@@ -60,23 +60,28 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
     async def metrics(request: Request) -> Response:
         return Response(generate_latest(services.metrics_view or services.metrics), media_type=CONTENT_TYPE_LATEST)
 
+    def review_scope(request: Request) -> str | None:
+        """The tenant whose review entries the caller sees: its own; an admin key's, every tenant's."""
+        caller = authenticate(services, request)
+        return None if caller.admin else caller.tenant
+
     async def review_list(request: Request) -> Response:
-        authenticate(services, request)
+        tenant = review_scope(request)
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "resolved", "discarded", "all"):
             raise ApiError(400, "status must be pending, resolved, discarded or all.", param="status", code="invalid_value")
-        items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status)
+        items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status, tenant=tenant)
         return json_response({"object": "list", "data": [item.to_dict() for item in items]})
 
     async def review_get(request: Request) -> Response:
-        authenticate(services, request)
-        item = await asyncio.to_thread(services.pipeline.review.get, request.path_params["review_id"])
+        tenant = review_scope(request)
+        item = await asyncio.to_thread(services.pipeline.review.get, request.path_params["review_id"], tenant=tenant)
         if item is None:
             raise ApiError(404, f"Review item '{request.path_params['review_id']}' not found.", code="not_found", param="review_id")
         return json_response(item.to_dict())
 
     async def review_resolve(request: Request) -> Response:
-        authenticate(services, request)
+        tenant = review_scope(request)
         review_id = request.path_params["review_id"]
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
@@ -84,9 +89,9 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         note = data.get("note") if isinstance(data.get("note"), str) else None
         try:
             if data.get("discard"):
-                item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note)
+                item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note, tenant=tenant)
             else:
-                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note)
+                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant)
         except ReviewNotFound as exc:
             raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id") from exc
         except ReviewError as exc:

@@ -7,8 +7,9 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
 - ``schema strictify FILE``: a strict-compatible equivalent on stdout (exit 0), or
   why there is none (stderr, exit 1). ``FILE`` may be a bare schema or a
   ``text.format``-like object with a ``schema`` key; ``-`` reads stdin.
-- ``review list [--all|--status S] [--json]``, ``review show ID``,
-  ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force]``:
+- ``review list [--all|--status S] [--tenant T] [--json]``, ``review show ID [--tenant T]``,
+  ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force] [--tenant T]``:
+  every tenant's entries, or only tenant ``T``'s (``--tenant ""``: entries from before tenants were recorded);
   the queue at ``--db``, else the configured ``[structured] review_db``
   (the ``review_db`` hook: ``orgate.cli`` reads it from the config), else ``orgate-review.db``.
 - ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
@@ -131,7 +132,7 @@ def _when(ts: float | None) -> str:
 
 def cmd_review_list(args: argparse.Namespace) -> int:
     status = None if args.all else args.status
-    items = _queue(args).list(status, limit=args.limit)
+    items = _queue(args).list(status, limit=args.limit, tenant=args.tenant)
     if args.json:
         print(json.dumps([i.to_dict() for i in items], indent=2, ensure_ascii=False))
         return 0
@@ -140,13 +141,13 @@ def cmd_review_list(args: argparse.Namespace) -> int:
     for i in items:
         first = i.errors[0] if i.errors else ""
         print(
-            f"{i.id}  {_when(i.created_at)}  {i.status:<9}  {i.model}  {i.format_name}  {i.stage}: {first}"
+            f"{i.id}  {_when(i.created_at)}  {i.status:<9}  {i.tenant or '-':<12}  {i.model}  {i.format_name}  {i.stage}: {first}"
         )
     return 0
 
 
 def cmd_review_show(args: argparse.Namespace) -> int:
-    item = _queue(args).get(args.id)
+    item = _queue(args).get(args.id, tenant=args.tenant)
     if item is None:
         print(f"no review entry {args.id}", file=sys.stderr)
         return 1
@@ -158,14 +159,14 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
     queue = _queue(args)
     try:
         if args.discard:
-            item = queue.discard(args.id, note=args.note)
+            item = queue.discard(args.id, note=args.note, tenant=args.tenant)
         else:
             try:
                 value = json.loads(args.value)
             except json.JSONDecodeError as exc:
                 print(f"--value is not JSON: {exc}", file=sys.stderr)
                 return 2
-            item = queue.resolve(args.id, value, note=args.note, force=args.force)
+            item = queue.resolve(args.id, value, note=args.note, force=args.force, tenant=args.tenant)
     except ReviewError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -198,6 +199,9 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--db", help="review queue SQLite file (default: [structured] review_db)"
+        )
+        parser.add_argument(
+            "--tenant", default=None, help="only this tenant's entries (default: every tenant's; \"\" for entries older than tenants in the queue)"
         )
         parser.set_defaults(_review_db_hook=review_db)
 

@@ -138,8 +138,10 @@ class SafetyNet:
         *,
         validators: ValidatorCache | None = None,
         feedback_items: FeedbackItems = protocol_feedback_items,
+        tenant: str = "",
     ) -> None:
         self.inner = inner
+        self.tenant = tenant  # of the caller: its review queue entries are its own
         self.deployment = deployment
         self.policy = policy
         self.metrics = metrics
@@ -505,4 +507,5 @@ class SafetyNet:
             },
             attempts=[a.to_dict() for a in outcome.attempts],
             response_id=outcome.response_id,
+            tenant=self.tenant,
         )

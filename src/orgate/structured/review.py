@@ -1,10 +1,16 @@
 """The review queue: attempts whose budget was spent, kept for a human (SQLite, one table).
 
-``ReviewQueue(path)`` opens (and creates) the database; every call opens its
-own short connection, so the queue is safe to use from worker threads and from
-several processes at once (WAL journal). The SafetyNet calls ``add`` through
-``asyncio.to_thread``; the CLI (``orgate review list|show|resolve``) and the
-HTTP endpoints use ``list``/``get``/``resolve``/``discard``.
+``ReviewQueue(path)`` opens (and creates, or migrates) the database; every call
+opens its own short connection, so the queue is safe to use from worker threads
+and from several processes at once (WAL journal). The SafetyNet calls ``add``
+through ``asyncio.to_thread``; the CLI (``orgate review list|show|resolve``) and
+the HTTP endpoints use ``list``/``get``/``resolve``/``discard``.
+
+Every entry records the tenant of the key whose request made it. ``list``,
+``get``, ``resolve`` and ``discard`` take ``tenant``: given, another tenant's
+entry behaves exactly like a missing one; ``None`` (an admin key, the CLI) sees
+all. Entries written before tenants were recorded have tenant ``""``
+(``UNASSIGNED``): only ``None`` sees them.
 
 An entry holds the model, format name, mode, the schema validated against,
 the request context (instructions and input items, JSON-serialised), every
@@ -47,10 +53,18 @@ CREATE TABLE IF NOT EXISTS structured_review (
     response_id  TEXT,
     resolution   TEXT,
     resolved_at  REAL,
-    note         TEXT
+    note         TEXT,
+    tenant       TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS structured_review_status ON structured_review (status, created_at);
 """
+
+#: A queue made before entries recorded their tenant gets the column; its rows get ``UNASSIGNED``.
+_ADD_TENANT = "ALTER TABLE structured_review ADD COLUMN tenant TEXT NOT NULL DEFAULT ''"
+_TENANT_INDEX = "CREATE INDEX IF NOT EXISTS structured_review_tenant ON structured_review (tenant, status, created_at)"
+
+#: The tenant of entries written before tenants were recorded: no key has it (names are not empty).
+UNASSIGNED = ""
 
 
 @dataclass(slots=True)
@@ -66,6 +80,7 @@ class NewReview:
     request: dict[str, Any]
     attempts: list[dict[str, Any]]
     response_id: str | None = None
+    tenant: str = UNASSIGNED
 
 
 @dataclass(slots=True)
@@ -85,11 +100,13 @@ class ReviewItem:
     resolution: Any = None
     resolved_at: float | None = None
     note: str | None = None
+    tenant: str = UNASSIGNED
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "tenant": self.tenant,
             "created_at": self.created_at,
             "status": self.status,
             "model": self.model,
@@ -142,6 +159,10 @@ class ReviewQueue:
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(structured_review)")}
+            if "tenant" not in columns:
+                db.execute(_ADD_TENANT)
+            db.execute(_TENANT_INDEX)
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -159,7 +180,7 @@ class ReviewQueue:
         with self._connect() as db:
             db.execute(
                 "INSERT INTO structured_review (id, created_at, status, model, format_name, mode, stage, errors,"
-                " schema, request, attempts, response_id) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " schema, request, attempts, response_id, tenant) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     review_id,
                     time.time(),
@@ -172,6 +193,7 @@ class ReviewQueue:
                     _dumps(entry.request),
                     _dumps(entry.attempts),
                     entry.response_id,
+                    entry.tenant,
                 ),
             )
         return review_id
@@ -194,59 +216,61 @@ class ReviewQueue:
             resolution=_loads(row["resolution"]),
             resolved_at=row["resolved_at"],
             note=row["note"],
+            tenant=row["tenant"],
         )
 
     def list(
-        self, status: ReviewStatus | None = "pending", *, limit: int = 100, offset: int = 0
+        self,
+        status: ReviewStatus | None = "pending",
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
     ) -> builtins.list[ReviewItem]:
-        """Entries, oldest first; ``status=None`` lists all."""
-        sql = "SELECT * FROM structured_review"
-        args: builtins.list[Any] = []
-        if status is not None:
-            sql += " WHERE status = ?"
-            args.append(status)
-        sql += " ORDER BY created_at, id LIMIT ? OFFSET ?"
-        args += [limit, offset]
+        """Entries, oldest first; ``status=None`` lists all; ``tenant=None`` every tenant's."""
+        where, args = _scope(status, tenant)
+        sql = f"SELECT * FROM structured_review{where} ORDER BY created_at, id LIMIT ? OFFSET ?"
         with self._connect() as db:
-            return [self._item(r) for r in db.execute(sql, args).fetchall()]
+            return [self._item(r) for r in db.execute(sql, [*args, limit, offset]).fetchall()]
 
-    def count(self, status: ReviewStatus | None = "pending") -> int:
+    def count(self, status: ReviewStatus | None = "pending", *, tenant: str | None = None) -> int:
+        where, args = _scope(status, tenant)
         with self._connect() as db:
-            if status is None:
-                row = db.execute("SELECT COUNT(*) FROM structured_review").fetchone()
-            else:
-                row = db.execute(
-                    "SELECT COUNT(*) FROM structured_review WHERE status = ?", (status,)
-                ).fetchone()
+            row = db.execute(f"SELECT COUNT(*) FROM structured_review{where}", args).fetchone()
         return int(row[0])
 
-    def get(self, review_id: str) -> ReviewItem | None:
+    def get(self, review_id: str, *, tenant: str | None = None) -> ReviewItem | None:
+        """The entry, or None when there is none — or it is another tenant's (``tenant`` given)."""
         with self._connect() as db:
             row = db.execute(
                 "SELECT * FROM structured_review WHERE id = ?", (review_id,)
             ).fetchone()
-        return None if row is None else self._item(row)
+        if row is None or (tenant is not None and row["tenant"] != tenant):
+            return None
+        return self._item(row)
 
     def _finish(
-        self, review_id: str, status: ReviewStatus, resolution: Any, note: str | None
+        self, review_id: str, status: ReviewStatus, resolution: Any, note: str | None, tenant: str | None
     ) -> ReviewItem:
         with self._connect() as db:
             cur = db.execute(
                 "UPDATE structured_review SET status = ?, resolution = ?, resolved_at = ?, note = ?"
-                " WHERE id = ? AND status = 'pending'",
+                " WHERE id = ? AND status = 'pending' AND (? IS NULL OR tenant = ?)",
                 (
                     status,
                     None if resolution is None else _dumps(resolution),
                     time.time(),
                     note,
                     review_id,
+                    tenant,
+                    tenant,
                 ),
             )
             if cur.rowcount != 1:
                 found = db.execute(
-                    "SELECT status FROM structured_review WHERE id = ?", (review_id,)
+                    "SELECT status, tenant FROM structured_review WHERE id = ?", (review_id,)
                 ).fetchone()
-                if found is None:
+                if found is None or (tenant is not None and found["tenant"] != tenant):
                     raise ReviewNotFound(f"no review entry {review_id}")
                 raise ReviewError(f"review entry {review_id} is already {found['status']}")
         item = self.get(review_id)
@@ -254,10 +278,16 @@ class ReviewQueue:
         return item
 
     def resolve(
-        self, review_id: str, value: Any, *, note: str | None = None, force: bool = False
+        self,
+        review_id: str,
+        value: Any,
+        *,
+        note: str | None = None,
+        force: bool = False,
+        tenant: str | None = None,
     ) -> ReviewItem:
         """Resolve with a corrected value; it must validate against the stored schema unless ``force``."""
-        item = self.get(review_id)
+        item = self.get(review_id, tenant=tenant)
         if item is None:
             raise ReviewNotFound(f"no review entry {review_id}")
         if not force and isinstance(item.schema, dict | bool):
@@ -266,7 +296,20 @@ class ReviewQueue:
             )
             if failure is not None:
                 raise ReviewError("value does not match the schema: " + "; ".join(failure.errors))
-        return self._finish(review_id, "resolved", value, note)
+        return self._finish(review_id, "resolved", value, note, tenant)
 
-    def discard(self, review_id: str, *, note: str | None = None) -> ReviewItem:
-        return self._finish(review_id, "discarded", None, note)
+    def discard(self, review_id: str, *, note: str | None = None, tenant: str | None = None) -> ReviewItem:
+        return self._finish(review_id, "discarded", None, note, tenant)
+
+
+def _scope(status: ReviewStatus | None, tenant: str | None) -> tuple[str, builtins.list[Any]]:
+    """The WHERE clause (and its arguments) of a status and a tenant; None = any."""
+    clauses: builtins.list[str] = []
+    args: builtins.list[Any] = []
+    if status is not None:
+        clauses.append("status = ?")
+        args.append(status)
+    if tenant is not None:
+        clauses.append("tenant = ?")
+        args.append(tenant)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
