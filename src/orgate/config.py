@@ -227,6 +227,12 @@ class LimitSettings(_Section):
     max_tools: int = Field(128, ge=1)
     max_string_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # any one JSON string or key (e.g. an image data URL)
     max_schema_bytes: int = Field(256 * 1024, ge=1024)  # one tool `parameters` / text.format schema, as JSON
+    max_schema_nodes: int = Field(20_000, ge=100)  # JSON values in one schema
+    max_schema_depth: int = Field(32, ge=4)  # nesting of one schema
+    max_schema_min_length: int = Field(100_000, ge=1)  # a schema's `minLength`
+    max_schema_min_items: int = Field(10_000, ge=1)  # a schema's `minItems` / `minContains`
+    max_schema_min_properties: int = Field(1_000, ge=1)  # a schema's `minProperties`
+    max_schema_pattern_length: int = Field(1_000, ge=16)  # characters of a `pattern` / `patternProperties` name
     body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
     header_timeout: float = Field(30.0, gt=0)  # seconds from a connection (or a request's first byte) to the end of its head
 

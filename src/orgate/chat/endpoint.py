@@ -23,7 +23,7 @@ from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
 from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
-from orgate.server.body import read_json
+from orgate.server.body import check_schema_bounds, read_json
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import error_response
 from orgate.server.routes import SSE_HEADERS, authenticate
@@ -38,13 +38,27 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
+def _check_schemas(data: Any, limits: Any) -> None:
+    """The bounds of a schema's work (``[limits]`` ``max_schema_*``) on the chat wire's schemas."""
+    for index, tool in enumerate(data.get("tools") or ()):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("parameters"), dict):
+            check_schema_bounds(function["parameters"], f"tools[{index}].function.parameters", limits)
+    fmt = data.get("response_format")
+    spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    if isinstance(spec, dict) and isinstance(spec.get("schema"), dict):
+        check_schema_bounds(spec["schema"], "response_format.json_schema.schema", limits)
+
+
 def make_handler(services: Services) -> Handler:
     """The request handler bound to the app's services object."""
     limits = services.settings.limits
 
     async def chat_completions(request: Request) -> Response:
         caller = authenticate(services, request)
-        chat = validate.parse_request(await read_json(request, limits))
+        data = await read_json(request, limits)
+        chat = validate.parse_request(data)
+        _check_schemas(data, limits)
         if len(chat.tools or ()) > limits.max_tools:
             raise invalid_request(
                 f"'tools' has {len(chat.tools or ())} tools, more than the limit of "

@@ -4,7 +4,7 @@ Validators are complete Draft 2020-12 implementations (a schema's own
 ``$schema`` is honoured; 2020-12 is the default). The fast Rust
 ``jsonschema-rs`` is used when installed, the pure-Python ``jsonschema`` package
 otherwise; both run offline (a ``$ref`` to a remote URL is a schema error, never
-a network fetch). Compiled validators are cached by schema content: the
+a network fetch) and both match ``pattern`` in linear time (``orgate.gate.patterns``). Compiled validators are cached by schema content: the
 SHA-256 of the schema's canonical JSON (sorted keys, no whitespace), so equal
 schemas from different requests share one compiled validator.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from orgate.gate.patterns import PATTERN_OPTIONS, bounded
 from orgate.gate.verdict import SchemaError
 
 try:  # pragma: no cover - exercised by whichever backend is installed
@@ -108,7 +109,7 @@ def _rs_convert(err: Any) -> SchemaError:
 def _compile_rust(schema: Any, key: str) -> CompiledSchema:
     assert _rs is not None
     try:
-        v = _rs.validator_for(schema, offline=True)
+        v = _rs.validator_for(schema, offline=True, pattern_options=PATTERN_OPTIONS)
     except Exception as exc:  # ValidationError / ReferencingError / ValueError
         raise SchemaProblem(_first_line(str(exc))) from None
     return CompiledSchema(key, "rust", v.is_valid, v.iter_errors, _rs_convert)
@@ -133,7 +134,7 @@ def _compile_python(schema: Any, key: str) -> CompiledSchema:
 
     if not isinstance(schema, dict | bool):
         raise SchemaProblem(f"a schema must be an object or a boolean, not {type(schema).__name__}")
-    cls = _js.validators.validator_for(schema, default=_js.Draft202012Validator)
+    cls = bounded(_js.validators.validator_for(schema, default=_js.Draft202012Validator))
     try:
         cls.check_schema(schema)
     except _js.SchemaError as exc:

@@ -144,10 +144,11 @@ class BuiltinProvider:
         tool = self._pick_tool(request, prompt) if last_is_user or _forces_a_call(request.tool_choice) else None
         if tool is not None:
             name, schema = tool
+            # Generation from a client's schema is bounded but may take a moment: off the event loop.
             if "bad-args" in directives:
-                arguments = _schema_breaking_arguments(schema)
+                arguments = await asyncio.to_thread(_schema_breaking_arguments, schema)
             else:
-                value = example_for(schema or {"type": "object"}, prompt)
+                value = await asyncio.to_thread(example_for, schema or {"type": "object"}, prompt)
                 arguments = json.dumps(value if value is not None else {}, ensure_ascii=False)
             yield ToolCallStart(0, "", name)
             for piece in tokens(arguments):
@@ -161,7 +162,11 @@ class BuiltinProvider:
             yield Finish("tool_calls", usage())
             return
 
-        text = self._answer(request, last, prompt, directives)
+        fmt = request.text_format
+        if fmt is not None and fmt.type == "json_schema":  # generated from the client's schema: off the loop
+            text = await asyncio.to_thread(self._answer, request, last, prompt, directives)
+        else:
+            text = self._answer(request, last, prompt, directives)
         if request.stop:  # the chat adapter's ``stop``: the text ends before the first one
             cut = min((i for i in (text.find(s) for s in request.stop if s) if i >= 0), default=-1)
             if cut >= 0:

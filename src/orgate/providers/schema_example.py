@@ -36,6 +36,8 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
+from orgate.gate import patterns as safe_patterns
+
 Resolver = Any  # referencing's resolver (not exported under a public name)
 
 try:  # Python 3.11+
@@ -49,6 +51,9 @@ _MAX_DEPTH = 24
 _SOFT_DEPTH = 5  # deeper than this, prefer the smallest values (ends recursion)
 _MAX_CANDIDATES = 48  # candidates tried per sub-schema
 _BUDGET = 20000  # validations per call, then best effort
+_STEPS = 200_000  # sub-schemas expanded per call (``$ref`` trees can be exponential), then best effort
+_MAX_TEXT = 100_000  # characters of one generated string, then no candidate
+_MAX_COUNT = 10_000  # items or properties of one generated value, then no candidate
 _ROOT_URI = "urn:orgate:schema-example"
 
 _FORMATS: dict[str, list[str]] = {
@@ -142,7 +147,7 @@ class _Maker:
     def __init__(self, root: dict[str, Any], text: str) -> None:
         self.root = root
         self.text = text.strip() or "example"
-        cls = validator_for(root, default=jsonschema.Draft202012Validator)
+        cls = safe_patterns.bounded(validator_for(root, default=jsonschema.Draft202012Validator))
         self.cls = cls
         try:
             spec = specification_with(cls.META_SCHEMA.get("$schema", ""), default=DRAFT202012)
@@ -153,6 +158,7 @@ class _Maker:
         self.registry = self.registry.crawl()
         self.resolver: Resolver = self.registry.resolver(base_uri=_ROOT_URI)
         self.budget = _BUDGET
+        self.steps = _STEPS
         self.cache: dict[tuple[int, bool], tuple[Any, Any]] = {}
 
     # --- validation ----------------------------------------------------------------------
@@ -197,7 +203,7 @@ class _Maker:
                 return value
         except _OutOfBudget:
             pass
-        if first is _MISSING:
+        if first is _MISSING and self.steps > 0:
             try:
                 first = next(iter(self.candidates(schema, depth, resolver)), _MISSING)
             except (_OutOfBudget, RecursionError):
@@ -223,6 +229,9 @@ class _Maker:
     # --- candidates ----------------------------------------------------------------------
 
     def candidates(self, schema: Any, depth: int, resolver: Resolver) -> Iterator[Any]:
+        self.steps -= 1
+        if self.steps < 0:
+            raise _OutOfBudget
         if schema is True:
             schema = {}
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
@@ -369,11 +378,8 @@ class _Maker:
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
             for pattern, sub in patterns.items():
-                try:
-                    if re.search(pattern, name):
-                        return sub
-                except re.error:
-                    continue
+                if safe_patterns.search(pattern, name):
+                    return sub
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
             return extra
@@ -381,6 +387,8 @@ class _Maker:
 
     def extra_keys(self, schema: dict[str, Any], count: int, used: set[str]) -> list[str]:
         """``count`` new property names the schema accepts (patternProperties, propertyNames)."""
+        if count > _MAX_COUNT:
+            return []
         pools: list[str] = []
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict):
@@ -441,6 +449,8 @@ class _Maker:
         depth: int,
         resolver: Resolver,
     ) -> Any:
+        if count > _MAX_COUNT:
+            return _MISSING
         values: list[Any] = []
         pool_cache: dict[int, list[Any]] = {}
 
@@ -700,6 +710,8 @@ def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
 
 
 def _fit(text: str, low: int, high: int | None) -> str:
+    if low > _MAX_TEXT:
+        return text  # a string that long is not generated: best effort
     if len(text) < low:
         text = text + "x" * (low - len(text))
     if high is not None and len(text) > high:
@@ -708,10 +720,7 @@ def _fit(text: str, low: int, high: int | None) -> str:
 
 
 def _search(pattern: str, text: str) -> bool:
-    try:
-        return re.search(pattern, text) is not None
-    except re.error:
-        return False
+    return safe_patterns.search(pattern, text)
 
 
 def _anchored_start(pattern: str) -> bool:
@@ -722,10 +731,11 @@ def _strings_for_pattern(
     pattern: str, limit: int, low: int = 0, high: int | None = None
 ) -> list[str]:
     """Strings matching ``pattern`` (searched, as JSON Schema does), shortest first."""
+    if not safe_patterns.valid(pattern):
+        return []
     try:
         parsed = _sre_parse.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, ValueError):
+    except (re.error, RecursionError, ValueError, OverflowError):
         return []
     out: list[str] = []
     for extra in (0, 1, 2, 3, 5, 8, max(low, 0), max(low, 0) * 2):
@@ -735,7 +745,7 @@ def _strings_for_pattern(
                 text = gen.emit(parsed)
             except (_Unsupported, RecursionError):
                 continue
-            if compiled.search(text) and text not in out:
+            if safe_patterns.search(pattern, text) and text not in out:
                 if len(text) >= low and (high is None or len(text) <= high):
                     out.insert(len([o for o in out if len(o) >= low]), text)
                 else:
@@ -766,6 +776,7 @@ class _RegexGen:
         self.variant = variant
         self.low = low
         self.groups: dict[int, str] = {}
+        self.size = 0  # characters emitted so far (nested repeats multiply)
 
     def pick(self, chars: str) -> str:
         return chars[self.variant % len(chars)]
@@ -787,7 +798,12 @@ class _RegexGen:
                 count = low + self.extra
                 if high != _sre_c.MAXREPEAT:
                     count = min(count, high)
-                out.extend(self.emit(sub) for _ in range(count))
+                for _ in range(count):
+                    piece = self.emit(sub)
+                    self.size += len(piece)
+                    if self.size > _MAX_TEXT:
+                        raise _Unsupported("too long")
+                    out.append(piece)
             elif name == "SUBPATTERN":
                 group, sub = arg[0], arg[-1]
                 text = self.emit(sub)

@@ -3,7 +3,7 @@
 Every limit has a name in ``[limits]`` and the error message names it:
 ``max_body_bytes`` (413), ``body_timeout`` (408), ``max_json_depth``,
 ``max_string_bytes``, ``max_input_items``, ``max_tools`` and
-``max_schema_bytes`` (400). Invalid UTF-8, NaN/Infinity and duplicate object
+``max_schema_bytes`` and the ``max_schema_*`` bounds of a schema's work (400). Invalid UTF-8, NaN/Infinity and duplicate object
 keys are refused with 400 too (``invalid_json`` / ``duplicate_key``); a
 compressed body (``Content-Encoding`` other than identity) with 415.
 """
@@ -19,6 +19,7 @@ import orjson
 from starlette.requests import Request
 
 from orgate.config import LimitSettings
+from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds, dotted
 from orgate.protocol.errors import ApiError, invalid_request
 from orgate.server.disconnect import DisconnectWatch
 
@@ -280,3 +281,26 @@ def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
             code="schema_too_large",
             param=param,
         )
+    check_schema_bounds(schema, param, limits)
+
+
+def schema_bounds(limits: LimitSettings) -> SchemaBounds:
+    """The ``[limits]`` ``max_schema_*`` settings as the gate's ``SchemaBounds``."""
+    return SchemaBounds(
+        max_nodes=limits.max_schema_nodes,
+        max_depth=limits.max_schema_depth,
+        max_min_length=limits.max_schema_min_length,
+        max_min_items=limits.max_schema_min_items,
+        max_min_properties=limits.max_schema_min_properties,
+        max_pattern_length=limits.max_schema_pattern_length,
+    )
+
+
+def check_schema_bounds(schema: Any, param: str, limits: LimitSettings) -> None:
+    """400 ``schema_too_complex`` naming the keyword's path (``tools[0].parameters.properties.x.minItems``)
+    when a client's schema asks for more work than the limits allow (``orgate.gate.bounds``)."""
+    try:
+        check_bounds(schema, schema_bounds(limits))
+    except SchemaTooComplex as exc:
+        where = dotted(param, exc.path)
+        raise ApiError(400, f"'{where}': {exc}.", code="schema_too_complex", param=where) from None

@@ -29,6 +29,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import validator_for
 
+from orgate.gate.patterns import bounded
+from orgate.gate.patterns import search as patterns_search
 from orgate.gate.schemas import CompiledSchema, SchemaCache, SchemaProblem
 
 Stage = Literal["truncation", "parse", "schema", "semantic"]
@@ -223,7 +225,7 @@ def _undeclared_keys(error: ValidationError) -> list[str]:
     props = schema.get("properties", {}) or {}
     patterns = list((schema.get("patternProperties") or {}).keys())
     instance = error.instance if isinstance(error.instance, dict) else {}
-    return [k for k in instance if k not in props and not any(re.search(p, k) for p in patterns)]
+    return [k for k in instance if k not in props and not any(patterns_search(p, k) for p in patterns)]
 
 
 _SIZE_WORDS: dict[str, tuple[str, str, str]] = {
@@ -385,7 +387,7 @@ class OutputSchema:
 
     def _detailed(self) -> Any:
         if self._detail is None:
-            cls = validator_for(self.schema, default=Draft202012Validator)
+            cls = bounded(validator_for(self.schema, default=Draft202012Validator))
             self._detail = cls(
                 self.schema, registry=_OFFLINE, format_checker=self._format_checker()
             )

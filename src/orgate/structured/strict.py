@@ -43,6 +43,7 @@ MAX_ENUM_VALUES = 1000
 LARGE_ENUM = 250
 LARGE_ENUM_CHARS = 15000
 MAX_TOTAL_CHARS = 120000
+MAX_WALK = 10000  # sub-schemas one strictify visits ($ref inlining repeats a target), then no strict equivalent
 
 SUPPORTED = frozenset(
     {
@@ -193,6 +194,10 @@ def make_nullable(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _TooComplex(Exception):
+    """The walk went past ``MAX_WALK`` sub-schemas: inlining ``$ref``s can grow exponentially."""
+
+
 class _Walker:
     def __init__(self, root: dict[str, Any]) -> None:
         self.root = root
@@ -200,11 +205,15 @@ class _Walker:
         self.properties = 0
         self.enum_values = 0
         self.chars = 0
+        self.steps = 0
 
     def add(self, path: str, rule: str, message: str, fixable: bool) -> None:
         self.violations.append(Violation(path or "#", rule, message, fixable))
 
     def walk(self, node: Any, path: str, depth: int) -> Any:
+        self.steps += 1
+        if self.steps > MAX_WALK:
+            raise _TooComplex
         if isinstance(node, bool) or not isinstance(node, dict):
             self.add(
                 path,
@@ -445,7 +454,13 @@ def _walk(schema: Any) -> tuple[Any, _Walker]:
             f"the root must have type 'object' (got {json.dumps(root.get('type'))})",
             False,
         )
-    out = walker.walk(root, "", 1)
+    try:
+        out = walker.walk(root, "", 1)
+    except (_TooComplex, RecursionError):
+        walker.add(
+            "#", "limit", f"the schema expands to more than {MAX_WALK} sub-schemas ($ref inlining)", False
+        )
+        return root, walker
     if walker.properties > MAX_PROPERTIES:
         walker.add(
             "#",

@@ -1,0 +1,101 @@
+"""``pattern`` matching in linear time, for every validator of a client's schema.
+
+JSON Schema patterns are matched by the ``regex`` crate through ``jsonschema-rs``
+(``RegexOptions``): a finite-automaton engine whose time is linear in the
+pattern and the text, so no pattern can backtrack catastrophically. Python's
+``re`` (what the ``jsonschema`` package uses) and ``jsonschema-rs``'s default
+``fancy-regex`` backtrack — ``^(a+)+$`` on thirty ``a``s and a ``!`` takes minutes
+in ``re``, and a lookahead pattern holds the GIL for ~0.1 s per string in
+``fancy-regex`` — so neither is used on a client's pattern. The price: a pattern
+with lookaround or backreferences is not a pattern this engine accepts, and a
+schema using one is refused like any other invalid schema.
+
+``bounded(cls)`` gives a ``jsonschema`` validator class whose ``pattern``,
+``patternProperties`` and ``additionalProperties`` use this engine (the detailed validators of the safety net
+and the built-in model's example generator); ``search(pattern, text)`` is the
+match itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jsonschema_rs
+
+#: The options every compiled schema gets: linear-time matching.
+PATTERN_OPTIONS = jsonschema_rs.RegexOptions()
+
+
+@functools.lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> Callable[[str], bool] | None:
+    """``text → matched`` for one pattern (searched, as JSON Schema does); None if not a valid pattern."""
+    try:
+        validator = jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=PATTERN_OPTIONS)
+    except Exception:  # noqa: BLE001 - an invalid (or unsupported) pattern
+        return None
+    return validator.is_valid  # type: ignore[no-any-return]
+
+
+def valid(pattern: str) -> bool:
+    """Whether the engine accepts ``pattern``."""
+    return _matcher(pattern) is not None
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` matches somewhere in ``text``; an invalid pattern matches nothing."""
+    match = _matcher(pattern)
+    return match is not None and match(text)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    if validator.is_type(instance, "string") and not search(pattern, instance):
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif additional is False and extras:
+        from jsonschema.exceptions import ValidationError
+
+        listed = ", ".join(repr(k) for k in sorted(extras))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            yield ValidationError(f"{listed} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+
+@functools.cache
+def bounded(cls: Any) -> Any:
+    """``cls`` (a ``jsonschema`` validator class) matching patterns in linear time.
+
+    Not covered: ``unevaluatedProperties`` beside ``patternProperties`` still matches
+    property names with ``re`` inside ``jsonschema``.
+    """
+    from jsonschema.validators import extend
+
+    return extend(
+        cls,
+        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+    )

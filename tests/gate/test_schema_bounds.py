@@ -1,0 +1,209 @@
+"""Bounded schema work: the static bounds, linear-time patterns, and each consumer's own budget.
+
+Every time bound here is generous (seconds) against work that took minutes or
+gigabytes without the bounds: the tests fail on the old behaviour, never on a slow machine.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+
+from orgate.config import LimitSettings
+from orgate.gate import SchemaCache, SchemaProblem
+from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds, dotted
+from orgate.gate.patterns import bounded, search, valid
+from orgate.protocol.errors import ApiError
+from orgate.providers.schema_example import example_for
+from orgate.server.body import check_request_limits
+from orgate.structured.layers import ValidatorCache, check_output
+from orgate.structured.strict import strictify
+
+EVIL = "^(a+)+$"
+EVIL_TEXT = "a" * 30 + "!"
+SLOW = 10.0  # seconds: far above what bounded work takes, far below what unbounded work took
+
+
+def _obj(**props: dict) -> dict:
+    return {"type": "object", "properties": props, "required": list(props)}
+
+
+def _refused(schema: dict, bounds: SchemaBounds | None = None) -> SchemaTooComplex:
+    with pytest.raises(SchemaTooComplex) as info:
+        check_bounds(schema, bounds or SchemaBounds())
+    return info.value
+
+
+# --- static bounds -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "setting"),
+    [
+        ("minLength", 1_000_000_000, "max_schema_min_length"),
+        ("minLength", 1e9, "max_schema_min_length"),
+        ("minItems", 200_000, "max_schema_min_items"),
+        ("minItems", 1_000_000_000, "max_schema_min_items"),
+        ("minContains", 200_000, "max_schema_min_items"),
+        ("minProperties", 1_000_000, "max_schema_min_properties"),
+    ],
+)
+def test_a_counting_keyword_past_its_limit_is_named_with_its_path(keyword: str, value: float, setting: str) -> None:
+    exc = _refused(_obj(x={keyword: value}))
+    assert exc.path == ("properties", "x", keyword)
+    assert exc.keyword == keyword
+    assert f"limits.{setting}" in str(exc)
+    assert dotted("tools[0].parameters", exc.path) == f"tools[0].parameters.properties.x.{keyword}"
+
+
+def test_values_at_the_limit_pass() -> None:
+    b = SchemaBounds()
+    check_bounds(_obj(s={"minLength": b.max_min_length}, a={"minItems": b.max_min_items}, o={"minProperties": b.max_min_properties}), b)
+
+
+def test_node_count_depth_and_pattern_length() -> None:
+    assert "limits.max_schema_nodes" in str(_refused({"enum": list(range(200))}, SchemaBounds(max_nodes=100)))
+    deep: dict = {"type": "string"}
+    for _ in range(20):
+        deep = {"type": "array", "items": deep}
+    assert "limits.max_schema_depth" in str(_refused(deep, SchemaBounds(max_depth=16)))
+    long = _refused(_obj(x={"pattern": "a" * 2000}))
+    assert long.path == ("properties", "x", "pattern") and "limits.max_schema_pattern_length" in str(long)
+    named = _refused({"patternProperties": {"b" * 2000: {}}})
+    assert named.path[:1] == ("patternProperties",)
+
+
+def test_data_under_enum_const_default_examples_is_not_schema() -> None:
+    data = {"minItems": 10**9, "minLength": 10**9, "pattern": "a" * 5000}
+    check_bounds({"enum": [data], "const": data, "default": data, "examples": [data], "properties": {"minItems": {"type": "string"}}}, SchemaBounds())
+
+
+def test_odd_keys_are_quoted_in_the_path() -> None:
+    exc = _refused({"properties": {"a b": {"minItems": 10**9}}})
+    assert dotted("text.format.schema", exc.path) == "text.format.schema.properties['a b'].minItems"
+
+
+# --- the request edge ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"tools": [{"type": "function", "name": "f", "parameters": _obj(x={"type": "string", "minLength": 10**9})}]}, "tools[0].parameters.properties.x.minLength"),
+        ({"tools": [{"type": "function", "name": "f", "parameters": _obj(x={"type": "array", "minItems": 200_000})}]}, "tools[0].parameters.properties.x.minItems"),
+        ({"text": {"format": {"type": "json_schema", "name": "o", "schema": _obj(x={"type": "array", "minItems": 10**9})}}}, "text.format.schema.properties.x.minItems"),
+        ({"text": {"format": {"type": "json_schema", "name": "o", "schema": _obj(x={"type": "string", "minLength": 10**9})}}}, "text.format.schema.properties.x.minLength"),
+    ],
+)
+def test_the_edge_answers_400_naming_keyword_and_limit(body: dict, param: str) -> None:
+    with pytest.raises(ApiError) as info:
+        check_request_limits({"model": "m", "input": "hi", **body}, LimitSettings())
+    err = info.value
+    assert err.status == 400
+    assert err.code == "schema_too_complex"
+    assert err.param == param
+    assert param in err.message and "limits.max_schema_" in err.message
+
+
+def test_the_edge_reads_the_configured_limits() -> None:
+    body = {"tools": [{"type": "function", "name": "f", "parameters": _obj(x={"type": "array", "minItems": 50})}]}
+    check_request_limits(body, LimitSettings())
+    with pytest.raises(ApiError, match=r"limit of 10 \(limits.max_schema_min_items\)"):
+        check_request_limits(body, LimitSettings(max_schema_min_items=10))
+
+
+# --- patterns ------------------------------------------------------------------------------
+
+
+def test_pattern_search_is_linear_on_the_classic_redos() -> None:
+    start = time.perf_counter()
+    assert not search(EVIL, EVIL_TEXT)
+    assert not search(EVIL, "a" * 100_000 + "!")
+    assert search(EVIL, "a" * 30)
+    assert time.perf_counter() - start < SLOW
+
+
+def test_lookaround_and_backreferences_are_not_patterns() -> None:
+    assert not valid(r"^(a)\1$") and not valid(r"^(?=a)a$")
+    assert not search(r"^(a)\1$", "aa")  # an invalid pattern matches nothing
+    with pytest.raises(SchemaProblem):
+        SchemaCache().compile({"type": "string", "pattern": r"^(?=.*\d).+$"})
+
+
+def test_compiled_schemas_and_the_python_backend_match_in_linear_time() -> None:
+    schema = {"type": "string", "pattern": EVIL}
+    for backend in ("rust", "python"):
+        compiled = SchemaCache(backend=backend).compile(schema)
+        start = time.perf_counter()
+        assert compiled.validate(EVIL_TEXT)
+        assert time.perf_counter() - start < SLOW
+
+
+def test_the_bounded_python_validator_words_pattern_errors() -> None:
+    from jsonschema import Draft202012Validator
+
+    cls = bounded(Draft202012Validator)
+    schema = {"type": "object", "properties": {"x": {"pattern": EVIL}}, "patternProperties": {"^(b+)+$": {"type": "integer"}}, "additionalProperties": False}
+    start = time.perf_counter()
+    errors = list(cls(schema).iter_errors({"x": EVIL_TEXT, "b" * 30 + "!": 1, "bb": "no"}))
+    assert time.perf_counter() - start < SLOW
+    messages = sorted(e.message for e in errors)
+    assert any("does not match" in m and EVIL in m for m in messages)
+    assert any("b" * 30 + "!" in m and "regexes" in m for m in messages)
+    assert any("is not of type 'integer'" in m for m in messages)
+
+
+def test_the_safety_nets_recheck_of_an_output_is_linear() -> None:
+    schema = ValidatorCache().get(_obj(x={"type": "string", "pattern": EVIL}))
+    start = time.perf_counter()
+    failure = check_output(orjson.dumps({"x": EVIL_TEXT}).decode(), schema=schema)
+    assert time.perf_counter() - start < SLOW
+    assert failure.stage == "schema" and "does not match the pattern" in failure.errors[0]
+
+
+# --- the built-in model's example generator ------------------------------------------------
+
+
+def _quick(schema: dict, text: str = "hi") -> object:
+    start = time.perf_counter()
+    value = example_for(schema, text)
+    assert time.perf_counter() - start < SLOW
+    return value
+
+
+@pytest.mark.parametrize(
+    "sub",
+    [
+        {"type": "string", "minLength": 1_000_000_000},
+        {"type": "array", "minItems": 1_000_000_000},
+        {"type": "array", "minItems": 200_000},
+        {"type": "array", "minItems": 200_000, "uniqueItems": True, "items": {"type": "integer"}},
+        {"type": "object", "minProperties": 1_000_000},
+        {"type": "string", "pattern": "^((a{1000}){1000}){1000}$"},
+    ],
+)
+def test_the_generator_never_builds_a_giant_value(sub: dict) -> None:
+    value = _quick(_obj(x=sub))
+    assert len(str(value)) < 1_000_000
+
+
+def test_the_generator_matches_patterns_in_linear_time() -> None:
+    value = _quick(_obj(x={"type": "string", "pattern": EVIL}), EVIL_TEXT)
+    assert isinstance(value, dict) and search(EVIL, value["x"])
+
+
+def test_the_generator_has_a_budget_for_ref_trees() -> None:
+    defs = {f"a{i}": _obj(x={"$ref": f"#/$defs/a{i + 1}"}, y={"$ref": f"#/$defs/a{i + 1}"}) for i in range(40)}
+    _quick({"$defs": {**defs, "a40": {"type": "string"}}, "$ref": "#/$defs/a0"})
+
+
+def test_strictify_has_a_budget_for_inlined_refs() -> None:
+    n = 30
+    defs = {f"a{i}": {"type": "object", "properties": {k: {"$ref": f"#/$defs/a{i + 1}", "type": "object"} for k in "xy"}, "required": ["x", "y"]} for i in range(n)}
+    schema = {"type": "object", "$defs": {**defs, f"a{n}": {"type": "object"}}, "properties": {"r": {"$ref": "#/$defs/a0", "type": "object"}}}
+    start = time.perf_counter()
+    result = strictify(schema)
+    assert time.perf_counter() - start < SLOW
+    assert result.schema is None and any("sub-schemas" in str(v) for v in result.blockers)
