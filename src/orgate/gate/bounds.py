@@ -75,51 +75,68 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+#: The keywords ``_check_keyword`` looks at: a set intersection per object keeps the pass cheap.
+_WATCHED = frozenset({"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"})
+
+
 def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
-    """Raise ``SchemaTooComplex`` for the first bound ``schema`` exceeds; one pass over it."""
+    """Raise ``SchemaTooComplex`` for the first bound ``schema`` exceeds; one pass over it.
+
+    The pass keeps no paths (that would cost more than the walk): a refusal finds its
+    path afterwards, by identity (``_path_to``).
+    """
     nodes = 0
-    # (value, path, depth, is_data)
-    stack: list[tuple[Any, tuple[str | int, ...], int, bool]] = [(schema, (), 1, False)]
+    max_nodes, max_depth = bounds.max_nodes, bounds.max_depth
+    stack: list[tuple[Any, int, bool]] = [(schema, 1, False)]  # (container, depth, is data)
     while stack:
-        node, path, depth, data = stack.pop()
-        nodes += 1
-        if nodes > bounds.max_nodes:
-            raise SchemaTooComplex(path, "", f"the schema has more than {bounds.max_nodes} JSON values", bounds.max_nodes, "max_schema_nodes")
-        if depth > bounds.max_depth:
-            raise SchemaTooComplex(path, "", f"the schema is nested {depth} levels deep", bounds.max_depth, "max_schema_depth")
+        node, depth, data = stack.pop()
+        if depth > max_depth:
+            raise SchemaTooComplex(_path_to(schema, node), "", f"the schema is nested {depth} levels deep", max_depth, "max_schema_depth")
         if type(node) is dict:
+            nodes += len(node)
+            if not data and not _WATCHED.isdisjoint(node):
+                for key in _WATCHED.intersection(node):
+                    _check_keyword(key, node[key], schema, node, bounds)
             for key, value in node.items():
-                here = (*path, key)
-                if not data:
-                    _check_keyword(key, value, here, bounds)
                 if type(value) is dict or type(value) is list:
-                    stack.append((value, here, depth + 1, data or key in _DATA_KEYWORDS))
-                else:
-                    nodes += 1
-        elif type(node) is list:
-            for index, value in enumerate(node):
+                    stack.append((value, depth + 1, data or key in _DATA_KEYWORDS))
+        else:
+            nodes += len(node)
+            for value in node:
                 if type(value) is dict or type(value) is list:
-                    stack.append((value, (*path, index), depth + 1, data))
-                else:
-                    nodes += 1
-    if nodes > bounds.max_nodes:
-        raise SchemaTooComplex((), "", f"the schema has more than {bounds.max_nodes} JSON values", bounds.max_nodes, "max_schema_nodes")
+                    stack.append((value, depth + 1, data))
+        if nodes > max_nodes:
+            raise SchemaTooComplex((), "", f"the schema has more than {max_nodes} JSON values", max_nodes, "max_schema_nodes")
 
 
-def _check_keyword(key: str, value: Any, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
+def _path_to(root: Any, target: Any) -> tuple[str | int, ...]:
+    """The path of ``target`` (by identity) inside ``root``; only run to word a refusal."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        items = node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+        for key, value in items:
+            if type(value) is dict or type(value) is list:
+                stack.append((value, (*path, key)))
+    return ()
+
+
+def _check_keyword(key: str, value: Any, root: Any, node: dict[str, Any], bounds: SchemaBounds) -> None:
     if _number(value):
         found = bounds.limit_of(key)
         if found is not None and value > found[0]:
-            raise SchemaTooComplex(path, key, f"{key} is {value:g}" if isinstance(value, float) else f"{key} is {value}", *found)
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise SchemaTooComplex((*_path_to(root, node), key), key, f"{key} is {shown}", *found)
     elif key == "pattern" and isinstance(value, str):
-        _check_pattern(value, path, bounds)
+        if len(value) > bounds.max_pattern_length:
+            _long_pattern(value, (*_path_to(root, node), key), bounds)
     elif key == "patternProperties" and type(value) is dict:
         for name in value:
-            _check_pattern(name, (*path, name), bounds)
+            if len(name) > bounds.max_pattern_length:
+                _long_pattern(name, (*_path_to(root, node), key, name), bounds)
 
 
-def _check_pattern(pattern: str, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
-    if len(pattern) > bounds.max_pattern_length:
-        raise SchemaTooComplex(
-            path, "pattern", f"a pattern of {len(pattern)} characters", bounds.max_pattern_length, "max_schema_pattern_length"
-        )
+def _long_pattern(pattern: str, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
+    raise SchemaTooComplex(path, "pattern", f"a pattern of {len(pattern)} characters", bounds.max_pattern_length, "max_schema_pattern_length")

@@ -11,6 +11,7 @@ compressed body (``Content-Encoding`` other than identity) with 415.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -273,7 +274,8 @@ def check_request_limits(data: Any, limits: LimitSettings) -> None:
 def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
     if not isinstance(schema, dict | list):
         return
-    size = len(orjson.dumps(schema))
+    raw = orjson.dumps(schema)
+    size = len(raw)
     if size > limits.max_schema_bytes:
         raise ApiError(
             400,
@@ -281,11 +283,34 @@ def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
             code="schema_too_large",
             param=param,
         )
+    bounds = schema_bounds(limits)
+    key = (bounds, hashlib.blake2b(raw, digest_size=16).digest())
+    if key in _WITHIN_BOUNDS:  # the same tools come with every request of a client: walked once
+        return
     check_schema_bounds(schema, param, limits)
+    _WITHIN_BOUNDS[key] = None
+    if len(_WITHIN_BOUNDS) > 4096:
+        del _WITHIN_BOUNDS[next(iter(_WITHIN_BOUNDS))]
+
+
+#: Schemas (by content and bounds) that passed ``check_schema_bounds``, oldest first.
+_WITHIN_BOUNDS: dict[tuple[SchemaBounds, bytes], None] = {}
 
 
 def schema_bounds(limits: LimitSettings) -> SchemaBounds:
-    """The ``[limits]`` ``max_schema_*`` settings as the gate's ``SchemaBounds``."""
+    """The ``[limits]`` ``max_schema_*`` settings as the gate's ``SchemaBounds`` (built once per settings)."""
+    made = _BOUNDS.get(id(limits))
+    if made is not None and made[0] is limits:
+        return made[1]
+    bounds = _bounds_of(limits)
+    _BOUNDS[id(limits)] = (limits, bounds)
+    return bounds
+
+
+_BOUNDS: dict[int, tuple[LimitSettings, SchemaBounds]] = {}
+
+
+def _bounds_of(limits: LimitSettings) -> SchemaBounds:
     return SchemaBounds(
         max_nodes=limits.max_schema_nodes,
         max_depth=limits.max_schema_depth,
