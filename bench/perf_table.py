@@ -3,7 +3,7 @@ throughput grows with workers.
 
 Method (one run, one machine):
 
-- an nginx upstream serves canned Chat Completions bodies (JSON, and a 20-chunk SSE
+- an nginx upstream serves canned Chat Completions bodies (JSON, and a 21-chunk SSE
   stream); nginx and wrk run pinned to one core, each single-process gateway to the other;
 - legs, measured back to back per cell and repeated ``--rounds`` times (interleaved, so
   that a shared machine's load hits every leg alike): ``direct`` (wrk → nginx), orgate
