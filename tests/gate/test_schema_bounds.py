@@ -207,3 +207,34 @@ def test_strictify_has_a_budget_for_inlined_refs() -> None:
     result = strictify(schema)
     assert time.perf_counter() - start < SLOW
     assert result.schema is None and any("sub-schemas" in str(v) for v in result.blockers)
+
+
+def test_unevaluated_properties_match_pattern_properties_in_linear_time() -> None:
+    from jsonschema import Draft202012Validator
+
+    cls = bounded(Draft202012Validator)
+    schema = {
+        "allOf": [{"properties": {"a": {}}}, {"patternProperties": {EVIL: {"type": "integer"}}}],
+        "$defs": {"d": {"patternProperties": {"^z": {}}}},
+        "$ref": "#/$defs/d",
+        "unevaluatedProperties": False,
+    }
+    start = time.perf_counter()
+    errors = list(cls(schema).iter_errors({"a": 1, "aaa": 2, "zed": 3, EVIL_TEXT: 4}))
+    assert time.perf_counter() - start < SLOW
+    assert [e.message for e in errors] == [f"Unevaluated properties are not allowed ({EVIL_TEXT!r} was unexpected)"]
+    assert cls(schema).is_valid({"a": 1, "aaa": 2, "zed": 3})
+    assert not cls(schema).is_valid({"aaa": "x"})
+
+
+def test_the_ref_cycle_check_follows_each_reference_chain_once() -> None:
+    from orgate.engine.context import _ref_cycle
+
+    n = 4000
+    chain = {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(n)}
+    schema = {"type": "object", "$defs": {**chain, f"a{n}": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a0"}}}
+    start = time.perf_counter()
+    assert not _ref_cycle(schema)
+    schema["$defs"][f"a{n}"] = {"$ref": "#/$defs/a0"}
+    assert _ref_cycle(schema)
+    assert time.perf_counter() - start < SLOW

@@ -243,6 +243,7 @@ def _ref_cycle(schema: Any) -> bool:
 
     stack: list[Any] = [schema]
     seen_nodes = 0
+    acyclic: set[int] = set()  # nodes whose reference chain ends: each chain is followed once (O(size), not O(size²))
     while stack and seen_nodes < 10_000:
         node = stack.pop()
         seen_nodes += 1
@@ -254,7 +255,7 @@ def _ref_cycle(schema: Any) -> bool:
         stack.extend(v for v in node.values() if isinstance(v, dict | list))
         ref = node.get("$ref")
         chain: set[int] = set()
-        while isinstance(ref, str) and ref.startswith("#") and set(node) <= _ANNOTATIONS:
+        while isinstance(ref, str) and ref.startswith("#") and set(node) <= _ANNOTATIONS and id(node) not in acyclic:
             if id(node) in chain:
                 return True
             chain.add(id(node))
@@ -262,6 +263,7 @@ def _ref_cycle(schema: Any) -> bool:
             if not isinstance(node, dict):
                 break
             ref = node.get("$ref")
+        acyclic |= chain
     return False
 
 

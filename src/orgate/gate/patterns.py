@@ -11,7 +11,7 @@ with lookaround or backreferences is not a pattern this engine accepts, and a
 schema using one is refused like any other invalid schema.
 
 ``bounded(cls)`` gives a ``jsonschema`` validator class whose ``pattern``,
-``patternProperties`` and ``additionalProperties`` use this engine (the detailed validators of the safety net
+``patternProperties``, ``additionalProperties`` and ``unevaluatedProperties`` use this engine (the detailed validators of the safety net
 and the built-in model's example generator); ``search(pattern, text)`` is the
 match itself.
 """
@@ -86,16 +86,76 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
             yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
 
 
+def _no_error(errors: Iterator[Any]) -> bool:
+    return next(errors, None) is None
+
+
+def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> set[str]:
+    """The keys of ``instance`` that ``schema`` evaluates (Draft 2020-12's annotation rules,
+    as ``jsonschema`` computes them, with ``patternProperties`` matched by this engine)."""
+    if not isinstance(schema, dict):
+        return set()
+    keys: set[str] = set()
+    for ref_keyword in ("$ref", "$dynamicRef"):
+        ref = schema.get(ref_keyword)
+        if ref is not None:
+            resolved = validator._resolver.lookup(ref)
+            inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+            keys |= _evaluated_keys(inner, instance, resolved.contents)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        keys |= properties.keys() & instance.keys()
+    for keyword in ("additionalProperties", "unevaluatedProperties"):
+        sub = schema.get(keyword)
+        if sub is not None:
+            keys |= {k for k, v in instance.items() if _no_error(validator.descend(v, sub))}
+    for pattern in schema.get("patternProperties") or {}:
+        keys |= {k for k in instance if search(pattern, k)}
+    for name, sub in (schema.get("dependentSchemas") or {}).items():
+        if name in instance:
+            keys |= _evaluated_keys(validator, instance, sub)
+    for keyword in ("allOf", "oneOf", "anyOf"):
+        for sub in schema.get(keyword) or []:
+            if _no_error(validator.descend(instance, sub)):
+                keys |= _evaluated_keys(validator, instance, sub)
+    if "if" in schema:
+        if validator.evolve(schema=schema["if"]).is_valid(instance):
+            keys |= _evaluated_keys(validator, instance, schema["if"])
+            keys |= _evaluated_keys(validator, instance, schema.get("then"))
+        else:
+            keys |= _evaluated_keys(validator, instance, schema.get("else"))
+    return keys
+
+
+def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    evaluated = _evaluated_keys(validator, instance, schema)
+    bad = [k for k in instance if k not in evaluated and not _no_error(validator.descend(instance[k], unevaluated, path=k, schema_path=k))]
+    if bad:
+        from jsonschema.exceptions import ValidationError
+
+        listed = ", ".join(repr(k) for k in sorted(bad))
+        verb = "was" if len(bad) == 1 else "were"
+        if unevaluated is False:
+            yield ValidationError(f"Unevaluated properties are not allowed ({listed} {verb} unexpected)")
+        else:
+            yield ValidationError(f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)")
+
+
 @functools.cache
 def bounded(cls: Any) -> Any:
-    """``cls`` (a ``jsonschema`` validator class) matching patterns in linear time.
-
-    Not covered: ``unevaluatedProperties`` beside ``patternProperties`` still matches
-    property names with ``re`` inside ``jsonschema``.
-    """
+    """``cls`` (a ``jsonschema`` validator class, Draft 2019-09 or later for
+    ``unevaluatedProperties``) matching patterns in linear time: every keyword of
+    ``jsonschema`` that matches a pattern is replaced."""
     from jsonschema.validators import extend
 
     return extend(
         cls,
-        {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+            **({"unevaluatedProperties": _unevaluated_properties} if "unevaluatedProperties" in cls.VALIDATORS else {}),
+        },
     )
