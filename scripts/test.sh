@@ -14,6 +14,7 @@ fi
 # Redis for the shared rate-limit tests; schemathesis (fuzzing) in its own venv, since its
 # pinned jsonschema-rs conflicts with orgate's.
 command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+bash scripts/chromium.sh  # Debian's chromium for tests/console (the browser tests)
 [ -x .venv-fuzz/bin/schemathesis ] || { "$PY" -m venv .venv-fuzz && .venv-fuzz/bin/pip install -q schemathesis; }
 
 # PostgreSQL for the store tests (installed from Debian packages if missing).

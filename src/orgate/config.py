@@ -418,6 +418,15 @@ class CompactionSettings(_Section):
     keep_turns: int = Field(2, ge=0)
 
 
+class ConsoleSettings(_Section):
+    """``[console]``: the web console at /console (see docs/console.md)."""
+
+    enabled: bool = True
+    session_minutes: int = Field(480, ge=1)  # a signed-in browser's session lifetime
+    # signs session cookies; None = a random secret per process (sessions end on restart)
+    session_secret: str | None = None
+
+
 class Settings(BaseModel):
     """The whole validated configuration."""
 
@@ -436,6 +445,7 @@ class Settings(BaseModel):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     structured: StructuredSettings = Field(default_factory=StructuredSettings)
     models: list[ModelSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)

@@ -161,6 +161,10 @@ def default_route_sets(settings: Settings) -> list[RouteSet]:
 
         log.warning(STARTUP_WARNING)
         sets.append(chat_routes)
+    if settings.console.enabled:
+        from orgate.console import routes as console_routes
+
+        sets.append(console_routes)
     return sets
 
 

@@ -18,8 +18,11 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from orgate.store.base import (
+    STATUSES,
     ItemsPage,
     ResponseConflict,
+    ResponseFilter,
+    ResponsesPage,
     ResponseStore,
     SchemaTooNew,
     SessionBusy,
@@ -35,8 +38,11 @@ from orgate.store.base import (
 from orgate.store.sqlite import SqliteStore
 
 __all__ = [
+    "STATUSES",
     "ItemsPage",
     "ResponseConflict",
+    "ResponseFilter",
+    "ResponsesPage",
     "ResponseStore",
     "SchemaTooNew",
     "SessionBusy",

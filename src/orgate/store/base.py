@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import base64
 import contextlib
 import functools
 import logging
@@ -153,6 +154,24 @@ class ItemsPage:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponsesPage:
+    """A page of ``list_responses``: newest first; ``next_cursor`` continues past the last."""
+
+    data: list[StoredResponse]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFilter:
+    """What ``list_responses`` keeps: ``tenant`` None means every tenant's responses."""
+
+    tenant: str | None = None
+    status: str | None = None
+    model: str | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionState:
     """What a session points at: its latest response and the deployment that served it."""
 
@@ -194,6 +213,31 @@ class StoreStats:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def encode_cursor(*parts: str | int | float) -> str:
+    """An opaque listing cursor (URL-safe) holding a page's last sort key."""
+    text = "\x1f".join(repr(part) if isinstance(part, float) else str(part) for part in parts)
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, count: int) -> list[str]:
+    """The ``count`` parts of an ``encode_cursor`` string; ``ValueError`` when it is not one."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("cursor is not one this store made") from None
+    parts = text.split("\x1f")
+    if len(parts) != count:
+        raise ValueError("cursor is not one this store made")
+    return parts
+
+
+def filter_terms(where: ResponseFilter) -> list[tuple[str, str]]:
+    """(column, value) pairs a listing must match, in one order for every backend."""
+    terms = [("tenant", where.tenant), ("status", where.status), ("model", where.model)]
+    terms.append(("session_id", where.session_id))
+    return [(column, value) for column, value in terms if value is not None]
 
 
 #: Identifies this process (pids are reused, e.g. by a restarted container).
@@ -475,6 +519,18 @@ class ResponseStore(abc.ABC):
     @abc.abstractmethod
     async def events(self, response_id: str, tenant: str) -> bytes | None:
         """The stored SSE events blob of a response, if one was saved."""
+
+    @abc.abstractmethod
+    async def list_responses(
+        self, where: ResponseFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> ResponsesPage:
+        """Live (unexpired) responses matching ``where``, newest first, ``limit`` at most.
+
+        Keyset pagination: ``cursor`` is a page's ``next_cursor`` (opaque); no page
+        costs more than its rows plus the ones the filter skips. Adds no index: the
+        listing walks an order every save already maintains. Raises ``ValueError``
+        for a cursor this store did not make.
+        """
 
     # -- background mode
 

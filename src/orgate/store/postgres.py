@@ -33,6 +33,8 @@ from orgate.store.base import (
     ItemsPage,
     Order,
     ResponseConflict,
+    ResponseFilter,
+    ResponsesPage,
     ResponseStore,
     SchemaTooNew,
     SessionBusy,
@@ -45,6 +47,9 @@ from orgate.store.base import (
     TenantInUse,
     UnknownResponse,
     check_order,
+    decode_cursor,
+    encode_cursor,
+    filter_terms,
     live_owners,
     new_owner_id,
     page_of,
@@ -486,6 +491,29 @@ class PostgresStore(ResponseStore):
             tenant,
         )
         return bytes(row["data"]) if row is not None else None
+
+    async def list_responses(
+        self, where: ResponseFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> ResponsesPage:
+        terms = filter_terms(where)
+        params: list[Any] = [value for _, value in terms] + [time.time()]
+        clauses = [f"{column} = ${n}" for n, (column, _) in enumerate(terms, 1)]
+        clauses.append(f"(expires_at IS NULL OR expires_at > ${len(params)})")
+        if cursor:
+            created, response_id = decode_cursor(cursor, 2)
+            params += [float(created), response_id]
+            # (created_at, id) descending walks responses_created backwards.
+            clauses.append(f"(created_at, id) < (${len(params) - 1}, ${len(params)})")
+        params.append(limit + 1)
+        rows = await self._fetch(
+            f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE {' AND '.join(clauses)}"
+            f" ORDER BY created_at DESC, id DESC LIMIT ${len(params)}",
+            *params,
+        )
+        more = len(rows) > limit
+        records = [_record(row) for row in rows[:limit]]
+        last = records[-1] if more else None
+        return ResponsesPage(records, encode_cursor(last.created_at, last.id) if last else None)
 
     # ------------------------------------------------------------------ background mode
 

@@ -33,6 +33,8 @@ from orgate.store.base import (
     ItemsPage,
     Order,
     ResponseConflict,
+    ResponseFilter,
+    ResponsesPage,
     ResponseStore,
     SchemaTooNew,
     SessionBusy,
@@ -45,7 +47,10 @@ from orgate.store.base import (
     TenantInUse,
     UnknownResponse,
     check_order,
+    decode_cursor,
     derived_location,
+    encode_cursor,
+    filter_terms,
     is_derived,
     item_id_for,
     live_owners,
@@ -636,6 +641,30 @@ class SqliteStore(ResponseStore):
             (response_id, tenant),
         ).fetchone()
         return bytes(row[0]) if row is not None else None
+
+    async def list_responses(
+        self, where: ResponseFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> ResponsesPage:
+        before = int(decode_cursor(cursor, 1)[0]) if cursor else None
+        return await self._run(Kind.READ, self._list_sync, where, limit, before)
+
+    def _list_sync(self, where: ResponseFilter, limit: int, before: int | None) -> ResponsesPage:
+        # The rowid is the creation order (saves insert once, then update in place), so
+        # walking it backwards lists newest first through the table's own b-tree.
+        terms = filter_terms(where)
+        clauses = [f"{column} = ?" for column, _ in terms] + [_LIVE]
+        params: list[Any] = [value for _, value in terms] + [time.time()]
+        if before is not None:
+            clauses.append("rowid < ?")
+            params.append(before)
+        rows = self._x(
+            f"SELECT {_RESPONSE_COLUMNS}, rowid FROM responses WHERE {' AND '.join(clauses)}"
+            " ORDER BY rowid DESC LIMIT ?",
+            (*params, limit + 1),
+        ).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return ResponsesPage([_record(row) for row in rows], encode_cursor(rows[-1][16]) if more else None)
 
     # ------------------------------------------------------------------ background mode
 

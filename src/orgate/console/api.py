@@ -1,0 +1,142 @@
+"""The console's JSON endpoints under ``/console/api`` (documented in docs/console.md).
+
+A script can call them too: sign in with ``POST /console/api/session``, keep the
+cookie, send the returned ``csrf_token`` as ``X-CSRF-Token`` on POST and DELETE.
+Every read is scoped to the session's tenant unless its key is an admin key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from orgate.console import views
+from orgate.console.guard import (
+    json_response,
+    require_change_allowed,
+    require_same_origin,
+    require_session,
+    visible_tenant,
+)
+from orgate.console.session import COOKIE, ConsoleSession, SessionSigner
+from orgate.protocol.errors import AUTHENTICATION, ApiError
+from orgate.server.body import read_json
+from orgate.store import STATUSES, ResponseFilter
+
+if TYPE_CHECKING:
+    from orgate.server.app import Services
+
+PAGE_LIMIT = 50
+MAX_PAGE_LIMIT = 200
+
+
+def _session_body(signer: SessionSigner, session: ConsoleSession) -> dict[str, Any]:
+    return {
+        "key_name": session.key_name,
+        "tenant": session.tenant,
+        "admin": session.admin,
+        "expires_at": session.expires_at,
+        "csrf_token": signer.csrf_token(session),
+    }
+
+
+def _store(services: Services) -> Any:
+    if services.store is None:
+        raise ApiError(404, "The response store is disabled ([store] enabled = false).", code="store_disabled")
+    return services.store
+
+
+def _limit(request: Request) -> int:
+    raw = request.query_params.get("limit", str(PAGE_LIMIT))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE_LIMIT:
+        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}.", param="limit", code="invalid_value")
+    return int(raw)
+
+
+def _filter(request: Request, session: ConsoleSession) -> ResponseFilter:
+    query = request.query_params
+    status = query.get("status") or None
+    if status is not None and status not in STATUSES:
+        raise ApiError(400, f"status must be one of {', '.join(STATUSES)}.", param="status", code="invalid_value")
+    return ResponseFilter(
+        tenant=visible_tenant(session, query.get("tenant")),
+        status=status,
+        model=query.get("model") or None,
+        session_id=query.get("session_id") or None,
+    )
+
+
+def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
+    keys = {key.name: key for key in services.keys}
+    secure_cookie = (services.settings.server.public_url or "").startswith("https://")
+
+    async def sign_in(request: Request) -> Response:
+        require_same_origin(request)
+        data = await read_json(request, services.settings.limits)
+        token = data.get("key") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token.strip():
+            raise ApiError(400, "Send {\"key\": \"<your API key>\"}.", param="key", code="missing_api_key", type=AUTHENTICATION)
+        caller = services.auth.authenticate(f"Bearer {token.strip()}")  # 401 for a wrong key
+        cookie, session = signer.issue(keys[caller.key_name])
+        response = json_response(_session_body(signer, session))
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=int(signer.lifetime),
+            path="/console",
+            httponly=True,
+            samesite="strict",
+            secure=secure_cookie,
+        )
+        return response
+
+    async def current(request: Request) -> Response:
+        return json_response(_session_body(signer, require_session(signer, request)))
+
+    async def sign_out(request: Request) -> Response:
+        signer.revoke(require_change_allowed(signer, request))
+        response = json_response({"signed_out": True})
+        response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict")
+        return response
+
+    return [
+        Route("/console/api/session", sign_in, methods=["POST"]),
+        Route("/console/api/session", current, methods=["GET"]),
+        Route("/console/api/session", sign_out, methods=["DELETE"]),
+    ]
+
+
+def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
+    async def listing(request: Request) -> Response:
+        session = require_session(signer, request)
+        where = _filter(request, session)
+        try:
+            page = await _store(services).list_responses(
+                where, limit=_limit(request), cursor=request.query_params.get("cursor") or None
+            )
+        except ValueError as exc:
+            raise ApiError(400, str(exc), param="cursor", code="invalid_value") from None
+        rows = await asyncio.to_thread(lambda: [views.row(record) for record in page.data])
+        return json_response({"object": "list", "data": rows, "next_cursor": page.next_cursor})
+
+    async def inspect(request: Request) -> Response:
+        session = require_session(signer, request)
+        response_id = request.path_params["response_id"]
+        tenant = visible_tenant(session, request.query_params.get("tenant")) or session.tenant
+        store = _store(services)
+        record = await store.get(response_id, tenant)
+        if record is None:
+            raise ApiError(404, f"No response found with id '{response_id}'.", param="response_id", code="not_found")
+        page = await store.input_items(response_id, tenant, limit=100, order="asc")
+        events = await store.events(response_id, tenant)
+        body = views.inspection(record, input_items=page.data if page else [], events=events)
+        return json_response(body)
+
+    return [
+        Route("/console/api/responses", listing, methods=["GET"]),
+        Route("/console/api/responses/{response_id}", inspect, methods=["GET"]),
+    ]

@@ -1,0 +1,118 @@
+"""Console sign-in sessions: signed cookies, their expiry, sign-out, and CSRF tokens.
+
+A session is a cookie the server signs (HMAC-SHA256): the key's name, a fingerprint
+of the key's secret material (rotating a key ends its sessions), an expiry and a
+random session id. Nothing in it is the key. The browser holds it as an HttpOnly,
+SameSite=Strict cookie scoped to ``/console``. Being signed rather than looked up,
+a session is valid in every process that shares the secret (several workers or
+hosts); sign-out revokes the session id in this process and clears the cookie.
+
+The CSRF token of a session is derived from its id with the same secret, sent by
+the page in ``X-CSRF-Token`` on every state-changing request.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+import orjson
+
+from orgate.config import ResolvedKey
+
+COOKIE = "orgate_console"
+CSRF_HEADER = "x-csrf-token"
+#: Revoked session ids remembered (they expire with their sessions; the bound caps memory).
+_MAX_REVOKED = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleSession:
+    """A signed-in browser: which key, its tenant, whether it sees every tenant, until when."""
+
+    session_id: str
+    key_name: str
+    tenant: str
+    admin: bool
+    models: tuple[str, ...] | None
+    expires_at: float
+
+
+def is_admin(key: ResolvedKey) -> bool:
+    """Whether the key sees every tenant (``admin = true`` in its ``[auth]`` table)."""
+    return bool(getattr(key, "admin", False))
+
+
+def _fingerprint(key: ResolvedKey) -> str:
+    material = key.sha256 if key.sha256 is not None else hashlib.sha256(key.secret or b"").digest()
+    return hashlib.sha256(b"orgate-console-key\0" + material).hexdigest()[:16]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class SessionSigner:
+    """Issues, reads and revokes session cookies for the configured keys."""
+
+    def __init__(self, secret: bytes, keys: list[ResolvedKey], lifetime_seconds: float) -> None:
+        self._secret = hashlib.sha256(b"orgate-console-session\0" + secret).digest()
+        self._keys = {key.name: key for key in keys}
+        self.lifetime = lifetime_seconds
+        self._revoked: dict[str, float] = {}
+
+    def _mac(self, purpose: bytes, payload: bytes) -> bytes:
+        return hmac.new(self._secret, purpose + b"\0" + payload, hashlib.sha256).digest()
+
+    def issue(self, key: ResolvedKey, now: float | None = None) -> tuple[str, ConsoleSession]:
+        """A new session for ``key``: the cookie value and what it stands for."""
+        expires = (time.time() if now is None else now) + self.lifetime
+        session_id = secrets.token_urlsafe(16)
+        payload = orjson.dumps({"k": key.name, "f": _fingerprint(key), "e": expires, "s": session_id})
+        cookie = f"{_b64(payload)}.{_b64(self._mac(b'session', payload))}"
+        return cookie, self._session(key, session_id, expires)
+
+    def read(self, cookie: str | None, now: float | None = None) -> ConsoleSession | None:
+        """The session a cookie stands for; None when absent, forged, expired, revoked or its key is gone."""
+        if not cookie or cookie.count(".") != 1:
+            return None
+        body, mac = cookie.split(".")
+        try:
+            payload = _unb64(body)
+            if not hmac.compare_digest(_unb64(mac), self._mac(b"session", payload)):
+                return None
+            data = orjson.loads(payload)
+        except ValueError:
+            return None
+        key = self._keys.get(data.get("k")) if isinstance(data, dict) else None
+        expires = data.get("e") if key is not None else None
+        if key is None or not isinstance(expires, float | int) or data.get("f") != _fingerprint(key):
+            return None
+        if expires <= (time.time() if now is None else now) or data.get("s") in self._revoked:
+            return None
+        return self._session(key, str(data.get("s")), float(expires))
+
+    def revoke(self, session: ConsoleSession) -> None:
+        """Sign-out: this session id is refused from now on (until it would have expired)."""
+        now = time.time()
+        if len(self._revoked) >= _MAX_REVOKED:
+            self._revoked = {sid: exp for sid, exp in self._revoked.items() if exp > now}
+        self._revoked[session.session_id] = session.expires_at
+
+    def csrf_token(self, session: ConsoleSession) -> str:
+        return _b64(self._mac(b"csrf", session.session_id.encode()))
+
+    def csrf_ok(self, session: ConsoleSession, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(str(token), self.csrf_token(session))
+
+    @staticmethod
+    def _session(key: ResolvedKey, session_id: str, expires: float) -> ConsoleSession:
+        return ConsoleSession(session_id, key.name, key.tenant, is_admin(key), key.models, expires)
