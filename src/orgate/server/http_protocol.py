@@ -5,7 +5,10 @@ joins the pieces of one header value by concatenation: a client sending one
 endless header made the server's memory grow and blocked its event loop for
 seconds (quadratic copying; 64 MB took ~9 s during which no one was served).
 ``OrgateHttpProtocol`` counts the bytes of each request head and answers 431
-once it passes ``MAX_HEAD_BYTES``. The answers uvicorn gives without the app
+once it passes ``MAX_HEAD_BYTES``: the request line and each header as the
+parser hands them over (so a large head that arrives in one read is refused
+before the app sees it), and the reads that follow the one that started a
+head (a header that never ends is never handed over). The answers uvicorn gives without the app
 (431 here, 400 for malformed HTTP) are in the spec's ``{"error": {...}}``
 shape. After such an answer the connection is half-closed and what the
 client still sends is discarded for a moment before closing, so that the
@@ -27,6 +30,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -62,13 +66,18 @@ def error_bytes(
     return STATUS_LINE[status] + head + body
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: stops the parser before the request reaches the app."""
+
+
 class OrgateHttpProtocol(HttpToolsProtocol):
     """``HttpToolsProtocol`` with ``MAX_HEAD_BYTES`` and JSON error bodies (``uvicorn.run(http=...)``)."""
 
     def __init__(self, *args: Any, header_timeout: float = HEADER_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = False  # between the first byte of a request and the end of its headers
-        self._head_bytes = 0
+        self._head_bytes = 0  # the reads after the one that started the head
+        self._parsed_head = 0  # the request line and the headers the parser handed over
         self._refused = False
         self._header_timeout = header_timeout
         self._head_timer: asyncio.TimerHandle | None = None
@@ -85,7 +94,21 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._in_head = True
         self._head_bytes = 0
+        self._parsed_head = 0
         self._disarm_head_timer()  # the connection's first wait is over; a head not complete in this read gets its own
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value) + 4)  # with ": " and the line end
+        super().on_header(name, value)
+
+    def _count_head(self, size: int) -> None:
+        self._parsed_head += size
+        if self._parsed_head > MAX_HEAD_BYTES:
+            raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -116,26 +139,47 @@ class OrgateHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return  # draining until the connection closes
-        # The read that started a head is not counted (its head part is unknown): a head is
-        # refused at most one read's size past the limit, which bounds memory and copying.
+        # The read that started a head is counted by the parser callbacks; the reads after it
+        # here too, as a header that never ends is not handed over (bounded memory and copying).
         counted = self._in_head
-        super().data_received(data)
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            if isinstance(exc.__context__, _HeadTooLarge):
+                self._refuse_large_head()
+                return
+            self._invalid()
+            return
+        except httptools.HttpParserError:
+            self._invalid()
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
         if self._in_head and self._head_timer is None and not self._refused:
             # A head that did not end in the read that started it (usually it does: no timer then).
             self._arm_head_timer()
         if counted and self._in_head and not self._refused:
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
-                self.logger.warning("Request head larger than %d bytes refused.", MAX_HEAD_BYTES)
-                message = f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes."
-                self._refuse(
-                    error_bytes(
-                        431,
-                        message,
-                        "request_header_fields_too_large",
-                        self.server_state.default_headers,
-                    )
-                )
+                self._refuse_large_head()
+
+    def _invalid(self) -> None:
+        msg = "Invalid HTTP request received."
+        self.logger.warning(msg)
+        self.send_400_response(msg)
+
+    def _refuse_large_head(self) -> None:
+        self.logger.warning("Request head larger than %d bytes refused.", MAX_HEAD_BYTES)
+        message = f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes."
+        self._refuse(
+            error_bytes(
+                431, message, "request_header_fields_too_large", self.server_state.default_headers
+            )
+        )
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(
