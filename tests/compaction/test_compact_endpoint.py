@@ -178,3 +178,22 @@ def test_the_key_comes_from_the_secret_or_one_shared_key_file(tmp_path: Any, mon
     from_secret = compaction_key(settings)
     assert from_secret != first and len(from_secret) == 32
     assert compaction_key(settings) == from_secret
+
+
+def test_compact_does_not_echo_keys_the_spec_does_not_have(http: httpx.Client) -> None:
+    """Request items keep a client's unknown keys; the compaction's output items are the spec's."""
+    marked = [
+        {"role": "user", "content": [{"type": "input_text", "text": "first", "x_part": "P1"}], "x_item": "I1"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "second"},
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s", "x_summary": "S1"}], "x_reasoning": "R1"},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "x_call": "C1"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "42", "x_out": "O1"}], "x_output": "O2"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "two", "annotations": [], "x_text": "T1"}]},
+    ]
+    response = http.post("/v1/responses/compact", json={"model": "orgate/echo", "input": marked})
+    assert response.status_code == 200, response.text
+    validate("CompactResource", response.json())
+    assert len(response.json()["output"]) > 1  # items were kept (and checked)
+    for marker in ("P1", "I1", "S1", "R1", "C1", "O1", "O2", "T1"):
+        assert f'"{marker}"' not in response.text

@@ -116,6 +116,10 @@ def test_unknown_nested_parameters_are_400_not_dropped(http: httpx.Client, patch
         ("PUT", "/v1/responses", {"POST"}),
         ("GET", "/v1/responses/resp_x/cancel", {"POST"}),
         ("POST", "/v1/models", {"GET"}),
+        ("PUT", "/v1/responses/compact", {"POST"}),
+        ("PATCH", "/v1/responses/compact", {"POST"}),
+        ("GET", "/v1/responses/compact", {"POST"}),
+        ("DELETE", "/v1/responses/compact", {"POST"}),
     ],
 )
 def test_method_not_allowed_names_the_allowed_methods(http: httpx.Client, method: str, path: str, allowed: set[str]) -> None:
@@ -124,6 +128,8 @@ def test_method_not_allowed_names_the_allowed_methods(http: httpx.Client, method
     assert error["code"] == "method_not_allowed"
     listed = {m.strip() for m in res.headers["allow"].split(",")}
     assert allowed <= listed and method not in listed, res.headers["allow"]
+    if path.endswith("/compact"):  # the spec's only operation there: nothing else may be listed
+        assert listed == {"POST"}, res.headers["allow"]
 
 
 # --------------------------------------------------------------------------- listed input items
@@ -158,3 +164,16 @@ def test_input_items_have_the_spec_item_shape(http: httpx.Client) -> None:
     # what was listed is accepted back as input
     again = http.post("/v1/responses", json={"model": "orgate/echo", "input": items, "tools": [TOOL]})
     assert again.status_code == 200, again.text
+
+
+# --------------------------------------------------------------------------- /openapi.json
+
+
+def test_the_served_document_requires_the_model_the_server_requires(http: httpx.Client) -> None:
+    """The spec lets ``model`` be absent or null (a server with a default model); orgate has no
+    default and answers 400, so the document it serves says ``model`` is a required string."""
+    body = http.get("/openapi.json").json()["components"]["schemas"]["CreateResponseBody"]
+    assert "model" in body["required"]
+    assert body["properties"]["model"]["type"] == "string" and "anyOf" not in body["properties"]["model"]
+    for sent in ({"input": "hi"}, {"model": None, "input": "hi"}):
+        assert _error(http.post("/v1/responses", json=sent))["param"] == "model"

@@ -174,8 +174,8 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     extra = default_route_sets(settings) if route_sets is None else route_sets
     table: list[BaseRoute] = [
         *routes.core_routes(services),
+        *compact_routes(services),  # before /v1/responses/{response_id}: "compact" is no id
         *stored_routes(services),
-        *compact_routes(services),
         *websocket_routes(services),
         *openapi_routes(services),
     ]

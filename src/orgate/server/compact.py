@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -60,6 +60,7 @@ from orgate.protocol import (
 )
 from orgate.protocol.errors import ApiError, from_validation_error, invalid_request, not_found
 from orgate.server.body import read_json
+from orgate.server.errors import error_response
 from orgate.server.observability import note_model
 from orgate.server.routes import authenticate, json_response
 from orgate.store import default_sqlite_path, sqlite_path
@@ -141,12 +142,32 @@ def key_for(services: Services) -> bytes:
 # --------------------------------------------------------------------------- output items
 
 
+def spec_fields(model: BaseModel) -> dict[str, Any]:
+    """``model`` dumped with the spec's fields only, at every depth: request models keep the
+    keys a client added (``extra="allow"``), and a compaction's output is not an echo of them."""
+    dumped = model.model_dump(mode="json", exclude_none=True, by_alias=True)
+    return _prune(model, dumped)
+
+
+def _prune(value: Any, dumped: Any) -> Any:
+    if isinstance(value, BaseModel) and isinstance(dumped, dict):
+        for key in value.model_extra or {}:
+            dumped.pop(key, None)
+        for name, field in type(value).model_fields.items():
+            key = field.serialization_alias or field.alias or name
+            if key in dumped:
+                dumped[key] = _prune(getattr(value, name), dumped[key])
+    elif isinstance(value, (list, tuple)) and isinstance(dumped, list) and len(value) == len(dumped):
+        return [_prune(v, d) for v, d in zip(value, dumped, strict=True)]
+    return dumped
+
+
 def _content_parts(content: Any, role: str) -> list[dict[str, Any]]:
     text_type = "output_text" if role == "assistant" else "input_text"
     if isinstance(content, str):
         parts: list[Any] = [{"type": text_type, "text": content}]
     else:
-        parts = [p.model_dump(mode="json", exclude_none=True, by_alias=True) if hasattr(p, "model_dump") else dict(p) for p in content or []]
+        parts = [spec_fields(p) if isinstance(p, BaseModel) else dict(p) for p in content or []]
     return [_output_part(part) for part in parts]
 
 
@@ -158,8 +179,8 @@ def _output_part(part: dict[str, Any]) -> dict[str, Any]:
 
 
 def as_output_item(item: Any) -> dict[str, Any]:
-    """A kept input item in the response-item (``ItemField``) shape."""
-    wire = item.model_dump(mode="json", exclude_none=True, by_alias=True)
+    """A kept input item in the response-item (``ItemField``) shape, the spec's fields only."""
+    wire = spec_fields(item)
     kind = wire.get("type") or "message"
     if "role" in wire and kind == "message":
         out = {
@@ -301,7 +322,22 @@ def compact_routes(services: Services) -> Sequence[BaseRoute]:
         body = parse_compact_body(data)
         return json_response(await compact_conversation(services, body, caller))
 
-    return [Route("/v1/responses/compact", compact_endpoint, methods=["POST"])]
+    return [
+        Route("/v1/responses/compact", compact_endpoint, methods=["POST"]),
+        Route("/v1/responses/compact", OnlyPost()),  # every other method; before the stored routes
+    ]
+
+
+class OnlyPost:
+    """405 with ``Allow: POST`` for any other method, as an ASGI app (a route of every method).
+
+    Without it, GET and DELETE reached ``/v1/responses/{response_id}`` (a 404 for a response
+    named "compact") and a 405 listed that route's methods too.
+    """
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        error = ApiError(405, f"Method {scope['method']} is not allowed on {scope['path']}.", code="method_not_allowed", headers={"Allow": "POST"})
+        await error_response(error)(scope, receive, send)
 
 
 __all__ = ["CompactionSettings", "compact_conversation", "compact_routes", "compaction_key", "key_for"]

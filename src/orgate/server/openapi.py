@@ -8,7 +8,10 @@ what it serves beyond the spec:
   ``POST .../cancel``, ``GET /models``,
 - ``POST /chat/completions`` (marked ``deprecated``: the legacy adapter) when enabled,
 - the bearer ``security`` scheme applied to every operation,
-- the spec's error shape (``Error``) for every 4xx/5xx answer.
+- the spec's error shape (``Error``) for every 4xx/5xx answer,
+- ``model`` of ``CreateResponseBody`` required and a string (the spec lets it be
+  absent or null for a server with a default model; orgate has none, and answers
+  400 ``missing_required_parameter`` without one).
 
 The spec file ships in the package (``orgate/data/openapi-2026-04-24.json``);
 ``ORGATE_SPEC_PATH`` names another copy. The document is built once per app.
@@ -205,6 +208,7 @@ def build_document(*, public_url: str | None = None, routed: set[str] | None = N
     doc["servers"] = [{"url": (public_url.rstrip("/") if public_url else "") + "/v1", "description": "this orgate gateway"}]
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("ErrorResponse", ERROR_RESPONSE)
+    _model_required(schemas.get("CreateResponseBody"))
     doc["components"]["securitySchemes"] = {SECURITY: {"type": "http", "scheme": "bearer"}}
     doc["security"] = [{SECURITY: []}]
     candidates: dict[str, Any] = {**doc.get("paths", {}), **_stored_paths(), **_chat_path()}
@@ -222,6 +226,19 @@ def build_document(*, public_url: str | None = None, routed: set[str] | None = N
                     operation.setdefault("responses", {}).setdefault(status, answer)
     doc["paths"] = paths
     return doc
+
+
+def _model_required(body: Any) -> None:
+    """``model`` as orgate takes it: required, a string (never null)."""
+    if not isinstance(body, dict) or "model" not in body.get("properties", {}):
+        return
+    model = body["properties"]["model"]
+    strings = [s for s in model.get("anyOf", ()) if isinstance(s, dict) and s.get("type") == "string"]
+    if strings:
+        body["properties"]["model"] = strings[0]
+    required = body.setdefault("required", [])
+    if "model" not in required:
+        required.append("model")
 
 
 def openapi_routes(services: Services) -> Sequence[BaseRoute]:
