@@ -31,13 +31,13 @@ def create() -> object:
     return create_app(load_settings(os.environ["ORGATE_CONFIG"]))
 
 
-def start_granian(pm: gb.ProcessManager, nginx: int) -> gb.Leg:
+def start_granian(pm: gb.ProcessManager, nginx: int, extra: list[str]) -> gb.Leg:
     port = gb.free_port()
     config = gb.WORK_DIR / "granian.toml"
     config.write_text(pt.orgate_toml(port, nginx, None))
     granian = str(gb.REPO_DIR / ".venv" / "bin" / "granian")
     argv = ["taskset", "-c", str(pt.GATEWAY_CORE), granian, "--interface", "asgi", "--loop", "uvloop", "--workers", "1",
-            "--runtime-threads", "1", "--no-access-log", "--host", "127.0.0.1", "--port", str(port), "--factory", "server_ab:create"]
+            "--runtime-threads", "1", "--no-access-log", "--host", "127.0.0.1", "--port", str(port), *extra, "--factory", "server_ab:create"]
     env = {**os.environ, "ORGATE_CONFIG": str(config), "PYTHONPATH": str(gb.BENCH_DIR)}
     proc = pm.spawn("granian", argv, env=env, cwd=gb.BENCH_DIR)
     gb.wait_port(port, proc, 240)
@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=6.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--granian-args", default="", help="more granian options, e.g. '--runtime-mode st'")
     args = parser.parse_args()
     gb.WORK_DIR.mkdir(exist_ok=True)
     (gb.WORK_DIR / "logs").mkdir(exist_ok=True)
@@ -65,7 +66,7 @@ def main() -> int:
         nginx_pids = gb.process_tree(nginx_proc.pid)
         legs = [
             pt.start_orgate(pm, "uvicorn", nginx_port, store_db=None, workers=1, cores=str(pt.GATEWAY_CORE)),
-            start_granian(pm, nginx_port),
+            start_granian(pm, nginx_port, args.granian_args.split()),
         ]
         for round_ in range(args.rounds):
             for mode in gb.MODES:
