@@ -244,6 +244,7 @@ class CapabilitySettings(_Section):
     json_object: bool | None = None
     strict_json_schema: bool | None = None
     reasoning: bool | None = None
+    hosted_tools: bool | None = None
     service_tier: bool | None = None
     logprobs: bool | None = None
     max_output_tokens: int | None = None
@@ -355,6 +356,8 @@ class ModelSettings(_Section):
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
     chat: ChatSettings | None = None  # openai-chat only
     anthropic: AnthropicSettings | None = None  # anthropic only
+    # Hosted tools (web_search…) that no deployment of this model runs: dropped with a warning, or a 400.
+    hosted_tools: Literal["drop", "refuse"] = "drop"
     max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
     deployments: list[DeploymentSettings] = Field(default_factory=list)
     routing: RoutingSettings | None = None
@@ -732,9 +735,9 @@ BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
 
 
 _DEFAULT_CAPABILITIES = {
-    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, reasoning=False, max_output_tokens=8192),
+    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, reasoning=True, max_output_tokens=8192),
     "openai-chat": Capabilities(),
-    "openai-responses": Capabilities(reasoning=True),
+    "openai-responses": Capabilities(reasoning=True, hosted_tools=True),
     "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True, service_tier=False, logprobs=False),
 }
 
@@ -795,6 +798,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             max_connections=model.max_connections,
             redirects=model.redirects,
             options=_provider_options(model),
+            hosted_tools=model.hosted_tools,
         )
         return [Target(deployment, max_concurrency=model.max_concurrency)]
     targets: list[Target] = []
@@ -816,6 +820,7 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             max_connections=entry.max_connections or model.max_connections,
             redirects=entry.redirects or model.redirects,
             options=_provider_options(model, entry),
+            hosted_tools=model.hosted_tools,
         )
         targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))
     return targets

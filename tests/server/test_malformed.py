@@ -30,7 +30,7 @@ CASES: list[tuple[str, object, int, str | None]] = [
     ("object_arguments", {"model": "orgate/echo", "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": {"a": 1}}]}, 400, "input[0].arguments"),
     ("missing_call_id", {"model": "orgate/echo", "input": [{"type": "function_call_output", "output": "x"}]}, 400, "input[0].call_id"),
     ("bad_function_name", {"model": "orgate/echo", "input": "hi", "tools": [{"type": "function", "name": "has space"}]}, 400, "tools[0].name"),
-    ("unknown_tool_type", {"model": "orgate/echo", "input": "hi", "tools": [{"type": "web_search"}]}, 400, "tools[0].type"),
+    ("unknown_tool_type", {"model": "orgate/echo", "input": "hi", "tools": [{"type": "teleport"}]}, 400, "tools[0].type"),
     ("bad_tool_choice", {"model": "orgate/echo", "input": "hi", "tool_choice": "sometimes"}, 400, "tool_choice"),
     ("temperature_string", {"model": "orgate/echo", "input": "hi", "temperature": "hot"}, 400, "temperature"),
     ("max_output_tokens_small", {"model": "orgate/echo", "input": "hi", "max_output_tokens": 5}, 400, "max_output_tokens"),

@@ -28,6 +28,7 @@ from orgate.neutral import (
 from orgate.neutral.items import ORIGIN_FIELD
 from orgate.protocol import (
     CreateResponseBody,
+    HostedToolParam,
     ItemParam,
     UserMessageItemParam,
 )
@@ -36,6 +37,9 @@ from orgate.protocol.errors import ApiError, from_validation_error, invalid_requ
 
 # Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
 EXTENSION_FIELDS = frozenset({"user", "stop"})
+# Fields OpenAI accepts that change nothing about the generation (request tags, cache retention):
+# accepted, checked for their type, and sent to no upstream (docs/configuration.md).
+NEUTRAL_FIELDS = {"client_metadata": dict, "prompt_cache_retention": str}
 
 _ITEMS = TypeAdapter(list[ItemParam])
 
@@ -61,6 +65,7 @@ class Turn:
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
+    dropped_tools: list[tuple[int, str]] = field(default_factory=list)  # (tools index, type) of hosted tools not sent
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
@@ -96,7 +101,7 @@ def _settings_objects(body: CreateResponseBody) -> list[tuple[str, Any]]:
     found: list[tuple[str, Any]] = [("text", body.text), ("reasoning", body.reasoning), ("stream_options", body.stream_options)]
     if body.text is not None:
         found.append(("text.format", body.text.format))
-    found += [(f"tools[{i}]", tool) for i, tool in enumerate(body.tools or ())]
+    found += [(f"tools[{i}]", tool) for i, tool in enumerate(body.tools or ()) if type(tool) is not HostedToolParam]
     choice = body.tool_choice
     if choice is not None and not isinstance(choice, str):
         found.append(("tool_choice", choice))
@@ -106,8 +111,13 @@ def _settings_objects(body: CreateResponseBody) -> list[tuple[str, Any]]:
 
 def refuse_unknown_fields(body: CreateResponseBody) -> None:
     extra = body.model_extra or {}
-    for name in extra:
-        if name not in EXTENSION_FIELDS:
+    for name, value in extra.items():
+        neutral = NEUTRAL_FIELDS.get(name)
+        if neutral is not None:
+            if value is not None and not isinstance(value, neutral):
+                kind = "an object" if neutral is dict else "a string"
+                raise invalid_request(f"Invalid '{name}': expected {kind}.", param=name, code="invalid_type")
+        elif name not in EXTENSION_FIELDS:
             raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
     # Unknown keys in a setting object would be dropped silently: refuse them like top-level ones.
     has_settings = body.text is not None or body.reasoning is not None or body.stream_options is not None
@@ -151,8 +161,31 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
     if not caps.logprobs and wants_logprobs(body):
         param = "top_logprobs" if body.top_logprobs else "include"
         raise invalid_request(f"Model '{deployment.name}' does not return log probabilities.", param=param, code="unsupported_parameter")
-    if body.reasoning is not None and (body.reasoning.effort or body.reasoning.summary) and not caps.reasoning:
-        raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning", code="unsupported_parameter")
+    # A summary only asks to see reasoning if there is any (OpenAI accepts it for every model).
+    if body.reasoning is not None and body.reasoning.effort and not caps.reasoning:
+        raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning.effort", code="unsupported_parameter")
+
+
+def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], list[dict[str, Any]], list[tuple[int, str]]]:
+    """``tools`` → (function tools, hosted tools for the upstream, (index, type) of those dropped).
+
+    Hosted tools go to a deployment that runs them; elsewhere the model's ``hosted_tools``
+    policy drops them (the caller warns) or refuses the request, naming the tool."""
+    functions = [t for t in tools if type(t) is not HostedToolParam]
+    if len(functions) == len(tools):
+        return tools, [], []
+    hosted = [(i, t) for i, t in enumerate(tools) if type(t) is HostedToolParam]
+    if deployment.capabilities.hosted_tools:
+        return functions, [t.wire() for _, t in hosted], []
+    if deployment.hosted_tools == "refuse":
+        index, tool = hosted[0]
+        raise invalid_request(
+            f"Model '{deployment.name}' cannot run tools of type '{tool.type}' (its upstream does not host them;"
+            " set hosted_tools = \"drop\" on the model to drop them with a warning).",
+            param=f"tools[{index}].type",
+            code="unsupported_tool_type",
+        )
+    return functions, [], [(i, t.type) for i, t in hosted]
 
 
 def wants_logprobs(body: CreateResponseBody) -> bool:
@@ -294,7 +327,7 @@ def build_turn(
     if not context:
         raise invalid_request("'input' is required (or a previous_response_id to continue).", param="input", code="missing_required_parameter")
     check_capabilities(deployment, new_input, body)
-    tools = list(body.tools or [])
+    tools, hosted_tools, dropped_tools = split_tools(list(body.tools or []), deployment)
     check_tool_choice(body.tool_choice, tools)
     fmt = text_format_of(body)
     extra = body.model_extra or {}
@@ -305,6 +338,7 @@ def build_turn(
         input=context,
         instructions=body.instructions,
         tools=tools,
+        hosted_tools=hosted_tools,
         tool_choice=body.tool_choice,
         temperature=body.temperature,
         top_p=body.top_p,
@@ -315,7 +349,7 @@ def build_turn(
         max_tool_calls=body.max_tool_calls,
         text_format=fmt,
         reasoning_effort=reasoning.effort if reasoning else None,
-        reasoning_summary=reasoning.summary if reasoning else None,
+        reasoning_summary=reasoning.summary if reasoning and deployment.capabilities.reasoning else None,
         user=extra.get("user"),
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
@@ -370,6 +404,7 @@ def build_turn(
         store=store,
         background=bool(body.background),
         user=extra.get("user"),
+        dropped_tools=dropped_tools,
     )
 
 

@@ -121,6 +121,7 @@ def intersect_capabilities(caps: Sequence[Capabilities]) -> Capabilities:
         json_object=all(c.json_object for c in caps),
         strict_json_schema=all(c.strict_json_schema for c in caps),
         reasoning=all(c.reasoning for c in caps),
+        hosted_tools=all(c.hosted_tools for c in caps),
         service_tier=all(c.service_tier for c in caps),
         logprobs=all(c.logprobs for c in caps),
         max_output_tokens=smallest([c.max_output_tokens for c in caps]),

@@ -171,6 +171,9 @@ class ResponsesService:
         turn.history_unlinked = history_override is not None
         turn.warnings = warnings
         turn.tenant = caller.tenant
+        for index, kind in turn.dropped_tools:
+            warnings.append(f"tools[{index}]: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
+            log.warning("tools: dropped tools[%d] of type %s for model %s (no upstream runs it)", index, kind, deployment.name)
         window = deployment.capabilities.context_window
         if window is not None:  # unknown: everything goes (fit_context's own answer, without the call: 0.6%)
             fit = fit_context(

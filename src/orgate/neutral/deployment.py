@@ -19,6 +19,9 @@ class Capabilities:
     # (the built-in model generates from the schema itself and reads no descriptions).
     strict_json_schema: bool = True
     reasoning: bool = False
+    # Runs OpenAI's hosted tool types (``web_search``, ``file_search``…, ``namespace``) itself:
+    # a native Responses upstream. Elsewhere they are dropped or refused (``Deployment.hosted_tools``).
+    hosted_tools: bool = False
     # Takes ``service_tier`` upstream (OpenAI's APIs). False: it is not sent, and the
     # response reports the tier used, ``default``.
     service_tier: bool = True
@@ -48,3 +51,5 @@ class Deployment:
     # The provider's own settings, as configured (``openai-chat``: ``[models.chat]``,
     # ``anthropic``: ``[models.anthropic]``); the provider reads them, the engine never does.
     options: dict[str, Any] = field(default_factory=dict)
+    # Hosted tools its upstreams cannot run: "drop" (with a warning) or "refuse" (400).
+    hosted_tools: str = "drop"

@@ -38,6 +38,9 @@ class ModelRequest:
     input: list[Any]
     instructions: str | None = None
     tools: list[Any] = field(default_factory=list)
+    # Tools the upstream runs itself (``web_search``…, as the client sent them): only a
+    # deployment whose ``capabilities.hosted_tools`` is set gets any (see engine/context.py).
+    hosted_tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: Any = None
     temperature: float | None = None
     top_p: float | None = None

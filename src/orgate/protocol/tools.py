@@ -34,6 +34,46 @@ class SpecificFunctionParam(ParamModel):
     name: str
 
 
+# Tool types OpenAI's Responses API defines beyond the spec's ``function``: tools the upstream runs
+# itself (web search, file search, code interpreter…) and ``namespace`` (a named group of tools,
+# which Codex sends). orgate passes them to an upstream that runs them and drops or refuses them
+# elsewhere (docs/providers.md, "Tool types"); any other type stays a 400.
+HOSTED_TOOL_TYPES = frozenset(
+    {
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "computer_use_preview",
+        "computer",
+        "mcp",
+        "local_shell",
+        "shell",
+        "apply_patch",
+        "tool_search",
+        "namespace",
+    }
+)
+
+
+class HostedToolParam(ParamModel):
+    """One of ``HOSTED_TOOL_TYPES`` (not in the spec): kept as sent (its fields in ``model_extra``),
+    for an upstream that runs it."""
+
+    type: str
+
+    def wire(self) -> dict[str, Any]:
+        return {"type": self.type, **(self.model_extra or {})}
+
+
+def _hosted_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else None
+    return "HostedToolParam" if kind in HOSTED_TOOL_TYPES else None
+
+
 # ``SpecificToolChoiceParam`` is a one-member union.
 SpecificToolChoiceParam: TypeAlias = SpecificFunctionParam
 
@@ -49,10 +89,12 @@ def _choice_value(value: Any) -> str | None:
 
 
 if TYPE_CHECKING:
-    ResponsesToolParam: TypeAlias = FunctionToolParam
+    ResponsesToolParam: TypeAlias = FunctionToolParam | HostedToolParam
     ToolChoiceParam: TypeAlias = SpecificToolChoiceParam | ToolChoiceValueEnum | AllowedToolsParam
 else:
-    ResponsesToolParam = type_union(FunctionToolParam, unknown="UnknownToolType")
+    ResponsesToolParam = type_union(
+        FunctionToolParam, unknown="UnknownToolType", extra=_hosted_tag, extra_members=((HostedToolParam, "HostedToolParam"),)
+    )
     ToolChoiceParam = type_union(
         SpecificFunctionParam,
         AllowedToolsParam,

@@ -58,11 +58,17 @@ class Pipeline:
             "orgate_gate_verdicts", "Replay-gate verdicts on model tool calls, by code.", ["code"], registry=registry
         )
 
+        self.tools_dropped = Counter(
+            "orgate_tools_dropped", "Hosted tools dropped because no upstream of the model runs them, by model and tool type.", ["model", "type"], registry=registry
+        )
+
     def _count(self, code: str) -> None:
         self.gate_verdicts.labels(code).inc()
 
     def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome | None]:
         request = turn.request
+        for _, kind in turn.dropped_tools:
+            self.tools_dropped.labels(turn.deployment.name, kind).inc()
         if request.text_format is None and not ToolGuard.applies(request):
             return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()

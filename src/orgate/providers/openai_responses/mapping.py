@@ -142,12 +142,12 @@ def build_body(
     body: dict[str, Any] = {"model": request.model, "input": map_input(request, origin)}
     if request.instructions:
         body["instructions"] = request.instructions
-    if request.tools:
-        body["tools"] = [_plain(t) for t in request.tools]
+    if request.tools or request.hosted_tools:
+        body["tools"] = [*(_plain(t) for t in request.tools), *request.hosted_tools]
         if request.parallel_tool_calls is not None:
             body["parallel_tool_calls"] = request.parallel_tool_calls
     choice = map_tool_choice(request.tool_choice)
-    if choice is not None and request.tools:
+    if choice is not None and (request.tools or request.hosted_tools):
         body["tool_choice"] = choice
     for name in _SCALARS:
         value = getattr(request, name)
