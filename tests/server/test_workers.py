@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -262,6 +263,11 @@ def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> N
         stream = conn.http.getresponse()
         assert stream.readline().startswith(b"event:")
         server.proc.send_signal(signal.SIGTERM)
+        for _ in deadline_loop(60):  # new connections are refused while the stream drains
+            try:
+                socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+            except ConnectionRefusedError:
+                break
         assert b"response.completed" in stream.read()
         assert server.proc.wait(60) == 0
     finally:

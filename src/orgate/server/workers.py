@@ -319,9 +319,16 @@ class Supervisor:
                 sig = self.signals.pop(0)
                 if sig in (signal.SIGTERM, signal.SIGINT):
                     log.info("stopping: draining %d worker(s)", len(self.workers))
+                    self._close_listeners()
                     return 0
                 if sig == signal.SIGHUP:
                     self._reload()
+
+    def _close_listeners(self) -> None:
+        """New connections are refused once the workers close theirs too, as for one process."""
+        for sockets in self.slots:
+            for sock in sockets:
+                sock.close()
 
     def _reload(self) -> None:
         problem = self.check_config()
