@@ -44,7 +44,39 @@ policy = "warn"
 
 [console]
 session_secret = "{SESSION_SECRET}"
+
+[structured]
+retries = 0
+on_exhaustion = "review"
+
+[structured.formats.person]
+default = {{ name = "nobody", age = 0 }}
 """
+
+PERSON = {
+    "type": "json_schema",
+    "name": "person",
+    "schema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
+
+
+def queue_for_review(server: OrgateServer, tenant: str) -> str:
+    """A structured-output request that exhausts its budget: the review entry's id."""
+    response = httpx.post(
+        f"{server.base_url}/responses",
+        headers={"Authorization": f"Bearer {KEYS[tenant]}"},
+        json={"model": "orgate/echo", "input": "a person orgate:bad-json", "text": {"format": PERSON}},
+        timeout=60,
+    )
+    review_id = response.headers.get("x-orgate-review-id")
+    assert review_id, (response.status_code, response.text)
+    return review_id
 
 WEATHER_TOOL = {
     "type": "function",

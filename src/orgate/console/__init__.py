@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 from orgate.config import resolve_secret
 from orgate.console.api import response_routes, session_routes
 from orgate.console.pages import page_routes
+from orgate.console.review import review_routes
 from orgate.console.session import SessionSigner
 from orgate.server.compact import key_for
 
@@ -40,6 +41,7 @@ def routes(services: Services) -> list[BaseRoute]:
         *page_routes(signer),
         *session_routes(services, signer),
         *response_routes(services, signer),
+        *review_routes(services, signer),
     ]
 
 

@@ -44,7 +44,7 @@ class ConsoleSession:
 
 def is_admin(key: ResolvedKey) -> bool:
     """Whether the key sees every tenant (``admin = true`` in its ``[auth]`` table)."""
-    return bool(getattr(key, "admin", False))
+    return key.admin
 
 
 def _fingerprint(key: ResolvedKey) -> str:

@@ -36,6 +36,41 @@ def authenticate(services: Services, request: Request) -> Caller:
     return services.auth.authenticate(request.headers.get("authorization"))
 
 
+# The review queue's operations, for /v1/orgate/review and the web console alike.
+# ``tenant`` is the caller's scope: its own tenant, None for an admin key (every tenant).
+
+
+async def list_reviews(services: Services, tenant: str | None, status: str) -> dict[str, Any]:
+    if status not in ("pending", "resolved", "discarded", "all"):
+        raise ApiError(400, "status must be pending, resolved, discarded or all.", param="status", code="invalid_value")
+    items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status, tenant=tenant)
+    return {"object": "list", "data": [item.to_dict() for item in items]}
+
+
+async def get_review(services: Services, tenant: str | None, review_id: str) -> dict[str, Any]:
+    item = await asyncio.to_thread(services.pipeline.review.get, review_id, tenant=tenant)
+    if item is None:
+        raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id")
+    return item.to_dict()
+
+
+async def resolve_review(services: Services, tenant: str | None, review_id: str, data: Any) -> dict[str, Any]:
+    """``{"value": ...}`` (checked against the entry's schema) or ``{"discard": true}``, optional ``note``."""
+    if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
+        raise ApiError(400, "Send {\"value\": <the corrected object>} or {\"discard\": true}.", code="invalid_review_resolution")
+    note = data.get("note") if isinstance(data.get("note"), str) else None
+    try:
+        if data.get("discard"):
+            item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note, tenant=tenant)
+        else:
+            item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant)
+    except ReviewNotFound as exc:
+        raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id") from exc
+    except ReviewError as exc:
+        raise ApiError(400, str(exc), code="invalid_review_resolution") from None
+    return item.to_dict()
+
+
 def core_routes(services: Services) -> Sequence[BaseRoute]:
     async def list_models(request: Request) -> Response:
         caller_models = authenticate(services, request).models
@@ -66,37 +101,15 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         return None if caller.admin else caller.tenant
 
     async def review_list(request: Request) -> Response:
-        tenant = review_scope(request)
-        status = request.query_params.get("status", "pending")
-        if status not in ("pending", "resolved", "discarded", "all"):
-            raise ApiError(400, "status must be pending, resolved, discarded or all.", param="status", code="invalid_value")
-        items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status, tenant=tenant)
-        return json_response({"object": "list", "data": [item.to_dict() for item in items]})
+        return json_response(await list_reviews(services, review_scope(request), request.query_params.get("status", "pending")))
 
     async def review_get(request: Request) -> Response:
-        tenant = review_scope(request)
-        item = await asyncio.to_thread(services.pipeline.review.get, request.path_params["review_id"], tenant=tenant)
-        if item is None:
-            raise ApiError(404, f"Review item '{request.path_params['review_id']}' not found.", code="not_found", param="review_id")
-        return json_response(item.to_dict())
+        return json_response(await get_review(services, review_scope(request), request.path_params["review_id"]))
 
     async def review_resolve(request: Request) -> Response:
         tenant = review_scope(request)
-        review_id = request.path_params["review_id"]
         data = await read_json(request, services.settings.limits)
-        if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
-            raise ApiError(400, "Send {\"value\": <the corrected object>} or {\"discard\": true}.", code="invalid_review_resolution")
-        note = data.get("note") if isinstance(data.get("note"), str) else None
-        try:
-            if data.get("discard"):
-                item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note, tenant=tenant)
-            else:
-                item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant)
-        except ReviewNotFound as exc:
-            raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id") from exc
-        except ReviewError as exc:
-            raise ApiError(400, str(exc), code="invalid_review_resolution") from None
-        return json_response(item.to_dict())
+        return json_response(await resolve_review(services, tenant, request.path_params["review_id"], data))
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

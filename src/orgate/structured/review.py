@@ -290,16 +290,20 @@ class ReviewQueue:
         item = self.get(review_id, tenant=tenant)
         if item is None:
             raise ReviewNotFound(f"no review entry {review_id}")
-        if not force and isinstance(item.schema, dict | bool):
-            failure = schema_layer(
-                value, Draft202012Validator(item.schema, format_checker=format_checker(item.schema))
-            )
-            if failure is not None:
-                raise ReviewError("value does not match the schema: " + "; ".join(failure.errors))
+        if not force and (errors := schema_errors(item, value)):
+            raise ReviewError("value does not match the schema: " + "; ".join(errors))
         return self._finish(review_id, "resolved", value, note, tenant)
 
     def discard(self, review_id: str, *, note: str | None = None, tenant: str | None = None) -> ReviewItem:
         return self._finish(review_id, "discarded", None, note, tenant)
+
+
+def schema_errors(item: ReviewItem, value: Any) -> builtins.list[str]:
+    """Why ``value`` cannot resolve ``item``: its schema's errors (none without a schema)."""
+    if not isinstance(item.schema, dict | bool):
+        return []
+    failure = schema_layer(value, Draft202012Validator(item.schema, format_checker=format_checker(item.schema)))
+    return [] if failure is None else builtins.list(failure.errors)
 
 
 def _scope(status: ReviewStatus | None, tenant: str | None) -> tuple[str, builtins.list[Any]]:
