@@ -233,6 +233,7 @@ class LimitSettings(_Section):
     max_schema_min_items: int = Field(10_000, ge=1)  # a schema's `minItems` / `minContains`
     max_schema_min_properties: int = Field(1_000, ge=1)  # a schema's `minProperties`
     max_schema_pattern_length: int = Field(1_000, ge=16)  # characters of a `pattern` / `patternProperties` name
+    max_schema_expansion: int = Field(200_000, ge=1000)  # objects a validator may visit once `$ref`s are followed
     body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
     header_timeout: float = Field(30.0, gt=0)  # seconds from a connection (or a request's first byte) to the end of its head
 

@@ -238,3 +238,56 @@ def test_the_ref_cycle_check_follows_each_reference_chain_once() -> None:
     schema["$defs"][f"a{n}"] = {"$ref": "#/$defs/a0"}
     assert _ref_cycle(schema)
     assert time.perf_counter() - start < SLOW
+
+
+def _fanout(levels: int) -> dict:
+    defs = {f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(levels)}
+    return {"$defs": {**defs, f"a{levels}": {"type": "integer"}}, "$ref": "#/$defs/a0"}
+
+
+def test_ref_fan_out_past_the_expansion_limit_is_refused() -> None:
+    check_bounds(_fanout(10), SchemaBounds())
+    exc = _refused(_fanout(40))
+    assert exc.keyword == "$ref" and "limits.max_schema_expansion" in str(exc)
+    assert exc.path[:1] == ("$defs",)
+    anchors = {f"a{i}": {"$anchor": f"x{i}", "anyOf": [{"$ref": f"#x{i + 1}"}, {"$ref": f"#x{i + 1}"}]} for i in range(40)}
+    assert _refused({"$defs": {**anchors, "a40": {"$anchor": "x40"}}, "$ref": "#x0"}).keyword == "$ref"
+
+
+def test_definitions_count_only_where_referenced_and_recursion_counts_once() -> None:
+    n = 4000
+    chain = {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(n)}
+    check_bounds({"$defs": {**chain, f"a{n}": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a0"}}}, SchemaBounds())
+    tree = {"$defs": {"node": _obj(name={"type": "string"}, children={"type": "array", "items": {"$ref": "#/$defs/node"}})}, "$ref": "#/$defs/node"}
+    check_bounds(tree, SchemaBounds(max_expansion=1000))
+
+
+def test_unique_items_of_thousands_of_objects_are_checked_quickly() -> None:
+    schema = ValidatorCache().get(_obj(x={"type": "array", "uniqueItems": True, "items": {"type": "object"}}, y={"type": "integer"}))
+    items = [{"a": i} for i in range(3000)]
+    start = time.perf_counter()
+    wrong_type = check_output(orjson.dumps({"x": items, "y": "no"}).decode(), schema=schema)
+    duplicate = check_output(orjson.dumps({"x": [*items, {"a": 1.0}], "y": 1}).decode(), schema=schema)
+    assert time.perf_counter() - start < SLOW
+    assert wrong_type.errors == ('y: expected integer, got string "no"',)
+    assert "duplicates" in duplicate.errors[0]
+
+
+def test_a_pattern_that_compiles_too_big_is_not_a_pattern() -> None:
+    assert not valid(r"^(\w{1,40}){1,40}$")
+    assert valid(r"^\w{1,255}$") and valid(r"^[\p{L}\p{N}]{1000}$")
+    with pytest.raises(SchemaProblem):
+        SchemaCache().compile({"type": "string", "pattern": r"^(\w{1,40}){1,40}$"})
+
+
+def test_the_chat_endpoint_bounds_its_schemas_by_their_chat_names() -> None:
+    from orgate.chat.endpoint import _check_schemas
+
+    tools = {"tools": [{"type": "function", "function": {"name": "f", "parameters": _obj(x={"type": "array", "minItems": 10**9})}}]}
+    with pytest.raises(ApiError) as info:
+        _check_schemas(tools, LimitSettings())
+    assert info.value.param == "tools[0].function.parameters.properties.x.minItems"
+    fmt = {"response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": _obj(x={"type": "string", "minLength": 10**9})}}}
+    with pytest.raises(ApiError) as info:
+        _check_schemas(fmt, LimitSettings())
+    assert info.value.param == "response_format.json_schema.schema.properties.x.minLength"

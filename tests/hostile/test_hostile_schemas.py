@@ -46,7 +46,12 @@ def _laughs(levels: int) -> dict[str, Any]:
     return {"$defs": {**defs, f"a{levels}": {"type": "string"}}, "$ref": "#/$defs/a0"}
 
 
-# name → (body, expected: (status, code, param) to assert, or None for "answered quickly")
+def _fanout(levels: int) -> dict[str, Any]:
+    defs = {f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(levels)}
+    return {"type": "object", "$defs": {**defs, f"a{levels}": {"type": "integer"}}, "properties": {"x": {"$ref": "#/$defs/a0"}}}
+
+
+# name → (body, expected: (status, code, start of param), or None for "answered quickly")
 HOSTILE: dict[str, tuple[dict[str, Any], tuple[int, str, str] | None]] = {
     "format_minLength_1e9": (_fmt(_obj(x={"type": "string", "minLength": 1_000_000_000})), (400, "schema_too_complex", "text.format.schema.properties.x.minLength")),
     "format_minItems_1e9": (_fmt(_obj(x={"type": "array", "minItems": 1_000_000_000})), (400, "schema_too_complex", "text.format.schema.properties.x.minItems")),
@@ -59,6 +64,7 @@ HOSTILE: dict[str, tuple[dict[str, Any], tuple[int, str, str] | None]] = {
     "tool_redos_pattern_builtin": (_tool(_obj(x={"type": "string", "pattern": EVIL}), EVIL_TEXT), None),
     "format_redos_pattern_upstream": (_fmt(_obj(x={"type": "string", "pattern": EVIL}), model="fake-chat"), None),
     "format_ref_tree": (_fmt(_laughs(30)), None),
+    "tool_ref_fan_out": (_tool(_fanout(40)), (400, "schema_too_complex", "tools[0].parameters.$defs.")),
     "format_nested_repeats": (_fmt(_obj(x={"type": "string", "pattern": "^((a{1000}){1000}){1000}$"})), None),
 }
 
@@ -124,7 +130,7 @@ def test_hostile_schemas_are_refused_or_answered_while_the_server_stays_responsi
             if expected is not None:
                 error = response.json().get("error") or {}
                 got = (response.status_code, error.get("code"), error.get("param"))
-                if got != expected:
+                if got[:2] != expected[:2] or not str(got[2]).startswith(expected[2]):
                     problems.append(f"{name}: {got} != {expected}: {response.text[:300]}")
                 elif "schema_too_complex" in expected and "limits.max_schema_" not in error.get("message", ""):
                     problems.append(f"{name}: the message names no limit: {error.get('message')}")

@@ -5,12 +5,14 @@ from it (``minLength: 1e9`` would be a gigabyte string), strictify rewrites it.
 ``check_bounds`` walks a schema once (O(its size)) and refuses the first thing
 past a limit: its node count, its nesting depth, the keywords that size a
 generated value (``minLength``, ``minItems``, ``minContains``,
-``minProperties``) and the length of a ``pattern`` (or a ``patternProperties``
-name). Values under ``enum``, ``const``, ``default`` and ``examples`` are data,
-not schema: they count as nodes but their keys are not keywords.
+``minProperties``), the length of a ``pattern`` (or a ``patternProperties``
+name), and — when the schema has references — its size once every ``$ref`` is
+followed (``_check_expansion``: memoized, still O(size)). Values under ``enum``,
+``const``, ``default`` and ``examples`` are data, not schema: they count as
+nodes but their keys are not keywords.
 
 Patterns themselves are matched by a linear-time engine (``orgate.gate.patterns``);
-work that expands ``$ref`` (example generation, strictify) carries its own budget.
+the built-in model's generator and strictify carry their own budgets as well.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class SchemaBounds:
     max_min_items: int = 10_000
     max_min_properties: int = 1_000
     max_pattern_length: int = 1_000
+    max_expansion: int = 200_000
 
     def limit_of(self, keyword: str) -> tuple[int, str] | None:
         """(limit, setting name) of a counting keyword, or None when the keyword has none."""
@@ -75,8 +78,9 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-#: The keywords ``_check_keyword`` looks at: a set intersection per object keeps the pass cheap.
-_WATCHED = frozenset({"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"})
+#: The keywords the pass looks at: a set intersection per object keeps it cheap.
+_REFS = frozenset({"$ref", "$dynamicRef"})
+_WATCHED = frozenset({"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"}) | _REFS
 
 
 def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
@@ -86,6 +90,7 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
     path afterwards, by identity (``_path_to``).
     """
     nodes = 0
+    refs = False
     max_nodes, max_depth = bounds.max_nodes, bounds.max_depth
     stack: list[tuple[Any, int, bool]] = [(schema, 1, False)]  # (container, depth, is data)
     while stack:
@@ -96,7 +101,10 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
             nodes += len(node)
             if not data and not _WATCHED.isdisjoint(node):
                 for key in _WATCHED.intersection(node):
-                    _check_keyword(key, node[key], schema, node, bounds)
+                    if key in _REFS:
+                        refs = True
+                    else:
+                        _check_keyword(key, node[key], schema, node, bounds)
             for key, value in node.items():
                 if type(value) is dict or type(value) is list:
                     stack.append((value, depth + 1, data or key in _DATA_KEYWORDS))
@@ -107,6 +115,8 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
                     stack.append((value, depth + 1, data))
         if nodes > max_nodes:
             raise SchemaTooComplex((), "", f"the schema has more than {max_nodes} JSON values", max_nodes, "max_schema_nodes")
+    if refs:
+        _check_expansion(schema, bounds.max_expansion)
 
 
 def _path_to(root: Any, target: Any) -> tuple[str | int, ...]:
@@ -140,3 +150,100 @@ def _check_keyword(key: str, value: Any, root: Any, node: dict[str, Any], bounds
 
 def _long_pattern(pattern: str, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
     raise SchemaTooComplex(path, "pattern", f"a pattern of {len(pattern)} characters", bounds.max_pattern_length, "max_schema_pattern_length")
+
+
+def _check_expansion(schema: Any, limit: int) -> None:
+    """Refuse a schema whose ``$ref``s expand it past ``limit`` objects.
+
+    A validator evaluates every branch of ``anyOf``/``allOf``/``oneOf`` at the same place of
+    the instance, and follows each ``$ref``: forty definitions, each an ``anyOf`` of two
+    references to the next, are 2⁴⁰ evaluations of one value (``jsonschema-rs`` holds the GIL
+    throughout). The expanded size — each object plus the expanded sizes of its children and
+    of its reference's target — is computed once per object (memoized, O(size)); a reference
+    back into an object being expanded (recursion, which the instance's depth bounds) counts 1.
+    """
+    targets = _Targets(schema)
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(schema, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        children, unresolved = targets.children(node)
+        if not done:
+            if key in active:
+                continue
+            active.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes and id(c) not in active)
+            continue
+        active.discard(key)
+        size = 1 + unresolved * targets.total + sum(sizes.get(id(c), 1) for c in children)
+        sizes[key] = size
+        if size > limit:
+            raise SchemaTooComplex(
+                _path_to(schema, node), "$ref", "through $ref, the schema expands to more objects here", limit, "max_schema_expansion"
+            )
+
+
+#: Keywords whose value a validator never evaluates in place: definitions (reached only through a
+#: reference) and data.
+_NOT_EVALUATED = _DATA_KEYWORDS | {"$defs", "definitions"}
+
+
+class _Targets:
+    """Where a schema's references point: local JSON pointers, ``$anchor``/``$dynamicAnchor``
+    names and ``$id`` values. A reference none of these resolves counts as the whole schema."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.named: dict[str, Any] = {}
+        self.total = 0
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            self.total += 1
+            if type(node) is dict:
+                for anchor_key in ("$anchor", "$dynamicAnchor"):
+                    if isinstance(node.get(anchor_key), str):
+                        self.named["#" + node[anchor_key]] = node
+                if isinstance(node.get("$id"), str):
+                    self.named[node["$id"].rstrip("#")] = node
+                stack.extend(v for v in node.values() if type(v) is dict or type(v) is list)
+            elif type(node) is list:
+                stack.extend(v for v in node if type(v) is dict or type(v) is list)
+
+    def children(self, node: Any) -> tuple[list[Any], int]:
+        """(the containers ``node`` leads to, the number of its references left unresolved)."""
+        if type(node) is list:
+            return [v for v in node if type(v) is dict or type(v) is list], 0
+        out = [v for k, v in node.items() if (type(v) is dict or type(v) is list) and k not in _NOT_EVALUATED]
+        unresolved = 0
+        for ref_key in _REFS:
+            ref = node.get(ref_key)
+            if isinstance(ref, str):
+                target = self.resolve(ref)
+                if target is None:
+                    unresolved += 1
+                elif type(target) is dict or type(target) is list:
+                    out.append(target)
+        return out, unresolved
+
+    def resolve(self, ref: str) -> Any:
+        if ref in self.named:
+            return self.named[ref]
+        base, _, pointer = ref.partition("#")
+        node = self.named.get(base) if base else self.root
+        if node is None or (pointer and not pointer.startswith("/")):
+            return None
+        for part in pointer.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if type(node) is dict and part in node:
+                node = node[part]
+            elif type(node) is list and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node

@@ -8,12 +8,15 @@ pattern and the text, so no pattern can backtrack catastrophically. Python's
 in ``re``, and a lookahead pattern holds the GIL for ~0.1 s per string in
 ``fancy-regex`` — so neither is used on a client's pattern. The price: a pattern
 with lookaround or backreferences is not a pattern this engine accepts, and a
-schema using one is refused like any other invalid schema.
+schema using one is refused like any other invalid schema, and so is a pattern whose
+compiled program is larger than ``PATTERN_SIZE_LIMIT`` (time is linear in the text, with
+the compiled size as the factor).
 
 ``bounded(cls)`` gives a ``jsonschema`` validator class whose ``pattern``,
 ``patternProperties``, ``additionalProperties`` and ``unevaluatedProperties`` use this engine (the detailed validators of the safety net
 and the built-in model's example generator); ``search(pattern, text)`` is the
-match itself.
+match itself. ``uniqueItems`` is replaced there too: ``jsonschema`` compares unhashable
+items pairwise (3,000 objects: over a minute).
 """
 
 from __future__ import annotations
@@ -24,8 +27,13 @@ from typing import Any
 
 import jsonschema_rs
 
-#: The options every compiled schema gets: linear-time matching.
-PATTERN_OPTIONS = jsonschema_rs.RegexOptions()
+#: Largest compiled pattern: matching costs up to (compiled size × text length), and nested
+#: counted repeats compile big (``^(\w{1,40}){1,40}$`` is ~0.2 MiB and ~0.2 s per string, where
+#: 64 KiB keeps any pattern near 25 ms per string; ``^[\p{L}\p{N}]{1000}$`` still fits).
+PATTERN_SIZE_LIMIT = 64 * 1024
+
+#: The options every compiled schema gets: linear-time matching, bounded compiled size.
+PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=PATTERN_SIZE_LIMIT)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -84,6 +92,17 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         else:
             verb = "was" if len(extras) == 1 else "were"
             yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+
+_UNIQUE = jsonschema_rs.validator_for({"uniqueItems": True})
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    # ``jsonschema`` compares unhashable items pairwise: O(n²), minutes for a few thousand objects.
+    if unique and validator.is_type(instance, "array") and not _UNIQUE.is_valid(instance):
+        from jsonschema.exceptions import ValidationError
+
+        yield ValidationError(f"{instance!r} has non-unique elements")
 
 
 def _no_error(errors: Iterator[Any]) -> bool:
@@ -147,7 +166,8 @@ def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, sch
 def bounded(cls: Any) -> Any:
     """``cls`` (a ``jsonschema`` validator class, Draft 2019-09 or later for
     ``unevaluatedProperties``) matching patterns in linear time: every keyword of
-    ``jsonschema`` that matches a pattern is replaced."""
+    ``jsonschema`` that matches a pattern is replaced, and ``uniqueItems`` is checked by
+    ``jsonschema-rs`` (hashing, not ``jsonschema``'s pairwise comparison)."""
     from jsonschema.validators import extend
 
     return extend(
@@ -156,6 +176,7 @@ def bounded(cls: Any) -> Any:
             "pattern": _pattern,
             "patternProperties": _pattern_properties,
             "additionalProperties": _additional_properties,
+            "uniqueItems": _unique_items,
             **({"unevaluatedProperties": _unevaluated_properties} if "unevaluatedProperties" in cls.VALIDATORS else {}),
         },
     )

@@ -318,6 +318,7 @@ def _bounds_of(limits: LimitSettings) -> SchemaBounds:
         max_min_items=limits.max_schema_min_items,
         max_min_properties=limits.max_schema_min_properties,
         max_pattern_length=limits.max_schema_pattern_length,
+        max_expansion=limits.max_schema_expansion,
     )
 
 

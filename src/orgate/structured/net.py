@@ -80,6 +80,9 @@ from orgate.structured.settings import FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
 
+#: Outputs longer than this are checked in a worker thread, so the event loop keeps serving.
+INLINE_CHECK_CHARS = 16_384
+
 # Sent with the net's own 500s: retrying the same request cannot help (the OpenAI SDKs obey it).
 NO_CLIENT_RETRY = {"x-should-retry": "false"}
 
@@ -356,15 +359,18 @@ class SafetyNet:
                 req = dataclasses.replace(req, max_output_tokens=grown)
                 continue
 
+            check = functools.partial(
+                check_output,
+                attempt.text,
+                schema=schema,
+                checks=fpol.checks,
+                strip_fences=settings.strip_fences,
+                strip_prose=settings.strip_prose,
+                normalize=normalize,
+            )
             try:
-                result = check_output(
-                    attempt.text,
-                    schema=schema,
-                    checks=fpol.checks,
-                    strip_fences=settings.strip_fences,
-                    strip_prose=settings.strip_prose,
-                    normalize=normalize,
-                )
+                # A long output can take a while to check (and to word every error): off the loop.
+                result = await asyncio.to_thread(check) if len(attempt.text) > INLINE_CHECK_CHARS else check()
             except SemanticCheckError as exc:
                 raise ApiError(
                     500,
