@@ -59,7 +59,7 @@ def _error(stderr: IO[str], message: str) -> int:
     return 2
 
 
-class _ResponseTools:
+class ResponseTools:
     """Catalogues of stored responses' ``tools``, cached by the list's canonical bytes."""
 
     def __init__(self) -> None:
@@ -73,6 +73,26 @@ class _ResponseTools:
                 self._cache.clear()
             catalog = self._cache[key] = load_tools(tools)
         return catalog
+
+
+def items_and_tools(value: Any, cli_tools: ToolCatalog | None, response_tools: ResponseTools) -> tuple[Sequence[Any], Any]:
+    """The items one input value holds and the tools to check them against.
+
+    A stored response, a page of items or a request body gives its items, checked against
+    its own ``tools`` unless ``cli_tools`` (``--tools``) is given; a list gives its elements;
+    anything else is one item. Raises ``ToolsError`` for a document's invalid ``tools``.
+    """
+    if (
+        value.__class__ is dict
+        and ("type" not in value or "output" in value)
+        and (container := container_items(value)) is not None
+    ):
+        if cli_tools is None and isinstance(value.get("tools"), list):
+            return container, response_tools.get(value["tools"])
+        return container, cli_tools
+    if isinstance(value, list):
+        return value, cli_tools
+    return (value,), cli_tools
 
 
 def _one_line(text: str) -> str:
@@ -135,7 +155,7 @@ def run_gate(
     out = _binary(stdout)
     tty_out = _isatty(stdout)
     colour = tty_out and not as_json
-    response_tools = _ResponseTools()
+    response_tools = ResponseTools()
     counts: dict[str, int] = {}
     # Records are buffered as str and encoded once per batch: keeping thousands of
     # freshly dumped bytes objects alive is several times slower (allocator churn).
@@ -160,23 +180,11 @@ def run_gate(
     gc.disable()
     try:
         for value in source.values():
-            tools: Any = cli_tools
-            if (
-                value.__class__ is dict
-                and ("type" not in value or "output" in value)
-                and (container := container_items(value)) is not None
-            ):
-                items = container  # a stored response, a page of items, a request body
-                if cli_tools is None and isinstance(value.get("tools"), list):
-                    try:
-                        tools = response_tools.get(value["tools"])
-                    except ToolsError as exc:
-                        where = f"line {source.lineno}" if source.lineno > 1 else "the document"
-                        raise InputError(f"{source.name}: {where}: invalid tools: {exc}") from None
-            elif isinstance(value, list):
-                items = value
-            else:
-                items = (value,)
+            try:
+                items, tools = items_and_tools(value, cli_tools, response_tools)
+            except ToolsError as exc:
+                where = f"line {source.lineno}" if source.lineno > 1 else "the document"
+                raise InputError(f"{source.name}: {where}: invalid tools: {exc}") from None
             for item in items:
                 v = check(item, tools)
                 # The code's plain str value: hashing and serialising an Enum member is slower.

@@ -8,6 +8,7 @@ Unreadable input raises ``InputError`` with a message fit for stderr.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
@@ -103,6 +104,11 @@ class JsonSource:
                 self.consumed = consumed
             yield value
         self.lineno, self.consumed = lineno, consumed
+
+
+def read_bytes(data: bytes, name: str) -> list[Any]:
+    """Every JSON value of ``data`` (one document, or JSON Lines), read as from a file called ``name``."""
+    return list(JsonSource(name)._values(io.BytesIO(data)))
 
 
 def read_all(path: str) -> list[Any]:
