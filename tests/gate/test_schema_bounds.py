@@ -291,3 +291,14 @@ def test_the_chat_endpoint_bounds_its_schemas_by_their_chat_names() -> None:
     with pytest.raises(ApiError) as info:
         _check_schemas(fmt, LimitSettings())
     assert info.value.param == "response_format.json_schema.schema.properties.x.minLength"
+
+
+def test_resolving_a_review_entry_checks_its_schema_in_linear_time() -> None:
+    from orgate.structured.review import ReviewItem, schema_errors
+
+    schema = _obj(x={"type": "string", "pattern": EVIL})
+    item = ReviewItem("r", 0.0, "pending", "m", "out", "json_schema", "schema", [], schema, {}, [])
+    start = time.perf_counter()
+    errors = schema_errors(item, {"x": EVIL_TEXT})
+    assert time.perf_counter() - start < SLOW
+    assert errors and "does not match the pattern" in errors[0]
