@@ -477,3 +477,12 @@ async def test_upstream_errors_propagate_and_aclose_delegates() -> None:
     assert outcome.status == "pending"
     await net.aclose()
     assert provider.closed
+
+
+async def test_a_retry_offers_no_tool_call_but_keeps_the_tools() -> None:
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+    net, provider = make_net([answer("not json"), answer(GOOD)])
+    events, outcome = await run(net, request(tools=[tool], tool_choice="auto"))
+    assert outcome.status == "recovered"
+    assert provider.requests[0].tool_choice == "auto"
+    assert provider.requests[1].tool_choice == "none" and provider.requests[1].tools == [tool]

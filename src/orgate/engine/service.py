@@ -294,7 +294,8 @@ class ResponsesService:
             await self.end_session(session)
             raise
         stream = ResponseStream(self, turn, caller, upstream, first, session, failed=failed)
-        if outcome is not None and outcome.status not in ("passthrough", "pending"):
+        # Every answer to a format says what the net did, a passed-through tool call included.
+        if outcome is not None and outcome.status != "pending" and (outcome.status != "passthrough" or turn.request.text_format is not None):
             stream.headers.update(outcome.headers())
         if turn.warnings:
             stream.headers[GATE_WARNINGS_HEADER] = " | ".join(turn.warnings)

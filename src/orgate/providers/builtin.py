@@ -148,7 +148,7 @@ class BuiltinProvider:
             if "bad-args" in directives:
                 arguments = await asyncio.to_thread(_schema_breaking_arguments, schema)
             else:
-                value = await asyncio.to_thread(example_for, schema or {"type": "object"}, prompt)
+                value = await asyncio.to_thread(_arguments_for, schema or {"type": "object"}, prompt)
                 arguments = json.dumps(value if value is not None else {}, ensure_ascii=False)
             yield ToolCallStart(0, "", name)
             for piece in tokens(arguments):
@@ -209,8 +209,10 @@ class BuiltinProvider:
                 ),
                 "the tool",
             )
-            return f"{name} returned: {_text_of(last.output)}"
-        if "refuse" in directives:
+            # What the answer says: the tool's output, as JSON when a JSON format is asked for.
+            prompt = f"{name} returned: {_text_of(last.output)}"
+            directives = {}
+        elif "refuse" in directives:
             return "I can't help with that: the prompt asked me to refuse (orgate:refuse)."
         fmt = request.text_format
         if fmt is not None and fmt.type == "json_schema":
@@ -249,6 +251,25 @@ class BuiltinProvider:
         if _score(prompt, best) == 0:
             best = allowed[0]
         return best.name, _parameters(best)
+
+
+def _arguments_for(schema: Any, prompt: str) -> Any:
+    """Tool-call arguments: the required properties, and the optional ones only when the prompt
+    names them (a model leaves out what it has no value for); the whole schema when that fails."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(props, dict):
+        required = set(schema.get("required") or ())
+        named = set(_NAME_WORD.findall(prompt.lower()))
+        kept = {k: v for k, v in props.items() if k in required or k.lower() in named}
+        if len(kept) < len(props):
+            # No extra keys either: the value stays valid for the whole schema.
+            value = example_for({**schema, "properties": kept, "additionalProperties": False}, prompt)
+            if value is not None:
+                return value
+    return example_for(schema, prompt)
+
+
+_NAME_WORD = re.compile(r"[a-z0-9_]+")
 
 
 def _forces_a_call(choice: Any) -> bool:

@@ -414,8 +414,13 @@ class SafetyNet:
             items = self.feedback_items(
                 clip_output(attempt.text, settings.max_feedback_chars), feedback_text(result)
             )
+            # The feedback asks for the corrected JSON only: a retry offers no tool to call (a
+            # call would carry the feedback as its arguments). The tools stay, for the history.
             req = dataclasses.replace(
-                base, input=[*base.input, *items], max_output_tokens=req.max_output_tokens
+                base,
+                input=[*base.input, *items],
+                max_output_tokens=req.max_output_tokens,
+                tool_choice="none" if base.tools else base.tool_choice,
             )
 
         async for ev in self._exhausted(

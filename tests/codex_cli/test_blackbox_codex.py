@@ -1,0 +1,220 @@
+"""The Codex CLI (``@openai/codex`` from npm, pinned in tests/codex_cli/npm) against a real
+``orgate serve``, configured the way its documentation says for a custom provider — a
+``config.toml`` in ``CODEX_HOME`` with a model provider whose ``base_url`` is orgate and whose
+``wire_api`` is ``responses`` — and nothing else: no ``-c`` overrides, no feature flags.
+
+Codex sends what OpenAI accepts and the spec does not have (``client_metadata``, ``web_search``
+and ``namespace`` tools, ``reasoning.summary`` to every model) on every request, with the whole
+history (``store: false``). The scenarios run through the built-in model and through an
+``openai-chat`` upstream (a fake), over HTTP SSE and over Codex's WebSocket transport
+(``supports_websockets`` on the provider). Shell commands run in Codex's ``read-only`` sandbox
+(its default for ``codex exec``), which works here as root.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text, tool_calls
+from tests.server_process import OrgateServer
+from tests.support.configs import model_block
+
+NPM_DIR = Path(__file__).resolve().parent / "npm"
+NODE, NPM = shutil.which("node"), shutil.which("npm")
+RUN_TIMEOUT = 300  # one `codex exec`: a few model calls, a sandboxed command
+
+
+@pytest.fixture(scope="session")
+def codex() -> Path:
+    """The ``codex`` command, installed with ``npm ci`` once (a file lock keeps xdist workers
+    from racing; the second finds the tree the first installed)."""
+    if NODE is None:
+        pytest.skip("node is not installed")
+    marker = NPM_DIR / "node_modules" / ".orgate-npm-ci-done"
+    with (NPM_DIR / ".npm-ci.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not marker.exists():
+                if NPM is None:
+                    pytest.fail("tests/codex_cli/npm/node_modules is missing and npm is not installed")
+                done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=NPM_DIR, capture_output=True, text=True, timeout=600)
+                if done.returncode != 0:
+                    pytest.fail(f"npm ci failed in {NPM_DIR}:\n{done.stdout}\n{done.stderr}")
+                marker.touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return NPM_DIR / "node_modules" / ".bin" / "codex"
+
+
+def chat_brain(body: dict[str, Any]) -> Any:
+    """The fake chat model: ``run: CMD`` calls ``exec_command`` with CMD; a tool's output is
+    quoted; anything else is answered with one fixed sentence."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return text(f"The command printed: {last['content']}")
+    prompt = last["content"] if isinstance(last["content"], str) else " ".join(p.get("text", "") for p in last["content"])
+    found = re.search(r"run: (.+)", prompt)
+    if found:
+        return tool_calls(("exec_command", json.dumps({"cmd": found.group(1).strip()})))
+    return text("Hello from the chat upstream.")
+
+
+@pytest.fixture(scope="module")
+def chat() -> Iterator[FakeOpenAIChat]:
+    with FakeOpenAIChat.start_in_thread() as fake:
+        fake.handler = chat_brain
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def server(chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
+    with OrgateServer(model_block("fake-chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30)) as running:
+        yield running
+
+
+class Codex:
+    """One Codex home (``config.toml``) and work directory (a git repository, so that Codex
+    trusts it without a flag)."""
+
+    def __init__(self, binary: Path, server: OrgateServer, root: Path, model: str, *, websocket: bool = False) -> None:
+        self.binary, self.home, self.workdir = binary, root / "codex-home", root / "work"
+        self.home.mkdir()
+        self.workdir.mkdir()
+        subprocess.run(["git", "init", "-q", str(self.workdir)], check=True)
+        provider = [
+            "[model_providers.orgate]",
+            'name = "orgate"',
+            f'base_url = "{server.base_url}"',
+            'wire_api = "responses"',
+            'env_key = "ORGATE_API_KEY"',
+        ]
+        if websocket:
+            provider.append("supports_websockets = true")
+        config = [f'model = "{model}"', 'model_provider = "orgate"', "", *provider]
+        (self.home / "config.toml").write_text("\n".join(config) + "\n")
+        self.env = {**os.environ, "CODEX_HOME": str(self.home), "ORGATE_API_KEY": server.api_key, "RUST_LOG": "codex_api=info"}
+        self.stderr = ""
+
+    def exec(self, *args: str) -> list[dict[str, Any]]:
+        """``codex exec --json ARGS``: its events, after checking it exited 0."""
+        done = subprocess.run(
+            [str(self.binary), "exec", "--json", *args],
+            cwd=self.workdir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        self.stderr = done.stderr
+        assert done.returncode == 0, f"codex exec exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def items(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == kind]
+
+
+def answer(events: list[dict[str, Any]]) -> str:
+    messages = items(events, "agent_message")
+    assert messages, events
+    assert not [e for e in events if e["type"] in ("error", "turn.failed")], events
+    return str(messages[-1]["text"])
+
+
+def responses_requests(server: OrgateServer) -> float:
+    """POST /v1/responses requests served so far (every status), from /metrics."""
+    import httpx
+
+    metrics = httpx.get(f"{server.url}/metrics", headers=server.headers(), timeout=30).text
+    pattern = re.compile(r'^orgate_http_requests_total\{[^}]*method="POST"[^}]*route="/v1/responses"[^}]*\} (\S+)$', re.M)
+    return sum(float(v) for v in pattern.findall(metrics))
+
+
+def test_a_shell_round_trip_through_the_builtin_model_in_the_read_only_sandbox(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    cli = Codex(codex, server, tmp_path, "orgate/echo")
+    events = cli.exec("echo codex-roundtrip")
+    [command] = items(events, "command_execution")
+    assert command["exit_code"] == 0 and "codex-roundtrip" in command["aggregated_output"]
+    # The built-in model quotes the tool's output: the output went back with the whole history.
+    said = answer(events)
+    assert said.startswith("exec_command returned:") and "codex-roundtrip" in said
+
+
+def test_the_sandbox_is_read_only(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    cli = Codex(codex, server, tmp_path, "orgate/echo")
+    events = cli.exec("touch written-by-codex")
+    [command] = items(events, "command_execution")
+    assert command["exit_code"] != 0
+    assert not (cli.workdir / "written-by-codex").exists()
+
+
+def test_a_text_turn_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+    chat.requests.clear()
+    cli = Codex(codex, server, tmp_path, "fake-chat")
+    assert answer(cli.exec("say hello")) == "Hello from the chat upstream."
+    [sent] = chat.bodies
+    assert "client_metadata" not in sent and "reasoning_effort" not in sent
+    # Codex's hosted tools (web_search, namespace) are dropped; its function tools reach the model.
+    names = [t["function"]["name"] for t in sent["tools"]]
+    assert "exec_command" in names and all(t["type"] == "function" for t in sent["tools"])
+
+
+def test_a_shell_round_trip_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+    chat.requests.clear()
+    cli = Codex(codex, server, tmp_path, "fake-chat")
+    events = cli.exec("run: echo via-chat")
+    [command] = items(events, "command_execution")
+    assert command["exit_code"] == 0 and "via-chat" in command["aggregated_output"]
+    assert answer(events).startswith("The command printed:") and "via-chat" in answer(events)
+    second = chat.bodies[-1]["messages"]
+    assert [m["role"] for m in second[-2:]] == ["assistant", "tool"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "exec_command"
+
+
+def test_a_multi_turn_session_sends_the_whole_history(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+    chat.requests.clear()
+    cli = Codex(codex, server, tmp_path, "fake-chat")
+    answer(cli.exec("say hello, first turn"))
+    assert answer(cli.exec("resume", "--last", "say hello, second turn")) == "Hello from the chat upstream."
+    history = chat.bodies[-1]["messages"]
+    said = [(m["role"], m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])) for m in history]
+    assert ("user", "say hello, first turn") in said
+    assert ("assistant", "Hello from the chat upstream.") in said
+    assert said[-1] == ("user", "say hello, second turn")
+
+
+def test_output_schema_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "count": {"type": "integer"}},
+        "required": ["answer", "count"],
+        "additionalProperties": False,
+    }
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    cli = Codex(codex, server, tmp_path, "orgate/echo")
+    before = responses_requests(server)
+    said = answer(cli.exec("--output-schema", str(tmp_path / "schema.json"), "echo schema-run"))
+    jsonschema.validate(json.loads(said), schema)
+    # A tool call, then the JSON answer after its output: no loop of retries.
+    assert responses_requests(server) - before <= 3
+
+
+def test_the_websocket_transport(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    cli = Codex(codex, server, tmp_path, "orgate/echo", websocket=True)
+    events = cli.exec("echo codex-socket")
+    [command] = items(events, "command_execution")
+    assert command["exit_code"] == 0 and "codex-socket" in command["aggregated_output"]
+    assert "codex-socket" in answer(events)
+    assert "successfully connected to Responses WebSocket status=101" in cli.stderr
