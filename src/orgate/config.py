@@ -412,6 +412,9 @@ class WebSocketSettings(_Section):
     max_connection_seconds: float = Field(3600.0, gt=0)
     drain_seconds: float = Field(30.0, ge=0)
     cache_responses: int = Field(16, ge=0)
+    max_connections: int = Field(1024, ge=1)  # open sockets per process (server/ws_limits.py)
+    max_connections_per_key: int = Field(256, ge=1)  # open sockets per API key
+    idle_seconds: float = Field(900.0, ge=0)  # closed after this long without a message or a response; 0: never
 
 
 class CompactionSettings(_Section):

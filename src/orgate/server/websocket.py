@@ -26,6 +26,11 @@ message per event. Rules:
 - After ``max_connection_seconds`` no new response is accepted; a running one
   gets ``drain_seconds`` to finish, then the client receives an error with code
   ``websocket_connection_limit_reached`` and the socket is closed (1000).
+- A connection with no response running that receives no message for
+  ``idle_seconds`` gets an error with code ``websocket_idle_timeout`` and is
+  closed (1000). Before the handshake, ``ws_limits.SocketLimits`` caps the open
+  sockets per key (HTTP 429) and per process (503), so that idle sockets cannot
+  take the descriptors HTTP requests and ``/healthz`` need.
 - Gate warnings (``X-Orgate-Gate-Warnings`` over HTTP) have no place here: the
   protocol's server messages are the spec's streaming events and the error
   envelope, and a WebSocket has no per-response headers. They are logged
@@ -40,6 +45,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +66,7 @@ from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 from orgate.server.observability import conflicting_authorization
 from orgate.server.sse import openai_event
+from orgate.server.ws_limits import SocketLimits
 
 if TYPE_CHECKING:
     from orgate.server.app import Services
@@ -149,10 +156,31 @@ class Connection:
         self.caller = caller
         self.settings = settings
         self.cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._idle_since = time.monotonic()
         self.busy = False
         self.task: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
         self._openai_names = services.settings.endpoints.responses.event_names == "openai"
+
+    @property
+    def busy(self) -> bool:
+        """A response runs on this connection (its end starts the idle time)."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, value: bool) -> None:
+        self._busy = value
+        self._idle_since = time.monotonic()
+
+    def _wait(self, remaining: float) -> float | None:
+        """How long to wait for the next message (at most ``remaining``); None: idle too long."""
+        idle = self.settings.idle_seconds
+        if not idle:
+            return remaining
+        if self._busy:  # look again later: the response may end while the client stays silent
+            return min(remaining, idle)
+        left = self._idle_since + idle - time.monotonic()
+        return None if left <= 0 else min(remaining, left)
 
     async def send(self, event: dict[str, Any]) -> None:
         if self._openai_names:
@@ -171,10 +199,15 @@ class Connection:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
+                wait = self._wait(remaining)
+                if wait is None:
+                    await self._close_idle()
+                    return
                 try:
-                    message = await asyncio.wait_for(self.ws.receive(), remaining)
+                    message = await asyncio.wait_for(self.ws.receive(), wait)
                 except TimeoutError:
-                    break
+                    continue  # the lifetime, the idle time, or a response still running
+                self._idle_since = time.monotonic()
                 if message["type"] == "websocket.disconnect":
                     return
                 raw = message.get("text")
@@ -194,6 +227,16 @@ class Connection:
                 self.task.cancel()
                 with contextlib.suppress(BaseException):
                     await self.task
+
+    async def _close_idle(self) -> None:
+        await self.send_error(
+            ApiError(
+                400,
+                f"This WebSocket connection was idle for {self.settings.idle_seconds:g} seconds (websocket.idle_seconds); open a new connection to continue.",
+                code="websocket_idle_timeout",
+            )
+        )
+        await self.ws.close(1000, "idle timeout")
 
     async def _end_of_life(self) -> None:
         if self.task is not None and not self.task.done():
@@ -348,7 +391,8 @@ async def _refuse(ws: WebSocket, error: ApiError) -> None:
         return
     await ws.accept()
     await ws.send_text(orjson.dumps(error_event(error)).decode())
-    await ws.close(1008 if error.status in (401, 403) else 1000)
+    # 1013 "try again later" for a refusal of capacity (429, 503)
+    await ws.close(1008 if error.status in (401, 403) else 1013 if error.status in (429, 503) else 1000)
 
 
 def websocket_routes(services: Services, settings: WebSocketSettings | None = None) -> Sequence[BaseRoute]:
@@ -356,6 +400,7 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
     conf = settings or services.settings.websocket
     if not services.settings.endpoints.responses.enabled:
         return []
+    limits = SocketLimits(conf.max_connections, conf.max_connections_per_key)
 
     async def responses_socket(ws: WebSocket) -> None:
         if not conf.enabled:
@@ -372,16 +417,24 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
         except ApiError as error:
             await _refuse(ws, error)
             return
-        await ws.accept()
-        connection = Connection(services, ws, caller, conf)
+        refusal = limits.admit(caller.key_name)
+        if refusal is not None:
+            log.info("websocket refused: %s (key %s)", refusal.code, caller.key_name)
+            await _refuse(ws, refusal)
+            return
         try:
-            await connection.serve()
-        except Exception:  # noqa: BLE001 - a bug must not kill the worker; tell the client, close 1011
-            log.exception("websocket connection failed")
-            if ws.client_state is WebSocketState.CONNECTED:
-                with contextlib.suppress(Exception):
-                    await connection.send_error(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
-                    await ws.close(1011)
+            await ws.accept()
+            connection = Connection(services, ws, caller, conf)
+            try:
+                await connection.serve()
+            except Exception:  # noqa: BLE001 - a bug must not kill the worker; tell the client, close 1011
+                log.exception("websocket connection failed")
+                if ws.client_state is WebSocketState.CONNECTED:
+                    with contextlib.suppress(Exception):
+                        await connection.send_error(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+                        await ws.close(1011)
+        finally:
+            limits.release(caller.key_name)
 
     return [WebSocketRoute("/v1/responses", responses_socket)]
 

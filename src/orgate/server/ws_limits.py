@@ -1,0 +1,91 @@
+"""How many WebSocket connections one process holds, and one key: admission before the handshake.
+
+An idle WebSocket costs a file descriptor for as long as it stays open (up to
+``[websocket] max_connection_seconds``). Without a bound one key holding a
+thousand idle sockets exhausted the process's descriptors, and then
+``/healthz`` and every HTTP request were refused at ``accept``. ``SocketLimits``
+admits a connection only under three bounds:
+
+- ``max_connections_per_key`` open sockets per API key (else HTTP 429
+  ``too_many_websocket_connections``, a ``rate_limit_error``),
+- ``max_connections`` open sockets in the process (else 503
+  ``websocket_capacity_reached``),
+- what the open-files limit leaves: at most half of the descriptors left after
+  ``FD_RESERVE`` (a socket may hold an upstream connection while its response
+  runs), so HTTP requests and ``/healthz`` keep descriptors of their own (503 too).
+
+The counts are this process's (with ``--workers N`` each worker has its own).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from orgate.protocol.errors import RATE_LIMIT, SERVER_ERROR, ApiError
+
+try:
+    import resource
+except ImportError:  # not on this platform (Windows): no descriptor budget
+    resource = None  # type: ignore[assignment]
+
+#: Descriptors kept for everything but WebSockets: HTTP clients, /healthz, the store, logs.
+FD_RESERVE = 128
+
+
+def descriptor_budget() -> int | None:
+    """How many WebSockets the open-files limit allows (None: no limit known)."""
+    if resource is None:
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    # one descriptor for the socket, one for the upstream call a running response holds
+    return max(0, (soft - FD_RESERVE) // 2)
+
+
+class SocketLimits:
+    """Open WebSockets counted per key and in all; ``admit`` before accepting, ``release`` after."""
+
+    def __init__(self, max_connections: int, max_per_key: int) -> None:
+        self.max_connections = max_connections
+        self.max_per_key = max_per_key
+        self.open = 0
+        self.by_key: Counter[str] = Counter()
+
+    def capacity(self) -> int:
+        """The process's cap now: the configured one, or less when the open-files limit says so."""
+        budget = descriptor_budget()  # read each time: the limit may be raised after start-up
+        return self.max_connections if budget is None else min(self.max_connections, budget)
+
+    def admit(self, key: str) -> ApiError | None:
+        """Count one more socket of ``key``, or the refusal (nothing counted)."""
+        if self.by_key[key] >= self.max_per_key:
+            return ApiError(
+                429,
+                f"This API key has {self.by_key[key]} WebSocket connections open, the limit "
+                f"(websocket.max_connections_per_key); close one, or use HTTP.",
+                type=RATE_LIMIT,
+                code="too_many_websocket_connections",
+            )
+        capacity = self.capacity()
+        if self.open >= capacity:
+            return ApiError(
+                503,
+                f"This server holds its maximum of {capacity} WebSocket connections; retry later, or use HTTP.",
+                type=SERVER_ERROR,
+                code="websocket_capacity_reached",
+                headers={"Retry-After": "5"},
+            )
+        self.open += 1
+        self.by_key[key] += 1
+        return None
+
+    def release(self, key: str) -> None:
+        """One socket of ``key`` closed."""
+        self.open -= 1
+        self.by_key[key] -= 1
+        if self.by_key[key] <= 0:
+            del self.by_key[key]
+
+
+__all__ = ["FD_RESERVE", "SocketLimits", "descriptor_budget"]
