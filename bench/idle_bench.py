@@ -1,7 +1,8 @@
 """What idle clients cost one ``orgate serve`` process: memory per open idle WebSocket and per
 open idle stream, and whether new HTTP requests are still served while they are open.
 
-Starts ``orgate serve`` (default configuration: the SQLite store in a scratch directory),
+Starts ``orgate serve`` (default configuration: the SQLite store in a scratch directory,
+the WebSocket caps raised above ``--websockets``),
 then measures its resident memory (VmRSS) before and after opening ``--websockets``
 WebSocket connections (each has made one response, then sits idle), and after opening
 ``--streams`` SSE responses that stay open without output (the built-in model told to wait
@@ -157,7 +158,8 @@ def main() -> int:
     parser.add_argument("--probe", type=int, default=30, help="requests timed on new connections")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = args.websockets + args.streams + 200
+    # the server keeps a quarter of its open-files limit from WebSockets (server/ws_limits.py)
+    needed = max(args.websockets + args.streams + 200, (args.websockets + 1) * 4 // 3 + 2)
     if hard != resource.RLIM_INFINITY and hard < needed:
         print(f"idle_bench: the open-files hard limit ({hard}) is below {needed}: raise it (ulimit -Hn)", file=sys.stderr)
         return 2
@@ -165,6 +167,9 @@ def main() -> int:
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="orgate-idle-"))
     env = {**os.environ, "ORGATE_API_KEY": KEY, "ORGATE_STORE__URL": f"sqlite:///{work / 'orgate.db'}"}
+    # one key opens them all: the per-key and per-process caps of [websocket] are raised above that
+    caps = str(args.websockets + 1)
+    env |= {"ORGATE_WEBSOCKET__MAX_CONNECTIONS": caps, "ORGATE_WEBSOCKET__MAX_CONNECTIONS_PER_KEY": caps}
     log = (work / "server.log").open("wb")
     server = subprocess.Popen(
         [str(REPO / ".venv" / "bin" / "orgate"), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT

@@ -10,9 +10,9 @@ admits a connection only under three bounds:
   ``too_many_websocket_connections``, a ``rate_limit_error``),
 - ``max_connections`` open sockets in the process (else 503
   ``websocket_capacity_reached``),
-- what the open-files limit leaves: at most half of the descriptors left after
-  ``FD_RESERVE`` (a socket may hold an upstream connection while its response
-  runs), so HTTP requests and ``/healthz`` keep descriptors of their own (503 too).
+- what the open-files limit leaves after a reserve of a quarter of it (at least
+  ``FD_RESERVE``), so HTTP requests, ``/healthz``, the upstream connections of
+  running responses, the store and the logs keep descriptors of their own (503 too).
 
 The counts are this process's (with ``--workers N`` each worker has its own).
 """
@@ -28,7 +28,7 @@ try:
 except ImportError:  # not on this platform (Windows): no descriptor budget
     resource = None  # type: ignore[assignment]
 
-#: Descriptors kept for everything but WebSockets: HTTP clients, /healthz, the store, logs.
+#: The fewest descriptors kept for everything but WebSockets (a quarter of the limit, when more).
 FD_RESERVE = 128
 
 
@@ -39,8 +39,7 @@ def descriptor_budget() -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return None
-    # one descriptor for the socket, one for the upstream call a running response holds
-    return max(0, (soft - FD_RESERVE) // 2)
+    return max(0, soft - max(FD_RESERVE, soft // 4))
 
 
 class SocketLimits:
