@@ -19,7 +19,7 @@ from orgate.console.api import response_routes, session_routes
 from orgate.console.pages import page_routes
 from orgate.console.review import review_routes
 from orgate.console.session import SessionSigner
-from orgate.console.tools import tool_routes
+from orgate.console.tools import eval_routes, tool_routes
 from orgate.server.compact import key_for
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ def routes(services: Services) -> list[BaseRoute]:
         *response_routes(services, signer),
         *review_routes(services, signer),
         *tool_routes(services, signer),
+        *eval_routes(services, signer),
     ]
 
 

@@ -1,4 +1,5 @@
-"""The console's gate and diff endpoints: ``orgate gate`` and ``orgate diff`` on pasted or uploaded text.
+"""The console's tool endpoints: ``orgate gate`` and ``orgate diff`` on pasted or uploaded
+text, and the eval charts' model from uploaded ``orgate eval --save`` reports.
 
 The same library as the CLI: the gate reader (a JSON document or JSON Lines), its
 rule for which items a value holds and which tools check them (``items_and_tools``),
@@ -10,10 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from orgate.console.evaldata import ReportError, eval_model, parse_report
 from orgate.console.guard import json_response, require_session
 from orgate.console.session import SessionSigner
 from orgate.gate import CODES, ToolCatalog, ToolsError, check, diff, load_tools
@@ -109,3 +112,24 @@ def tool_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         Route("/console/api/gate", gate, methods=["POST"]),
         Route("/console/api/diff", diff_documents, methods=["POST"]),
     ]
+
+
+def eval_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
+    async def charts(request: Request) -> Response:
+        require_session(signer, request)
+        data = await read_json(request, services.settings.limits)
+        files = data.get("reports") if isinstance(data, dict) else None
+        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("text"), str) for f in files):
+            raise ApiError(400, 'Send {"reports": [{"name": "...", "text": "<report JSON>"}, ...]}.', param="reports", code="invalid_value")
+        reports = []
+        for number, file in enumerate(files):
+            name = str(file.get("name") or f"report {number + 1}")
+            try:
+                reports.append(parse_report(orjson.loads(file["text"]), name))
+            except orjson.JSONDecodeError as exc:
+                raise ApiError(400, f"{name}: invalid JSON: {exc}", param="reports", code="invalid_report") from None
+            except ReportError as exc:
+                raise ApiError(400, str(exc), param="reports", code="invalid_report") from None
+        return json_response(eval_model(reports))
+
+    return [Route("/console/api/eval", charts, methods=["POST"])]

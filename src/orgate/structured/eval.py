@@ -24,8 +24,9 @@ The case file's folder is put on ``sys.path`` so checks can live next to it.
 ``--baseline FILE`` compares with a saved report and exits 1 when the budget
 exhaustion rate rose by ≥ 1 percentage point or the first-attempt failure rate
 by ≥ 5 points (``REGRESSION_THRESHOLDS``). ``--save FILE`` writes the JSON
-report to FILE and a Markdown summary (with a text bar chart of the rates)
-next to it (``FILE`` with the suffix ``.md``).
+report to FILE, a Markdown summary (with a text bar chart of the rates)
+next to it (``FILE`` with the suffix ``.md``) and a self-contained HTML report
+with the console's eval charts (suffix ``.html``, readable offline).
 """
 
 from __future__ import annotations
@@ -565,6 +566,11 @@ def save_report(
     return json_path, md_path
 
 
+def _html_path(json_path: Path) -> Path:
+    """FILE with the suffix ``.html``, beside the JSON and Markdown reports."""
+    return json_path.with_suffix(".html") if json_path.suffix != ".html" else json_path.with_suffix(".html.html")
+
+
 # --------------------------------------------------------------------------- command
 
 
@@ -650,7 +656,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print_report(report, out, comparison)
     if args.save:
         json_path, md_path = save_report(report, args.save, comparison)
-        err.print(f"saved {json_path} and {md_path}", highlight=False)
+        # The HTML report draws the console's eval charts (the baseline as the earlier run).
+        from orgate.console.evalreport import write_eval_html
+
+        runs = [baseline, report] if baseline is not None else [report]
+        html_path = write_eval_html(runs, _html_path(json_path))
+        err.print(f"saved {json_path}, {md_path} and {html_path}", highlight=False)
     upstream_errors = sum(r.status == "upstream_error" for r in results)
     if upstream_errors:
         err.print(
@@ -676,7 +687,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
     )
     p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
-    p.add_argument("--save", help="write the JSON report here and a Markdown summary next to it")
+    p.add_argument("--save", help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it")
     p.add_argument(
         "--misbehave",
         help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
