@@ -28,6 +28,31 @@ from orgate.gate.tools import ToolCatalog, load_tools
 from orgate.gate.verdict import Code, Verdict
 
 _NAMESPACED = Code.NAMESPACED
+_HOSTED_CALL = Code.HOSTED_CALL
+# Items of OpenAI's hosted tools: calls the upstream ran itself, and their results. Not in the
+# spec; a native Responses upstream returns them (Codex replays them in its history).
+HOSTED_CALL_TYPES = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "computer_call",
+        "computer_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "tool_search_call",
+        "tool_search_output",
+    }
+)
 _NOT_FUNCTION_CALL = Code.NOT_FUNCTION_CALL
 _STATUS = Code.STATUS
 _ARGUMENTS_TYPE = Code.ARGUMENTS_TYPE
@@ -103,7 +128,19 @@ def check(
             call_id,
             id_,
         )
-    # 2. function_call only
+    # 1b. a hosted tool's call: run by the upstream, replayed only to it
+    if typ in HOSTED_CALL_TYPES:
+        return Verdict(
+            _HOSTED_CALL,
+            f"{typ!r} was run by the upstream (a hosted tool): keep it in its original session",
+            (),
+            name,
+            call_id,
+            id_,
+        )
+    # 2. function_call (and custom_tool_call: free-form input) only
+    if typ == "custom_tool_call":
+        return _custom_call(item, name, call_id, id_, require_status)
     if typ != "function_call":
         return Verdict(
             _NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_
@@ -155,3 +192,18 @@ def check(
             _ARGUMENTS_SCHEMA, f"{first.path}: {first.message}", errors, name, call_id, id_
         )
     return Verdict(_OK, "ok", (), name, call_id, id_)
+
+
+def _custom_call(item: dict[str, Any], name: str | None, call_id: str | None, id_: str | None, require_status: bool) -> Verdict:
+    """A ``custom_tool_call``: its ``input`` is free-form text, with no schema to check. The
+    status and the input's type are checked as a function call's are; a string input is ``ok``."""
+    status = item.get("status")
+    if status != "completed" and (require_status or "status" in item):
+        return Verdict(_STATUS, f"status is {status!r}, not 'completed'" if "status" in item else "status is missing (must be 'completed')", (), name, call_id, id_)
+    value = item.get("input")
+    if value.__class__ is not str:
+        what = "missing" if "input" not in item else _kind(value)
+        return Verdict(_ARGUMENTS_TYPE, f"input is {what}, not a string", (), name, call_id, id_)
+    if name is None:
+        return Verdict(_UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_)
+    return Verdict(_OK, "ok (custom tool: free-form input, no schema to check)", (), name, call_id, id_)

@@ -29,7 +29,7 @@ from orgate.gate.verdict import CODES, Code
 _dumps = orjson.dumps
 _FLUSH_EVERY = 2048
 _PROGRESS_EVERY = 4096
-_COLOURS = {Code.OK.value: "32", Code.NOT_FUNCTION_CALL.value: "2", Code.NAMESPACED.value: "33"}
+_COLOURS = {Code.OK.value: "32", Code.NOT_FUNCTION_CALL.value: "2", Code.NAMESPACED.value: "33", Code.HOSTED_CALL.value: "33"}
 
 
 def _binary(stream: IO[Any]) -> Any:
@@ -191,7 +191,7 @@ def run_gate(
                 code = v.code._value_
                 counts[code] = counts.get(code, 0) + 1
                 typ = item.get("type") if isinstance(item, dict) else None
-                if typ == "function_call":
+                if typ in ("function_call", "custom_tool_call"):
                     calls += 1
                     if code != "ok":
                         failing += 1

@@ -14,6 +14,7 @@ class Code(StrEnum):
     """The gate's verdict codes, in the order the checks run (first failure wins)."""
 
     NAMESPACED = "namespaced"
+    HOSTED_CALL = "hosted_call"
     NOT_FUNCTION_CALL = "not_function_call"
     STATUS = "status"
     ARGUMENTS_TYPE = "arguments_type"
@@ -27,6 +28,7 @@ class Code(StrEnum):
 CODES: tuple[Code, ...] = tuple(Code)
 
 NAMESPACED = Code.NAMESPACED
+HOSTED_CALL = Code.HOSTED_CALL
 NOT_FUNCTION_CALL = Code.NOT_FUNCTION_CALL
 STATUS = Code.STATUS
 ARGUMENTS_TYPE = Code.ARGUMENTS_TYPE
