@@ -6,7 +6,9 @@ pattern and the text, so no pattern can backtrack catastrophically. Python's
 ``re`` (what the ``jsonschema`` package uses) and ``jsonschema-rs``'s default
 ``fancy-regex`` backtrack — ``^(a+)+$`` on thirty ``a``s and a ``!`` takes minutes
 in ``re``, and a lookahead pattern holds the GIL for ~0.1 s per string in
-``fancy-regex`` — so neither is used on a client's pattern. The price: a pattern
+``fancy-regex`` — and its backtrack limit does not bound counted repeats: with a limit of
+100 steps, ``^(?=a)((a{1,30}){1,30}){1,30}$`` still took 15 s on one string — so neither is
+used on a client's pattern. The price: a pattern
 with lookaround or backreferences is not a pattern this engine accepts, and a
 schema using one is refused like any other invalid schema, and so is a pattern whose
 compiled program is larger than ``PATTERN_SIZE_LIMIT`` (time is linear in the text, with
@@ -31,6 +33,12 @@ import jsonschema_rs
 #: counted repeats compile big (``^(\w{1,40}){1,40}$`` is ~0.2 MiB and ~0.2 s per string, where
 #: 64 KiB keeps any pattern near 25 ms per string; ``^[\p{L}\p{N}]{1000}$`` still fits).
 PATTERN_SIZE_LIMIT = 64 * 1024
+
+#: Why a pattern is refused, for the error a client gets.
+PATTERN_HINT = (
+    "patterns are matched in linear time: lookaround, backreferences and patterns "
+    f"compiling to more than {PATTERN_SIZE_LIMIT // 1024} KiB are not supported"
+)
 
 #: The options every compiled schema gets: linear-time matching, bounded compiled size.
 PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=PATTERN_SIZE_LIMIT)

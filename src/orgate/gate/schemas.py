@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from orgate.gate.patterns import PATTERN_OPTIONS, bounded
+from orgate.gate.patterns import PATTERN_HINT, PATTERN_OPTIONS, bounded
 from orgate.gate.verdict import SchemaError
 
 try:  # pragma: no cover - exercised by whichever backend is installed
@@ -111,7 +111,10 @@ def _compile_rust(schema: Any, key: str) -> CompiledSchema:
     try:
         v = _rs.validator_for(schema, offline=True, pattern_options=PATTERN_OPTIONS)
     except Exception as exc:  # ValidationError / ReferencingError / ValueError
-        raise SchemaProblem(_first_line(str(exc))) from None
+        message = _first_line(str(exc))
+        if message.endswith('is not a "regex"'):
+            message += f" ({PATTERN_HINT})"
+        raise SchemaProblem(message) from None
     return CompiledSchema(key, "rust", v.is_valid, v.iter_errors, _rs_convert)
 
 
