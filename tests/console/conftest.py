@@ -30,13 +30,14 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SESSION_SECRET = "console-test-secret-0123456789abcdef"
-KEYS = {"alpha": "alpha-key-0001", "beta": "beta-key-0002"}
+KEYS = {"alpha": "alpha-key-0001", "beta": "beta-key-0002", "root": "root-key-0003"}
 
 CONFIG = f"""
 [auth]
 api_keys = [
   {{ name = "alpha", key = "{KEYS['alpha']}", tenant = "alpha" }},
   {{ name = "beta", key = "{KEYS['beta']}", tenant = "beta" }},
+  {{ name = "root", key = "{KEYS['root']}", tenant = "ops", admin = true }},
 ]
 
 [gate]

@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute
 
 from orgate.config import resolve_secret
 from orgate.console.api import response_routes, session_routes
+from orgate.console.overview import overview_routes
 from orgate.console.pages import page_routes
 from orgate.console.review import review_routes
 from orgate.console.session import SessionSigner
@@ -45,6 +46,7 @@ def routes(services: Services) -> list[BaseRoute]:
         *review_routes(services, signer),
         *tool_routes(services, signer),
         *eval_routes(services, signer),
+        *overview_routes(services, signer),
     ]
 
 

@@ -283,6 +283,7 @@ async function start() {
   } catch {
     return;
   }
+  document.querySelector('nav a[data-page="overview"]').hidden = !state.session.admin;
   document.getElementById("who").textContent =
     `${state.session.key_name} · ${state.session.admin ? "all tenants (admin)" : `tenant ${state.session.tenant}`}`;
   document.getElementById("signout").addEventListener("click", async () => {
