@@ -110,11 +110,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"orgate: {problem}", file=sys.stderr)
         return 1
     # imported once the configuration is known to be valid: a refused start-up is quicker
-    import uvicorn
-
     from orgate.server.app import build_services, create_app
     from orgate.server.http_protocol import OrgateHttpProtocol
     from orgate.server.observability import configure_logging
+    from orgate.server.shutdown import DrainingServer, draining_config
     from orgate.server.workers import worker_server
 
     configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
@@ -143,8 +142,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    config = uvicorn.Config(
-        app,
+    config = draining_config(
+        settings.server.drain_timeout,  # WebSocket and background responses drain too (server/shutdown.py)
+        app=app,
         host=settings.server.host,
         port=settings.server.port,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
@@ -156,9 +156,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server_header=False,
         proxy_headers=False,  # X-Forwarded-* are not trusted unless a deployment puts a proxy middleware in front
         ws_max_size=settings.limits.max_body_bytes + 1024,
-        timeout_graceful_shutdown=settings.server.drain_timeout,
     )
-    server = worker_server(config, worker)
+    server = worker_server(config, worker, base=DrainingServer)
+    server.drain = services.shutdown
     try:
         server.run(sockets=sockets)
     except KeyboardInterrupt:

@@ -60,7 +60,7 @@ class ServerSettings(_Section):
     access_log: bool = False  # one line per request on the orgate.access logger (costs ~7% CPU per request)
     public_url: str | None = None  # shown in the banner when behind a proxy
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
-    drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses may take to finish
+    drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses (HTTP, WebSocket, background) may take to finish
 
     @field_validator("host")
     @classmethod

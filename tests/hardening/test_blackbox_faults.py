@@ -174,11 +174,11 @@ def test_shutdown_past_drain_timeout_ends_streams_cleanly(tmp_path: Any, fakes: 
     assert body.rstrip().endswith("data: [DONE]"), body[-300:]
     events = sse_events(body)
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
-    assert events[-1]["response"]["error"]["code"] == "server_shutting_down"
-    assert_error(results["plain"], 503, "server_shutting_down")
+    assert events[-1]["response"]["error"]["code"] == "server_shutdown"
+    assert_error(results["plain"], 503, "server_shutdown")
     again = OrgateServer("", env=server_env(), workdir=str(tmp_path)).start()
     try:
         stored = httpx.get(f"{again.url}/v1/responses/{events[0]['response']['id']}", headers=again.headers(), timeout=10).json()
-        assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutting_down"
+        assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown"
     finally:
         again.stop()

@@ -4,13 +4,20 @@ WebSocket responses finish (or stores them as stopped by the server)."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.server_process import REPO, OrgateServer
 
@@ -143,3 +150,125 @@ def test_the_review_cli_shows_and_filters_tenants(review_server: OrgateServer) -
     assert listed.returncode == 0 and entry in listed.stdout and "  a  " in listed.stdout, listed.stdout + listed.stderr
     assert entry not in review("list", "--tenant", "b").stdout
     assert review("show", entry, "--tenant", "b").returncode == 1
+
+
+# --- SIGTERM lets background and WebSocket responses finish ------------------------------------
+
+
+def _slow(words: int, delay_ms: int) -> str:
+    """A prompt the built-in model echoes one word per ``delay_ms`` (docs/builtin-model.md)."""
+    return f"orgate:delay={delay_ms} " + " ".join(f"w{i}" for i in range(words))
+
+
+def _drained(server: OrgateServer, within: float) -> int:
+    """SIGTERM, then the exit status (the drain must end by itself within ``within`` seconds)."""
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGTERM)
+    return server.proc.wait(within)
+
+
+def _stored(workdir: Path, response_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The stored responses, read by a new server on the same store (the first one has exited)."""
+    with OrgateServer("", workdir=str(workdir)) as again, httpx.Client(base_url=again.url, headers=again.headers(), timeout=30) as client:
+        return {rid: client.get(f"/v1/responses/{rid}").json() for rid in response_ids}
+
+
+def _start_background(client: httpx.Client, prompt: str) -> str:
+    answer = client.post("/v1/responses", json={"model": "orgate/echo", "input": prompt, "background": True})
+    assert answer.status_code == 200 and answer.json()["status"] in ("queued", "in_progress"), answer.text
+    return str(answer.json()["id"])
+
+
+def _wait_running(client: httpx.Client, response_ids: list[str]) -> None:
+    """Until every response is in progress (its upstream call running), however slow the machine."""
+    while not all(client.get(f"/v1/responses/{rid}").json()["status"] == "in_progress" for rid in response_ids):
+        time.sleep(0.05)
+
+
+def test_background_responses_finish_within_the_drain_time(tmp_path: Path) -> None:
+    server = OrgateServer("[server]\ndrain_timeout = 5\n", workdir=str(tmp_path)).start()
+    try:
+        with httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
+            ids = [_start_background(client, _slow(10, 300)) for _ in range(5)]  # ~3 s each
+            _wait_running(client, ids)
+        started = time.monotonic()
+        assert _drained(server, 60) == 0
+        assert time.monotonic() - started < 5 + 5  # the drain time, and the grace for the last saves
+    finally:
+        server.kill()
+    stored = _stored(tmp_path, ids)
+    assert [stored[rid]["status"] for rid in ids] == ["completed"] * 5, stored
+    assert all(stored[rid]["output"][0]["content"][0]["text"].endswith("w9") for rid in ids)
+
+
+def test_a_background_response_past_the_drain_time_is_stored_as_stopped_by_the_server(tmp_path: Path) -> None:
+    server = OrgateServer("[server]\ndrain_timeout = 1\n", workdir=str(tmp_path)).start()
+    frames: list[str] = []
+    try:
+        with httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as client:
+            rid = _start_background(client, _slow(60, 500))  # ~30 s
+            _wait_running(client, [rid])
+            with client.stream("GET", f"/v1/responses/{rid}", params={"stream": "true"}) as replay:
+                lines = replay.iter_lines()
+                frames.append(next(lines))  # subscribed: the stream is live
+                assert _drained(server, 60) == 0
+                frames.extend(lines)
+    finally:
+        server.kill()
+    events = [orjson.loads(line[6:]) for line in frames if line.startswith("data: {")]
+    assert [event["type"] for event in events[-2:]] == ["error", "response.failed"], events[-3:]
+    assert events[-1]["response"]["error"]["code"] == "server_shutdown"
+    stored = _stored(tmp_path, [rid])[rid]
+    assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown", stored
+
+
+async def _ws_at_sigterm(server: OrgateServer, prompt: str) -> tuple[str, list[dict[str, Any]], int | None, int]:
+    """A WebSocket response under way (its first delta received) at SIGTERM: its id, every event
+    after the signal until the server closed the socket, the close code, and the exit status."""
+    async with connect(server.url.replace("http", "ws") + "/v1/responses", additional_headers=server.headers(), proxy=None) as ws:
+        await ws.send(orjson.dumps({"type": "response.create", "model": "orgate/echo", "input": prompt}).decode())
+        response_id = ""
+        while True:
+            event = orjson.loads(await ws.recv())
+            if event["type"] == "response.created":
+                response_id = event["response"]["id"]
+            if event["type"] == "response.output_text.delta":
+                break
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        events: list[dict[str, Any]] = []
+        code = None
+        try:
+            while True:
+                events.append(orjson.loads(await ws.recv()))
+        except ConnectionClosed as closed:
+            code = closed.rcvd.code if closed.rcvd else None
+    status = await asyncio.to_thread(server.proc.wait, 60)
+    return response_id, events, code, status
+
+
+async def test_a_websocket_response_finishes_within_the_drain_time(tmp_path: Path) -> None:
+    server = OrgateServer("[server]\ndrain_timeout = 5\n", workdir=str(tmp_path)).start()
+    try:
+        response_id, events, code, status = await _ws_at_sigterm(server, _slow(10, 300))  # ~3 s
+    finally:
+        server.kill()
+    assert status == 0
+    assert events[-1]["type"] == "response.completed", events[-3:]
+    assert events[-1]["response"]["output"][0]["content"][0]["text"].endswith("w9")
+    assert code == 1012  # service restart: after the terminal event, not instead of it
+    assert (await asyncio.to_thread(_stored, tmp_path, [response_id]))[response_id]["status"] == "completed"
+
+
+async def test_a_websocket_response_past_the_drain_time_gets_a_terminal_event(tmp_path: Path) -> None:
+    server = OrgateServer("[server]\ndrain_timeout = 1\n", workdir=str(tmp_path)).start()
+    try:
+        response_id, events, code, status = await _ws_at_sigterm(server, _slow(60, 500))  # ~30 s
+    finally:
+        server.kill()
+    assert status == 0
+    assert [event["type"] for event in events[-2:]] == ["error", "response.failed"], events[-3:]
+    assert events[-1]["response"]["error"]["code"] == "server_shutdown"
+    assert code == 1012
+    stored = (await asyncio.to_thread(_stored, tmp_path, [response_id]))[response_id]
+    assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown", stored

@@ -5,8 +5,11 @@ own task (the stream persists the final response itself). A streaming client
 ``subscribe``s to the frames; when it disconnects only its subscription ends.
 ``cancel(id)`` stops the upstream call and the response is stored as
 ``cancelled``; a cancel requested through another process is seen by polling
-the store's flag. Crashes are handled at start-up by the store's
-``recover_interrupted`` (interrupted responses become ``failed``).
+the store's flag. On shutdown, ``drain(seconds)`` lets the running jobs finish
+for the rest of the drain time, then ``aclose()`` stops the others: each ends
+with ``error`` + ``response.failed`` (code ``server_shutdown``), stored so.
+Crashes are handled by the store's ``recover_interrupted`` (at start-up and by
+the processes sharing the store: responses of a dead process become ``failed``).
 """
 
 from __future__ import annotations
@@ -15,12 +18,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from orgate.engine.service import ResponseStream, shutdown_error
 from orgate.store.base import ResponseStore, StoredResponse, StoreError
-
-if TYPE_CHECKING:
-    from orgate.engine.service import ResponseStream
 
 log = logging.getLogger("orgate.background")
 
@@ -115,11 +116,24 @@ class BackgroundRunner:
                 await asyncio.wait_for(asyncio.shield(job.task), timeout)
         return await store.get(response_id, tenant)
 
+    async def drain(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for the running jobs to finish (a shutdown's drain time)."""
+        tasks = [job.task for job in self.jobs.values() if job.task is not None]
+        if tasks and seconds > 0:
+            log.info("waiting up to %.3g s for %d background response(s)", seconds, len(tasks))
+            await asyncio.wait(tasks, timeout=seconds)
+
     async def aclose(self) -> None:
+        """Stop every running job and wait for it: stored ``failed`` with code ``server_shutdown``,
+        its subscribers told. Idempotent: a job is cancelled once, so that it can end cleanly."""
+        tasks: list[asyncio.Task[None]] = []
         for job in list(self.jobs.values()):
-            if job.task is not None:
+            if job.task is None or job.done:
+                continue
+            if job.stream.interrupted is None and not job.stream.cancel_requested:  # cancelled once only
+                log.warning("background response %s interrupted by the shutdown", job.stream.response_id)
+                job.stream.interrupted = shutdown_error()
                 job.task.cancel()
-        for job in list(self.jobs.values()):
-            if job.task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job.task
+            tasks.append(job.task)
+        if tasks:
+            await asyncio.wait(tasks)  # not ``await task``: a cancelled caller would cancel them again

@@ -55,6 +55,15 @@ Encoder = Callable[[dict[str, Any]], bytes]
 
 GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
 
+#: The error code of a response the server stopped because it shuts down (past its drain time).
+SERVER_SHUTDOWN = "server_shutdown"
+
+
+def shutdown_error(what: str = "response") -> ApiError:
+    """Why a response (or request) ended unfinished when the server shut down."""
+    return ApiError(503, f"The server is shutting down: the {what} was interrupted.", type=SERVER_ERROR, code=SERVER_SHUTDOWN)
+
+
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
 MODEL_OUTPUT_FAILURES = frozenset({"structured_output_invalid", "invalid_tool_arguments", "tool_choice_violation"})
 
@@ -434,6 +443,9 @@ class ResponseStream:
         # Set by a consumer that watches its client: False while the client is known to be there (a
         # cancellation is then the server's own, e.g. a shutdown past its drain timeout), True once it left.
         self.client_gone: bool | None = None
+        # Set by the server before it cancels a response it stops (a shutdown past the drain time: a
+        # background or WebSocket response): the stream then ends with this error, stored as failed.
+        self.interrupted: ApiError | None = None
 
     @property
     def response_id(self) -> str:
@@ -521,13 +533,11 @@ class ResponseStream:
                 self.error = error
                 builder.fail(error)
             except asyncio.CancelledError:
-                if self.client_gone is not False:
+                if self.client_gone is not False and self.interrupted is None:
                     raise
                 # The server cancels a response its client still waits for (a shutdown past the drain
                 # timeout): the client gets error + response.failed (+ [DONE]), not a cut stream.
-                self.error = ApiError(
-                    503, "The server is shutting down: the response was interrupted.", type=SERVER_ERROR, code="server_shutting_down"
-                )
+                self.error = self.interrupted or shutdown_error()
                 builder.fail(self.error)
                 final = out(builder.drain())
                 await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None))
@@ -565,6 +575,8 @@ class ResponseStream:
                     if not builder.finished:
                         if self.cancel_requested:
                             builder.cancel()
+                        elif self.interrupted is not None:  # stopped by the server while it could not tell the client
+                            builder.fail(self.interrupted)
                         else:
                             # The client went away mid-stream: keep what was produced, marked failed.
                             builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))

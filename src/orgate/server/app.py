@@ -48,6 +48,7 @@ from orgate.server.observability import (
 from orgate.server.openapi import openapi_routes
 from orgate.server.pipeline import Pipeline
 from orgate.server.ratelimit import RateLimiter, build_limiter
+from orgate.server.shutdown import Shutdown
 from orgate.server.stored import stored_routes
 from orgate.server.websocket import websocket_routes
 from orgate.server.worker_metrics import WorkersView, keep_snapshots
@@ -81,6 +82,8 @@ class Services:
     worker: WorkerContext | None = None
     store: Any = None
     background: BackgroundRunner = field(default_factory=BackgroundRunner)
+    #: A shutdown in progress and its drain deadline (started by ``shutdown.DrainingServer``).
+    shutdown: Shutdown = field(default_factory=lambda: Shutdown(0.0))
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -117,6 +120,7 @@ def build_services(settings: Settings) -> Services:
         auth=Authenticator(keys),
         providers=providers,
         responses=responses,
+        shutdown=Shutdown(settings.server.drain_timeout),
     )
 
 
@@ -182,6 +186,8 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     for route_set in extra:
         table.extend(route_set(services))
 
+    services.shutdown.at_deadline(services.background.aclose)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         maintenance: asyncio.Task[None] | None = None
@@ -206,6 +212,7 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
+            await services.background.drain(services.shutdown.remaining())
             await services.background.aclose()
             await services.providers.aclose()
             if services.limiter is not None:

@@ -23,6 +23,7 @@ import orjson
 from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.padding import pads
+from orgate.engine.service import shutdown_error
 from orgate.protocol.errors import SERVER_ERROR, ApiError
 from orgate.server.body import (
     body_timeout_error,
@@ -143,7 +144,7 @@ class CreateResponse:
                 return  # the client went away before the answer: the turn was cancelled where it waited
             if info is not None and not info.response_started:
                 # The server cancels the request (shutdown past its drain timeout): answer rather than cut.
-                await send_error(send, ApiError(503, "The server is shutting down: the request was interrupted.", type=SERVER_ERROR, code="server_shutting_down"))
+                await send_error(send, shutdown_error("request"))
             raise
         finally:
             watch.stop()

@@ -20,6 +20,7 @@ content parts rather than a bare string, and a ``status``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,9 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                     raise _missing(response_id)
                 if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
                     # Still running here: replay its frames so far, then follow it live.
+                    follower = asyncio.current_task()
+                    if follower is not None:
+                        services.shutdown.followers.add(follower)  # it ends with the response, at shutdown too
                     frames = then_done(services.background.subscribe(response_id))
                     if after >= 0:
                         frames = _frames_after(frames, after)

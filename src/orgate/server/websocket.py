@@ -31,6 +31,10 @@ message per event. Rules:
   closed (1000). Before the handshake, ``ws_limits.SocketLimits`` caps the open
   sockets per key (HTTP 429) and per process (503), so that idle sockets cannot
   take the descriptors HTTP requests and ``/healthz`` need.
+- On shutdown (SIGTERM) no new message is read; a running response gets the
+  server's drain time (``server/shutdown.py``). One that cannot finish in it ends
+  with ``error`` + ``response.failed`` (code ``server_shutdown``, stored so); then
+  the socket is closed with 1012 (service restart).
 - Gate warnings (``X-Orgate-Gate-Warnings`` over HTTP) have no place here: the
   protocol's server messages are the spec's streaming events and the error
   envelope, and a WebSocket has no per-response headers. They are logged
@@ -58,7 +62,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from orgate.config import WebSocketSettings
 from orgate.engine.context import item_to_wire
 from orgate.engine.input_gate import split_namespaced
-from orgate.engine.service import GATE_WARNINGS_HEADER, Caller, ResponseStream
+from orgate.engine.service import GATE_WARNINGS_HEADER, Caller, ResponseStream, shutdown_error
 from orgate.protocol import TERMINAL_EVENT_TYPES, WebSocketResponseCreateEvent
 from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
 from orgate.server.body import check_request_limits, parse_json
@@ -159,6 +163,7 @@ class Connection:
         self._idle_since = time.monotonic()
         self.busy = False
         self.task: asyncio.Task[None] | None = None
+        self.stream: ResponseStream | None = None  # the running response, once created
         self._send_lock = asyncio.Lock()
         self._openai_names = services.settings.endpoints.responses.event_names == "openai"
 
@@ -203,9 +208,10 @@ class Connection:
                 if wait is None:
                     await self._close_idle()
                     return
-                try:
-                    message = await asyncio.wait_for(self.ws.receive(), wait)
-                except TimeoutError:
+                message = await self._receive(wait)
+                if message is None:
+                    if self.services.shutdown.started.is_set():
+                        break
                     continue  # the lifetime, the idle time, or a response still running
                 self._idle_since = time.monotonic()
                 if message["type"] == "websocket.disconnect":
@@ -219,7 +225,10 @@ class Connection:
                     await self.handle(raw)
                 except ApiError as error:
                     await self.send_error(error)
-            await self._end_of_life()
+            if self.services.shutdown.started.is_set():
+                await self._shut_down()
+            else:
+                await self._end_of_life()
         except (WebSocketDisconnect, RuntimeError, OSError) as exc:  # the client went away while we were sending
             log.debug("websocket closed: %s", exc)
         finally:
@@ -237,6 +246,43 @@ class Connection:
             )
         )
         await self.ws.close(1000, "idle timeout")
+
+    async def _receive(self, timeout: float) -> dict[str, Any] | None:
+        """The client's next message; None after ``timeout`` or when the server starts shutting down."""
+        stopping = self.services.shutdown.started
+        if stopping.is_set():
+            return None
+        receiving = asyncio.ensure_future(self.ws.receive())
+        waiting = asyncio.ensure_future(stopping.wait())
+        try:
+            done, _ = await asyncio.wait({receiving, waiting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            if not receiving.done():
+                receiving.cancel()
+        return receiving.result() if receiving in done else None
+
+    async def _shut_down(self) -> None:
+        """The running response finishes within the drain time, or the server cancels this task at
+        its deadline: the response is interrupted (error + response.failed, server_shutdown). Then 1012."""
+        if self.task is not None and not self.task.done():
+            try:
+                await asyncio.wait({self.task})
+            except asyncio.CancelledError:
+                await self._interrupt()
+        with contextlib.suppress(Exception):
+            await self.ws.close(1012, "server shutting down")
+
+    async def _interrupt(self) -> None:
+        assert self.task is not None
+        stream = self.stream
+        if stream is not None:
+            stream.interrupted = shutdown_error()  # its stream now ends with the terminal events
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+        if stream is None:  # not created yet: no response to end, the client is told all the same
+            await self._tell(shutdown_error())
 
     async def _end_of_life(self) -> None:
         if self.task is not None and not self.task.done():
@@ -322,6 +368,7 @@ class Connection:
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
+        self.stream = stream
         await self._pump(stream, previous)
 
     async def _tell(self, error: ApiError) -> None:
@@ -356,6 +403,8 @@ class Connection:
         except Exception:  # noqa: BLE001 - a send to a gone client, or a bug: end this response, keep the server up
             log.debug("websocket response pump ended early", exc_info=True)
         finally:
+            if self.stream is stream:
+                self.stream = None
             if not finished:  # after the terminal event the connection may already run the next response
                 self.busy = False
 

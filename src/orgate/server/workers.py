@@ -106,14 +106,15 @@ def worker_context() -> WorkerContext | None:
     return WorkerContext(Path(data["dir"]), data["slot"], data["listen"], data["ready"], data["alive"])
 
 
-def worker_server(config: Any, context: WorkerContext | None) -> Any:
-    """A ``uvicorn.Server``; for a worker, one that reports readiness and follows its supervisor."""
+def worker_server(config: Any, context: WorkerContext | None, base: type | None = None) -> Any:
+    """A ``base`` (default ``uvicorn.Server``); for a worker, one that reports readiness and follows its supervisor."""
     import uvicorn
 
+    server_class: Any = base or uvicorn.Server
     if context is None:
-        return uvicorn.Server(config)
+        return server_class(config)
 
-    class WorkerServer(uvicorn.Server):
+    class WorkerServer(server_class):  # type: ignore[misc, valid-type]
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if not self.started:
