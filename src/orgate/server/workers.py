@@ -22,7 +22,8 @@ directory, its slot, inherited descriptors): ``worker_context()``. It writes a
 byte on its ready pipe once serving, and stops when the supervisor's end of its
 alive pipe closes (a supervisor killed outright leaves no orphan workers). The
 private directory holds the metrics snapshots (``worker_metrics``) and the rate
-limits' file (``ratelimit_shared``); it is removed when the supervisor exits.
+limits' file (``ratelimit_shared``); it is removed when the supervisor exits, or by
+the workers when the supervisor was killed.
 """
 
 from __future__ import annotations
@@ -131,7 +132,13 @@ def worker_server(config: Any, context: WorkerContext | None, base: type | None 
 
             asyncio.get_running_loop().remove_reader(context.alive_fd)
             log.warning("the supervisor is gone: draining and exiting")
+            self.orphaned = True
             self.should_exit = True
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets)
+            if getattr(self, "orphaned", False):  # nobody else will remove the private directory
+                shutil.rmtree(context.directory, ignore_errors=True)
 
     # A terminal's hang-up goes to the process group: reloading is the supervisor's job.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
