@@ -57,6 +57,14 @@ def worker_pids(supervisor: int) -> set[int]:
     return pids
 
 
+def running(pid: int) -> bool:
+    """Not exited (a zombie waiting for whoever adopted it to reap it has exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def _socket_inodes(pid: int) -> set[str]:
     inodes = set()
     fd_dir = Path(f"/proc/{pid}/fd")
@@ -233,6 +241,12 @@ def test_a_killed_worker_is_replaced_and_its_response_failed(tmp_path: Path) -> 
         for conn in (*new.values(), survivor):
             conn.close()
         assert "exited unexpectedly (signal SIGKILL)" in server.output()
+        # The supervisor killed outright: its workers drain and exit, leaving no orphans.
+        workers = worker_pids(server.proc.pid)
+        server.kill()
+        for _ in deadline_loop():
+            if not any(running(pid) for pid in workers):
+                break
 
 
 def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> None:
