@@ -302,3 +302,12 @@ def test_resolving_a_review_entry_checks_its_schema_in_linear_time() -> None:
     errors = schema_errors(item, {"x": EVIL_TEXT})
     assert time.perf_counter() - start < SLOW
     assert errors and "does not match the pattern" in errors[0]
+
+
+def test_properties_named_like_data_keywords_are_still_schemas() -> None:
+    for name in ("default", "enum", "const", "examples", "$defs"):
+        exc = _refused({"type": "object", "properties": {name: {"type": "array", "minItems": 10**9}}})
+        assert exc.path == ("properties", name, "minItems")
+        fan = _fanout(40)
+        assert _refused({"$defs": fan["$defs"], "properties": {name: {"$ref": "#/$defs/a0"}}}).keyword == "$ref"
+    check_bounds(True, SchemaBounds())

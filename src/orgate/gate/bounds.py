@@ -23,6 +23,16 @@ from typing import Any
 
 #: Keywords whose value is data, not a subschema.
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+#: Keywords whose value maps names to subschemas (its keys are names, never keywords).
+_NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
+
+# What a container is: a schema (or a list of schemas), a map of names to schemas, or data.
+_SCHEMA, _NAMES, _DATA = 0, 1, 2
+
+
+def _role(key: str) -> int:
+    """The role of a schema object's member ``key``'s value."""
+    return _DATA if key in _DATA_KEYWORDS else _NAMES if key in _NAME_MAPS else _SCHEMA
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*\Z")
 
@@ -89,17 +99,19 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
     The pass keeps no paths (that would cost more than the walk): a refusal finds its
     path afterwards, by identity (``_path_to``).
     """
+    if type(schema) is not dict and type(schema) is not list:
+        return
     nodes = 0
     refs = False
     max_nodes, max_depth = bounds.max_nodes, bounds.max_depth
-    stack: list[tuple[Any, int, bool]] = [(schema, 1, False)]  # (container, depth, is data)
+    stack: list[tuple[Any, int, int]] = [(schema, 1, _SCHEMA)]  # (container, depth, role)
     while stack:
-        node, depth, data = stack.pop()
+        node, depth, role = stack.pop()
         if depth > max_depth:
             raise SchemaTooComplex(_path_to(schema, node), "", f"the schema is nested {depth} levels deep", max_depth, "max_schema_depth")
         if type(node) is dict:
             nodes += len(node)
-            if not data and not _WATCHED.isdisjoint(node):
+            if role == _SCHEMA and not _WATCHED.isdisjoint(node):
                 for key in _WATCHED.intersection(node):
                     if key in _REFS:
                         refs = True
@@ -107,12 +119,12 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
                         _check_keyword(key, node[key], schema, node, bounds)
             for key, value in node.items():
                 if type(value) is dict or type(value) is list:
-                    stack.append((value, depth + 1, data or key in _DATA_KEYWORDS))
+                    stack.append((value, depth + 1, _role(key) if role == _SCHEMA else role if role == _DATA else _SCHEMA))
         else:
             nodes += len(node)
             for value in node:
                 if type(value) is dict or type(value) is list:
-                    stack.append((value, depth + 1, data))
+                    stack.append((value, depth + 1, role))
         if nodes > max_nodes:
             raise SchemaTooComplex((), "", f"the schema has more than {max_nodes} JSON values", max_nodes, "max_schema_nodes")
     if refs:
@@ -165,22 +177,22 @@ def _check_expansion(schema: Any, limit: int) -> None:
     targets = _Targets(schema)
     sizes: dict[int, int] = {}
     active: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(schema, False)]
+    stack: list[tuple[Any, int, bool]] = [(schema, _SCHEMA, False)]
     while stack:
-        node, done = stack.pop()
+        node, role, done = stack.pop()
         key = id(node)
         if key in sizes:
             continue
-        children, unresolved = targets.children(node)
+        children, unresolved = targets.children(node, role)
         if not done:
             if key in active:
                 continue
             active.add(key)
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes and id(c) not in active)
+            stack.append((node, role, True))
+            stack.extend((c, r, False) for c, r in children if id(c) not in sizes and id(c) not in active)
             continue
         active.discard(key)
-        size = 1 + unresolved * targets.total + sum(sizes.get(id(c), 1) for c in children)
+        size = 1 + unresolved * targets.total + sum(sizes.get(id(c), 1) for c, _ in children)
         sizes[key] = size
         if size > limit:
             raise SchemaTooComplex(
@@ -188,9 +200,8 @@ def _check_expansion(schema: Any, limit: int) -> None:
             )
 
 
-#: Keywords whose value a validator never evaluates in place: definitions (reached only through a
-#: reference) and data.
-_NOT_EVALUATED = _DATA_KEYWORDS | {"$defs", "definitions"}
+#: Definitions: evaluated only where a reference reaches them.
+_DEFINITIONS = frozenset({"$defs", "definitions"})
 
 
 class _Targets:
@@ -215,11 +226,20 @@ class _Targets:
             elif type(node) is list:
                 stack.extend(v for v in node if type(v) is dict or type(v) is list)
 
-    def children(self, node: Any) -> tuple[list[Any], int]:
-        """(the containers ``node`` leads to, the number of its references left unresolved)."""
+    def children(self, node: Any, role: int) -> tuple[list[tuple[Any, int]], int]:
+        """(the containers a validator evaluates from ``node``, with their roles; the number of
+        its references left unresolved). Definitions count only where referenced; data not at all."""
+        if role == _DATA:
+            return [], 0
         if type(node) is list:
-            return [v for v in node if type(v) is dict or type(v) is list], 0
-        out = [v for k, v in node.items() if (type(v) is dict or type(v) is list) and k not in _NOT_EVALUATED]
+            return [(v, role) for v in node if type(v) is dict or type(v) is list], 0
+        if role == _NAMES:
+            return [(v, _SCHEMA) for v in node.values() if type(v) is dict or type(v) is list], 0
+        out = [
+            (v, _role(k))
+            for k, v in node.items()
+            if (type(v) is dict or type(v) is list) and k not in _DATA_KEYWORDS and k not in _DEFINITIONS
+        ]
         unresolved = 0
         for ref_key in _REFS:
             ref = node.get(ref_key)
@@ -228,7 +248,7 @@ class _Targets:
                 if target is None:
                     unresolved += 1
                 elif type(target) is dict or type(target) is list:
-                    out.append(target)
+                    out.append((target, _SCHEMA))
         return out, unresolved
 
     def resolve(self, ref: str) -> Any:

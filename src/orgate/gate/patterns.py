@@ -1,24 +1,25 @@
 """``pattern`` matching in linear time, for every validator of a client's schema.
 
 JSON Schema patterns are matched by the ``regex`` crate through ``jsonschema-rs``
-(``RegexOptions``): a finite-automaton engine whose time is linear in the
-pattern and the text, so no pattern can backtrack catastrophically. Python's
-``re`` (what the ``jsonschema`` package uses) and ``jsonschema-rs``'s default
-``fancy-regex`` backtrack — ``^(a+)+$`` on thirty ``a``s and a ``!`` takes minutes
-in ``re``, and a lookahead pattern holds the GIL for ~0.1 s per string in
-``fancy-regex`` — and its backtrack limit does not bound counted repeats: with a limit of
-100 steps, ``^(?=a)((a{1,30}){1,30}){1,30}$`` still took 15 s on one string — so neither is
-used on a client's pattern. The price: a pattern
-with lookaround or backreferences is not a pattern this engine accepts, and a
-schema using one is refused like any other invalid schema, and so is a pattern whose
-compiled program is larger than ``PATTERN_SIZE_LIMIT`` (time is linear in the text, with
-the compiled size as the factor).
+(``RegexOptions``): a finite-automaton engine whose time is linear in the text,
+so no pattern can backtrack catastrophically. Neither alternative is safe on a
+client's pattern: Python's ``re`` (what the ``jsonschema`` package uses) takes
+minutes for ``^(a+)+$`` on thirty ``a``s and a ``!``; ``jsonschema-rs``'s default
+``fancy-regex`` holds the GIL ~0.1 s per string on a lookahead pattern, and its
+backtrack limit does not bound counted repeats (limit 100:
+``^(?=a)((a{1,30}){1,30}){1,30}$`` still took 15 s on one string).
 
-``bounded(cls)`` gives a ``jsonschema`` validator class whose ``pattern``,
-``patternProperties``, ``additionalProperties`` and ``unevaluatedProperties`` use this engine (the detailed validators of the safety net
-and the built-in model's example generator); ``search(pattern, text)`` is the
-match itself. ``uniqueItems`` is replaced there too: ``jsonschema`` compares unhashable
-items pairwise (3,000 objects: over a minute).
+The price: lookaround and backreferences are not patterns this engine accepts,
+nor is a pattern compiling past ``PATTERN_SIZE_LIMIT`` (the compiled size is the
+factor of the linear time); a schema using one is refused like any invalid schema.
+
+``search(pattern, text)`` is the match itself. ``bounded(cls)`` gives a
+``jsonschema`` validator class (the python backend, the safety net's detailed
+validator, the review queue's and the built-in model's generator) whose
+``pattern``, ``patternProperties``, ``additionalProperties`` and
+``unevaluatedProperties`` match with it, and whose ``uniqueItems`` is checked by
+``jsonschema-rs`` (``jsonschema`` compares unhashable items pairwise: 3,000
+objects took over a minute).
 """
 
 from __future__ import annotations
