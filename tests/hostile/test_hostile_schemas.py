@@ -33,8 +33,8 @@ def _obj(**props: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def _fmt(schema: dict[str, Any], prompt: str = "hi", model: str = "orgate/echo") -> dict[str, Any]:
-    return {"model": model, "input": prompt, "text": {"format": {"type": "json_schema", "name": "out", "schema": schema}}}
+def _fmt(schema: dict[str, Any], prompt: str = "hi", model: str = "orgate/echo", name: str = "out") -> dict[str, Any]:
+    return {"model": model, "input": prompt, "text": {"format": {"type": "json_schema", "name": name, "schema": schema}}}
 
 
 def _tool(parameters: dict[str, Any], prompt: str = "hi") -> dict[str, Any]:
@@ -51,6 +51,9 @@ def _fanout(levels: int) -> dict[str, Any]:
     return {"type": "object", "$defs": {**defs, f"a{levels}": {"type": "integer"}}, "properties": {"x": {"$ref": "#/$defs/a0"}}}
 
 
+UNIQUE = {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True, "items": {"type": "object"}}, "y": {"type": "integer"}}}
+
+
 # name → (body, expected: (status, code, start of param), or None for "answered quickly")
 HOSTILE: dict[str, tuple[dict[str, Any], tuple[int, str, str] | None]] = {
     "format_minLength_1e9": (_fmt(_obj(x={"type": "string", "minLength": 1_000_000_000})), (400, "schema_too_complex", "text.format.schema.properties.x.minLength")),
@@ -64,15 +67,24 @@ HOSTILE: dict[str, tuple[dict[str, Any], tuple[int, str, str] | None]] = {
     "tool_redos_pattern_builtin": (_tool(_obj(x={"type": "string", "pattern": EVIL}), EVIL_TEXT), None),
     "format_redos_pattern_upstream": (_fmt(_obj(x={"type": "string", "pattern": EVIL}), model="fake-chat"), None),
     "format_ref_tree": (_fmt(_laughs(30)), None),
+    "format_unique_items_upstream": (_fmt(UNIQUE, model="fake-chat", name="uniq"), None),
     "tool_ref_fan_out": (_tool(_fanout(40)), (400, "schema_too_complex", "tools[0].parameters.$defs.")),
     "format_nested_repeats": (_fmt(_obj(x={"type": "string", "pattern": "^((a{1000}){1000}){1000}$"})), None),
 }
 
 
+def _upstream_answer(body: dict[str, Any]) -> Script:
+    """A string the client's pattern backtracks on; for the ``uniq`` format, 3,000 distinct
+    objects and one wrong type (pairwise uniqueness checks took over a minute)."""
+    name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
+    if name == "uniq":
+        return Script(content=orjson.dumps({"x": [{"a": i} for i in range(3000)], "y": "no"}).decode())
+    return Script(content=orjson.dumps({"x": EVIL_TEXT}).decode())
+
+
 @pytest.fixture(scope="module")
 def upstream() -> Any:
-    # The upstream answers every JSON request with a string the client's pattern backtracks on.
-    with FakeOpenAIChat.start_in_thread(handler=lambda body: Script(content=orjson.dumps({"x": EVIL_TEXT}).decode())) as fake:
+    with FakeOpenAIChat.start_in_thread(handler=_upstream_answer) as fake:
         yield fake
 
 
@@ -138,8 +150,9 @@ def test_hostile_schemas_are_refused_or_answered_while_the_server_stays_responsi
         assert not errors, errors[:5]
         assert worst.get("healthz", 0.0) < NORMAL_WITHIN, worst
         assert worst.get("echo", 0.0) < NORMAL_WITHIN, worst
-        # The upstream was asked (so the safety net's re-check ran on its output).
-        assert upstream.requests
+        # The upstream was asked for both formats (so the safety net's re-check ran on its outputs).
+        names = {((r.body or {}).get("response_format") or {}).get("json_schema", {}).get("name") for r in upstream.requests}
+        assert {"out", "uniq"} <= names, names
         # SIGTERM while a second round of hostile requests is in flight: the server stops promptly.
         with concurrent.futures.ThreadPoolExecutor(len(HOSTILE)) as pool:
             in_flight = [pool.submit(_fire, server, name, case[0]) for name, case in HOSTILE.items()]
