@@ -70,3 +70,19 @@ def test_review_endpoints_keep_tenants_apart_and_need_csrf(server: OrgateServer)
     check = alpha.post(f"/console/api/review/{mine}/validate", json={"value": {"name": "x", "age": 1}})
     assert check.json() == {"valid": True, "errors": []}
     assert _entry(server, "beta", theirs)["status"] == "pending"
+
+
+def test_each_structured_output_attempt_is_shown(watched: Any, server: OrgateServer) -> None:
+    review_id = queue_for_review(server, "alpha")
+    entry = _entry(server, "alpha", review_id)
+    page = watched()
+    sign_in(page, server, "alpha")
+    page.goto(f"{server.url}/console#/review")
+    card = page.locator(f'.review-entry[data-id="{review_id}"]')
+    card.locator("details summary").click()
+    attempts = card.locator(".attempts tbody tr")
+    attempts.first.wait_for()
+    assert attempts.count() == len(entry["attempts"]) == 1
+    cells = attempts.first.locator("td").all_inner_texts()
+    # number, finish reason, the stage that failed, its errors, the token budget, the raw text
+    assert cells[2] == "schema" and "12.5" in cells[3] and "12.5" in cells[5]

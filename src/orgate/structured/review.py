@@ -234,6 +234,17 @@ class ReviewQueue:
         with self._connect() as db:
             return [self._item(r) for r in db.execute(sql, [*args, limit, offset]).fetchall()]
 
+    def for_response(self, response_id: str, *, tenant: str | None = None) -> ReviewItem | None:
+        """The entry a response's exhausted request made, if any (``tenant`` given: only its own).
+
+        Scans the queue (no index on ``response_id``): for inspecting one response, not a hot path.
+        """
+        where, args = _scope(None, tenant)
+        clause = f"{where} AND response_id = ?" if where else " WHERE response_id = ?"
+        with self._connect() as db:
+            row = db.execute(f"SELECT * FROM structured_review{clause} LIMIT 1", [*args, response_id]).fetchone()
+        return None if row is None else self._item(row)
+
     def count(self, status: ReviewStatus | None = "pending", *, tenant: str | None = None) -> int:
         where, args = _scope(status, tenant)
         with self._connect() as db:

@@ -245,8 +245,8 @@ async function inspectorPage(root, params, id) {
 }
 
 function reviewAttempts(review) {
-  return el("section", {class: "card"},
-    el("h3", {}, "Structured-output attempts ", el("a", {href: "#/review", text: `(review ${review.id}, ${review.status})`})),
+  return el("section", {class: "card attempts"},
+    el("h3", {}, "Structured-output attempts ", el("a", {href: "#/review", text: `review ${review.id}`}), ` (${review.status}, failed at ${review.stage || "?"})`),
     table(["#", "finish", "stage", "errors", "max tokens", "raw text"], (review.attempts || []).map((a) => el("tr", {},
       el("td", {text: a.number}), el("td", {text: a.finish_reason || ""}), el("td", {text: a.stage || ""}),
       el("td", {text: (a.errors || []).join("; ")}), el("td", {text: a.max_output_tokens ?? ""}),
@@ -294,5 +294,5 @@ async function start() {
   route();
 }
 
-window.orgateConsole = {el, clear, api, table, every, errorBox, fmtTime, pretty, registerPage, state, SignedOut, jsonTree};
+window.orgateConsole = {el, clear, api, table, every, errorBox, fmtTime, pretty, registerPage, state, SignedOut, jsonTree, reviewAttempts};
 document.addEventListener("DOMContentLoaded", start);

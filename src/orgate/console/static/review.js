@@ -2,7 +2,7 @@
 // and the three resolutions (the edit, the configured default, reject).
 "use strict";
 (() => {
-  const {el, api, registerPage, pretty, fmtTime, errorBox} = window.orgateConsole;
+  const {el, api, registerPage, pretty, fmtTime, errorBox, reviewAttempts} = window.orgateConsole;
 
   function editor(entry, onResolved) {
     const draft = entry.request && entry.attempts && entry.attempts.length
@@ -57,7 +57,8 @@
       el("ul", {}, (entry.errors || []).map((e) => el("li", {class: "error", text: e}))),
       el("div", {class: "grid2"},
         el("div", {}, el("h5", {text: "Schema"}), el("pre", {class: "json", text: pretty(entry.schema)})),
-        el("div", {}, el("h5", {text: "Correction"}), editor(entry, reload))));
+        el("div", {}, el("h5", {text: "Correction"}), editor(entry, reload))),
+      el("details", {}, el("summary", {text: `Attempts (${(entry.attempts || []).length})`}), reviewAttempts(entry)));
   }
 
   async function reviewPage(root) {
