@@ -62,3 +62,7 @@ def test_an_admin_key_sees_every_tenant_and_may_narrow_to_one(watched: Any, serv
     sign_in(page, server, "root")
     page.locator(f'#traffic-rows tr[data-id="{a["id"]}"]').wait_for()
     page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').wait_for()
+    page.fill("form.filters input[name=tenant]", "beta")
+    page.click("form.filters button[type=submit]")
+    page.locator(f'#traffic-rows tr[data-id="{a["id"]}"]').wait_for(state="detached")
+    assert page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').count() == 1

@@ -95,18 +95,20 @@ function trafficRow(r) {
 }
 
 function trafficPage(root, params) {
-  const filters = {status: params.get("status") || "", model: params.get("model") || "", session_id: params.get("session_id") || ""};
+  const filters = {status: params.get("status") || "", model: params.get("model") || "", session_id: params.get("session_id") || "", tenant: params.get("tenant") || ""};
   const status = el("select", {name: "status"},
     ["", "completed", "in_progress", "queued", "incomplete", "failed", "cancelled"].map((s) =>
       el("option", {value: s, text: s || "any status", selected: s === filters.status})));
   const model = el("input", {name: "model", placeholder: "model", value: filters.model});
   const session = el("input", {name: "session_id", placeholder: "session", value: filters.session_id});
+  // Admin keys see every tenant and may narrow the list to one.
+  const tenant = state.session.admin ? el("input", {name: "tenant", placeholder: "tenant", value: filters.tenant}) : null;
   const form = el("form", {class: "filters", onsubmit: (e) => {
     e.preventDefault();
     const q = new URLSearchParams();
-    for (const [k, v] of [["status", status.value], ["model", model.value], ["session_id", session.value]]) if (v) q.set(k, v);
+    for (const [k, v] of [["status", status.value], ["model", model.value], ["session_id", session.value], ["tenant", tenant && tenant.value]]) if (v) q.set(k, v);
     window.location.hash = `#/traffic?${q}`;
-  }}, status, model, session, el("button", {type: "submit", text: "Filter"}));
+  }}, status, model, session, tenant, el("button", {type: "submit", text: "Filter"}));
   const headers = ["time", "id", "status", "model", "deployment", "latency", "tokens in/out", "gate", "structured"];
   if (state.session.admin) headers.push("tenant");
   const body = el("tbody", {id: "traffic-rows"});
