@@ -1,6 +1,6 @@
 """No secret in any log line of a real ``orgate serve`` at ``log_level = "debug"``.
 
-One server, text logs at debug with the access log on, two upstreams (openai-chat and
+One server per log format (text, JSON), logs at debug with the access log on, two upstreams (openai-chat and
 anthropic) whose API keys and custom header values come from ``env:NAME``; it is driven over
 HTTP (JSON and SSE), WebSocket, with a wrong key, extra credential headers and an upstream
 that echoes what it was sent in an error. Then every line the process wrote is searched for
@@ -31,10 +31,11 @@ X_API_KEY = "xapikey-SECRET-5555"
 SECRETS = (CLIENT_KEY, WRONG_KEY, CHAT_KEY, ANTHROPIC_KEY, HEADER_VALUE, COOKIE_VALUE, X_API_KEY)
 
 
-def config(chat_url: str, anthropic_url: str) -> str:
+def config(chat_url: str, anthropic_url: str, log_format: str) -> str:
     return f"""
 [server]
 log_level = "debug"
+log_format = "{log_format}"
 access_log = true
 
 [[models]]
@@ -59,11 +60,12 @@ def upstreams() -> Iterator[tuple[FakeOpenAIChat, FakeAnthropic]]:
         yield chat, anthropic
 
 
-@pytest.fixture(scope="module")
-def server(upstreams: tuple[FakeOpenAIChat, FakeAnthropic]) -> Iterator[OrgateServer]:
+@pytest.fixture(scope="module", params=["text", "json"])
+def server(upstreams: tuple[FakeOpenAIChat, FakeAnthropic], request: pytest.FixtureRequest) -> Iterator[OrgateServer]:
     chat, anthropic = upstreams
     env = {"CHAT_KEY": CHAT_KEY, "ANTHROPIC_KEY": ANTHROPIC_KEY, "TENANT_TOKEN": HEADER_VALUE}
-    with OrgateServer(config(chat.base_url, anthropic.base_url), api_key=CLIENT_KEY, env=env) as server:
+    text = config(chat.base_url, anthropic.base_url, request.param)
+    with OrgateServer(text, api_key=CLIENT_KEY, env=env) as server:
         yield server
 
 
@@ -94,6 +96,8 @@ async def websocket_turn(server: OrgateServer) -> list[dict]:
 
 def test_no_secret_in_any_log_line_at_debug(server: OrgateServer, upstreams: tuple[FakeOpenAIChat, FakeAnthropic]) -> None:
     chat, anthropic = upstreams
+    chat.reset()
+    anthropic.reset()
     answers = [
         post(server, {"model": "up-chat", "input": "hi"}),
         post(server, {"model": "up-anthropic", "input": "hi", "stream": True}),
