@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pytest
 from tests.fakes._base import LoopbackFake, Raw
 from tests.fakes.anthropic_upstream import FakeAnthropic
@@ -176,3 +177,26 @@ async def test_a_bare_terminal_event_is_not_an_empty_answer(provider: str, pool:
         with pytest.raises(ApiError) as caught:
             await run(make(kind, upstream.base_url, pool))
     assert (caught.value.status, caught.value.code) == (502, "upstream_invalid_response")
+
+
+# --- an upstream that echoes what it was sent ----------------------------------------------------
+
+
+def echoed_error(kind: Kind) -> Raw:
+    message = f"invalid token {HEADER_SECRET} with key {SECRET}"
+    if kind.provider == "anthropic":
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    else:
+        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    return Raw([orjson.dumps(body)], status=400, content_type="application/json")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=str)
+async def test_an_echoed_key_or_header_value_is_cut_from_the_message(kind: Kind, pool: HttpPool) -> None:
+    async with kind.fake(echoed_error(kind)) as upstream:
+        with pytest.raises(ApiError) as caught:
+            await run(make(kind, upstream.base_url, pool))
+    message = caught.value.message
+    assert caught.value.status == 400 and "invalid token" in message
+    assert SECRET not in message and HEADER_SECRET not in message
+    assert message.count("[redacted]") == 2

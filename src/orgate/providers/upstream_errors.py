@@ -1,4 +1,5 @@
-"""What every upstream's error mapping shares (pure): the common statuses, ``Retry-After``, clipping.
+"""What every upstream's error mapping shares (pure): the common statuses, ``Retry-After``, clipping,
+the deployment's secrets cut out of an echoed message.
 
 | upstream | orgate |
 |---|---|
