@@ -10,6 +10,7 @@ instead of serving. ``ORGATE_TEST_PYTHONPATH`` runs the subprocesses on another 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -306,10 +307,21 @@ def test_a_store_url_from_the_environment_is_the_store_used(tmp_path: Path) -> N
     assert db.exists() and not list(tmp_path.glob("env:*"))
 
 
+async def _create_store(url: str) -> None:
+    from orgate.store import open_store
+
+    store = await open_store(url, heartbeat_interval=0)
+    await store.close()
+
+
 def test_store_commands_follow_the_configuration(tmp_path: Path) -> None:
     """``orgate store`` without --url looks where ``serve`` would ($ORGATE_CONFIG, --config)."""
     config = _write(tmp_path, "orgate.toml", f'[store]\nurl = "sqlite:///{tmp_path / "configured.db"}"\n')
     env = {"ORGATE_STORE__URL": None, "ORGATE_CONFIG": config}
+    result = orgate(tmp_path, "store", "stats", "--json", env=env)
+    refused(result, 1, "no response store at", "configured.db")  # reading creates nothing
+    assert not (tmp_path / "configured.db").exists()
+    asyncio.run(_create_store(f"sqlite:///{tmp_path / 'configured.db'}"))
     result = orgate(tmp_path, "store", "stats", "--json", env=env)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["location"].endswith("configured.db")
@@ -417,9 +429,13 @@ def test_gate_streams_a_huge_line(tmp_path: Path) -> None:
 def test_review_with_an_unopenable_queue_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     result = orgate(tmp_path, "review", "list", "--db", str(tmp_path / "a-file" / "review.db"))
-    assert result.returncode == 1 and "cannot open the review queue" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1 and "no review queue at" in result.stderr and "Traceback" not in result.stderr, result.stderr
     (tmp_path / "not-a-db").write_text("hello, I am text\n" * 100)
     result = orgate(tmp_path, "review", "list", "--db", str(tmp_path / "not-a-db"))
     assert result.returncode == 1 and "cannot open the review queue" in result.stderr and "Traceback" not in result.stderr, result.stderr
     result = orgate(tmp_path, "review", "list", "--db", str(tmp_path / "review.db"), "--json")
-    assert result.returncode == 0 and json.loads(result.stdout) == []
+    assert result.returncode == 1 and "no review queue at" in result.stderr  # a mistyped --db is not an empty queue
+    assert not (tmp_path / "review.db").exists()
+    result = orgate(tmp_path, "review", "list", "--json", env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert result.returncode == 0 and json.loads(result.stdout) == []  # the default queue, not created yet
+    assert not (tmp_path / "data").exists()

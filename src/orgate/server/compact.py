@@ -46,6 +46,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from orgate.config import CompactionSettings, ConfigError, Settings, resolve_secret
+from orgate.datadir import private_dir
 from orgate.engine import compaction, ids
 from orgate.engine.builder import usage_dict
 from orgate.engine.context import item_field_part, items_from_wire, normalize_input
@@ -93,7 +94,7 @@ def _load_or_create(path: Path) -> bytes:
     except FileNotFoundError:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             raise ConfigError(f"compaction.key_file {path}: cannot create it ({exc.strerror}); set [compaction] key_file or secret") from None

@@ -53,7 +53,7 @@ class Pipeline:
         self.validators = ValidatorCache(gate_cache=self.cache)
         self.policy = StructuredPolicy.from_settings(settings.structured)
         self.metrics = StructuredMetrics(registry)
-        self.review = ReviewQueue(settings.structured.review_db)
+        self.review = ReviewQueue(settings.structured.review_path())
         self.gate_verdicts = Counter(
             "orgate_gate_verdicts", "Replay-gate verdicts on model tool calls, by code.", ["code"], registry=registry
         )

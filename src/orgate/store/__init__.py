@@ -13,10 +13,10 @@ See ``docs/store.md``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from orgate.datadir import STORE_FILE, data_dir
 from orgate.store.base import (
     STATUSES,
     ItemsPage,
@@ -63,9 +63,8 @@ __all__ = [
 
 
 def default_sqlite_path() -> str:
-    """``$XDG_DATA_HOME/orgate/orgate.db``, else ``~/.local/share/orgate/orgate.db``."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return str(Path(base) / "orgate" / "orgate.db")
+    """``orgate.db`` in the data directory (``orgate.datadir``)."""
+    return str(data_dir() / STORE_FILE)
 
 
 def sqlite_path(url: str) -> str:

@@ -626,6 +626,10 @@ class ResponseStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def count_prunable(self, *, older_than: float) -> int:
+        """How many responses ``prune(older_than=...)`` would delete now (nothing is deleted)."""
+
+    @abc.abstractmethod
     async def stats(self) -> StoreStats:
         """Counts of responses (by status), items, sessions and events."""
 

@@ -13,12 +13,14 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from orgate.store import describe_url, open_store
+from orgate.store import check_url, default_sqlite_path, describe_url, open_store, sqlite_path
 from orgate.store.base import StoreError, StoreStats
+from orgate.terminal import command, confirm, fail, is_terminal, table
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -60,6 +62,12 @@ def register(subparsers: Any) -> None:
         default=parse_duration("7d"),
         metavar="DURATION",
         help="delete responses created before this long ago (default 7d)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="count what would be deleted, delete nothing"
+    )
+    prune.add_argument(
+        "-y", "--yes", action="store_true", help="do not ask for confirmation on a terminal"
     )
     prune.set_defaults(func=run_prune)
 
@@ -119,10 +127,19 @@ async def _stats(url: str | None) -> StoreStats:
         await store.close()
 
 
-async def _prune(url: str | None, older_than: float) -> int:
+async def _prune(url: str | None, older_than: float, *, dry_run: bool, ask: bool) -> tuple[int, bool]:
+    """(count, deleted): what is prunable now, and whether it was deleted (not on a dry run, nor
+    when the person at the terminal said no)."""
     store = await open_store(url, heartbeat_interval=0)
     try:
-        return await store.prune(older_than=older_than)
+        count = await store.count_prunable(older_than=older_than)
+        if dry_run or count == 0:
+            return count, False
+        if ask and not await asyncio.to_thread(
+            confirm, f"delete {count} response(s) from {describe_url(url)}?"
+        ):
+            return count, False
+        return await store.prune(older_than=older_than), True
     finally:
         await store.close()
 
@@ -135,44 +152,53 @@ async def _on_store(url: str | None, operation: str, *args: Any) -> Any:
         await store.close()
 
 
+@command
 def run_tenants(args: argparse.Namespace) -> int:
     """``orgate store tenants``."""
     try:
-        tenants: dict[str, int] = asyncio.run(_on_store(_url(args), "tenants"))
+        tenants: dict[str, int] = asyncio.run(_on_store(_existing(_url(args)), "tenants"))
     except (StoreError, ValueError) as exc:
-        print(f"orgate store tenants: {exc}", file=sys.stderr)
-        return 1
+        fail(str(exc))
     if args.json:
         sys.stdout.write(orjson.dumps(tenants, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        for tenant, count in tenants.items():
-            print(f"{tenant}\t{count} response(s)")
+        table(list(tenants.items()), ("TENANT", "RESPONSES"))
     return 0
 
 
+@command
 def run_rename_tenant(args: argparse.Namespace) -> int:
     """``orgate store rename-tenant OLD NEW``."""
     if not args.new.strip() or args.old == args.new:
-        print("orgate store rename-tenant: NEW must be a non-empty name other than OLD", file=sys.stderr)
-        return 2
-    url = _url(args)
+        fail("NEW must be a non-empty name other than OLD", 2)
+    url = _existing(_url(args))
     try:
         moved = asyncio.run(_on_store(url, "rename_tenant", args.old, args.new))
     except (StoreError, ValueError) as exc:
-        print(f"orgate store rename-tenant: {exc}", file=sys.stderr)
-        return 1
+        fail(str(exc))
     print(f"tenant {args.old!r} is now {args.new!r}: {moved} response(s) moved in {describe_url(url)}")
     return 0
 
 
+def _existing(url: str | None) -> str | None:
+    """The URL, once a SQLite store is known to exist: a command that reads or trims the store
+    never creates one (a mistyped path would otherwise be an empty store, or a file in /)."""
+    if url and url.startswith(("postgresql://", "postgres://")):
+        return url
+    check_url(url)
+    path = sqlite_path(url) if url else default_sqlite_path()
+    if path != ":memory:" and not Path(path).is_file():
+        fail(f"no response store at {path} (it is created by `orgate serve`; --url names another)")
+    return url
+
+
+@command
 def run_stats(args: argparse.Namespace) -> int:
     """``orgate store stats``."""
-    url = _url(args)
     try:
-        stats = asyncio.run(_stats(url))
+        stats = asyncio.run(_stats(_existing(_url(args))))
     except (StoreError, ValueError) as exc:
-        print(f"orgate store stats: {exc}", file=sys.stderr)
-        return 1
+        fail(str(exc))
     if args.json:
         sys.stdout.write(orjson.dumps(stats, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -180,13 +206,21 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+@command
 def run_prune(args: argparse.Namespace) -> int:
-    """``orgate store prune``."""
-    url = _url(args)
+    """``orgate store prune``: counts first; on a terminal asks before deleting (``--yes`` does not)."""
+    ask = not args.yes and not args.dry_run and is_terminal(sys.stdin) and is_terminal(sys.stderr)
     try:
-        count = asyncio.run(_prune(url, args.older_than))
+        url = _existing(_url(args))
+        count, deleted = asyncio.run(_prune(url, args.older_than, dry_run=args.dry_run, ask=ask))
     except (StoreError, ValueError) as exc:
-        print(f"orgate store prune: {exc}", file=sys.stderr)
+        fail(str(exc))
+    where = describe_url(url)
+    if deleted or count == 0:
+        print(f"deleted {count} response(s) from {where}")
+    elif args.dry_run:
+        print(f"would delete {count} response(s) from {where} (dry run: nothing deleted)")
+    else:
+        print(f"nothing deleted ({count} response(s) would have been)")
         return 1
-    print(f"deleted {count} response(s) from {describe_url(url)}")
     return 0

@@ -714,6 +714,16 @@ class PostgresStore(ResponseStore):
 
         return await self._in_tx(move)
 
+    async def count_prunable(self, *, older_than: float) -> int:
+        now = time.time()
+        row = await self._fetchrow(
+            "SELECT count(*)::integer FROM responses"
+            " WHERE created_at < $1 OR (expires_at IS NOT NULL AND expires_at <= $2)",
+            now - older_than,
+            now,
+        )
+        return row[0] if row is not None else 0
+
     async def stats(self) -> StoreStats:
         async def read(conn: asyncpg.Connection) -> tuple[dict[str, int], asyncpg.Record, int]:
             self.query_count += 3

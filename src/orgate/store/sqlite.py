@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orgate.datadir import private_file
 from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
@@ -287,10 +288,11 @@ class SqliteStore(ResponseStore):
     def _open_sync(self) -> None:
         if self.path != ":memory:":
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                # owner-only: SQLite gives its -wal and -shm files the database file's mode
+                private_file(self.path)
             except OSError as exc:
                 raise StoreUnavailable(
-                    f"cannot create the directory of {self.path}: {exc}"
+                    f"cannot create {self.path}: {exc.strerror or exc}"
                 ) from exc
         try:
             conn = sqlite3.connect(
@@ -898,6 +900,18 @@ class SqliteStore(ResponseStore):
         for table in ("item_ids", "response_events", "sessions"):
             self._x(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
         return int(moved)
+
+    async def count_prunable(self, *, older_than: float) -> int:
+        return await self._run(Kind.READ, self._count_prunable_sync, older_than)
+
+    def _count_prunable_sync(self, older_than: float) -> int:
+        now = time.time()
+        row = self._x(
+            "SELECT count(*) FROM responses WHERE created_at < ?"
+            " OR (expires_at IS NOT NULL AND expires_at <= ?)",
+            (now - older_than, now),
+        ).fetchone()
+        return int(row[0])
 
     async def stats(self) -> StoreStats:
         return await self._run(Kind.READ, self._stats_sync)

@@ -11,7 +11,8 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
   ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force] [--tenant T]``:
   every tenant's entries, or only tenant ``T``'s (``--tenant ""``: entries from before tenants were recorded);
   the queue at ``--db``, else the configured ``[structured] review_db``
-  (the ``review_db`` hook: ``orgate.cli`` reads it from the config), else ``orgate-review.db``.
+  (the ``review_db`` hook: ``orgate.cli`` reads it from the config), else ``review.db`` in the
+  data directory. An explicit ``--db`` that does not exist is an error; nothing is created.
 - ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
   ``orgate.structured.eval``.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import sqlite3
 import sys
@@ -31,6 +33,7 @@ from orgate.structured.eval import add_parser as add_eval_parser
 from orgate.structured.review import ReviewError, ReviewQueue
 from orgate.structured.settings import StructuredSettings
 from orgate.structured.strict import check, strictify
+from orgate.terminal import command, fail, table
 
 ReviewDbHook = Callable[[argparse.Namespace], str | None]
 
@@ -50,21 +53,18 @@ def _read_schema(path: str) -> Any:
     return data
 
 
-def _load(args: argparse.Namespace) -> Any | None:
+def _load(args: argparse.Namespace) -> Any:
     try:
         return _read_schema(args.file)
     except OSError as exc:
-        print(f"orgate schema: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return None
+        fail(f"cannot read {args.file}: {exc.strerror or exc}", 2)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        print(f"orgate schema: {args.file}: not valid JSON: {exc}", file=sys.stderr)
-        return None
+        fail(f"{args.file}: not valid JSON: {exc}", 2)
 
 
+@command
 def cmd_schema_check(args: argparse.Namespace) -> int:
     schema = _load(args)
-    if schema is None:
-        return 2
     violations = check(schema)
     if args.json:
         print(
@@ -90,24 +90,23 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
     return 1 if violations else 0
 
 
+@command
 def cmd_schema_strictify(args: argparse.Namespace) -> int:
-    schema = _load(args)
-    if schema is None:
-        return 2
-    result = strictify(schema)
-    if result.schema is None:
-        print("no strict-compatible equivalent:", file=sys.stderr)
-        for v in result.blockers:
-            print(f"  {v.path}: {v.message}", file=sys.stderr)
-        print(
-            "orgate sends this schema non-strict and validates every output against it.",
-            file=sys.stderr,
-        )
-        return 1
-    print(json.dumps(result.schema, indent=2, ensure_ascii=False))
+    """The schema with every fixable violation fixed, on stdout even when some cannot be fixed
+    (those are listed on stderr, exit 1): a redirect never leaves an empty file."""
+    result = strictify(_load(args))
+    print(json.dumps(result.partial, indent=2, ensure_ascii=False))
     if args.verbose:
         for change in result.changes:
             print(f"changed: {change}", file=sys.stderr)
+    if result.schema is None:
+        blockers = result.blockers
+        lines = [f"  {v.path}: {v.message}" for v in blockers]
+        fail(
+            f"fixed {len(result.changes)} violation(s); {len(blockers)} cannot be fixed, so the schema "
+            "written is still not strict-compatible (orgate sends such a schema non-strict and "
+            "validates every output against it):\n" + "\n".join(lines)
+        )
     return 0
 
 
@@ -116,12 +115,26 @@ def _queue(args: argparse.Namespace) -> ReviewQueue:
     hook: ReviewDbHook | None = getattr(args, "_review_db_hook", None)
     if path is None and hook is not None:
         path = hook(args)
-    path = path or StructuredSettings().review_db
-    try:
-        return ReviewQueue(path)
-    except (OSError, sqlite3.Error) as exc:
-        print(f"orgate review: cannot open the review queue {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
-        raise SystemExit(1) from None
+    path = path or StructuredSettings().review_path()
+    queue = ReviewQueue(path)
+    if args.db is not None and not queue.exists():
+        # a named queue that is not there is a mistyped path, not an empty queue
+        fail(f"no review queue at {path} (--db names a file that does not exist)")
+    return queue
+
+
+def _queue_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A queue that cannot be read (not a database, unreadable) is one line, not a traceback."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (OSError, sqlite3.Error) as exc:
+            where = args.db or "the configured review_db"
+            fail(f"cannot open the review queue {where}: {getattr(exc, 'strerror', None) or exc}")
+
+    return run
 
 
 def _when(ts: float | None) -> str:
@@ -130,6 +143,8 @@ def _when(ts: float | None) -> str:
     return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+@command
+@_queue_errors
 def cmd_review_list(args: argparse.Namespace) -> int:
     status = None if args.all else args.status
     items = _queue(args).list(status, limit=args.limit, tenant=args.tenant)
@@ -137,24 +152,28 @@ def cmd_review_list(args: argparse.Namespace) -> int:
         print(json.dumps([i.to_dict() for i in items], indent=2, ensure_ascii=False))
         return 0
     if not items:
-        print("no entries")
-    for i in items:
-        first = i.errors[0] if i.errors else ""
-        print(
-            f"{i.id}  {_when(i.created_at)}  {i.status:<9}  {i.tenant or '-':<12}  {i.model}  {i.format_name}  {i.stage}: {first}"
-        )
+        print("no entries", file=sys.stderr)
+        return 0
+    rows = [
+        (i.id, _when(i.created_at), i.status, i.tenant or "-", i.model, i.format_name, i.stage, i.errors[0] if i.errors else "")
+        for i in items
+    ]
+    table(rows, ("ID", "CREATED", "STATUS", "TENANT", "MODEL", "FORMAT", "STAGE", "FIRST ERROR"))
     return 0
 
 
+@command
+@_queue_errors
 def cmd_review_show(args: argparse.Namespace) -> int:
     item = _queue(args).get(args.id, tenant=args.tenant)
     if item is None:
-        print(f"no review entry {args.id}", file=sys.stderr)
-        return 1
+        fail(f"no review entry {args.id}")
     print(json.dumps(item.to_dict(), indent=2, ensure_ascii=False))
     return 0
 
 
+@command
+@_queue_errors
 def cmd_review_resolve(args: argparse.Namespace) -> int:
     queue = _queue(args)
     try:
@@ -164,12 +183,10 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
             try:
                 value = json.loads(args.value)
             except json.JSONDecodeError as exc:
-                print(f"--value is not JSON: {exc}", file=sys.stderr)
-                return 2
+                fail(f"--value is not JSON: {exc}", 2)
             item = queue.resolve(args.id, value, note=args.note, force=args.force, tenant=args.tenant)
     except ReviewError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
+        fail(str(exc))
     print(f"{item.id}: {item.status}")
     return 0
 
@@ -207,23 +224,28 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
 
     p = review_sub.add_parser("list", help="list entries (pending by default)")
     common(p)
-    p.add_argument("--status", choices=["pending", "resolved", "discarded"], default="pending")
+    p.add_argument(
+        "--status",
+        choices=["pending", "resolved", "discarded"],
+        default="pending",
+        help="entries with this status (default pending)",
+    )
     p.add_argument("--all", action="store_true", help="every status")
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=100, help="at most this many entries (default 100)")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_review_list)
     p = review_sub.add_parser("show", help="show one entry")
     common(p)
-    p.add_argument("id")
+    p.add_argument("id", help="the entry's id (rev_...)")
     p.set_defaults(func=cmd_review_show)
     p = review_sub.add_parser("resolve", help="resolve an entry with a value, or discard it")
     common(p)
-    p.add_argument("id")
+    p.add_argument("id", help="the entry's id (rev_...)")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument(
         "--value", help="the corrected JSON value (validated against the stored schema)"
     )
-    group.add_argument("--discard", action="store_true")
+    group.add_argument("--discard", action="store_true", help="close the entry without a value")
     p.add_argument("--note", help="a note stored with the resolution")
     p.add_argument(
         "--force", action="store_true", help="accept a value that does not match the schema"

@@ -1,10 +1,12 @@
 """The review queue: attempts whose budget was spent, kept for a human (SQLite, one table).
 
-``ReviewQueue(path)`` opens (and creates, or migrates) the database; every call
-opens its own short connection, so the queue is safe to use from worker threads
-and from several processes at once (WAL journal). The SafetyNet calls ``add``
-through ``asyncio.to_thread``; the CLI (``orgate review list|show|resolve``) and
-the HTTP endpoints use ``list``/``get``/``resolve``/``discard``.
+``ReviewQueue(path)`` names the database; the first ``add`` creates it (owner-only,
+``orgate.datadir``), the first use of an existing one migrates it, and reading a queue that
+does not exist yet finds it empty and creates nothing. Every call opens its own short
+connection, so the queue is safe to use from worker threads and from several processes at
+once (WAL journal). The SafetyNet calls ``add`` through ``asyncio.to_thread``; the CLI
+(``orgate review list|show|resolve``) and the HTTP endpoints use
+``list``/``get``/``resolve``/``discard``.
 
 Every entry records the tenant of the key whose request made it. ``list``,
 ``get``, ``resolve`` and ``discard`` take ``tenant``: given, another tenant's
@@ -33,6 +35,7 @@ from typing import Any, Literal
 import orjson
 from jsonschema import Draft202012Validator
 
+from orgate.datadir import private_file
 from orgate.gate.patterns import bounded
 from orgate.structured.layers import format_checker, schema_layer
 
@@ -155,19 +158,45 @@ class ReviewQueue:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-            columns = {row["name"] for row in db.execute("PRAGMA table_info(structured_review)")}
-            if "tenant" not in columns:
-                db.execute(_ADD_TENANT)
-            db.execute(_TENANT_INDEX)
+        self._ready = False  # the file exists with the current schema
+
+    def exists(self) -> bool:
+        return self._ready or self.path.is_file()
+
+    def create(self) -> None:
+        """Create the database (and its directory) if missing. Raises ``OSError`` / ``sqlite3.Error``."""
+        if not self._ready:
+            private_file(self.path)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        db = sqlite3.connect(self.path, timeout=10.0)
+        db.row_factory = sqlite3.Row
+        try:
+            with db:
+                db.execute("PRAGMA journal_mode=WAL")
+                self._schema(db)
+        finally:
+            db.close()
+        self._ready = True
+
+    @staticmethod
+    def _schema(db: sqlite3.Connection) -> None:
+        db.executescript(_SCHEMA)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(structured_review)")}
+        if "tenant" not in columns:
+            db.execute(_ADD_TENANT)
+        db.execute(_TENANT_INDEX)
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10.0)
+        if not self._ready and self.path.is_file():
+            self._migrate()  # an existing queue, perhaps from an older orgate
+        if self._ready:
+            db = sqlite3.connect(self.path, timeout=10.0)
+        else:  # nothing queued yet: read an empty queue, create no file
+            db = sqlite3.connect(":memory:")
+            self._schema(db)
         db.row_factory = sqlite3.Row
         try:
             with db:
@@ -178,6 +207,7 @@ class ReviewQueue:
     def add(self, entry: NewReview) -> str:
         """Store an entry; returns its id (``rev_`` + 24 hex)."""
         review_id = "rev_" + uuid.uuid4().hex[:24]
+        self.create()
         with self._connect() as db:
             db.execute(
                 "INSERT INTO structured_review (id, created_at, status, model, format_name, mode, stage, errors,"

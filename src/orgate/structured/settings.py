@@ -89,8 +89,9 @@ class StructuredSettings(BaseModel):
         default=True, description="Use strict json_schema when the schema can be made strict."
     )
     on_exhaustion: OnExhaustion = "error"
-    review_db: str = Field(
-        default="orgate-review.db", description="SQLite file of the review queue."
+    review_db: str | None = Field(
+        default=None,
+        description="SQLite file of the review queue (default: review.db in the data directory).",
     )
     override_max_retries: int = Field(
         default=5, ge=0, description="Ceiling for per-request retry overrides."
@@ -102,6 +103,19 @@ class StructuredSettings(BaseModel):
         default=20000, gt=0, description="Failed output longer than this is cut in feedback."
     )
     formats: dict[str, FormatSettings] = Field(default_factory=dict)
+
+    def review_path(self) -> str:
+        """``review_db``, else ``review.db`` in orgate's data directory."""
+        from orgate.datadir import REVIEW_FILE, data_dir
+
+        return self.review_db or str(data_dir() / REVIEW_FILE)
+
+    def uses_review(self) -> bool:
+        """Whether any exhausted budget may go to the review queue."""
+        return self.enabled and (
+            self.on_exhaustion == "review"
+            or any(f.on_exhaustion == "review" for f in self.formats.values())
+        )
 
 
 def load_check(ref: str) -> SemanticCheck:

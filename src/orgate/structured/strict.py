@@ -95,6 +95,8 @@ class StrictResult:
     schema: dict[str, Any] | None
     violations: list[Violation] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
+    #: the schema with every fixable violation fixed, the blockers left as they were
+    partial: Any = None
 
     @property
     def ok(self) -> bool:
@@ -496,7 +498,9 @@ def strictify(schema: Any) -> StrictResult:
     violations = walker.violations
     blockers = [v for v in violations if not v.fixable]
     changes = [str(v) for v in violations if v.fixable]
-    return StrictResult(schema=None if blockers else out, violations=violations, changes=changes)
+    return StrictResult(
+        schema=None if blockers else out, violations=violations, changes=changes, partial=out
+    )
 
 
 def is_strict(schema: Any) -> bool:
