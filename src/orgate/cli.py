@@ -26,8 +26,9 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
-from orgate import __version__
+from orgate import __version__, datadir, terminal
 from orgate.gate import cli as gate_cli
+from orgate.terminal import CommandError, fail
 
 # The server, config and structured-output modules take about a second to import:
 # they are imported where used, so `orgate gate` / `orgate diff` start in a fraction of it.
@@ -91,53 +92,56 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
-        apply_cli_overrides(settings, host=args.host, port=args.port)
+        apply_cli_overrides(settings, host=args.host, port=args.port, log_level=args.log_level, log_format=args.log_format)
     except ConfigError as exc:
-        print(f"orgate: {exc}", file=sys.stderr)
-        return 2
-    for warning in settings.warnings:
-        print(f"orgate: warning: {warning}", file=sys.stderr)
-    # Before the banner, so that a server that cannot start says why in one line (exit 1) instead
-    # of printing a banner, then a traceback from inside uvicorn.
+        fail(str(exc), 2)
+    from orgate.config_secrets import literal_secrets
+    from orgate.server.observability import configure_logging
+
+    # Before anything is said: warnings and refusals then come in the chosen format (JSON lines).
+    configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
+    json_logs = settings.server.log_format == "json"
     from orgate.server.workers import worker_context
 
     worker = worker_context()  # set when this process is one worker of `serve --workers N`
     workers = 1 if worker else args.workers
-    problem = _check_store(settings) if worker is None else None
+    for warning in [*settings.warnings, *literal_secrets(settings)] if worker is None else []:
+        if json_logs:
+            log.warning(warning, extra={"orgate": {"event": "config_warning"}})
+        else:
+            terminal.warning(warning)
+    # Before the banner, so that a server that cannot start says why in one line (exit 1) instead
+    # of printing a banner, then a traceback from inside uvicorn.
+    problem = (_check_store(settings) or _check_review_queue(settings)) if worker is None else None
     if problem is None and workers > 1:
         problem = _workers_problem(settings)
     if problem:
-        print(f"orgate: {problem}", file=sys.stderr)
-        return 1
+        return _refuse(problem, 1, json_logs)
     # imported once the configuration is known to be valid: a refused start-up is quicker
     from orgate.server.app import build_services, create_app
     from orgate.server.http_protocol import OrgateHttpProtocol
-    from orgate.server.observability import configure_logging
     from orgate.server.shutdown import DrainingServer, draining_config
     from orgate.server.workers import worker_server
 
-    configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
     try:
         services = build_services(settings)
     except ConfigError as exc:
-        print(f"orgate: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(str(exc), 2, json_logs)
     try:
         sockets = worker.sockets() if worker else listen_sockets(settings.server.host, settings.server.port, reuse_port=workers > 1)
     except OSError as exc:
         where = f"{settings.server.host}:{settings.server.port}"
         hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
-        print(f"orgate: cannot listen on {where}: {exc.strerror or exc}{hint}", file=sys.stderr)
-        return 1
+        return _refuse(f"cannot listen on {where}: {exc.strerror or exc}{hint}", 1, json_logs)
     settings.server.port = sockets[0].getsockname()[1]  # the port picked for `port = 0`
     if workers > 1:
-        print(_banner(settings, services), flush=True)
+        _announce(settings, services, json_logs)
         return _supervise(args, settings, services, sockets, workers)
     app = create_app(settings, services=services)
     tune_gc()
     raise_open_files_limit()
     if worker is None:
-        print(_banner(settings, services), flush=True)
+        _announce(settings, services, json_logs)
         log.info("listening on %s", ", ".join(_address(sock) for sock in sockets))
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
@@ -190,8 +194,7 @@ def _supervise(args: argparse.Namespace, settings: Settings, services: Services,
     try:
         slots = [first, *bind_slots(lambda p: listen_sockets(host, p, reuse_port=True), port, count - 1)]
     except OSError as exc:
-        print(f"orgate: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return _refuse(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1, settings.server.log_format == "json")
     for sock in first:
         sock.listen(2048)
         sock.set_inheritable(True)
@@ -224,6 +227,57 @@ def _supervise(args: argparse.Namespace, settings: Settings, services: Services,
 def _address(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"[{host}]:{port}" if sock.family == socket.AF_INET6 else f"{host}:{port}"
+
+
+def _refuse(message: str, status: int, json_logs: bool) -> int:
+    """A start-up that cannot go on: one line, in the log's format when it is JSON."""
+    if json_logs:
+        log.error(message, extra={"orgate": {"event": "start_refused", "status": status}})
+        return status
+    fail(message, status)
+
+
+def _announce(settings: Settings, services: Services, json_logs: bool) -> None:
+    """The start-up banner: text on stdout, or with JSON logs a structured ``start`` event (every
+    line of a JSON log stays JSON) and the text on stderr only when a person watches it."""
+    if not json_logs:
+        print(_banner(settings, services), flush=True)
+        return
+    key = services.keys[0]
+    fields: dict[str, object] = {
+        "event": "start",
+        "version": __version__,
+        "url": _banner_url(settings) + "/v1",
+        "models": sorted(services.deployments),
+        "config": settings.source or "embedded default",
+    }
+    if key.generated and key.secret is not None:
+        fields["generated_api_key"] = key.secret.decode()
+    log.info("orgate %s started", __version__, extra={"orgate": fields})
+    if terminal.is_terminal(sys.stderr):
+        print(_banner(settings, services), file=sys.stderr, flush=True)
+
+
+def _check_review_queue(settings: Settings) -> str | None:
+    """Why the review queue cannot be written (None when it can). A configured ``review_db`` is
+    created now, so that a bad path stops the start-up; the default one only when first used."""
+    import sqlite3
+
+    from orgate.datadir import unwritable
+    from orgate.structured.review import ReviewQueue
+
+    structured = settings.structured
+    path = structured.review_path()
+    if structured.review_db:
+        try:
+            ReviewQueue(path).create()
+        except (OSError, sqlite3.Error) as exc:
+            return f"[structured] review_db = {path}: cannot create it: {getattr(exc, 'strerror', None) or exc}"
+    elif structured.uses_review():
+        why = unwritable(path)
+        if why:
+            return f"[structured] review_db (default {path}): cannot create it: {why} (set --data-dir or [structured] review_db)"
+    return None
 
 
 def _check_store(settings: Settings) -> str | None:
@@ -316,10 +370,7 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> int:
     return soft
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="orgate", description="Open Responses gateway.")
-    parser.add_argument("--version", action="version", version=f"orgate {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve = sub.add_parser("serve", help="run the gateway")
     serve.add_argument("--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)")
     serve.add_argument("--host", help="listen address (overrides [server] host)")
@@ -331,13 +382,40 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="worker processes sharing the port (auto: one per core; default 1)",
     )
+    serve.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="log level (overrides [server] log_level)"
+    )
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], help="log format; json: one JSON object per line (overrides [server] log_format)"
+    )
+    add_data_dir_option(serve)
     serve.set_defaults(handler=cmd_serve)
+
+
+def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir``: where orgate keeps its files (also a top-level option)."""
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help=f"where orgate keeps its files (default: ${datadir.ENV}, else $XDG_DATA_HOME/orgate, else ~/.local/share/orgate)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orgate", description="Open Responses gateway.")
+    parser.add_argument("--version", action="version", version=f"orgate {__version__}")
+    add_data_dir_option(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_serve(sub)
     gate_cli.register(sub)
+    from orgate import ops_cli
     from orgate.store import cli as store_cli
     from orgate.structured import cli as structured_cli
 
     store_cli.register(sub)
     structured_cli.register(sub, review_db=_review_db)
+    ops_cli.register(sub)
     return parser
 
 
@@ -361,38 +439,44 @@ def _review_db(args: argparse.Namespace) -> str:
     from orgate.structured.settings import StructuredSettings
 
     try:
-        return load_settings(None).structured.review_db
+        return load_settings(None).structured.review_path()
     except ConfigError:
-        return StructuredSettings().review_db
+        return StructuredSettings().review_path()
 
 
-def _store_url_from_config(args: argparse.Namespace) -> int | None:
+def _store_url_from_config(args: argparse.Namespace) -> None:
     """``orgate store …`` without ``--url`` or ``$ORGATE_STORE_URL`` uses the store ``orgate serve``
     would: ``[store] url`` of ``--config`` / ``$ORGATE_CONFIG`` (exit status 2 on a config error)."""
     from orgate.config import ConfigError, load_settings
     from orgate.store.cli import URL_ENV
 
     if args.url or os.environ.get(URL_ENV):
-        return None
+        return
     try:
         args.url = load_settings(args.config).store.url
     except ConfigError as exc:
-        print(f"orgate store {args.store_command}: {exc}", file=sys.stderr)
-        return 2
-    return None
+        fail(str(exc), 2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--version"]:  # answered before the parser's imports
+        print(f"orgate {__version__}")
+        return 0
     parser = _gate_parser() if argv[:1] in (["gate"], ["diff"]) else build_parser()
     args = parser.parse_args(argv)
     args.argv = argv  # `serve --workers N` starts its workers with the same arguments
-    if getattr(args, "store_command", None):
-        refused = _store_url_from_config(args)
-        if refused is not None:
-            return refused
-    handler = getattr(args, "handler", None) or args.func
-    return int(handler(args) or 0)
+    if getattr(args, "data_dir", None):
+        # through the environment: every reader of the data directory (and a worker process) agrees
+        os.environ[datadir.ENV] = os.path.abspath(os.path.expanduser(args.data_dir))
+    try:
+        if getattr(args, "store_command", None):
+            _store_url_from_config(args)
+        handler = getattr(args, "handler", None) or args.func
+        return int(handler(args) or 0)
+    except CommandError as exc:
+        terminal.error(str(exc))
+        return exc.status
 
 
 if __name__ == "__main__":

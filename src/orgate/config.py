@@ -654,17 +654,28 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
     return settings
 
 
-def apply_cli_overrides(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
-    """``serve --host/--port``: over the file and the environment, validated like them (``ConfigError``)."""
+def apply_cli_overrides(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: str | None = None,
+    log_format: str | None = None,
+) -> None:
+    """``serve --host/--port/--log-level/--log-format``: over the file and the environment,
+    validated like them (``ConfigError``)."""
     values = settings.server.model_dump()
     if host:
         values["host"] = host
-    if port is not None:
-        values["port"] = port
+    for key, value in (("port", port), ("log_level", log_level), ("log_format", log_format)):
+        if value is not None:
+            values[key] = value
     try:
         settings.server = ServerSettings.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(f"--{item['loc'][0]} {values[item['loc'][0]]}: {item['msg']}" for item in exc.errors())
+        problems = "; ".join(
+            f"--{str(item['loc'][0]).replace('_', '-')} {values[item['loc'][0]]}: {item['msg']}" for item in exc.errors()
+        )
         raise ConfigError(f"invalid command line: {problems}") from None
 
 

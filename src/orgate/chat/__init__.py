@@ -20,7 +20,7 @@ PATH = "/v1/chat/completions"
 
 STARTUP_WARNING = (
     "/v1/chat/completions is enabled: it is a legacy compatibility layer translated onto "
-    "/v1/responses (one choice, no logprobs, no audio, no legacy functions). "
+    "/v1/responses (one choice, no audio, no legacy functions; each refused with a 400). "
     "New clients should use /v1/responses; see docs/chat-completions.md."
 )
 

@@ -358,6 +358,22 @@ class RoutedProvider:
                 await _aclose(upstream)
                 raise
 
+            if state.probing:
+                log.warning(
+                    "route %s: circuit of %s closed (its probe request succeeded)",
+                    self.route.name,
+                    target.name,
+                    extra={"event": "circuit_closed", "model": self.route.name, "deployment": target.name},
+                )
+            if len(trace.attempts) > 1:
+                log.warning(
+                    "route %s: served by %s after %d failed attempt(s) (%s)",
+                    self.route.name,
+                    target.name,
+                    len(trace.attempts) - 1,
+                    ", ".join(f"{a.deployment}: {a.error}" for a in trace.attempts[:-1]),
+                    extra={"event": "fallback", "model": self.route.name, "deployment": target.name},
+                )
             state.succeeded()
             trace.served_by = target.name
             assert upstream is not None
@@ -387,6 +403,7 @@ class RoutedProvider:
                 target.name,
                 self.route.policy.circuit_cooldown,
                 state.failures,
+                extra={"event": "circuit_opened", "model": self.route.name, "deployment": target.name},
             )
 
     def _plan_retry(self, target: Target, error: ApiError, tries: dict[str, int], not_before: dict[str, float], done: set[str]) -> None:
@@ -394,19 +411,23 @@ class RoutedProvider:
         policy = self.route.policy
         router = self._router
         name = target.name
+        # the request id is added by the log formatter (it is the current request's)
+        fields = {"event": "upstream_retry", "model": self.route.name, "deployment": name, "status": error.status, "code": error.code}
         if tries[name] > policy.retries or error.code in SAME_DEPLOYMENT_FUTILE:
             done.add(name)
-            log.info("route %s: %s failed (%s); not trying it again", self.route.name, name, error.code)
+            log.warning("route %s: %s failed (%s %s); not trying it again", self.route.name, name, error.status, error.code, extra=fields)
             return
         wait = retry_after_seconds(error.headers)
         if wait is not None and wait > policy.backoff_max:
             done.add(name)
-            log.info("route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max)
+            log.warning(
+                "route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max, extra=fields
+            )
             return
         if wait is None:
             wait = backoff_delay(tries[name], policy, router.rng)
         not_before[name] = router.clock() + wait
-        log.info("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait)
+        log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
 
 
 async def _aclose(agen: AsyncIterator[ModelEvent] | None) -> None:

@@ -49,12 +49,23 @@ async def handle_api_error(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
+# Named here rather than imported: the chat package can be deleted, and is not imported when off.
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+CHAT_COMPLETIONS_OFF = (
+    ". The legacy Chat Completions adapter is off: turn it on with [endpoints] chat_completions = "
+    "{ enabled = true } (or ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED=true); see docs/chat-completions.md."
+)
+
+
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status == 404:
         # OpenAI answers an unknown URL with type invalid_request_error (as orgate's other 404s do).
-        error = ApiError(404, f"Unknown route: {request.method} {request.url.path}", type=INVALID_REQUEST, code="not_found")
+        message = f"Unknown route: {request.method} {request.url.path}"
+        if request.url.path.rstrip("/") == CHAT_COMPLETIONS_PATH:  # the adapter is off (it would be routed)
+            message += CHAT_COMPLETIONS_OFF
+        error = ApiError(404, message, type=INVALID_REQUEST, code="not_found")
     elif status == 405:
         # RFC 9110: a 405 names the allowed methods. Starlette's Allow header lists one
         # route's methods; a path served by several routes (GET and DELETE) needs all.

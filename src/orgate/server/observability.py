@@ -63,6 +63,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 access_log = logging.getLogger("orgate.access")
 log = logging.getLogger("orgate.server")
+upstream_log = logging.getLogger("orgate.upstream")
 
 REQUEST_ID_HEADER = b"x-request-id"
 _VALID_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
@@ -491,11 +492,29 @@ class _MeasuredBatches:
             metrics = owner.metrics
             metrics.upstream_errors.labels(owner.deployment.name, metrics.error_label(exc.code or str(exc.status))).inc()
             self._end("error")
+            self._log_failure(exc.status, exc.code, exc.message)
             raise
         except Exception as exc:
             owner.metrics.upstream_errors.labels(owner.deployment.name, type(exc).__name__).inc()
             self._end("error")
+            self._log_failure(None, type(exc).__name__, str(exc))
             raise
+
+    def _log_failure(self, status: int | None, code: str | None, message: str) -> None:
+        """A failed upstream call at warning: the client got an error, the operator sees why."""
+        info = self._info
+        deployment = self._owner.deployment
+        fields = {
+            "event": "upstream_error",
+            "model": info.model if info is not None else None,
+            "deployment": deployment.name,
+            "status": status,
+            "code": code,
+            "request_id": info.request_id if info is not None else None,
+        }
+        upstream_log.warning(
+            "upstream %s failed: %s %s: %s", deployment.name, status or "-", code or "-", message[:300], extra={"orgate": fields}
+        )
 
     def _end(self, outcome: str) -> None:
         if not self._ended:
