@@ -99,6 +99,23 @@ def _one_line(text: str) -> str:
     return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
+def _aligned(lines: list[str], colour: bool) -> list[str]:
+    """Tab-separated rows as aligned columns for a person at a terminal (a pipe gets the tabs);
+    the code column coloured. Aligned per written batch: the output stays a stream."""
+    rows = [line.split("\t") for line in lines]
+    widths = [max((len(row[i]) for row in rows if len(row) > 5), default=0) for i in range(5)]
+    out: list[str] = []
+    for row in rows:
+        if len(row) <= 5:  # the trailing "" that ends the batch
+            out.append("\t".join(row))
+            continue
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:5])]
+        if colour and row[0] != "index":
+            cells[4] = f"\x1b[{_COLOURS.get(row[4], '31')}m{cells[4]}\x1b[0m"
+        out.append("  ".join([*cells, row[5]]))
+    return out
+
+
 def _summary_rows(counts: dict[str, int]) -> list[tuple[str, int]]:
     return [(code.value, counts[code.value]) for code in CODES if counts.get(code.value)]
 
@@ -218,7 +235,7 @@ def run_gate(
                     )
                 else:
                     detail = f"{v.errors[0].path}: {v.errors[0].message}" if v.errors else v.message
-                    shown = f"\x1b[{_COLOURS.get(code, '31')}m{code}\x1b[0m" if colour else code
+                    shown = code  # coloured once aligned (escapes have no width)
                     line = f"{index}\t{v.id or '-'}\t{v.call_id or '-'}\t{v.name or '-'}\t{shown}\t{detail}"
                     if line.count("\t") != 5:  # a tab inside a field would shift the columns
                         fields = (v.id or "-", v.call_id or "-", v.name or "-", shown, detail)
@@ -229,19 +246,19 @@ def run_gate(
                 index += 1
                 if len(buf) >= _FLUSH_EVERY:
                     buf.append("")
-                    out.write("\n".join(buf).encode("utf-8", "replace"))
+                    out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
                     buf.clear()
                 if progress is not None and index % _PROGRESS_EVERY == 0:
                     progress.update(task, total=source.size, completed=source.consumed, items=index)
         if buf:
             buf.append("")
-            out.write("\n".join(buf).encode("utf-8", "replace"))
+            out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
             buf.clear()
         out.flush()
     except (InputError, ToolsError) as exc:
         if buf and index:
             buf.append("")
-            out.write("\n".join(buf).encode("utf-8", "replace"))
+            out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
         out.flush()
         return _error(stderr, str(exc))
     except BrokenPipeError:  # e.g. `orgate gate log.jsonl | head`

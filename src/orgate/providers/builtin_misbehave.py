@@ -33,7 +33,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, TextDelta, Usage
 from orgate.providers.builtin import text_token, tokens
@@ -81,8 +81,19 @@ class MisbehaveSettings(BaseModel):
                 raise ValueError(
                     f"{part!r}: expected key=value with key one of {', '.join((*KINDS, 'seed'))}"
                 )
-            fields[key] = int(value) if key == "seed" else float(value)
-        return cls.model_validate(fields)
+            try:
+                fields[key] = int(value) if key == "seed" else float(value)
+            except ValueError:
+                kind = "an integer" if key == "seed" else "a number from 0 to 1"
+                raise ValueError(f"--misbehave {part!r}: {key} must be {kind}") from None
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as exc:  # one line per value, without pydantic's links
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'rates'}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            )
+            raise ValueError(f"--misbehave {spec!r}: {problems}") from None
 
     def draw(self, key: str) -> float:
         """A uniform number in ``[0, 1)`` fixed by (seed, key)."""

@@ -51,6 +51,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from orgate import terminal
 from orgate.config import ConfigError, Settings, deployments, load_settings
 from orgate.neutral import Capabilities, Deployment, ModelRequest, Provider, TextFormat
 from orgate.protocol import UserMessageItemParam
@@ -219,7 +220,7 @@ class EvalReport:
     cases: int
     misbehave: dict[str, Any] | None
     # requests, first_attempt_failures, recovered_by_retry, budget_exhausted
-    counts: dict[str, float]
+    counts: dict[str, int]
     rates: dict[str, float]
     failures_by_stage: dict[str, int]
     retries_by_stage: dict[str, int]
@@ -284,11 +285,11 @@ def build_report(
         runs=runs,
         cases=len(cases),
         misbehave=misbehave.model_dump() if misbehave is not None else None,
-        counts={
-            "requests": rates.requests,
-            "first_attempt_failures": rates.first_attempt_failures,
-            "recovered_by_retry": rates.recovered_by_retry,
-            "budget_exhausted": rates.budget_exhausted,
+        counts={  # counts of requests: integers (the metrics keep them as float counters)
+            "requests": int(rates.requests),
+            "first_attempt_failures": int(rates.first_attempt_failures),
+            "recovered_by_retry": int(rates.recovered_by_retry),
+            "budget_exhausted": int(rates.budget_exhausted),
         },
         rates={name: getattr(rates, name) for name in RATE_NAMES},
         failures_by_stage=dict(sorted(failures.items())),
@@ -599,10 +600,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 json.loads(Path(args.baseline).read_text(encoding="utf-8"))
             )
     except (CaseError, ConfigError, ValueError, OSError, TypeError) as exc:
-        err.print(f"orgate eval: {exc}", markup=False, highlight=False)
+        terminal.error(str(exc))
         return 2
     if args.runs < 1:
-        err.print("orgate eval: --runs must be at least 1")
+        terminal.error("--runs must be at least 1")
         return 2
     total = len(case_file.cases) * args.runs
 
