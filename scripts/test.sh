@@ -17,8 +17,14 @@ command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y
 bash scripts/chromium.sh  # Debian's chromium for tests/console (the browser tests)
 [ -x .venv-fuzz/bin/schemathesis ] || { "$PY" -m venv .venv-fuzz && .venv-fuzz/bin/pip install -q schemathesis; }
 
-# PostgreSQL for the store tests (installed from Debian packages if missing).
+# PostgreSQL for the store tests (installed from Debian packages if missing): a cluster of
+# this run's own, stopped and removed when the run ends (unless ORGATE_PG_STATE_DIR names one).
 if [ -x .ci/postgres.sh ] || [ -f .ci/postgres.sh ]; then
+  if [ -z "${ORGATE_PG_STATE_DIR:-}" ]; then
+    ORGATE_PG_STATE_DIR="$(mktemp -d /tmp/orgate-test-pg.XXXXXX)"
+    export ORGATE_PG_STATE_DIR
+    trap 'bash .ci/postgres.sh stop >/dev/null 2>&1 || true' EXIT
+  fi
   eval "$(bash .ci/postgres.sh)"
   export ORGATE_TEST_PG_URL
 fi
@@ -30,3 +36,6 @@ fi
 bash scripts/install-smoke.sh
 
 .venv/bin/python -m pytest -q -n 2 "$@"
+
+# The container image (Dockerfile), built and run with podman: scripts/container.sh.
+bash scripts/container.sh
