@@ -153,18 +153,18 @@ def test_init_writes_a_config_that_checks_and_serves(tmp_path: Path) -> None:
 def test_config_check_masks_secrets_and_warns_on_literal_ones(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
-        f'[auth]\napi_keys = ["{SECRET}", "env:ORGATE_API_KEY"]\n'
+        f'[auth]\napi_keys = [{{ name = "a", key = "{SECRET}" }}, {{ name = "b", key = "env:ORGATE_API_KEY" }}]\n'
         f'[store]\nurl = "postgresql://app:{SECRET}@db/orgate"\n'
         f'[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
     )
     result = orgate(tmp_path, "config", "check", str(config))
     assert result.returncode == 0, result
     assert SECRET not in result.stdout + result.stderr
-    for where in ("auth.api_keys[0]", "store.url", "models[0].api_key"):
+    for where in ("auth.api_keys[0].key", "store.url", "models[0].api_key"):
         assert f"orgate: warning: {where} in {config} is a literal secret" in result.stderr, result.stderr
     resolved = json.loads(result.stdout)
     assert resolved["models"][0]["api_key"] == "***" and resolved["store"]["url"] == "postgresql://app:***@db/orgate"
-    assert resolved["auth"]["api_keys"] == ["***", "env:ORGATE_API_KEY"]
+    assert [k["key"] for k in resolved["auth"]["api_keys"]] == ["***", "env:ORGATE_API_KEY"]
 
 
 def test_config_check_reports_an_invalid_file_like_serve(tmp_path: Path) -> None:
@@ -316,9 +316,9 @@ def test_review_list_has_a_header_on_a_terminal(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     ReviewQueue(db).add(NewReview(model="m", format_name="f", mode="strict", stage="schema", errors=["bad"], schema={}, request={}, attempts=[]))
     shown = _on_a_terminal(tmp_path, "review", "list", "--db", str(db))
-    assert shown.splitlines()[0].split() == ["ID", "CREATED", "STATUS", "MODEL", "FORMAT", "STAGE", "FIRST", "ERROR"], shown
+    assert shown.splitlines()[0].split() == ["ID", "CREATED", "STATUS", "TENANT", "MODEL", "FORMAT", "STAGE", "FIRST", "ERROR"], shown
     piped = orgate(tmp_path, "review", "list", "--db", str(db))
-    assert len(piped.stdout.splitlines()) == 1 and piped.stdout.count("\t") == 6
+    assert len(piped.stdout.splitlines()) == 1 and piped.stdout.count("\t") == 7
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
