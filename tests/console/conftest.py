@@ -52,6 +52,9 @@ on_exhaustion = "review"
 
 [structured.formats.person]
 default = {{ name = "nobody", age = 0 }}
+
+[structured.formats.pet]
+retries = 1
 """
 
 PERSON = {

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from tests.console.conftest import KEYS, queue_for_review, shoot, sign_in
+from tests.console.conftest import KEYS, PERSON, create, queue_for_review, shoot, sign_in
 from tests.server_process import OrgateServer
 
 
@@ -86,3 +86,22 @@ def test_each_structured_output_attempt_is_shown(watched: Any, server: OrgateSer
     cells = attempts.first.locator("td").all_inner_texts()
     # number, finish reason, the stage that failed, its errors, the token budget, the raw text
     assert cells[2] == "schema" and "12.5" in cells[3] and "12.5" in cells[5]
+
+
+def test_a_recovered_response_shows_its_outcome_and_attempts(watched: Any, server: OrgateServer) -> None:
+    pet = {**PERSON, "name": "pet"}  # one retry for this format: the feedback recovers it
+    made = create(server, "alpha", input="a pet orgate:bad-json", text={"format": pet})
+    rows = httpx.Client(base_url=server.url, timeout=60)
+    rows.post("/console/api/session", json={"key": KEYS["alpha"]})
+    row = next(r for r in rows.get("/console/api/responses").json()["data"] if r["id"] == made["id"])
+    assert row["structured"] == "recovered"
+    page = watched()
+    sign_in(page, server, "alpha")
+    page.locator(f'#traffic-rows tr[data-id="{made["id"]}"]', has_text="recovered").wait_for()
+    page.goto(f"{server.url}/console#/response/{made['id']}")
+    attempts = page.locator("#inspector .attempts tbody tr")
+    attempts.first.wait_for()
+    assert attempts.count() == 2
+    assert attempts.nth(0).locator("td").nth(2).inner_text() == "schema"
+    assert attempts.nth(1).locator("td").nth(2).inner_text() == ""
+    assert page.locator("#inspector .route").count() == 0  # one upstream call: no route to show

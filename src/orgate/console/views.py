@@ -61,9 +61,18 @@ def row(record: StoredResponse) -> dict[str, Any]:
         "latency_s": _latency(record),
         "usage": _usage(record.response),
         "gate_findings": findings,
-        "structured": _format_type(record.response),
+        "structured": _structured(record),
         "error_code": error.get("code") if isinstance(error, dict) else None,
     }
+
+
+def _structured(record: StoredResponse) -> str | None:
+    """The safety net's outcome (``ok``, ``recovered``, ``default``...) when the save recorded it,
+    else the structured-output format type asked for, else None."""
+    trace = (record.request or {}).get("structured")
+    if isinstance(trace, dict) and isinstance(trace.get("status"), str):
+        return str(trace["status"])
+    return _format_type(record.response)
 
 
 def _format_type(response: dict[str, Any]) -> str | None:
@@ -107,5 +116,7 @@ def inspection(record: StoredResponse, *, input_items: list[dict[str, Any]], eve
         "input": input_items,
         "response": record.response,
         "gate": gate_verdicts(record),
+        "route": (record.request or {}).get("route"),
+        "structured": (record.request or {}).get("structured"),
         "events": event_timeline(events),
     }

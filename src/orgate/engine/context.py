@@ -62,6 +62,7 @@ class Turn:
     history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
     session_id: str | None = None
     route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
+    outcome: Any = None  # what the safety net did (structured.Outcome), when it was in the pipeline
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's

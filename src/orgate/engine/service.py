@@ -264,6 +264,7 @@ class ResponsesService:
             outcome: Any = None
             if self.pipeline is not None:
                 provider, outcome = self.pipeline.open(turn, provider, budget)
+                turn.outcome = outcome
             upstream = batches(provider, turn.request)
             if turn.background:
                 # Background work starts in its own task; nothing is awaited here.
@@ -370,7 +371,7 @@ class ResponsesService:
                     previous_response_id=previous,
                     session_id=turn.session_id,
                     deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
-                    request=request,
+                    request=_with_trace(request, turn),
                     events=events,
                     expires_at=expires_at,
                     output_items=self.history_output(builder, turn),
@@ -404,6 +405,26 @@ def _request_record(turn: Turn) -> dict[str, Any]:
         "text_format": None if request.text_format is None else request.text_format.type,
         "stream": turn.stream,
     }
+
+
+def _with_trace(request: dict[str, Any], turn: Turn) -> dict[str, Any]:
+    """The stored request record plus what an inspection of the response wants and no header
+    keeps: the route when it took more than one upstream call (retries, fallbacks), and what
+    the safety net did for a structured-output request. A plain turn adds nothing."""
+    route, outcome = turn.route, turn.outcome
+    trace: dict[str, Any] = {}
+    if route is not None and (len(route.attempts) > 1 or any(a.error for a in route.attempts)):
+        trace["route"] = {"served_by": route.served_by, "attempts": [{"deployment": a.deployment, "error": a.error} for a in route.attempts]}
+    if outcome is not None and outcome.status not in ("pending", "passthrough"):
+        trace["structured"] = {
+            "status": outcome.status,
+            "mode": outcome.mode,
+            "format_name": outcome.format_name,
+            "exhausted_by": outcome.exhausted_by,
+            "review_id": outcome.review_id,
+            "attempts": [attempt.to_dict() for attempt in outcome.attempts],
+        }
+    return {**request, **trace} if trace else request
 
 
 async def _aclose(agen: AsyncIterator[Any]) -> None:

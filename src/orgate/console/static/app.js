@@ -235,7 +235,10 @@ async function inspectorPage(root, params, id) {
     el("h3", {text: "Input"}), data.input.map(itemCard),
     el("h3", {text: "Output"}),
     output.map((item, i) => (verdicts.has(i) ? gateCard(verdicts.get(i), item) : itemCard(item))),
-    data.review ? reviewAttempts(data.review) : null,
+    data.structured ? reviewAttempts({id: data.structured.review_id, status: data.structured.status,
+      stage: data.structured.exhausted_by, attempts: data.structured.attempts}) : data.review ? reviewAttempts(data.review) : null,
+    data.route ? el("section", {class: "card route"}, el("h3", {text: `Route: served by ${data.route.served_by || "none"}`}),
+      el("ol", {}, data.route.attempts.map((a) => el("li", {}, el("code", {text: a.deployment}), ` ${a.error || "answered"}`)))) : null,
     el("h3", {text: `Event timeline (${data.events.length})`}),
     data.events.length
       ? el("ol", {class: "events"}, data.events.map((e) => el("li", {},
@@ -248,7 +251,8 @@ async function inspectorPage(root, params, id) {
 
 function reviewAttempts(review) {
   return el("section", {class: "card attempts"},
-    el("h3", {}, "Structured-output attempts ", el("a", {href: "#/review", text: `review ${review.id}`}), ` (${review.status}, failed at ${review.stage || "?"})`),
+    el("h3", {}, "Structured-output attempts ", review.id ? el("a", {href: "#/review", text: `review ${review.id}`}) : null,
+      ` (${review.status}${review.stage ? `, ${review.stage}` : ""})`),
     table(["#", "finish", "stage", "errors", "max tokens", "raw text"], (review.attempts || []).map((a) => el("tr", {},
       el("td", {text: a.number}), el("td", {text: a.finish_reason || ""}), el("td", {text: a.stage || ""}),
       el("td", {text: (a.errors || []).join("; ")}), el("td", {text: a.max_output_tokens ?? ""}),

@@ -1,0 +1,42 @@
+"""What a save records beyond the request for inspection: retries and fallbacks, the safety net's attempts."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from orgate.engine.router import Attempt, RouteTrace
+from orgate.engine.service import _with_trace
+from orgate.structured.outcome import AttemptRecord, Outcome
+
+REQUEST = {"model": "m", "stream": False}
+
+
+def _turn(route: RouteTrace | None = None, outcome: Outcome | None = None) -> Any:
+    return SimpleNamespace(route=route, outcome=outcome)
+
+
+def test_a_plain_turn_records_nothing_more() -> None:
+    answered = RouteTrace(served_by="a", attempts=[Attempt("a")])
+    assert _with_trace(REQUEST, _turn(answered, Outcome(status="passthrough"))) is REQUEST
+    assert _with_trace(REQUEST, _turn(None, Outcome())) is REQUEST
+
+
+def test_retries_and_fallbacks_are_recorded() -> None:
+    route = RouteTrace(served_by="b", attempts=[Attempt("a", "503 upstream_error"), Attempt("b")])
+    got = _with_trace(REQUEST, _turn(route))
+    assert got["route"] == {
+        "served_by": "b",
+        "attempts": [{"deployment": "a", "error": "503 upstream_error"}, {"deployment": "b", "error": None}],
+    }
+    assert REQUEST == {"model": "m", "stream": False}  # the turn's own record is not changed
+
+
+def test_the_safety_nets_attempts_are_recorded() -> None:
+    outcome = Outcome(status="recovered", mode="strict", format_name="pet")
+    outcome.attempts = [AttemptRecord(1, "stop", "schema", ("$.age: wrong type",), 100, '{"age": "x"}'), AttemptRecord(2, "stop")]
+    got = _with_trace(REQUEST, _turn(RouteTrace(served_by="a", attempts=[Attempt("a")]), outcome))
+    assert "route" not in got
+    assert got["structured"]["status"] == "recovered"
+    assert [a["stage"] for a in got["structured"]["attempts"]] == ["schema", None]
+    assert got["structured"]["attempts"][0]["text"] == '{"age": "x"}'
