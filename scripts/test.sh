@@ -34,6 +34,8 @@ fi
 
 # orgate installed exactly as the README says (fresh venv, no extras), smoke-tested from outside.
 bash scripts/install-smoke.sh
+# LlamaIndex pins openai<3: its black-box tests run in their own virtualenv.
+bash scripts/llamaindex-tests.sh
 
 .venv/bin/python -m pytest -q -n 2 "$@"
 
