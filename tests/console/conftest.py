@@ -95,6 +95,15 @@ WEATHER_TOOL = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A browser test starts a server and chromium and waits on pages: on a loaded machine that
+    outlasts the suite's per-test timeout, so these get a generous one of their own."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.timeout(600))
+
+
 def create(server: OrgateServer, tenant: str, **body: Any) -> dict[str, Any]:
     """A response created through the public API with ``tenant``'s key."""
     response = httpx.post(
@@ -159,7 +168,7 @@ def watched(browser: Any, server: OrgateServer) -> Iterator[Any]:
 
     def open_page(expected_failures: tuple[str, ...] = ()) -> Any:
         context = browser.new_context(viewport={"width": 1360, "height": 900})
-        context.set_default_timeout(60_000)
+        context.set_default_timeout(120_000)  # polls; only a stuck page waits this long
         page = context.new_page()
         watch = Watched(page, server.url)
         watch.expected_failures.extend(expected_failures)

@@ -109,7 +109,7 @@ function trafficPage(root, params) {
     for (const [k, v] of [["status", status.value], ["model", model.value], ["session_id", session.value], ["tenant", tenant && tenant.value]]) if (v) q.set(k, v);
     window.location.hash = `#/traffic?${q}`;
   }}, status, model, session, tenant, el("button", {type: "submit", text: "Filter"}));
-  const headers = ["time", "id", "status", "model", "deployment", "latency", "tokens in/out", "gate", "structured"];
+  const headers = ["time", "id", "status", "model", "deployment", "duration", "tokens in/out", "gate", "structured"];
   if (state.session.admin) headers.push("tenant");
   const body = el("tbody", {id: "traffic-rows"});
   const more = el("button", {type: "button", id: "older", text: "Older", hidden: true});
@@ -224,7 +224,7 @@ async function inspectorPage(root, params, id) {
     el("h2", {}, "Response ", el("code", {text: r.id})),
     el("dl", {class: "facts"},
       [["status", r.status], ["model", r.model], ["deployment", r.deployment], ["session", r.session_id],
-      ["created", fmtTime(r.created_at)], ["latency", r.latency_s === null ? "" : `${r.latency_s}s`],
+      ["created", fmtTime(r.created_at)], ["duration", r.latency_s === null ? "" : `${r.latency_s}s`],
       ["tokens", r.usage ? `${r.usage.input_tokens ?? "?"} in · ${r.usage.output_tokens ?? "?"} out` : ""], ["error", r.error_code]]
       .filter(([, v]) => v).map(([k, v]) => [el("dt", {text: k}), el("dd", {text: v})])),
     el("nav", {class: "chain"},
