@@ -168,3 +168,25 @@ def test_the_console_is_off_when_disabled(tmp_path: Any) -> None:
     with OrgateServer("[console]\nenabled = false\n", workdir=str(tmp_path)) as off:
         assert httpx.get(f"{off.url}/console").status_code == 404
         assert httpx.get(f"{off.url}/console/api/session").status_code == 404
+
+
+def test_the_traffic_endpoint_pages_and_filters(server: OrgateServer) -> None:
+    made = [create(server, "beta", input=f"page {n}")["id"] for n in range(3)]
+    client = _api(server, "beta")
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 1, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/console/api/responses", params=params).json()
+        seen += [r["id"] for r in page["data"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen.index(made[2]) < seen.index(made[1]) < seen.index(made[0]) and len(seen) == len(set(seen))
+    completed = client.get("/console/api/responses", params={"status": "completed", "model": "orgate/echo"}).json()["data"]
+    assert set(made) <= {r["id"] for r in completed}
+    assert client.get("/console/api/responses", params={"status": "cancelled"}).json()["data"] == []
+    assert client.get("/console/api/responses", params={"model": "nope"}).json()["data"] == []
+    bad = client.get("/console/api/responses", params={"cursor": "???"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "cursor"
+    assert client.get("/console/api/responses", params={"status": "odd"}).status_code == 400
