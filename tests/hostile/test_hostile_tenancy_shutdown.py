@@ -147,7 +147,7 @@ def test_the_review_cli_shows_and_filters_tenants(review_server: OrgateServer) -
         return subprocess.run([sys.executable, "-m", "orgate.cli", "review", *argv, "--db", db], capture_output=True, text=True, timeout=120, cwd=REPO)
 
     listed = review("list", "--tenant", "a")
-    assert listed.returncode == 0 and entry in listed.stdout and "  a  " in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 0 and entry in listed.stdout and "\ta\t" in listed.stdout, listed.stdout + listed.stderr
     assert entry not in review("list", "--tenant", "b").stdout
     assert review("show", entry, "--tenant", "b").returncode == 1
 
