@@ -190,3 +190,16 @@ def test_the_traffic_endpoint_pages_and_filters(server: OrgateServer) -> None:
     bad = client.get("/console/api/responses", params={"cursor": "???"})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "cursor"
     assert client.get("/console/api/responses", params={"status": "odd"}).status_code == 400
+
+
+def test_the_inspector_walks_the_previous_response_chain(watched: Any, server: OrgateServer) -> None:
+    first = create(server, "alpha", input="first turn")
+    second = create(server, "alpha", input="second turn", previous_response_id=first["id"])
+    page = watched()
+    sign_in(page, server, "alpha")
+    page.goto(f"{server.url}/console#/response/{second['id']}")
+    page.locator("#inspector h2 code", has_text=second["id"]).wait_for()
+    assert "depth 1" in page.locator("#inspector nav.chain").inner_text()
+    page.click("#previous")
+    page.locator("#inspector h2 code", has_text=first["id"]).wait_for()
+    assert "first in its chain" in page.locator("#inspector nav.chain").inner_text()
