@@ -29,7 +29,9 @@ TOOLS: list[Any] = [
         "type": "function",
         "function": {
             "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            # required: the built-in model fills required arguments with the prompt, optional
+            # ones only when the prompt names them
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
         },
     }
 ]
