@@ -272,3 +272,33 @@ async def test_a_websocket_response_past_the_drain_time_gets_a_terminal_event(tm
     assert code == 1012
     stored = (await asyncio.to_thread(_stored, tmp_path, [response_id]))[response_id]
     assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown", stored
+
+
+def test_data_of_a_renamed_tenant_is_reported_and_moved(tmp_path: Path) -> None:
+    """An upgrade that renames a tenant (here: a key named `old-name`, now the single plain key, tenant
+    `default`) hides its data; start-up says so, and `orgate store rename-tenant` brings it back."""
+    keyed = '[auth]\napi_keys = [{ name = "old-name", key = "sk-tenant-a" }]\n'
+    for run in ("one", "two", "three"):
+        (tmp_path / run).mkdir()
+    with OrgateServer(keyed, api_key="sk-tenant-a", workdir=str(tmp_path / "one")) as first:
+        store = first.env["ORGATE_STORE__URL"]
+        with httpx.Client(base_url=first.url, headers=first.headers(), timeout=30) as client:
+            rid = client.post("/v1/responses", json={"model": "orgate/echo", "input": "kept"}).json()["id"]
+    env = {"ORGATE_STORE__URL": store}
+    plain = '[auth]\napi_keys = ["env:ORGATE_API_KEY"]\n'
+    with OrgateServer(plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "two")) as second:
+        with httpx.Client(base_url=second.url, headers=second.headers(), timeout=30) as client:
+            assert client.get(f"/v1/responses/{rid}").status_code == 404
+        deadline = time.monotonic() + 60
+        while "rename-tenant" not in second.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "tenant(s) 'old-name', which no configured API key has" in second.output()
+    moved = subprocess.run(
+        [sys.executable, "-m", "orgate.cli", "store", "rename-tenant", "old-name", "default", "--url", store],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert moved.returncode == 0 and "1 response(s) moved" in moved.stdout, moved.stdout + moved.stderr
+    with OrgateServer(plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "three")) as third:
+        with httpx.Client(base_url=third.url, headers=third.headers(), timeout=30) as client:
+            assert client.get(f"/v1/responses/{rid}").json()["output"][0]["content"][0]["text"] == "kept"
+        assert "no configured API key has" not in third.output()

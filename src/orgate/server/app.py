@@ -156,6 +156,24 @@ async def _maintain(services: Services, every: float = 60.0) -> None:
             log.warning("store maintenance failed: %s", exc)
 
 
+async def _warn_unreachable_tenants(store: Any, keys: Sequence[ResolvedKey]) -> None:
+    """Say when the store holds data of tenants no configured key has: most likely a store
+    written when tenants were derived (``key0``…), or a key renamed, whose data now answers 404."""
+    try:
+        stored = await store.tenants()
+    except Exception as exc:  # noqa: BLE001 - a hint only: never in the way of serving
+        log.debug("could not list the store's tenants: %s", exc)
+        return
+    unreachable = sorted(set(stored) - {key.tenant for key in keys})
+    if unreachable:
+        log.warning(
+            "the store holds data of tenant(s) %s, which no configured API key has: that data is "
+            "not served; if a key's tenant was renamed, move it with `orgate store rename-tenant OLD NEW` "
+            "(see `orgate store tenants`, docs/store.md)",
+            ", ".join(repr(name) for name in unreachable),
+        )
+
+
 def default_route_sets(settings: Settings) -> list[RouteSet]:
     """Optional route sets switched on by configuration."""
     sets: list[RouteSet] = []
@@ -191,6 +209,7 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         maintenance: asyncio.Task[None] | None = None
+        unreachable: asyncio.Task[None] | None = None
         snapshots = asyncio.create_task(keep_snapshots(services.metrics, services.worker.metrics_dir)) if services.worker else None
         if settings.store.enabled:
             try:
@@ -204,10 +223,12 @@ def create_app(settings: Settings, *, route_sets: list[RouteSet] | None = None, 
             if recovered:
                 log.warning("marked %d interrupted response(s) as failed", len(recovered))
             maintenance = asyncio.create_task(_maintain(services))
+            if services.worker is None or services.worker.slot == 0:  # one warning per server
+                unreachable = asyncio.create_task(_warn_unreachable_tenants(store, services.keys))
         try:
             yield
         finally:
-            for task in (maintenance, snapshots):
+            for task in (maintenance, snapshots, unreachable):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
