@@ -36,6 +36,8 @@ from orgate.config_report import (
     mistyped_overrides,
 )
 from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
+from orgate.mcptools.servers import McpRegistry, McpServer
+from orgate.mcptools.servers import origin as mcp_origin
 from orgate.neutral import Capabilities, Deployment
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
 from orgate.store import check_url
@@ -434,6 +436,38 @@ class ConsoleSettings(_Section):
     session_secret: str | None = None
 
 
+class McpSettings(_Section):
+    """``[mcp]``: what a request may name itself (docs/mcp.md). Servers are ``[[mcp_servers]]``."""
+
+    request_origins: list[str] = Field(default_factory=list)  # origins a request's server_url may name
+    max_tool_calls: int = Field(16, ge=1)  # MCP calls one response may run when the request sets no max_tool_calls
+
+
+class McpServerSettings(_Section):
+    """One ``[[mcp_servers]]`` entry: an MCP server the gateway calls tools on (docs/mcp.md)."""
+
+    label: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    url: str
+    transport: Literal["streamable-http", "sse"] = "streamable-http"
+    headers: dict[str, str] = Field(default_factory=dict)  # values may be env:NAME
+    allowed_tools: list[str] | None = None
+    require_approval: Literal["always", "never"] | dict[str, Literal["always", "never"]] = "always"
+    tenants: list[str] = Field(default_factory=lambda: ["*"])
+    connect_timeout: float = Field(10.0, gt=0)
+    call_timeout: float = Field(60.0, gt=0)
+    list_ttl: float = Field(300.0, ge=0)
+    max_tools: int = Field(128, ge=1)
+    max_result_bytes: int = Field(100_000, ge=1)
+    max_list_bytes: int = Field(1_000_000, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        checked = _check_base_url(value)
+        assert checked is not None
+        return checked
+
+
 class Settings(BaseModel):
     """The whole validated configuration."""
 
@@ -455,6 +489,8 @@ class Settings(BaseModel):
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     structured: StructuredSettings = Field(default_factory=StructuredSettings)
     models: list[ModelSettings] = Field(default_factory=list)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    mcp_servers: list[McpServerSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)
     source: str | None = None
     # filled by load_settings: environment variables that look like mistyped overrides (printed by `serve`)
@@ -872,6 +908,33 @@ def deployments(settings: Settings, environ: dict[str, str] | None = None) -> di
         for name in (model.name, *model.aliases):
             table[name] = deployment
     return table
+
+
+def mcp_registry(settings: Settings, environ: dict[str, str] | None = None) -> McpRegistry:
+    """The configured MCP servers (secrets resolved) and the origins a request may name."""
+    env = os.environ if environ is None else environ
+    servers: dict[str, McpServer] = {}
+    for index, entry in enumerate(settings.mcp_servers):
+        if entry.label in servers:
+            raise ConfigError(f"mcp_servers[{index}]: the label {entry.label!r} is used twice")
+        policy = entry.require_approval
+        servers[entry.label] = McpServer(
+            label=entry.label,
+            url=entry.url,
+            transport=entry.transport,
+            headers=_headers(entry.headers, env, f"mcp_servers[{index}] ({entry.label})"),
+            allowed_tools=tuple(entry.allowed_tools) if entry.allowed_tools is not None else None,
+            require_approval=policy if isinstance(policy, str) else policy.get("*", "always"),
+            approval_per_tool={} if isinstance(policy, str) else {k: v for k, v in policy.items() if k != "*"},
+            tenants=tuple(entry.tenants),
+            connect_timeout=entry.connect_timeout,
+            call_timeout=entry.call_timeout,
+            list_ttl=entry.list_ttl,
+            max_tools=entry.max_tools,
+            max_result_bytes=entry.max_result_bytes,
+            max_list_bytes=entry.max_list_bytes,
+        )
+    return McpRegistry(servers=servers, request_origins=frozenset(mcp_origin(o) for o in settings.mcp.request_origins))
 
 
 def route_table(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Route]:

@@ -32,6 +32,11 @@ from orgate.engine.padding import PAD_TO, PADDING, padding
 from orgate.neutral import (
     ExtensionItem,
     Finish,
+    McpApproval,
+    McpCallDone,
+    McpCallStart,
+    McpListDone,
+    McpListStart,
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
@@ -124,6 +129,7 @@ class ResponseBuilder:
         self.sealed_reasoning = False  # a reasoning item carries encrypted_content (only its origin may read it)
         self._seq = 0
         self._open: _Message | _Call | _Reasoning | None = None
+        self._mcp_open: dict[str, Any] | None = None  # an MCP item between its start and done events
         self.finished = False  # a terminal event was emitted (read only: the builder sets it)
         self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
         # Delta events carry ``obfuscation`` (engine.padding): set by a stream before its first event.
@@ -292,11 +298,75 @@ class ResponseBuilder:
                 reasoning = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
                 reasoning.encrypted = data
                 self.sealed_reasoning = True
+            case McpListStart() | McpListDone() | McpCallStart() | McpCallDone() | McpApproval():
+                self._mcp(event)
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")
                 self.extensions.append((len(self.output), extension_wire(ids.new_id("ext"), origin, item)))
             case _:
                 raise TypeError(f"unknown model event {event!r}")
+
+    # --- MCP items (the gateway's own tool loop) ---------------------------------------------
+
+    def _mcp(self, event: McpListStart | McpListDone | McpCallStart | McpCallDone | McpApproval) -> None:
+        """``mcp_list_tools`` / ``mcp_call`` / ``mcp_approval_request`` items and their events,
+        as OpenAI's Responses API streams them (docs/mcp.md)."""
+        if isinstance(event, McpListDone | McpCallDone):
+            item = self._mcp_open
+            if item is None:
+                raise TypeError(f"{type(event).__name__} without an open MCP item")
+            self._mcp_open = None
+            index = len(self.output)
+            if isinstance(event, McpListDone):
+                item = {**item, "tools": event.tools}
+                if event.error is not None:
+                    item["error"] = event.error
+                name = "response.mcp_list_tools.failed" if event.error is not None else "response.mcp_list_tools.completed"
+            else:
+                item = {**item, "output": event.output, "error": event.error, "status": "failed" if event.error is not None else "completed"}
+                name = "response.mcp_call.failed" if event.error is not None else "response.mcp_call.completed"
+            self._emit({"type": name, "item_id": item["id"], "output_index": index})
+            self.output.append(item)
+            self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
+            return
+        self._close_open("completed")
+        if self._mcp_open is not None:
+            raise TypeError("an MCP item opened while another is open")
+        index = len(self.output)
+        if isinstance(event, McpApproval):
+            item = {
+                "id": ids.output_item_id("mcpr", self.id, index),
+                "type": "mcp_approval_request",
+                "server_label": event.server_label,
+                "name": event.name,
+                "arguments": event.arguments,
+            }
+            self._emit({"type": "response.output_item.added", "output_index": index, "item": item})
+            self.output.append(item)
+            self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
+            return
+        if isinstance(event, McpListStart):
+            item = {"id": ids.output_item_id("mcpl", self.id, index), "type": "mcp_list_tools", "server_label": event.server_label, "tools": []}
+            self._mcp_open = item
+            self._emit({"type": "response.output_item.added", "output_index": index, "item": item})
+            self._emit({"type": "response.mcp_list_tools.in_progress", "item_id": item["id"], "output_index": index})
+            return
+        item = {
+            "id": ids.output_item_id("mcp", self.id, index),
+            "type": "mcp_call",
+            "server_label": event.server_label,
+            "name": event.name,
+            "arguments": event.arguments,
+            "approval_request_id": event.approval_request_id,
+            "output": None,
+            "error": None,
+            "status": "in_progress",
+        }
+        self._mcp_open = item
+        self._emit({"type": "response.output_item.added", "output_index": index, "item": {**item, "arguments": ""}})
+        self._emit({"type": "response.mcp_call.in_progress", "item_id": item["id"], "output_index": index})
+        self._emit_delta({"type": "response.mcp_call_arguments.delta", "item_id": item["id"], "output_index": index, "delta": event.arguments})
+        self._emit({"type": "response.mcp_call_arguments.done", "item_id": item["id"], "output_index": index, "arguments": event.arguments})
 
     # --- text ----------------------------------------------------------------------------
 
@@ -518,7 +588,19 @@ class ResponseBuilder:
 
     # --- closing -------------------------------------------------------------------------
 
+    def _close_mcp(self) -> None:
+        """An MCP item left open when the response ends (a failure, a disconnect) closes as ``incomplete``."""
+        item = self._mcp_open
+        if item is None:
+            return
+        self._mcp_open = None
+        index = len(self.output)
+        item = {**item, "status": "incomplete"} if item["type"] == "mcp_call" else {**item, "error": "the listing was interrupted"}
+        self.output.append(item)
+        self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
+
     def _close_open(self, status: str) -> None:
+        self._close_mcp()
         item = self._open
         if item is None:
             return

@@ -67,6 +67,8 @@ class Turn:
     record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
     dropped_tools: list[tuple[int, str]] = field(default_factory=list)  # (tools index, type) of hosted tools not sent
+    mcp_tools: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (tools index, tool) of type mcp: orgate runs them
+    mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
@@ -171,11 +173,14 @@ def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], li
     """``tools`` → (function tools, hosted tools for the upstream, (index, type) of those dropped).
 
     Hosted tools go to a deployment that runs them; elsewhere the model's ``hosted_tools``
-    policy drops them (the caller warns) or refuses the request, naming the tool."""
+    policy drops them (the caller warns) or refuses the request, naming the tool. Tools of
+    type ``mcp`` are none of these: orgate runs them itself, for every model (``mcp_tools``)."""
     functions = [t for t in tools if type(t) is not HostedToolParam]
     if len(functions) == len(tools):
         return tools, [], []
-    hosted = [(i, t) for i, t in enumerate(tools) if type(t) is HostedToolParam]
+    hosted = [(i, t) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type != "mcp"]
+    if not hosted:
+        return functions, [], []
     if deployment.capabilities.hosted_tools:
         return functions, [t.wire() for _, t in hosted], []
     if deployment.hosted_tools == "refuse":
@@ -187,6 +192,11 @@ def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], li
             code="unsupported_tool_type",
         )
     return functions, [], [(i, t.type) for i, t in hosted]
+
+
+def mcp_tools(tools: list[Any]) -> list[tuple[int, dict[str, Any]]]:
+    """The request's tools of type ``mcp`` (index, fields as sent): orgate runs them itself."""
+    return [(i, t.wire()) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type == "mcp"]
 
 
 def wants_logprobs(body: CreateResponseBody) -> bool:
@@ -406,6 +416,7 @@ def build_turn(
         background=bool(body.background),
         user=extra.get("user"),
         dropped_tools=dropped_tools,
+        mcp_tools=mcp_tools(list(body.tools)) if body.tools and len(tools) != len(body.tools) else [],
     )
 
 

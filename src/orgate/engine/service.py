@@ -28,7 +28,9 @@ from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
+from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
 from orgate.engine.router import Router, RouteTrace
+from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
     ModelEvent,
@@ -118,7 +120,9 @@ class ResponsesService:
         pipeline: Pipeline | None = None,
         ttl_seconds: float | None = None,
         compaction_key: bytes | None = None,
+        mcp: McpRuntime | None = None,
     ) -> None:
+        self.mcp = mcp  # the MCP servers the operator allows (None: none configured)
         self.deployments = deployments
         self.providers = providers
         self.store = store
@@ -180,6 +184,8 @@ class ResponsesService:
         turn.history_unlinked = history_override is not None
         turn.warnings = warnings
         turn.tenant = caller.tenant
+        if turn.mcp_tools or has_mcp_items(turn.request.input):
+            self._prepare_mcp(turn, body, history, new_input)
         for index, kind in turn.dropped_tools:
             warnings.append(f"tools[{index}]: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
             log.warning("tools: dropped tools[%d] of type %s for model %s (no upstream runs it)", index, kind, deployment.name)
@@ -199,6 +205,30 @@ class ResponsesService:
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
         return turn
+
+    def _prepare_mcp(self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]) -> None:
+        """The turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals;
+        the model's input with MCP items as the function calls they were (``orgate.mcptools.items``)."""
+        model_input, pending = read_context(history, new_input)
+        turn.request = dataclasses.replace(turn.request, input=model_input)
+        uses = []
+        if turn.mcp_tools:
+            if self.mcp is None:
+                index = turn.mcp_tools[0][0]
+                raise invalid_request(f"tools[{index}]: no MCP server is configured on this gateway.", param=f"tools[{index}].server_label", code="unknown_mcp_server")
+            uses = self.mcp.registry.resolve(turn.mcp_tools, turn.tenant)
+        labels = {use.server.label for use in uses}
+        for answer in pending:
+            if answer.request.server_label not in labels:
+                raise invalid_request(
+                    f"{answer.param}: the approved call is for the MCP server '{answer.request.server_label}', which is not in this request's tools.",
+                    param=answer.param,
+                    code="invalid_value",
+                )
+        if uses:
+            assert self.mcp is not None
+            budget = body.max_tool_calls if body.max_tool_calls is not None else self.mcp.max_tool_calls
+            turn.mcp = McpTurn(uses, pending, budget, turn.tenant, turn.response_id)
 
     async def _resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:
@@ -265,6 +295,9 @@ class ResponsesService:
             if self.pipeline is not None:
                 provider, outcome = self.pipeline.open(turn, provider, budget)
                 turn.outcome = outcome
+            if turn.mcp is not None:
+                assert self.mcp is not None
+                provider = McpLoop(provider, turn.mcp, self.mcp)
             upstream = batches(provider, turn.request)
             if turn.background:
                 # Background work starts in its own task; nothing is awaited here.

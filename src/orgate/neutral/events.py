@@ -9,7 +9,8 @@ a decoder whose upstream interleaves them buffers to keep that order.
 ``ExtensionItem`` carries a complete upstream item that has no neutral
 equivalent (see ``orgate.neutral.items``); it stands between the items
 before and after it.
-Errors are raised (``orgate.protocol.errors.ApiError``), not yielded.
+The ``Mcp*`` events come from the gateway's own MCP loop (``orgate.engine.mcp_loop``),
+never from a provider. Errors are raised (``orgate.protocol.errors.ApiError``), not yielded.
 
 Events are values: nothing changes one after it was made. They are plain slotted
 dataclasses rather than frozen ones all the same: a frozen dataclass's ``__init__``
@@ -126,6 +127,48 @@ class ExtensionItem:
 
 
 @dataclass(slots=True)
+class McpListStart:
+    """The gateway starts listing an MCP server's tools (an ``mcp_list_tools`` item opens)."""
+
+    server_label: str
+
+
+@dataclass(slots=True)
+class McpListDone:
+    """The listing ended: its tools (``mcp_list_tools`` item shape), or why it failed."""
+
+    tools: list[dict[str, Any]]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class McpCallStart:
+    """The gateway runs a tool on an MCP server (an ``mcp_call`` item opens, with its arguments)."""
+
+    server_label: str
+    name: str
+    arguments: str
+    approval_request_id: str | None = None
+
+
+@dataclass(slots=True)
+class McpCallDone:
+    """The call ended: its output, or its error (OpenAI's ``mcp_call.error`` shapes)."""
+
+    output: str | None = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class McpApproval:
+    """A call waits for the client's approval (an ``mcp_approval_request`` item; the response ends)."""
+
+    server_label: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
 class Finish:
     """The last event of every provider stream."""
 
@@ -142,5 +185,10 @@ ModelEvent = (
     | ToolCallStart
     | ToolCallDelta
     | ExtensionItem
+    | McpListStart
+    | McpListDone
+    | McpCallStart
+    | McpCallDone
+    | McpApproval
     | Finish
 )

@@ -130,12 +130,58 @@ class FunctionCallOutputItemParam(ParamModel):
     status: FunctionCallStatus | None = None
 
 
+# The items of OpenAI's hosted MCP tools (not in the spec): orgate runs MCP tools itself, and a
+# client replays these items (a full history) or answers an approval request (docs/mcp.md).
+
+
+class McpListToolsItemParam(ParamModel):
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    id: str | None = None
+    server_label: str
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    error: Any = None
+
+
+class McpCallItemParam(ParamModel):
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str | None = None
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: Any = None
+    approval_request_id: str | None = None
+    status: str | None = None
+
+
+class McpApprovalRequestItemParam(ParamModel):
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+
+
+class McpApprovalResponseItemParam(ParamModel):
+    type: Literal["mcp_approval_response"] = "mcp_approval_response"
+    id: str | None = None
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
+MCP_ITEM_PARAMS = (McpListToolsItemParam, McpCallItemParam, McpApprovalRequestItemParam, McpApprovalResponseItemParam)
+
 _TYPE_TAGS: dict[str, str] = {
     "item_reference": "ItemReferenceParam",
     "reasoning": "ReasoningItemParam",
     "compaction": "CompactionSummaryItemParam",
     "function_call": "FunctionCallItemParam",
     "function_call_output": "FunctionCallOutputItemParam",
+    "mcp_list_tools": "McpListToolsItemParam",
+    "mcp_call": "McpCallItemParam",
+    "mcp_approval_request": "McpApprovalRequestItemParam",
+    "mcp_approval_response": "McpApprovalResponseItemParam",
 }
 _ROLE_TAGS: dict[str, str] = {
     "user": "UserMessageItemParam",
@@ -195,6 +241,10 @@ if TYPE_CHECKING:
         | AssistantMessageItemParam
         | FunctionCallItemParam
         | FunctionCallOutputItemParam
+        | McpListToolsItemParam
+        | McpCallItemParam
+        | McpApprovalRequestItemParam
+        | McpApprovalResponseItemParam
     )
     InputParam: TypeAlias = str | list[ItemParam]
 else:
@@ -209,6 +259,10 @@ else:
             Annotated[AssistantMessageItemParam, Tag("AssistantMessageItemParam")],
             Annotated[FunctionCallItemParam, Tag("FunctionCallItemParam")],
             Annotated[FunctionCallOutputItemParam, Tag("FunctionCallOutputItemParam")],
+            Annotated[McpListToolsItemParam, Tag("McpListToolsItemParam")],
+            Annotated[McpCallItemParam, Tag("McpCallItemParam")],
+            Annotated[McpApprovalRequestItemParam, Tag("McpApprovalRequestItemParam")],
+            Annotated[McpApprovalResponseItemParam, Tag("McpApprovalResponseItemParam")],
             Annotated[_UnknownItemType, Tag(_UNKNOWN_TYPE)],
             Annotated[_UnknownMessageRole, Tag(_UNKNOWN_ROLE)],
         ],

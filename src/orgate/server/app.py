@@ -39,6 +39,7 @@ from orgate.server.compact import KEY_EXTRA, compact_routes, compaction_key
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
 from orgate.server.log_redaction import REDACTOR, url_password
+from orgate.server.mcp_runtime import build_mcp_runtime
 from orgate.server.observability import (
     HttpMetrics,
     ObservabilityMiddleware,
@@ -104,7 +105,8 @@ def build_services(settings: Settings) -> Services:
     upstreams = [*table.values(), *(t.deployment for r in routes_.values() for t in r.targets)]
     register_secrets(settings, keys, upstreams)
     responses = ResponsesService(
-        table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key
+        table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key,
+        mcp=build_mcp_runtime(settings, metrics),
     )
     return Services(
         extras={KEY_EXTRA: key},

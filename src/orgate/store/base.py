@@ -289,7 +289,7 @@ def live_owners(
 
 #: Derived positions of output items start here; input items count from 0.
 OUTPUT_POSITIONS = 0x800000
-_DERIVED_PREFIXES = frozenset({"msg", "item", "fc", "rs"})
+_DERIVED_PREFIXES = frozenset({"msg", "item", "fc", "rs", "mcpl", "mcp", "mcpr"})  # mcp*: MCP items (docs/mcp.md)
 
 
 def derived_item_id(prefix: str, response_id: str, position: int) -> str:

@@ -1,0 +1,285 @@
+"""The MCP tool loop inside one response: list → offer → gate → permission → call → model again.
+
+``McpLoop`` wraps the turn's provider (outside the safety net and the tool guard,
+which see the MCP tools as the function tools they are to the model). It:
+
+1. lists each server's tools (``McpListStart``/``McpListDone``: an ``mcp_list_tools``
+   item), and offers those the operator and the request allow as function tools
+   named ``<label>__<tool>``;
+2. acts on the client's answered approvals first (``orgate.mcptools.items.Pending``);
+3. asks the model; a call of an MCP function is held back from the client and goes
+   through the replay gate (status, arguments, the tool's ``inputSchema``), then the
+   permission decision (``require_approval``); only then does it run, with the server's
+   timeout (``McpCallStart``/``McpCallDone``: an ``mcp_call`` item);
+4. gives the model the call and its output (or error) as a ``function_call`` +
+   ``function_call_output`` pair and asks again, until it answers, a call needs
+   approval (an ``mcp_approval_request`` item ends the response), or
+   ``max_tool_calls`` calls have run.
+
+A refused or denied call is an ``mcp_call`` with an error that the model reads; it
+never runs. Failures of a server are values (``orgate.mcptools.client``). The
+events go to the one ``ResponseBuilder``: streaming and non-streaming see the same
+items. Closing the stream (a client that left) cancels a running call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from orgate.gate import Code, ToolsError, check, load_tools
+from orgate.mcptools.client import CallResult, McpClient, McpTool, protocol_error
+from orgate.mcptools.items import Pending, call_output
+from orgate.mcptools.servers import McpRegistry, McpUse
+from orgate.neutral import (
+    Finish,
+    McpApproval,
+    McpCallDone,
+    McpCallStart,
+    McpListDone,
+    McpListStart,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    batches,
+    one_by_one,
+)
+from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, FunctionToolParam
+
+log = logging.getLogger("orgate.mcp")
+audit = logging.getLogger("orgate.mcp.audit")
+
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+GATE_REFUSED = -32602  # JSON-RPC "invalid params": the call failed the gate and did not run
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One MCP call decision, for the audit log and the metrics."""
+
+    tenant: str
+    server: str
+    tool: str
+    arguments_sha256: str
+    outcome: str  # ok | tool_error | failed | refused | denied | approval_requested | over_budget
+    duration: float
+    approval_request_id: str | None
+    response_id: str
+
+
+@dataclass(slots=True)
+class McpRuntime:
+    """Built once per app: the servers, the client (its tool-list cache), what records a call."""
+
+    registry: McpRegistry
+    client: McpClient = field(default_factory=McpClient)
+    max_tool_calls: int = 16
+    on_call: Callable[[CallRecord], None] | None = None
+    on_list: Callable[[str, str], None] | None = None  # (server, outcome)
+
+    def record(self, entry: CallRecord) -> None:
+        audit.info(
+            "mcp call tenant=%s server=%s tool=%s arguments_sha256=%s outcome=%s duration=%.3f approval_request_id=%s response=%s",
+            entry.tenant, entry.server, entry.tool, entry.arguments_sha256, entry.outcome, entry.duration,
+            entry.approval_request_id or "-", entry.response_id,
+        )  # fmt: skip
+        if self.on_call is not None:
+            self.on_call(entry)
+
+
+@dataclass(slots=True)
+class McpTurn:
+    """A turn's MCP part: its servers, the approvals it answers, its call budget."""
+
+    uses: list[McpUse]
+    pending: list[Pending]
+    max_calls: int
+    tenant: str
+    response_id: str
+
+
+@dataclass(slots=True)
+class _Offered:
+    use: McpUse
+    tool: McpTool
+
+
+@dataclass(slots=True)
+class _Held:
+    start: ToolCallStart
+    chunks: list[str] = field(default_factory=list)
+
+
+class McpLoop:
+    """A provider wrapper that runs the MCP tools of one turn (see the module docstring)."""
+
+    def __init__(self, inner: Provider, turn: McpTurn, runtime: McpRuntime) -> None:
+        self.inner = inner
+        self.turn = turn
+        self.runtime = runtime
+        self.calls = 0  # MCP calls run in this response (max_tool_calls)
+        self.stop = False  # a call of this round ends the response (approval asked, budget spent)
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        return one_by_one(self.stream_batches(request))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        offered: dict[str, _Offered] = {}
+        for use in self.turn.uses:
+            yield [McpListStart(use.server.label)]
+            listed = await self.runtime.client.list_tools(use.server)
+            tools = [t for t in listed.tools if use.offers(t.name) and _FUNCTION_NAME.match(use.function_name(t.name))]
+            for tool in tools:
+                offered[use.function_name(tool.name)] = _Offered(use, tool)
+            if self.runtime.on_list is not None:
+                self.runtime.on_list(use.server.label, "failed" if listed.error else "ok")
+            yield [McpListDone([t.wire() for t in tools], listed.error)]
+        functions = [
+            FunctionToolParam(name=name, description=o.tool.description, parameters=o.tool.input_schema) for name, o in offered.items()
+        ]
+        request = dataclasses.replace(request, tools=[*request.tools, *functions])
+        catalog = _catalog(offered)
+        extra: list[Any] = []
+        for pending in self.turn.pending:
+            async for batch in self._answered(pending, offered, catalog, extra):
+                yield batch
+        usage = Usage()
+        while True:
+            if extra:
+                request = dataclasses.replace(request, input=[*request.input, *extra])
+                extra = []
+            held: dict[int, _Held] = {}
+            client_calls = False  # the model also called the client's own functions: those end the response
+            finish: Finish | None = None
+            async for batch in batches(self.inner, request):
+                out: list[ModelEvent] = []
+                for event in batch:
+                    if isinstance(event, ToolCallStart) and event.name in offered:
+                        held[event.index] = _Held(event)
+                    elif isinstance(event, ToolCallDelta) and event.index in held:
+                        held[event.index].chunks.append(event.arguments)
+                    elif isinstance(event, Finish):
+                        finish = event
+                    else:
+                        client_calls = client_calls or isinstance(event, ToolCallStart)
+                        out.append(event)
+                if out:
+                    yield out
+            assert finish is not None, "a provider stream ends with Finish"
+            usage = usage + (finish.usage or Usage())
+            if not held:
+                yield [Finish(finish.reason, usage)]
+                return
+            self.stop = False
+            for call in held.values():
+                async for batch in self._model_call(call, offered, catalog, extra):
+                    yield batch
+            if self.stop or client_calls:
+                yield [Finish("tool_calls" if client_calls else "stop", usage)]
+                return
+
+    async def _model_call(self, call: _Held, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+        """One call the model made: gate, permission, budget, then run it."""
+        name = call.start.name
+        arguments = "".join(call.chunks)
+        entry = offered[name]
+        tool = entry.tool.name
+        label = entry.use.server.label
+        call_id = call.start.call_id or f"call_{_digest(arguments)[:24]}"
+        verdict = check({"type": "function_call", "name": name, "arguments": arguments, "status": "completed"}, catalog)
+        if verdict.code is not Code.OK:
+            error = protocol_error(GATE_REFUSED, f"the call failed the replay gate ({verdict.code.value}): {verdict.message}")
+            self._report(label, tool, arguments, "refused", 0.0, None)
+            yield [McpCallStart(label, tool, arguments), McpCallDone(error=error)]
+            extra.extend(_pair(call_id, name, arguments, call_output(None, error)))
+            return
+        if entry.use.needs_approval(tool):
+            self._report(label, tool, arguments, "approval_requested", 0.0, None)
+            yield [McpApproval(label, tool, arguments)]
+            self.stop = True
+            return
+        if self.calls >= self.turn.max_calls:
+            error = protocol_error(GATE_REFUSED, f"not run: the response reached max_tool_calls ({self.turn.max_calls})")
+            self._report(label, tool, arguments, "over_budget", 0.0, None)
+            yield [McpCallStart(label, tool, arguments), McpCallDone(error=error)]
+            self.stop = True
+            return
+        async for batch in self._run(entry, arguments, None, call_id, name, extra):
+            yield batch
+
+    async def _answered(self, pending: Pending, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+        """A call the client approved (run it, through the gate again) or denied (the model is told)."""
+        request = pending.request
+        name = f"{request.server_label}__{request.name}"
+        entry = offered.get(name)
+        call_id = request.id[:64]
+        if not pending.approve or entry is None:
+            why = "the user denied the call" + (f": {pending.reason}" if pending.reason else "") if not pending.approve else (
+                f"the tool '{request.name}' of server '{request.server_label}' is not offered in this request"
+            )
+            error = protocol_error(GATE_REFUSED, f"not run: {why}")
+            self._report(request.server_label, request.name, request.arguments, "denied" if not pending.approve else "refused", 0.0, request.id)
+            yield [McpCallStart(request.server_label, request.name, request.arguments, request.id), McpCallDone(error=error)]
+            extra.extend(_pair(call_id, name, request.arguments, call_output(None, error)))
+            return
+        verdict = check({"type": "function_call", "name": name, "arguments": request.arguments, "status": "completed"}, catalog)
+        if verdict.code is not Code.OK:
+            error = protocol_error(GATE_REFUSED, f"the call failed the replay gate ({verdict.code.value}): {verdict.message}")
+            self._report(request.server_label, request.name, request.arguments, "refused", 0.0, request.id)
+            yield [McpCallStart(request.server_label, request.name, request.arguments, request.id), McpCallDone(error=error)]
+            extra.extend(_pair(call_id, name, request.arguments, call_output(None, error)))
+            return
+        async for batch in self._run(entry, request.arguments, request.id, call_id, name, extra):
+            yield batch
+
+    async def _run(self, entry: _Offered, arguments: str, approval: str | None, call_id: str, name: str, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+        label, tool = entry.use.server.label, entry.tool.name
+        yield [McpCallStart(label, tool, arguments, approval)]  # leaves before the call runs: in_progress is seen
+        self.calls += 1
+        started = time.monotonic()
+        outcome = "cancelled"
+        try:
+            result: CallResult = await self.runtime.client.call(entry.use.server, tool, orjson.loads(arguments) if arguments else {})
+            outcome = result.outcome
+        finally:
+            self._report(label, tool, arguments, outcome, time.monotonic() - started, approval)
+        yield [McpCallDone(result.output, result.error)]
+        extra.extend(_pair(call_id, name, arguments, call_output(result.output, result.error)))
+
+    def _report(self, server: str, tool: str, arguments: str, outcome: str, duration: float, approval: str | None) -> None:
+        self.runtime.record(CallRecord(self.turn.tenant, server, tool, _digest(arguments), outcome, duration, approval, self.turn.response_id))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pair(call_id: str, name: str, arguments: str, output: str) -> list[Any]:
+    return [
+        FunctionCallItemParam(call_id=call_id, name=name, arguments=arguments, status="completed"),
+        FunctionCallOutputItemParam(call_id=call_id, output=output),
+    ]
+
+
+def _catalog(offered: dict[str, _Offered]) -> Any:
+    if not offered:
+        return None
+    try:
+        return load_tools({name: o.tool.input_schema for name, o in offered.items()})
+    except ToolsError:  # each schema compiled when listed: not expected
+        log.exception("MCP tool schemas could not be loaded together")
+        return None

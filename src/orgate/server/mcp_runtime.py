@@ -1,0 +1,42 @@
+"""The app's MCP runtime: the configured servers, the SDK client, and their ``/metrics`` counters.
+
+Every MCP call decision (run, refused by the gate, denied, waiting for approval,
+over budget) is counted by server, tool and outcome, and each listing by server
+and outcome; the audit log line itself is the engine's (``orgate.mcp.audit``).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from orgate.config import Settings, mcp_registry
+from orgate.engine.mcp_loop import CallRecord, McpRuntime
+from orgate.mcptools.client import McpClient
+from orgate.server.body import _bounds_of
+from orgate.server.log_redaction import REDACTOR
+
+
+def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRuntime:
+    """The runtime ``ResponsesService`` runs MCP tools with (``ConfigError`` on an unset secret)."""
+    servers = mcp_registry(settings)
+    REDACTOR.add_secrets(value for server in servers.servers.values() for value in server.headers.values())
+    REDACTOR.add_headers(name for server in servers.servers.values() for name in server.headers)
+    calls = Counter("orgate_mcp_calls", "MCP tool call decisions, by server, tool and outcome.", ["server", "tool", "outcome"], registry=registry)
+    seconds = Histogram("orgate_mcp_call_seconds", "Duration of the MCP tool calls that ran, by server.", ["server"], registry=registry)
+    lists = Counter("orgate_mcp_list_tools", "MCP tool listings, by server and outcome.", ["server", "outcome"], registry=registry)
+
+    def on_call(entry: CallRecord) -> None:
+        calls.labels(entry.server, entry.tool, entry.outcome).inc()
+        if entry.duration:
+            seconds.labels(entry.server).observe(entry.duration)
+
+    def on_list(server: str, outcome: str) -> None:
+        lists.labels(server, outcome).inc()
+
+    return McpRuntime(
+        servers,
+        McpClient(bounds=_bounds_of(settings.limits)),
+        max_tool_calls=settings.mcp.max_tool_calls,
+        on_call=on_call,
+        on_list=on_list,
+    )
