@@ -138,18 +138,30 @@ def check_openapi(port: int) -> None:
 def subcommands(orgate: Path, *path: str) -> list[str]:
     done = subprocess.run([str(orgate), *path, "--help"], capture_output=True, text=True, timeout=120)
     check(done.returncode == 0 and "usage:" in done.stdout, f"`orgate {' '.join((*path, '--help'))}`")
-    found = re.search(r"^\s+\{([\w,-]+)\}", done.stdout, flags=re.M)
-    return found.group(1).split(",") if found else []
+    # argparse lists subcommands under "positional arguments:", indented by four spaces.
+    lines = done.stdout.splitlines()
+    if "positional arguments:" not in lines:
+        return []
+    names: list[str] = []
+    for line in lines[lines.index("positional arguments:") + 1 :]:
+        if not line.strip():
+            break
+        found = re.match(r"^    ([a-z][\w-]*)(\s{2,}|$)", line)
+        if found:
+            names.append(found.group(1))
+    return names
 
 
 def check_cli_help(orgate: Path) -> None:
-    pending: list[tuple[str, ...]] = [()]
+    commands = subcommands(orgate)
+    check(len(commands) >= 5, f"`orgate --help` lists its commands ({', '.join(commands)})")
+    pending: list[tuple[str, ...]] = [(name,) for name in commands]
     while pending:
         path = pending.pop()
         pending += [(*path, name) for name in subcommands(orgate, *path)]
 
 
-LIMITED_KEY = f'[auth]\napi_keys = [{{ key = "{KEY}", rpm = 600 }}]\n'  # a limit, so that a limiter is built
+LIMITED_KEY = '[auth]\napi_keys = [{ name = "smoke", key = "env:ORGATE_API_KEY", rpm = 600 }]\n'  # a limit, so that a limiter is built
 EXTRAS = {  # feature → (environment asking for it, config file text or "", the extra its error must name)
     "postgresql:// store": ({"ORGATE_STORE__URL": "postgresql://orgate@127.0.0.1:1/orgate"}, "", "orgate[postgres]"),
     "Redis rate limits": ({"ORGATE_RATELIMIT__REDIS_URL": "redis://127.0.0.1:1/0"}, LIMITED_KEY, "orgate[redis]"),
