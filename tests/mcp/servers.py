@@ -69,14 +69,14 @@ def hostile_server(count: int = 300) -> MCPServer:
 
 
 class Running:
-    """An ASGI app served by uvicorn in a thread; ``url`` is its MCP endpoint."""
+    """An MCP server's ASGI app (streamable HTTP, or SSE) served by uvicorn in a thread; ``url`` is its endpoint."""
 
-    def __init__(self, server: MCPServer) -> None:
-        self.app = server.streamable_http_app(stateless_http=True, json_response=True)
+    def __init__(self, server: MCPServer, *, sse: bool = False) -> None:
+        self.app = server.sse_app() if sse else server.streamable_http_app(stateless_http=True, json_response=True)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
         self.uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
         self.thread = threading.Thread(target=self.uvicorn.run, kwargs={"sockets": [self.sock]}, daemon=True)
 

@@ -3,6 +3,7 @@ own server side, tests/mcp/servers.py), through the built-in model and the opena
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -17,11 +18,11 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def mcp_servers() -> Iterator[tuple[Running, Running]]:
-    tools, hostile = Running(tools_server()).start(), Running(hostile_server()).start()
-    yield tools, hostile
-    tools.stop()
-    hostile.stop()
+def mcp_servers() -> Iterator[tuple[Running, Running, Running]]:
+    tools, hostile, sse = Running(tools_server()).start(), Running(hostile_server()).start(), Running(tools_server(), sse=True).start()
+    yield tools, hostile, sse
+    for running in (tools, hostile, sse):
+        running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def fake() -> Iterator[FakeOpenAIChat]:
     upstream.stop_thread()
 
 
-def _config(tools_url: str, hostile_url: str, fake_url: str) -> str:
+def _config(tools_url: str, hostile_url: str, sse_url: str, fake_url: str) -> str:
     return f"""
 [auth]
 api_keys = [{{ name = "acme", key = "env:ORGATE_API_KEY" }}, {{ name = "other", key = "other-key" }}]
@@ -54,6 +55,18 @@ url = "{hostile_url}"
 require_approval = "never"
 
 [[mcp_servers]]
+label = "patient"
+url = "{tools_url}"
+require_approval = "never"
+call_timeout = 120
+
+[[mcp_servers]]
+label = "legacy"
+url = "{sse_url}"
+transport = "sse"
+require_approval = "never"
+
+[[mcp_servers]]
 label = "dead"
 url = "http://127.0.0.1:1/mcp"
 require_approval = "never"
@@ -71,9 +84,9 @@ read_timeout = 10
 
 
 @pytest.fixture(scope="module")
-def server(mcp_servers: tuple[Running, Running], fake: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    tools, hostile = mcp_servers
-    with OrgateServer(_config(tools.url, hostile.url, fake.base_url), api_key="acme-key", env={"MCP_TEST_TOKEN": "sekrit-token-123"}) as running:
+def server(mcp_servers: tuple[Running, Running, Running], fake: FakeOpenAIChat) -> Iterator[OrgateServer]:
+    tools, hostile, sse = mcp_servers
+    with OrgateServer(_config(tools.url, hostile.url, sse.url, fake.base_url), api_key="acme-key", env={"MCP_TEST_TOKEN": "sekrit-token-123"}) as running:
         yield running
 
 
@@ -197,7 +210,7 @@ def test_denied_approval_is_reported_never_run(fake: FakeOpenAIChat, client: ope
     assert not CALLS
 
 
-def test_unknown_label_other_tenant_and_request_origins_are_refused(server: OrgateServer, mcp_servers: tuple[Running, Running]) -> None:
+def test_unknown_label_other_tenant_and_request_origins_are_refused(server: OrgateServer, mcp_servers: tuple[Running, Running, Running]) -> None:
     unknown = _post(server, {"model": "orgate/echo", "input": "hi", "tools": [{"type": "mcp", "server_label": "nope"}]})
     assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "tools[0].server_label"
     other = _post(server, {"model": "orgate/echo", "input": "hi", "tools": [{"type": "mcp", "server_label": "tools"}]}, key="other-key")
@@ -227,3 +240,60 @@ def test_metrics_and_audit_log(server: OrgateServer, client: openai.OpenAI) -> N
     log = server.output()
     assert "mcp call tenant=acme server=tools tool=add arguments_sha256=" in log
     assert "sekrit-token-123" not in log
+
+
+def test_sse_transport(client: openai.OpenAI) -> None:
+    response = client.responses.create(model="orgate/echo", input="add two integers", tools=[{"type": "mcp", "server_label": "legacy", "require_approval": "never"}])
+    call = next(i for i in response.output if i.type == "mcp_call")
+    assert call.error is None and call.output is not None and call.output.lstrip("-").isdigit()
+
+
+def test_max_tool_calls_ends_the_loop(fake: FakeOpenAIChat, client: openai.OpenAI) -> None:
+    fake.reset()
+    CALLS.clear()
+    fake.enqueue(tool_calls(("tools__add", '{"a": 1, "b": 1}'), ("tools__add", '{"a": 2, "b": 2}'), ("tools__add", '{"a": 3, "b": 3}')), text("never asked"))
+    response = client.responses.create(model="fake-chat", input="add", tools=[MCP_TOOLS], max_tool_calls=2)
+    calls = [i for i in response.output if i.type == "mcp_call"]
+    assert [c.output for c in calls[:2]] == ["2", "4"]
+    assert calls[2].error is not None and "max_tool_calls" in calls[2].error.message
+    assert len(fake.bodies) == 1 and len(CALLS) == 2
+    assert response.status == "completed"
+
+
+def test_approval_in_a_session(fake: FakeOpenAIChat, server: OrgateServer) -> None:
+    fake.reset()
+    CALLS.clear()
+    fake.enqueue(tool_calls(("tools__echo", '{"text": "in session"}')), text("done"))
+    headers = {"X-Session-Id": "mcp-session-1"}
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0, timeout=120, default_headers=headers)
+    first = client.responses.create(model="fake-chat", input="echo", tools=[MCP_TOOLS])
+    ask = first.output[-1]
+    assert ask.type == "mcp_approval_request"
+    second = client.responses.create(
+        model="fake-chat", input=[{"type": "mcp_approval_response", "approval_request_id": ask.id, "approve": True}], tools=[MCP_TOOLS]
+    )
+    assert second.output[0].type == "mcp_list_tools" and second.output[1].output == "echo: in session"
+    assert CALLS == [("echo", {"text": "in session"})]
+
+
+def test_an_approval_naming_nothing_is_a_400(server: OrgateServer) -> None:
+    response = _post(server, {"model": "fake-chat", "input": [{"type": "mcp_approval_response", "approval_request_id": "mcpr_nope", "approve": True}], "tools": [MCP_TOOLS]})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input[0].approval_request_id"
+
+
+def test_client_disconnect_cancels_the_running_call(fake: FakeOpenAIChat, server: OrgateServer) -> None:
+    fake.reset()
+    fake.enqueue(tool_calls(("patient__slow", '{"seconds": 60}')), text("late"))
+    body = {"model": "fake-chat", "input": "wait", "stream": True, "tools": [{"type": "mcp", "server_label": "patient", "require_approval": "never"}]}
+    with httpx.stream("POST", f"{server.base_url}/responses", json=body, headers={"Authorization": f"Bearer {server.api_key}"}, timeout=120) as stream:
+        for line in stream.iter_lines():
+            if "response.mcp_call.in_progress" in line:
+                break
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "tool=slow" not in _audit(server, "patient"):
+        time.sleep(0.1)
+    assert "outcome=cancelled" in _audit(server, "patient")
+
+
+def _audit(server: OrgateServer, label: str) -> str:
+    return "\n".join(line for line in server.output().splitlines() if f"server={label} " in line)
