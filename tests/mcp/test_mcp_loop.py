@@ -10,6 +10,8 @@ import httpx
 import openai
 import pytest
 
+from tests.fakes.anthropic_upstream import FakeAnthropic, tool_use
+from tests.fakes.anthropic_upstream import text as claude_text
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text, tool_calls
 from tests.mcp.servers import CALLS, Running, hostile_server, tools_server
 from tests.server_process import OrgateServer
@@ -84,9 +86,25 @@ read_timeout = 10
 
 
 @pytest.fixture(scope="module")
-def server(mcp_servers: tuple[Running, Running, Running], fake: FakeOpenAIChat) -> Iterator[OrgateServer]:
+def anthropic() -> Iterator[FakeAnthropic]:
+    upstream = FakeAnthropic.start_in_thread()
+    yield upstream
+    upstream.stop_thread()
+
+
+@pytest.fixture(scope="module")
+def server(mcp_servers: tuple[Running, Running, Running], fake: FakeOpenAIChat, anthropic: FakeAnthropic) -> Iterator[OrgateServer]:
     tools, hostile, sse = mcp_servers
-    with OrgateServer(_config(tools.url, hostile.url, sse.url, fake.base_url), api_key="acme-key", env={"MCP_TEST_TOKEN": "sekrit-token-123"}) as running:
+    config = _config(tools.url, hostile.url, sse.url, fake.base_url) + f"""
+[[models]]
+name = "fake-claude"
+provider = "anthropic"
+base_url = "{anthropic.base_url}"
+api_key = "upstream-secret"
+upstream_model = "claude-test"
+read_timeout = 10
+"""
+    with OrgateServer(config, api_key="acme-key", env={"MCP_TEST_TOKEN": "sekrit-token-123"}) as running:
         yield running
 
 
@@ -151,7 +169,7 @@ def test_failing_slow_and_huge_tools_are_mcp_call_errors(fake: FakeOpenAIChat, c
     assert [c.name for c in calls] == ["fail", "slow", "huge"]
     assert calls[0].error.type == "mcp_tool_execution_error"
     assert "failed on purpose" in str(calls[0].error.content)
-    assert calls[1].error.type == "mcp_protocol_error" and "timed out" in calls[1].error.message
+    assert calls[1].error.type == "mcp_protocol_error" and calls[1].error.code == -32001 and "timed out" in calls[1].error.message
     assert calls[2].error.type == "mcp_protocol_error" and "max_result_bytes" in calls[2].error.message
     assert response.output[-1].type == "message" and response.status == "completed"
     # the model read each outcome as a function call output
@@ -297,3 +315,15 @@ def test_client_disconnect_cancels_the_running_call(fake: FakeOpenAIChat, server
 
 def _audit(server: OrgateServer, label: str) -> str:
     return "\n".join(line for line in server.output().splitlines() if f"server={label} " in line)
+
+
+def test_through_the_anthropic_provider(anthropic: FakeAnthropic, client: openai.OpenAI) -> None:
+    anthropic.reset()
+    CALLS.clear()
+    anthropic.enqueue(tool_use(("tools__add", '{"a": 20, "b": 22}')), claude_text("It is 42."))
+    response = client.responses.create(model="fake-claude", input="add 20 and 22", tools=[MCP_TOOLS])
+    assert [i.type for i in response.output] == ["mcp_list_tools", "mcp_call", "message"]
+    assert response.output[1].output == "42" and CALLS == [("add", {"a": 20, "b": 22})]
+    assert "tools__add" in {t["name"] for t in anthropic.bodies[0]["tools"]}
+    results = [b for m in anthropic.bodies[1]["messages"] for b in (m["content"] if isinstance(m["content"], list) else []) if b.get("type") == "tool_result"]
+    assert len(results) == 1 and "42" in str(results[0]["content"])

@@ -143,8 +143,9 @@ class McpClient:
             return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.connect_timeout + server.call_timeout:g}s"))
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             text = _describe(exc)
-            code = TIMEOUT if "timed out" in text.lower() or "Timeout" in text else UNREACHABLE
-            return CallResult(error=protocol_error(code, f"the call failed: {text}"))
+            if "timed out" in text.lower() or "Timeout" in text:  # the SDK's read timeout, or the HTTP client's
+                return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.call_timeout:g}s ({text})"))
+            return CallResult(error=protocol_error(UNREACHABLE, f"the call failed: {text}"))
         content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
         output = _text_of(content, result.structured_content)
         if len(output.encode()) > server.max_result_bytes:

@@ -7,6 +7,8 @@ and outcome; the audit log line itself is the engine's (``orgate.mcp.audit``).
 
 from __future__ import annotations
 
+import logging
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from orgate.config import Settings, mcp_registry
@@ -18,6 +20,8 @@ from orgate.server.log_redaction import REDACTOR
 
 def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRuntime:
     """The runtime ``ResponsesService`` runs MCP tools with (``ConfigError`` on an unset secret)."""
+    # The SDK's HTTP client logs every request at INFO (several per call); the audit line says what matters.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     servers = mcp_registry(settings)
     REDACTOR.add_secrets(value for server in servers.servers.values() for value in server.headers.values())
     REDACTOR.add_headers(name for server in servers.servers.values() for name in server.headers)
