@@ -208,8 +208,11 @@ function itemCard(item) {
     if (typeof part.text === "string") texts.push(part.text);
     if (typeof part.refusal === "string") texts.push(part.refusal);
   }
+  // MCP items (mcp_list_tools, mcp_call, mcp_approval_request) name their server, tool and outcome.
+  const mcp = typeof item.server_label === "string"
+    ? ` · ${item.server_label}${item.name ? `/${item.name}` : ""}${item.error ? " · error" : ""}${item.approval_request_id ? " · approved" : ""}` : "";
   return el("section", {class: "card item"},
-    el("h4", {text: `${item.type || "item"}${item.role ? ` · ${item.role}` : ""}`}),
+    el("h4", {text: `${item.type || "item"}${item.role ? ` · ${item.role}` : ""}${mcp}`}),
     texts.length ? el("div", {class: "text"}, texts.map((t) => el("p", {text: t}))) : el("pre", {class: "json", text: pretty(item)}));
 }
 
