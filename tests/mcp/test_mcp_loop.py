@@ -255,6 +255,9 @@ def test_metrics_and_audit_log(server: OrgateServer, client: openai.OpenAI) -> N
     metrics = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {server.api_key}"}).text
     assert 'orgate_mcp_calls_total{outcome="ok",server="tools",tool="add"}' in metrics
     assert 'orgate_mcp_list_tools_total{outcome="failed",server="hostile"}' in metrics
+    # the request-named server of test_unknown_label_other_tenant_and_request_origins_are_refused
+    assert 'orgate_mcp_calls_total{outcome="approval_requested",server="_request",tool="_request"}' in metrics
+    assert "adhoc" not in metrics
     log = server.output()
     assert "mcp call tenant=acme server=tools tool=add arguments_sha256=" in log
     assert "sekrit-token-123" not in log

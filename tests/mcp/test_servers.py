@@ -59,3 +59,22 @@ def test_configuration_resolves_header_secrets_and_per_tool_approval() -> None:
     assert server.approval_for("search") == "never" and server.approval_for("delete") == "always"
     with pytest.raises(ConfigError, match="TOKEN"):
         mcp_registry(settings, environ={})
+
+
+def test_a_listing_past_the_schema_bounds_fails_as_a_whole() -> None:
+    from mcp import types
+
+    from orgate.gate.bounds import SchemaBounds
+    from orgate.mcptools.client import McpClient
+
+    deep: dict = {"type": "string"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"x": deep}}
+    client = McpClient(bounds=SchemaBounds())
+    tools = [types.Tool(name="fine", input_schema={"type": "object"}), types.Tool(name="deep", input_schema=deep)]
+    listed = client._bounded(SERVER, tools)
+    assert listed.tools == () and listed.error is not None and "'deep'" in listed.error
+    big = [types.Tool(name=f"t{i}", description="d" * 10_000, input_schema={"type": "object"}) for i in range(5)]
+    small = McpServer(label="s", url="http://127.0.0.1:9/mcp", max_list_bytes=20_000)
+    assert "max_list_bytes" in (client._bounded(small, big).error or "")
+    assert [t.name for t in client._bounded(SERVER, tools[:1]).tools] == ["fine"]

@@ -18,6 +18,10 @@ from orgate.server.body import _bounds_of
 from orgate.server.log_redaction import REDACTOR
 
 
+#: The ``server`` and ``tool`` label of the calls to servers a request named by ``server_url``.
+REQUEST_NAMED = "_request"
+
+
 def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRuntime:
     """The runtime ``ResponsesService`` runs MCP tools with (``ConfigError`` on an unset secret)."""
     # The SDK's HTTP client logs every request at INFO (several per call); the audit line says what matters.
@@ -29,13 +33,17 @@ def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRun
     seconds = Histogram("orgate_mcp_call_seconds", "Duration of the MCP tool calls that ran, by server.", ["server"], registry=registry)
     lists = Counter("orgate_mcp_list_tools", "MCP tool listings, by server and outcome.", ["server", "outcome"], registry=registry)
 
+    configured = servers.servers
+
     def on_call(entry: CallRecord) -> None:
-        calls.labels(entry.server, entry.tool, entry.outcome).inc()
+        # A server a request named by URL has a label and tools its client chose: one series for all of them.
+        server, tool = (entry.server, entry.tool) if entry.server in configured else (REQUEST_NAMED, REQUEST_NAMED)
+        calls.labels(server, tool, entry.outcome).inc()
         if entry.duration:
-            seconds.labels(entry.server).observe(entry.duration)
+            seconds.labels(server).observe(entry.duration)
 
     def on_list(server: str, outcome: str) -> None:
-        lists.labels(server, outcome).inc()
+        lists.labels(server if server in configured else REQUEST_NAMED, outcome).inc()
 
     return McpRuntime(
         servers,
