@@ -17,7 +17,6 @@ from orgate.mcptools.client import McpClient
 from orgate.server.body import _bounds_of
 from orgate.server.log_redaction import REDACTOR
 
-
 #: The ``server`` and ``tool`` label of the calls to servers a request named by ``server_url``.
 REQUEST_NAMED = "_request"
 
