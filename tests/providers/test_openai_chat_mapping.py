@@ -420,3 +420,37 @@ def test_unknown_item_type_is_refused() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user("x"), {"type": "web_search_call", "id": "ws_1"}))
     assert err.value.status == 400 and err.value.param == "input[1]"
+
+
+TWO_TEXTS = [InputTextContentParam(text="Hello, "), InputTextContentParam(text="world")]
+WITH_IMAGE = [
+    InputTextContentParam(text="what is this?"),
+    InputImageContentParamAutoParam(image_url="https://x.test/cat.png"),
+]
+
+
+def test_text_only_user_parts_become_one_string_by_default() -> None:
+    """Many servers' chat templates concatenate ``content`` and fail on a list."""
+    body = build_body(req(user(TWO_TEXTS)), stream=False)
+    assert body["messages"] == [{"role": "user", "content": "Hello, world"}]
+
+
+def test_content_format_parts_keeps_text_parts() -> None:
+    body = build_body(req(user(TWO_TEXTS)), stream=False, options=ChatOptions(content_format="parts"))
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "Hello, "},
+        {"type": "text", "text": "world"},
+    ]
+
+
+def test_content_format_auto_keeps_parts_where_an_image_needs_them() -> None:
+    content = build_body(req(user(WITH_IMAGE)), stream=False)["messages"][0]["content"]
+    assert [p["type"] for p in content] == ["text", "image_url"]
+
+
+def test_content_format_string_refuses_an_image_with_its_path() -> None:
+    with pytest.raises(ApiError) as info:
+        build_body(req(user(WITH_IMAGE)), stream=False, options=ChatOptions(content_format="string"))
+    assert info.value.status == 400
+    assert info.value.param == "input[0].content[1].type"
+    assert info.value.code == "unsupported_content"

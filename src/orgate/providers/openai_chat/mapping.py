@@ -13,6 +13,10 @@ Rules:
 - Assistant ``output_text`` / ``refusal`` parts join into one content string;
   ``function_call`` items become ``tool_calls`` of one assistant message
   (consecutive calls merge, also into a directly preceding assistant message).
+- User content: text-only parts join into one string (``ChatOptions.content_format``
+  ``auto``, the default: many servers' chat templates concatenate content and fail on a
+  list); parts are sent only where an image or file needs them (``parts``: always;
+  ``string``: never, such content is refused with a 400).
 - ``function_call_output`` → ``{"role": "tool", ...}``; array outputs become a
   string when text-only, else content parts.
 - ``reasoning`` items are dropped (not portable to chat), and so are opaque
@@ -46,6 +50,10 @@ class ChatOptions:
     max_tokens_field: str = "max_tokens"
     developer_role: str = "system"  # "developer" for upstreams that accept it
     include_usage: bool = True  # ask for the usage chunk when streaming
+    # "auto": text-only user content as one string (what every server takes; many chat
+    # templates concatenate content and fail on a list), parts only where an image or file
+    # needs them. "parts": always parts. "string": always a string (images/files refused).
+    content_format: str = "auto"
 
     @classmethod
     def for_deployment(cls, deployment: Deployment) -> ChatOptions:
@@ -106,8 +114,11 @@ def _unsupported(kind: str, part: str) -> Exception:
     )
 
 
-def _user_content(content: Any, param: str) -> str | list[dict[str, Any]]:
-    """User content: a string stays a string; text-only parts stay parts (chat accepts both)."""
+def _user_content(
+    content: Any, param: str, content_format: str = "parts"
+) -> str | list[dict[str, Any]]:
+    """User content: a string stays a string; parts become chat parts, joined into one string
+    when text-only and ``content_format`` is ``auto`` (or always, for ``string``)."""
     if isinstance(content, str):
         return content
     parts: list[dict[str, Any]] = []
@@ -122,6 +133,19 @@ def _user_content(content: Any, param: str) -> str | list[dict[str, Any]]:
             parts.append(_file_part(part, where))
         else:
             raise _unsupported(str(kind), where)
+    if content_format == "parts":
+        return parts
+    text_only = all(p["type"] == "text" for p in parts)
+    if text_only:
+        return "".join(p["text"] for p in parts)
+    if content_format == "string":
+        first = next(j for j, p in enumerate(parts) if p["type"] != "text")
+        raise invalid_request(
+            "this model's upstream takes text-only message content (chat.content_format = "
+            f"\"string\"); content of type '{_get(list(content)[first], 'type')}' cannot be sent",
+            param=f"{param}.content[{first}].type",
+            code="unsupported_content",
+        )
     return parts
 
 
@@ -141,15 +165,15 @@ def _text_content(content: Any, param: str) -> str:
     return "".join(pieces)
 
 
-def _tool_output(output: Any, param: str) -> str | list[dict[str, Any]]:
+def _tool_output(output: Any, param: str, content_format: str) -> str | list[dict[str, Any]]:
+    """A tool message's content: a string unless an image or file needs parts (whatever the
+    format: servers that take parts in tool messages are fewer still)."""
     if isinstance(output, str):
         return output
     if output is None:
         return ""
-    parts = _user_content(output, param.replace(".content", ".output"))
-    if isinstance(parts, list) and all(p["type"] == "text" for p in parts):
-        return "".join(p["text"] for p in parts)
-    return parts
+    where = param.replace(".content", ".output")
+    return _user_content(output, where, "string" if content_format == "string" else "auto")
 
 
 def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, Any]]:
@@ -186,7 +210,9 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
                 {
                     "role": "tool",
                     "tool_call_id": _get(item, "call_id"),
-                    "content": _tool_output(_get(item, "output"), f"{param}.content"),
+                    "content": _tool_output(
+                        _get(item, "output"), f"{param}.content", options.content_format
+                    ),
                 }
             )
         elif kind in ("reasoning", "compaction", "compaction_summary"):
@@ -198,7 +224,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
         elif kind in ("message", None) and role is not None:
             content = _get(item, "content")
             if role == "user":
-                messages.append({"role": "user", "content": _user_content(content, param)})
+                user = _user_content(content, param, options.content_format)
+                messages.append({"role": "user", "content": user})
             elif role == "assistant":
                 open_assistant = {"role": "assistant", "content": _text_content(content, param)}
                 messages.append(open_assistant)
