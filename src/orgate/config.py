@@ -262,6 +262,8 @@ class ChatSettings(_Section):
     max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
     developer_role: Literal["system", "developer"] = "system"  # the role developer messages get
     include_usage: bool = True  # stream_options.include_usage (the usage chunk)
+    # "auto": text-only user content as a string, parts only for images and files
+    content_format: Literal["auto", "string", "parts"] = "auto"
 
 
 class AnthropicSettings(_Section):
@@ -801,7 +803,7 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
     for layer in (model.capabilities, entry.capabilities if entry is not None else None):
         overrides = {k: v for k, v in layer.model_dump().items() if v is not None} if layer is not None else {}
         if overrides:
-            caps = dataclasses.replace(caps, **overrides)
+            caps = dataclasses.replace(caps, **overrides, declared=caps.declared | set(overrides))
     return caps
 
 
