@@ -202,6 +202,9 @@ class FakeAnthropic(LoopbackFake):
             return _error_response(
                 400, {"type": "invalid_request_error", "message": "max_tokens: Field required"}, {}
             )
+        unthought = _unthought_tool_use(body)
+        if unthought is not None:
+            return _error_response(400, {"type": "invalid_request_error", "message": unthought}, {})
         return None
 
     async def stream_reply(
@@ -340,6 +343,29 @@ class FakeAnthropic(LoopbackFake):
         )
         events.append({"type": "message_stop"})
         return events
+
+
+def _unthought_tool_use(body: dict[str, Any]) -> str | None:
+    """Anthropic's rule: with thinking enabled, the final assistant message, when it uses a
+    tool, must start with a thinking block. The 400's message when broken, else None."""
+    if (body.get("thinking") or {}).get("type") != "enabled":
+        return None
+    messages = body.get("messages") or []
+    index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    if index is None:
+        return None
+    content = messages[index].get("content")
+    blocks = content if isinstance(content, list) else []
+    if not any(b.get("type") == "tool_use" for b in blocks):
+        return None
+    first = blocks[0].get("type")
+    if first in ("thinking", "redacted_thinking"):
+        return None
+    return (
+        f"messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        f"`{first}`. When `thinking` is enabled, a final `assistant` message must start with a "
+        "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+    )
 
 
 def _error_response(status: int, error: dict[str, Any], headers: dict[str, str]) -> web.Response:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -174,6 +176,48 @@ async def test_thinking_round_trips_with_its_signature(pool: HttpPool) -> None:
             "signature": "SIG-123",
         }
         assert fake.bodies[1]["messages"][2]["content"][0]["type"] == "tool_result"
+
+
+async def test_a_tool_use_replayed_without_its_thinking_is_sent_without_thinking(
+    pool: HttpPool,
+) -> None:
+    """Anthropic refuses thinking when the continued assistant turn has a tool_use but no
+    thinking block (the fake enforces it): the request goes without thinking, and says so."""
+    replay = [
+        user("capital?"),
+        FunctionCallItemParam(call_id="toolu_1", name="lookup", arguments="{}"),
+        FunctionCallOutputItemParam(call_id="toolu_1", output="Paris"),
+    ]
+    async with FakeAnthropic(text("Paris.")) as fake:
+        request = req(*replay, reasoning_effort="low")
+        events = await collect(provider(fake, pool), request)
+        assert joined(events, TextDelta) == "Paris."
+        assert "thinking" not in fake.bodies[0]
+        assert request.notices and "reasoning left off" in request.notices[0]
+
+
+async def test_the_fake_refuses_thinking_after_an_unthought_tool_use() -> None:
+    """The rule the mapping works around, as the fake (like Anthropic) enforces it."""
+    body = {
+        "model": "m",
+        "max_tokens": 4096,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "messages": [
+            {"role": "user", "content": "capital?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "Paris"}]},
+        ],
+    }
+    async with FakeAnthropic(text("never")) as fake:
+        raw = urllib.request.Request(
+            fake.base_url + "/v1/messages",
+            data=orjson.dumps(body),
+            headers={"x-api-key": "k", "content-type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as info:  # the fake runs on this loop
+            await asyncio.to_thread(urllib.request.urlopen, raw, timeout=60)
+        assert info.value.code == 400
+        assert "Expected `thinking` or `redacted_thinking`" in info.value.read().decode()
 
 
 async def test_max_tokens_stop_is_length(pool: HttpPool) -> None:

@@ -320,6 +320,7 @@ class ResponsesService:
                 first = await anext(upstream)
                 if turn.opaque:
                     self.report_opaque(turn)
+                turn.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
             except StopAsyncIteration:
                 raise ApiError(
                     502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"

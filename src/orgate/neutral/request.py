@@ -63,6 +63,10 @@ class ModelRequest:
     # ``top_logprobs`` > 0), and how many alternatives per token.
     logprobs: bool = False
     top_logprobs: int | None = None
+    # What a provider changed to make the request acceptable upstream (a one-line note each,
+    # e.g. thinking left off); the engine shows them in a warning header. Shared, not copied,
+    # by ``dataclasses.replace``: the notes of a wrapper's rewritten request reach the turn.
+    notices: list[str] = field(default_factory=list)
 
 
 class Provider(Protocol):

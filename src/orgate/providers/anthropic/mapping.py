@@ -373,6 +373,25 @@ def _thinking(
     return max_tokens, budget if budget >= MIN_THINKING_BUDGET else None
 
 
+UNTHOUGHT_TOOL_USE_NOTICE = (
+    "reasoning left off: the last assistant turn called a tool without its thinking "
+    "blocks (reasoning items), which Anthropic requires with extended thinking"
+)
+
+
+def _unthought_tool_use(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last assistant message uses a tool but does not open with a thinking block
+    (Anthropic: with thinking on, that message must start with ``thinking`` or
+    ``redacted_thinking``)."""
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    if last is None:
+        return False
+    blocks = last["content"]
+    uses_tool = any(b.get("type") == "tool_use" for b in blocks)
+    thought = bool(blocks) and blocks[0].get("type") in ("thinking", "redacted_thinking")
+    return uses_tool and not thought
+
+
 def _check_thinking_compatible(request: ModelRequest, body: dict[str, Any]) -> None:
     """Extended thinking refuses other sampling and forced tool use: a clear 400 here, not the upstream's."""
     with_thinking = "with reasoning (Anthropic extended thinking)"
@@ -416,6 +435,13 @@ def build_body(
     if system:
         body["system"] = "\n\n".join(system)
     map_tools(request, body)
+    if budget is not None and _unthought_tool_use(messages):
+        # Anthropic refuses thinking when the assistant turn the request continues used a
+        # tool without its thinking blocks (a client that replays calls without their
+        # reasoning items, a conversation begun on another provider): its docs say to send
+        # such a request without thinking.
+        budget = None
+        request.notices.append(UNTHOUGHT_TOOL_USE_NOTICE)
     if budget is not None:
         _check_thinking_compatible(request, body)
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
