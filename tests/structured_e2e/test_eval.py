@@ -348,3 +348,44 @@ def test_registry_wrapper_only_touches_the_flaky_model() -> None:
     echo = Deployment("orgate/echo", "builtin", "orgate/echo")
     assert isinstance(wrap(BuiltinProvider(flaky), flaky), FlakyProvider)
     assert isinstance(wrap(BuiltinProvider(echo), echo), BuiltinProvider)
+
+
+def test_an_eval_against_a_configured_upstream_closes_its_http_session(
+    fake_chat: Any, tmp_path: Path
+) -> None:
+    """A real upstream's connection pool is closed at the end: no "Unclosed client session"."""
+    import subprocess
+    import sys
+
+    from tests.conftest import chat_model_config
+
+    fake_chat.reset()
+    config = tmp_path / "orgate.toml"
+    config.write_text(chat_model_config(fake_chat.base_url), encoding="utf-8")
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "- name: anything\n  prompt: say json\n  format: {type: json_object}\n", encoding="utf-8"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "dev",
+            "-m",
+            "orgate.cli",
+            "eval",
+            str(cases),
+            "--model",
+            "fake-chat",
+            "--config",
+            str(config),
+            "-q",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["report"]["counts"]["requests"] == 1
+    assert "Unclosed" not in done.stderr, done.stderr

@@ -124,6 +124,7 @@ def intersect_capabilities(caps: Sequence[Capabilities]) -> Capabilities:
         hosted_tools=all(c.hosted_tools for c in caps),
         service_tier=all(c.service_tier for c in caps),
         logprobs=all(c.logprobs for c in caps),
+        declared=frozenset().union(*(c.declared for c in caps)),
         max_output_tokens=smallest([c.max_output_tokens for c in caps]),
         context_window=smallest([c.context_window for c in caps]),
     )

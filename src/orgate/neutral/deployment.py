@@ -28,6 +28,9 @@ class Capabilities:
     logprobs: bool = True  # returns token log probabilities (``top_logprobs``, ``include``)
     max_output_tokens: int | None = None  # the model's output cap, if known
     context_window: int | None = None
+    # The names of the flags above that the configuration set: what the engine learns of an
+    # upstream at run time (a JSON mode it refuses) never overrides them.
+    declared: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True, frozen=True)

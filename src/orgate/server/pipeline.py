@@ -26,6 +26,7 @@ from orgate.structured import (
     StructuredMetrics,
     StructuredPolicy,
 )
+from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.layers import ValidatorCache
 
 
@@ -54,6 +55,7 @@ class Pipeline:
         self.policy = StructuredPolicy.from_settings(settings.structured)
         self.metrics = StructuredMetrics(registry)
         self.review = ReviewQueue(settings.structured.review_path())
+        self.downgrades = ModeDowngrades()  # JSON modes each upstream refused, until restart
         self.gate_verdicts = Counter(
             "orgate_gate_verdicts", "Replay-gate verdicts on model tool calls, by code.", ["code"], registry=registry
         )
@@ -73,7 +75,16 @@ class Pipeline:
             return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()
         outcome.response_id = turn.response_id
-        net = SafetyNet(provider, turn.deployment, self.policy, self.metrics, self.review, validators=self.validators, tenant=turn.tenant)
+        net = SafetyNet(
+            provider,
+            turn.deployment,
+            self.policy,
+            self.metrics,
+            self.review,
+            validators=self.validators,
+            tenant=turn.tenant,
+            downgrades=self.downgrades,
+        )
         guard = ToolGuard(
             _NetCall(net, outcome, budget),
             policy=self.settings.gate.policy,

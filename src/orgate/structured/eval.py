@@ -59,6 +59,7 @@ from orgate.protocol.errors import ApiError
 from orgate.providers import ProviderRegistry
 from orgate.providers.builtin import BuiltinProvider
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, FlakyProvider, MisbehaveSettings
+from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.metrics import StructuredMetrics
 from orgate.structured.net import SafetyNet
 from orgate.structured.outcome import ERROR_CODE, Outcome
@@ -347,8 +348,16 @@ async def run_eval(
     metrics = metrics if metrics is not None else StructuredMetrics(CollectorRegistry())
     with tempfile.TemporaryDirectory(prefix="orgate-eval-") as tmp:
         queue = ReviewQueue(review_db or str(Path(tmp) / "review.db"))
+        downgrades = ModeDowngrades()  # one upstream: what it refuses is learnt once
         nets = {
-            case.name: SafetyNet(provider, deployment, _policy(settings, case), metrics, queue)
+            case.name: SafetyNet(
+                provider,
+                deployment,
+                _policy(settings, case),
+                metrics,
+                queue,
+                downgrades=downgrades,
+            )
             for case in cases
         }
         gate = asyncio.Semaphore(max(1, concurrency))
@@ -406,8 +415,22 @@ def resolve_target(
     if dep is None:
         known = ", ".join(sorted({*table, FLAKY_MODEL} if settings.builtin.enabled else table))
         raise ConfigError(f"unknown model {model!r}; configured: {known or '(none)'}")
-    registry = ProviderRegistry()
-    return dep, lambda: registry(dep), None
+    return dep, lambda: _PooledProvider(dep), None
+
+
+class _PooledProvider:
+    """A configured upstream's provider that owns its connection pool: closing it closes the
+    pool's HTTP session too (an eval is one short-lived process)."""
+
+    def __init__(self, deployment: Deployment) -> None:
+        self._registry = ProviderRegistry()
+        self._inner = self._registry(deployment)
+
+    def stream(self, request: ModelRequest) -> Any:
+        return self._inner.stream(request)
+
+    async def aclose(self) -> None:
+        await self._registry.aclose()  # its providers, then the pool
 
 
 # --------------------------------------------------------------------------- output

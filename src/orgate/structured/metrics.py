@@ -78,6 +78,12 @@ class StructuredMetrics:
             "passthrough", "Attempts passed through unchecked", (*LABELS, "reason")
         )
         self.modes = counter("mode", "Requests by the mode chosen", (*LABELS, "mode"))
+        self.downgrades = counter(
+            "mode_downgrades",
+            "First attempts asked again one JSON mode down after the upstream refused a "
+            "response format, by the format refused and the mode then sent",
+            (*LABELS, "refused", "mode"),
+        )
 
     @staticmethod
     def _sum(counter: Counter, model: str | None, format_name: str | None) -> float:

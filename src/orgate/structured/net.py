@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orgate.neutral import (
+    Capabilities,
     Deployment,
     Finish,
     FinishReason,
@@ -52,6 +53,7 @@ from orgate.neutral import (
 from orgate.protocol.errors import MODEL_ERROR, SERVER_ERROR, ApiError, invalid_request
 from orgate.structured import modes, strict
 from orgate.structured.budget import Budget, BudgetOverride, Clock, grow_max_tokens
+from orgate.structured.downgrades import ModeDowngrades, level_of, refuses_format, without
 from orgate.structured.feedback import (
     FeedbackItems,
     clip_output,
@@ -142,6 +144,7 @@ class SafetyNet:
         validators: ValidatorCache | None = None,
         feedback_items: FeedbackItems = protocol_feedback_items,
         tenant: str = "",
+        downgrades: ModeDowngrades | None = None,
     ) -> None:
         self.inner = inner
         self.tenant = tenant  # of the caller: its review queue entries are its own
@@ -151,6 +154,7 @@ class SafetyNet:
         self.review_queue = review_queue
         self.validators = validators if validators is not None else ValidatorCache()
         self.feedback_items = feedback_items
+        self.downgrades = downgrades if downgrades is not None else ModeDowngrades()
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -198,6 +202,34 @@ class SafetyNet:
             events.append(finish)
         return _Attempt(events, "".join(parts), finish, tool_calls, refusal)
 
+    async def _first_attempt(
+        self, request: ModelRequest, plan: modes.Plan, caps: Capabilities, outcome: Outcome
+    ) -> tuple[modes.Plan, _Attempt]:
+        """The first attempt, asked again one JSON mode down each time the upstream refuses
+        the response format (structured/downgrades.py); the plan that was answered."""
+        tried = plan
+        while True:
+            try:
+                attempt = await self._attempt(tried.request, None)
+            except ApiError as error:
+                level = level_of(tried.mode)
+                lower = without(caps, level) if level and refuses_format(error) else None
+                if lower is None:
+                    raise
+                caps, refused = lower, level
+                tried = modes.plan(request, caps, prefer_strict=self.policy.settings.prefer_strict)
+                log.warning(
+                    "upstream of %s refused %s (%s %s): asking again as %s",
+                    self.deployment.name, refused, error.status, error.code, tried.mode,
+                )
+                self._count("downgrades", plan, refused=refused, mode=tried.mode)
+                continue
+            if tried is not plan:
+                refused_now = "json_schema" if caps.json_object else "json_object"
+                self.downgrades.learn(self.deployment.name, refused_now, tried.mode)
+                outcome.refused_formats = tuple(sorted(self.downgrades.refused(self.deployment.name)))
+            return tried, attempt
+
     def _log(self, plan: modes.Plan, record: AttemptRecord, level: int = logging.INFO) -> None:
         log.log(
             level,
@@ -243,7 +275,9 @@ class SafetyNet:
         self, request: ModelRequest, outcome: Outcome, override: BudgetOverride | None
     ) -> AsyncIterator[ModelEvent]:
         settings = self.policy.settings
-        caps = self.deployment.capabilities
+        name = self.deployment.name
+        caps = self.downgrades.apply(name, self.deployment.capabilities)
+        outcome.refused_formats = tuple(sorted(self.downgrades.refused(name)))
         plan = modes.plan(request, caps, prefer_strict=settings.prefer_strict)
         fpol = self.policy.format(plan.format_name)
         budget = Budget.resolve(settings, fpol, override)
@@ -285,7 +319,15 @@ class SafetyNet:
             left = clock.remaining()
             timeout = None if number == start + 1 or left is None else max(left, 0.0)
             try:
-                attempt = await self._attempt(req, timeout)
+                if number == start + 1:
+                    first, attempt = await self._first_attempt(request, plan, caps, outcome)
+                    if first is not plan:
+                        plan = first
+                        outcome.mode = plan.mode
+                        base = req = plan.request
+                        normalize = None  # only strict mode makes optional fields nullable
+                else:
+                    attempt = await self._attempt(req, timeout)
             except TimeoutError:
                 if timeout is None:  # not ours: the provider's own timeout
                     raise

@@ -26,6 +26,9 @@ OUTCOME_HEADER = "X-Orgate-Structured-Outcome"
 MODE_HEADER = "X-Orgate-Structured-Mode"
 ATTEMPTS_HEADER = "X-Orgate-Structured-Attempts"
 REVIEW_ID_HEADER = "X-Orgate-Review-Id"
+# The response formats the upstream refuses (``json_schema``, ``json_schema,json_object``):
+# the mode header says what was sent instead (structured/downgrades.py).
+DOWNGRADE_HEADER = "X-Orgate-Structured-Downgrade"
 ERROR_CODE = "structured_output_invalid"
 
 
@@ -65,6 +68,7 @@ class Outcome:
     strict_changes: tuple[str, ...] = ()
     passthrough_reason: str | None = None
     response_id: str | None = None  # set by the engine before streaming; stored with review entries
+    refused_formats: tuple[str, ...] = ()  # response formats the upstream refuses (downgraded)
 
     @property
     def retries(self) -> int:
@@ -83,4 +87,6 @@ class Outcome:
             out[ATTEMPTS_HEADER] = str(len(self.attempts))
         if self.review_id:
             out[REVIEW_ID_HEADER] = self.review_id
+        if self.refused_formats:
+            out[DOWNGRADE_HEADER] = ",".join(self.refused_formats)
         return out

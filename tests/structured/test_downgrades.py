@@ -1,0 +1,148 @@
+"""JSON modes an upstream refuses: asked again one mode down, remembered, declared ones kept."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, TextFormat
+from orgate.protocol.errors import ApiError
+from orgate.structured import (
+    Outcome,
+    SafetyNet,
+    StructuredMetrics,
+    StructuredPolicy,
+    StructuredSettings,
+)
+from orgate.structured.downgrades import ModeDowngrades, refuses_format
+from orgate.structured.outcome import DOWNGRADE_HEADER
+from tests.structured.fakes import answer
+from tests.structured.test_net import GOOD, request
+
+
+class Refusing:
+    """An upstream that fails every request carrying a response format in ``refused``, as
+    llama.cpp's server does for json_schema (a 500, passed on as a 502 upstream_error)."""
+
+    def __init__(self, *refused: str, error: ApiError | None = None) -> None:
+        self.refused = refused
+        self.error = error or ApiError(
+            502,
+            "upstream 'm' failed (HTTP 500): Internal Server Error",
+            type="server_error",
+            code="upstream_error",
+        )
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        fmt = request.text_format
+        if fmt is not None and fmt.type in self.refused:
+            raise self.error
+        for event in answer(GOOD):
+            yield event
+
+    async def aclose(self) -> None:
+        return None
+
+
+def net_for(
+    provider: Refusing,
+    downgrades: ModeDowngrades,
+    caps: Capabilities | None = None,
+    metrics: StructuredMetrics | None = None,
+) -> SafetyNet:
+    deployment = Deployment("local", "openai-chat", "up", capabilities=caps or Capabilities())
+    policy = StructuredPolicy.from_settings(StructuredSettings())
+    return SafetyNet(provider, deployment, policy, metrics, downgrades=downgrades)
+
+
+async def drain(net: SafetyNet, req: ModelRequest) -> Outcome:
+    outcome = Outcome()
+    [e async for e in net.stream(req, outcome=outcome)]
+    return outcome
+
+
+async def test_a_refused_json_schema_is_asked_again_as_json_object_and_remembered() -> None:
+    upstream, memory = Refusing("json_schema"), ModeDowngrades()
+    metrics = StructuredMetrics(CollectorRegistry())
+    outcome = await drain(net_for(upstream, memory, metrics=metrics), request())
+    sent = [r.text_format.type if r.text_format else None for r in upstream.requests]
+    assert sent == ["json_schema", "json_object"]
+    assert '"sku"' in (upstream.requests[1].instructions or "")  # the schema, in the prompt
+    assert outcome.status == "ok" and outcome.mode == "json_object_instructions"
+    assert outcome.headers()[DOWNGRADE_HEADER] == "json_schema"
+    counted = metrics.downgrades.labels(
+        model="local", format="product", refused="json_schema", mode="json_object_instructions"
+    )
+    assert counted._value.get() == 1
+    # the next request to the same deployment starts one mode down: one upstream call
+    again = await drain(net_for(upstream, memory), request())
+    assert len(upstream.requests) == 3 and upstream.requests[2].text_format.type == "json_object"
+    assert again.headers()[DOWNGRADE_HEADER] == "json_schema"
+
+
+async def test_a_server_refusing_both_formats_gets_the_schema_in_the_prompt_only() -> None:
+    upstream, memory = Refusing("json_schema", "json_object"), ModeDowngrades()
+    outcome = await drain(net_for(upstream, memory), request())
+    assert [r.text_format for r in upstream.requests][2] is None
+    assert outcome.mode == "instructions" and outcome.status == "ok"
+    assert memory.refused("local") == {"json_schema", "json_object"}
+    json_object = await drain(net_for(upstream, memory), request(TextFormat("json_object")))
+    assert json_object.mode == "instructions" and len(upstream.requests) == 4
+
+
+async def test_declared_capabilities_win_the_refusal_reaches_the_client() -> None:
+    upstream, memory = Refusing("json_schema"), ModeDowngrades()
+    declared = Capabilities(declared=frozenset({"json_schema"}))
+    with pytest.raises(ApiError) as info:
+        await drain(net_for(upstream, memory, caps=declared), request())
+    assert info.value.code == "upstream_error" and len(upstream.requests) == 1
+    assert memory.refused("local") == frozenset()
+
+
+async def test_an_upstream_that_is_down_teaches_nothing() -> None:
+    memory = ModeDowngrades()
+
+    class Down(Refusing):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+            self.requests.append(request)
+            raise self.error
+            yield  # pragma: no cover
+
+    down = Down()
+    with pytest.raises(ApiError):
+        await drain(net_for(down, memory), request())
+    assert len(down.requests) == 3  # json_schema, json_object, instructions: all failed
+    assert memory.refused("local") == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("error", "counts"),
+    [
+        (
+            ApiError(
+                400,
+                "upstream 'm' rejected the request: response_format json_schema is not supported",
+                code="upstream_bad_request",
+            ),
+            True,
+        ),
+        (
+            ApiError(
+                400,
+                "upstream 'm' rejected the request: messages must alternate",
+                code="upstream_bad_request",
+            ),
+            False,
+        ),
+        (ApiError(502, "upstream 'm' failed (HTTP 500)", code="upstream_error"), True),
+        (ApiError(502, "stream cut", code="upstream_stream_truncated"), True),
+        (ApiError(502, "credentials", code="upstream_auth_failed"), False),
+        (ApiError(429, "slow down", code="rate_limit_exceeded"), False),
+    ],
+)
+def test_which_upstream_errors_may_be_a_refused_format(error: ApiError, counts: bool) -> None:
+    assert refuses_format(error) is counts
