@@ -29,6 +29,11 @@ if [ -x .ci/postgres.sh ] || [ -f .ci/postgres.sh ]; then
   export ORGATE_TEST_PG_URL
 fi
 
+# A real language model for the real_model tier (tests/real_model/), stopped on exit.
+trap 'bash scripts/real-model.sh stop' EXIT
+model_env="$(bash scripts/real-model.sh)"
+eval "$model_env"
+
 .venv/bin/ruff check src tests bench
 .venv/bin/lint-imports
 

@@ -14,3 +14,39 @@ def quantity_positive(value: Any) -> list[str]:
         if isinstance(qty, int | float) and qty < 1:
             errors.append(f"lines[{index}].quantity: must be >= 1, got {qty}")
     return errors
+
+
+def email_has_at(value: Any) -> list[str]:
+    """``email`` looks like an address (one "@", a dot after it)."""
+    email = value.get("email") if isinstance(value, dict) else None
+    if not isinstance(email, str) or email.count("@") != 1 or "." not in email.split("@")[1]:
+        return [f"email: not an address: {email!r}"]
+    return []
+
+
+def total_is_sum(value: Any) -> list[str]:
+    """``total`` equals the sum of the items' ``price`` (to the cent)."""
+    if not isinstance(value, dict):
+        return []
+    prices = [i.get("price") for i in value.get("items") or [] if isinstance(i, dict)]
+    if not all(isinstance(p, int | float) for p in prices):
+        return []
+    total = value.get("total")
+    if not isinstance(total, int | float) or abs(total - sum(prices)) > 0.005:
+        return [f"total: {total!r} is not the sum of the item prices ({sum(prices):.2f})"]
+    return []
+
+
+def start_before_end(value: Any) -> list[str]:
+    """``start`` (an ISO date) is not after ``end``."""
+    if isinstance(value, dict) and isinstance(value.get("start"), str) and isinstance(value.get("end"), str):
+        if value["start"] > value["end"]:
+            return [f"start {value['start']} is after end {value['end']}"]
+    return []
+
+
+def non_empty_strings(value: Any) -> list[str]:
+    """No string value at the top level is empty or only spaces."""
+    if not isinstance(value, dict):
+        return []
+    return [f"{k}: is empty" for k, v in value.items() if isinstance(v, str) and not v.strip()]

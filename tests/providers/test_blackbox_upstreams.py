@@ -1936,3 +1936,27 @@ def test_anthropic_interleaved_thinking_keeps_both_signed_runs(
         if block.get("type") == "thinking"
     ]
     assert signatures == [sig_a, sig_b]
+
+
+def test_anthropic_tool_use_replayed_without_thinking_is_sent_without_it_and_said(
+    http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
+    """A call replayed without its reasoning item: Anthropic (and the fake) refuse thinking
+    there, so orgate leaves thinking off and says so in the warning header."""
+    fx["anth"].enqueue(a_stream(a_start(), *a_text(0, "Sunny."), *a_end("end_turn")))
+    res = http.post(
+        "/v1/responses",
+        json={
+            "model": "anth-think",
+            "reasoning": {"effort": "low"},
+            "input": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"type": "function_call", "call_id": "toolu_9", "name": "weather", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "toolu_9", "output": "sunny"},
+            ],
+        },
+    )
+    assert res.status_code == 200, res.text
+    validate("ResponseResource", res.json())
+    assert "thinking" not in fx["anth"].bodies[-1]
+    assert "upstream: reasoning left off" in res.headers["x-orgate-gate-warnings"]

@@ -18,7 +18,9 @@ CASES is YAML (a list of cases, or a mapping with ``cases`` and an optional
 case has ``name``, ``prompt``, ``format`` (a ``text.format`` object:
 ``json_schema`` with ``name``/``schema``/``strict``, or ``json_object``), and
 optionally ``semantic`` (``module:function`` checks for this case),
-``max_output_tokens`` (a low limit induces truncation) and ``instructions``.
+``max_output_tokens`` (a low limit induces truncation), ``instructions`` and
+``temperature`` (a YAML mapping may set a ``temperature`` for all its cases: 0 makes a
+real model's answers repeatable, so a ``--baseline`` rerun compares like with like).
 The case file's folder is put on ``sys.path`` so checks can live next to it.
 
 ``--baseline FILE`` compares with a saved report and exits 1 when the budget
@@ -87,6 +89,7 @@ class Case:
     semantic: tuple[str, ...] = ()
     max_output_tokens: int | None = None
     instructions: str | None = None
+    temperature: float | None = None  # 0 makes a real model's answers repeatable
 
     @property
     def format_name(self) -> str:
@@ -120,6 +123,7 @@ def _case(raw: Any, where: str) -> Case:
         "semantic",
         "max_output_tokens",
         "instructions",
+        "temperature",
     }
     if unknown:
         raise CaseError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -139,6 +143,11 @@ def _case(raw: Any, where: str) -> Case:
     limit = raw.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise CaseError(f"{where}: max_output_tokens must be a positive integer")
+    temperature = raw.get("temperature")
+    if temperature is not None and (
+        not isinstance(temperature, int | float) or isinstance(temperature, bool) or not 0 <= temperature <= 2
+    ):
+        raise CaseError(f"{where}: temperature must be a number from 0 to 2")
     return Case(
         name=str(raw["name"]),
         prompt=str(raw["prompt"]),
@@ -146,6 +155,7 @@ def _case(raw: Any, where: str) -> Case:
         semantic=tuple(str(s) for s in semantic),
         max_output_tokens=limit,
         instructions=raw.get("instructions"),
+        temperature=temperature,
     )
 
 
@@ -171,6 +181,12 @@ def load_cases(path: str | Path) -> CaseFile:
             data = yaml.safe_load(text)
             if isinstance(data, dict):
                 raws = data.get("cases")
+                if data.get("temperature") is not None and isinstance(raws, list):
+                    # the file's default for every case that sets none
+                    raws = [
+                        {"temperature": data["temperature"], **raw} if isinstance(raw, dict) else raw
+                        for raw in raws
+                    ]
                 if data.get("misbehave") is not None:
                     misbehave = MisbehaveSettings.model_validate(data["misbehave"])
             else:
@@ -327,6 +343,7 @@ def _request(deployment: Deployment, case: Case, run: int) -> ModelRequest:
         input=[UserMessageItemParam(content=case.prompt)],
         instructions=case.instructions,
         max_output_tokens=case.max_output_tokens,
+        temperature=case.temperature,
         text_format=case.text_format(),
         metadata={"orgate_eval_case": case.name, "orgate_eval_run": str(run)},
     )
