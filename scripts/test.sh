@@ -29,8 +29,12 @@ if [ -x .ci/postgres.sh ] || [ -f .ci/postgres.sh ]; then
   export ORGATE_TEST_PG_URL
 fi
 
-# A real language model for the real_model tier (tests/real_model/), stopped on exit.
-trap 'bash scripts/real-model.sh stop' EXIT
+# A real language model for the real_model tier (tests/real_model/): scripts/real-model.sh,
+# stopped when the run ends (after whatever the EXIT trap already does).
+ORGATE_REAL_MODEL_STATE_DIR="${ORGATE_REAL_MODEL_STATE_DIR:-$(mktemp -d /tmp/orgate-test-model.XXXXXX)}"
+export ORGATE_REAL_MODEL_STATE_DIR
+stop_model() { bash scripts/real-model.sh stop >/dev/null 2>&1 || true; }
+trap "stop_model; $(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")" EXIT
 model_env="$(bash scripts/real-model.sh)"
 eval "$model_env"
 
