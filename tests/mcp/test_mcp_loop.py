@@ -330,3 +330,17 @@ def test_through_the_anthropic_provider(anthropic: FakeAnthropic, client: openai
     assert "tools__add" in {t["name"] for t in anthropic.bodies[0]["tools"]}
     results = [b for m in anthropic.bodies[1]["messages"] for b in (m["content"] if isinstance(m["content"], list) else []) if b.get("type") == "tool_result"]
     assert len(results) == 1 and "42" in str(results[0]["content"])
+
+
+def test_streamed_failures_use_the_failed_events(fake: FakeOpenAIChat, client: openai.OpenAI) -> None:
+    fake.reset()
+    fake.enqueue(tool_calls(("tools__fail", '{"reason": "streamed"}')), text("it failed"))
+    tools = [MCP_TOOLS, {"type": "mcp", "server_label": "dead", "require_approval": "never"}]
+    events = list(client.responses.create(model="fake-chat", input="fail", tools=tools, stream=True))
+    names = [e.type for e in events]
+    assert names.count("response.mcp_list_tools.completed") == 1 and names.count("response.mcp_list_tools.failed") == 1
+    assert "response.mcp_call.failed" in names and "response.mcp_call.completed" not in names
+    assert names[-1] == "response.completed"
+    failed = next(e for e in events if e.type == "response.mcp_call.failed")
+    done = next(e for e in events if e.type == "response.output_item.done" and e.item.id == failed.item_id)
+    assert done.item.status == "failed" and done.item.error.type == "mcp_tool_execution_error"
