@@ -344,3 +344,8 @@ def test_streamed_failures_use_the_failed_events(fake: FakeOpenAIChat, client: o
     failed = next(e for e in events if e.type == "response.mcp_call.failed")
     done = next(e for e in events if e.type == "response.output_item.done" and e.item.id == failed.item_id)
     assert done.item.status == "failed" and done.item.error.type == "mcp_tool_execution_error"
+
+
+def test_tool_choice_required_with_only_mcp_tools(client: openai.OpenAI) -> None:
+    response = client.responses.create(model="orgate/echo", input="add two integers", tools=[MCP_TOOLS], tool_choice="required")
+    assert [i.type for i in response.output] == ["mcp_list_tools", "mcp_call", "message"]

@@ -205,10 +205,11 @@ def wants_logprobs(body: CreateResponseBody) -> bool:
     return bool(body.top_logprobs) or (body.include is not None and LOGPROBS_INCLUDE in body.include)
 
 
-def check_tool_choice(choice: Any, tools: list[Any]) -> None:
-    """A forced or allowed tool must be one of ``tools`` (a client mistake, not a model failure)."""
+def check_tool_choice(choice: Any, tools: list[Any], *, mcp: bool = False) -> None:
+    """A forced or allowed tool must be one of ``tools`` (a client mistake, not a model failure).
+    ``mcp``: the request has MCP tools, which count for ``required`` (their names are known once listed)."""
     if choice is None or isinstance(choice, str):
-        if choice == "required" and not tools:
+        if choice == "required" and not tools and not mcp:
             raise invalid_request("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice", code="invalid_value")
         return
     names = {t.name for t in tools}
@@ -339,7 +340,7 @@ def build_turn(
         raise invalid_request("'input' is required (or a previous_response_id to continue).", param="input", code="missing_required_parameter")
     check_capabilities(deployment, new_input, body)
     tools, hosted_tools, dropped_tools = split_tools(list(body.tools or []), deployment)
-    check_tool_choice(body.tool_choice, tools)
+    check_tool_choice(body.tool_choice, tools, mcp=len(tools) + len(hosted_tools) + len(dropped_tools) != len(body.tools or ()))
     fmt = text_format_of(body)
     extra = body.model_extra or {}
     stop = extra.get("stop")

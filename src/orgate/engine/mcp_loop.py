@@ -191,6 +191,9 @@ class McpLoop:
             if self.stop or client_calls:
                 yield [Finish("tool_calls" if client_calls else "stop", usage)]
                 return
+            if request.tool_choice == "required":
+                # The model called as it was required to; asked again, it may answer.
+                request = dataclasses.replace(request, tool_choice="auto")
 
     async def _model_call(self, call: _Held, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
         """One call the model made: gate, permission, budget, then run it."""
