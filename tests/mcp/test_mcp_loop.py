@@ -180,6 +180,14 @@ def test_failing_slow_and_huge_tools_are_mcp_call_errors(fake: FakeOpenAIChat, c
     assert "tools__add" in tools and "tools__code" in tools
 
 
+def test_a_body_past_what_an_operation_may_read_stops_at_the_cap(fake: FakeOpenAIChat, client: openai.OpenAI) -> None:
+    fake.reset()
+    fake.enqueue(tool_calls(("tools__huge", '{"size": 5000000}')), text("too big"))
+    response = client.responses.create(model="fake-chat", input="huge", tools=[MCP_TOOLS])
+    call = next(i for i in response.output if i.type == "mcp_call")
+    assert call.error.code == -32002 and "more than" in call.error.message
+
+
 def test_gate_refuses_a_call_that_breaks_the_strict_schema(fake: FakeOpenAIChat, client: openai.OpenAI, server: OrgateServer) -> None:
     fake.reset()
     CALLS.clear()

@@ -9,7 +9,8 @@ result past ``max_result_bytes`` never raises.
 
 Each operation opens its own connection (streamable HTTP, or SSE for servers
 that still need it): nothing is held between responses but the cached tool
-lists, which expire after the server's ``list_ttl``.
+lists, which expire after the server's ``list_ttl``. Every HTTP response body is
+capped (``_BoundedTransport``): a server cannot make the gateway read without end.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import orjson
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from orgate.gate import ToolsError, load_tools
 from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds
@@ -143,6 +143,8 @@ class McpClient:
             return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.connect_timeout + server.call_timeout:g}s"))
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             text = _describe(exc)
+            if isinstance(_leaf(exc), TooLarge):
+                return CallResult(error=protocol_error(TOO_LARGE, f"the call failed: {text}"))
             if "timed out" in text.lower() or "Timeout" in text:  # the SDK's read timeout, or the HTTP client's
                 return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.call_timeout:g}s ({text})"))
             return CallResult(error=protocol_error(UNREACHABLE, f"the call failed: {text}"))
@@ -165,12 +167,58 @@ def _text_of(content: list[dict[str, Any]], structured: Any) -> str:
     return orjson.dumps(content).decode()
 
 
-def _describe(exc: BaseException) -> str:
-    """An exception group's first leaf (anyio wraps transport errors), in one line."""
+def _leaf(exc: BaseException) -> BaseException:
+    """An exception group's first leaf (anyio wraps transport errors)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception (a group's first leaf) in one line."""
+    exc = _leaf(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+class TooLarge(Exception):
+    """A server sent more bytes than one operation may read."""
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        total = 0
+        async for chunk in self.inner:
+            total += len(chunk)
+            if total > self.limit:
+                raise TooLarge(f"the server sent more than {self.limit} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedTransport(httpx2.AsyncBaseTransport):
+    """HTTP with a cap on every response body: a JSON answer is read whole by the SDK, and the
+    SDK's own bound covers SSE events only. A hostile server's endless body stops at the cap."""
+
+    def __init__(self, limit: int) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx2.AsyncByteStream)
+        return httpx2.Response(
+            response.status_code, headers=response.headers, stream=_BoundedBody(response.stream, self.limit), extensions=response.extensions, request=request
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @asynccontextmanager
@@ -181,8 +229,10 @@ async def _connect(server: McpServer) -> AsyncIterator[Client]:
             yield client
         return
     timeout = httpx2.Timeout(server.call_timeout, connect=server.connect_timeout)
-    async with create_mcp_http_client(headers=server.headers, timeout=timeout) as http:
-        # An SSE event can hold a whole result: bounded a little above the result bound.
-        transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=server.max_result_bytes * 4 + 65_536)
+    # What one operation may read: a listing or a result, JSON-escaped, with room for the envelope.
+    limit = max(server.max_result_bytes, server.max_list_bytes) * 4 + 65_536
+    http = httpx2.AsyncClient(headers=server.headers, timeout=timeout, transport=_BoundedTransport(limit))
+    async with http:
+        transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=limit)
         async with Client(transport, read_timeout_seconds=server.call_timeout, cache=None) as client:
             yield client
