@@ -27,11 +27,11 @@ except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
 from orgate import __version__, datadir, terminal
-from orgate.gate import cli as gate_cli
 from orgate.terminal import CommandError, fail
 
-# The server, config and structured-output modules take about a second to import:
-# they are imported where used, so `orgate gate` / `orgate diff` start in a fraction of it.
+# The server, config, provider and structured-output modules take about a second to import:
+# each is imported by the command that uses it (``main`` builds the parser of the named command
+# alone), so `--version`, a command's `--help` and the tools start in a fraction of it.
 if TYPE_CHECKING:
     from orgate.config import Settings
     from orgate.server.app import Services
@@ -402,20 +402,57 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _register_gate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate.gate import cli as gate_cli
+
+    gate_cli.register(sub)
+
+
+def _register_store(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate.store import cli as store_cli
+
+    store_cli.register(sub)
+
+
+def _register_structured(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate.structured import cli as structured_cli
+
+    structured_cli.register(sub, review_db=_review_db)
+
+
+def _register_ops(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate import ops_cli
+
+    ops_cli.register(sub)
+
+
+#: Each command → what adds it (and its siblings of the same module) to the parser, in help order.
+_REGISTRARS = {
+    "serve": _add_serve,
+    "gate": _register_gate,
+    "diff": _register_gate,
+    "store": _register_store,
+    "schema": _register_structured,
+    "review": _register_structured,
+    "eval": _register_structured,
+    "init": _register_ops,
+    "config": _register_ops,
+    "completion": _register_ops,
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``orgate`` parser: every command, or only ``command``'s module's commands (the same
+    arguments and help), so that running one command imports none of the others' modules."""
     parser = argparse.ArgumentParser(prog="orgate", description="Open Responses gateway.")
     parser.add_argument("--version", action="version", version=f"orgate {__version__}")
     add_data_dir_option(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_serve(sub)
-    gate_cli.register(sub)
-    from orgate import ops_cli
-    from orgate.store import cli as store_cli
-    from orgate.structured import cli as structured_cli
-
-    store_cli.register(sub)
-    structured_cli.register(sub, review_db=_review_db)
-    ops_cli.register(sub)
+    if command in _REGISTRARS:
+        _REGISTRARS[command](sub)
+    else:
+        for register in dict.fromkeys(_REGISTRARS.values()):
+            register(sub)
     return parser
 
 
@@ -423,14 +460,6 @@ def _workers_count(text: str) -> int:
     from orgate.server.workers import workers_count
 
     return workers_count(text)
-
-
-def _gate_parser() -> argparse.ArgumentParser:
-    """A parser with only ``gate`` and ``diff`` (the same arguments and help as in ``build_parser``)."""
-    parser = argparse.ArgumentParser(prog="orgate", description="Open Responses gateway.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    gate_cli.register(sub)
-    return parser
 
 
 def _review_db(args: argparse.Namespace) -> str:
@@ -463,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["--version"]:  # answered before the parser's imports
         print(f"orgate {__version__}")
         return 0
-    parser = _gate_parser() if argv[:1] in (["gate"], ["diff"]) else build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     args.argv = argv  # `serve --workers N` starts its workers with the same arguments
     if getattr(args, "data_dir", None):
