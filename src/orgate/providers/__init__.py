@@ -2,43 +2,102 @@
 
 ``ProviderRegistry`` builds one provider per deployment (lazily, inside the
 running loop) around one shared HTTP connection pool, and closes them all.
+
+A provider's module (and the HTTP client an upstream one needs) is imported when a registry
+is made for a deployment of its kind, not with this package: a gateway that serves only the
+built-in model, or a tool that reads one setting, does not pay for the HTTP client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from orgate.neutral import Deployment, Provider
-from orgate.providers.anthropic import AnthropicProvider
-from orgate.providers.builtin import BuiltinProvider
-from orgate.providers.http import HttpPool
-from orgate.providers.openai_chat import OpenAIChatProvider
-from orgate.providers.openai_responses import OpenAIResponsesProvider
 
-_FACTORIES: dict[str, Callable[[Deployment, HttpPool], Provider]] = {
-    "builtin": lambda deployment, pool: BuiltinProvider(deployment),
-    "openai-chat": OpenAIChatProvider,
-    "openai-responses": OpenAIResponsesProvider,
-    "anthropic": AnthropicProvider,
+if TYPE_CHECKING:
+    from orgate.providers.http import HttpPool
+
+#: Builds a deployment's provider; the second argument gives the shared pool (creating it).
+Factory = Callable[[Deployment, Callable[[], "HttpPool"]], Provider]
+
+
+def _builtin() -> Factory:
+    from orgate.providers.builtin import BuiltinProvider
+
+    return lambda deployment, pool: BuiltinProvider(deployment)
+
+
+def _openai_chat() -> Factory:
+    from orgate.providers.openai_chat import OpenAIChatProvider
+
+    return lambda deployment, pool: OpenAIChatProvider(deployment, pool())
+
+
+def _openai_responses() -> Factory:
+    from orgate.providers.openai_responses import OpenAIResponsesProvider
+
+    return lambda deployment, pool: OpenAIResponsesProvider(deployment, pool())
+
+
+def _anthropic() -> Factory:
+    from orgate.providers.anthropic import AnthropicProvider
+
+    return lambda deployment, pool: AnthropicProvider(deployment, pool())
+
+
+#: provider kind → the import of its factory.
+_FACTORY_LOADERS: dict[str, Callable[[], Factory]] = {
+    "builtin": _builtin,
+    "openai-chat": _openai_chat,
+    "openai-responses": _openai_responses,
+    "anthropic": _anthropic,
 }
 
 
 class ProviderRegistry:
-    """Deployment → provider instance, sharing one ``HttpPool``."""
+    """Deployment → provider instance, sharing one ``HttpPool`` (made for the first upstream one).
 
-    def __init__(self, wrap: Callable[[Provider, Deployment], Provider] | None = None) -> None:
-        self.pool = HttpPool()
+    ``kinds``: the provider kinds to import now (a server's configured deployments), so that
+    no request waits for a module import; any other kind is imported on its first use.
+    """
+
+    def __init__(
+        self, wrap: Callable[[Provider, Deployment], Provider] | None = None, *, kinds: Iterable[str] = ()
+    ) -> None:
+        self._pool: HttpPool | None = None
         self._providers: dict[tuple[str, str, str], Provider] = {}
         self._wrap = wrap
+        self._factories: dict[str, Factory] = {}
+        for kind in kinds:
+            self._factory(kind)
+
+    @property
+    def pool(self) -> HttpPool:
+        """The connection pool the upstream providers share."""
+        if self._pool is None:
+            from orgate.providers.http import HttpPool
+
+            self._pool = HttpPool()
+        return self._pool
+
+    def _factory(self, kind: str) -> Factory | None:
+        factory = self._factories.get(kind)
+        if factory is None:
+            loader = _FACTORY_LOADERS.get(kind)
+            if loader is None:
+                return None
+            factory = self._factories[kind] = loader()
+        return factory
 
     def __call__(self, deployment: Deployment) -> Provider:
         key = (deployment.name, deployment.provider, deployment.base_url)
         provider = self._providers.get(key)
         if provider is None:
-            factory = _FACTORIES.get(deployment.provider)
+            factory = self._factory(deployment.provider)
             if factory is None:
                 raise KeyError(f"no provider implementation for {deployment.provider!r}")
-            provider = factory(deployment, self.pool)
+            provider = factory(deployment, lambda: self.pool)
             if self._wrap is not None:
                 provider = self._wrap(provider, deployment)
             self._providers[key] = provider
@@ -48,4 +107,5 @@ class ProviderRegistry:
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             await provider.aclose()
-        await self.pool.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()

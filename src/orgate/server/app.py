@@ -97,12 +97,15 @@ def build_services(settings: Settings) -> Services:
     worker = worker_context()
     shared = worker.ratelimit_file if worker else None
     limiter = build_limiter(keys, settings.ratelimit.redis_url, settings.ratelimit.prefix, shared_path=shared)
-    providers = ProviderRegistry(wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)))
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
     routes_ = route_table(settings)
-    router = Router(routes_, providers)
     upstreams = [*table.values(), *(t.deployment for r in routes_.values() for t in r.targets)]
+    providers = ProviderRegistry(
+        wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)),
+        kinds={deployment.provider for deployment in upstreams},  # imported now, not by a request
+    )
+    router = Router(routes_, providers)
     register_secrets(settings, keys, upstreams)
     responses = ResponsesService(
         table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key,
