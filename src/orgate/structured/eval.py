@@ -45,13 +45,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from prometheus_client import CollectorRegistry
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from orgate import terminal
 from orgate.config import ConfigError, Settings, deployments, load_settings
@@ -67,6 +63,11 @@ from orgate.structured.net import SafetyNet
 from orgate.structured.outcome import ERROR_CODE, Outcome
 from orgate.structured.review import ReviewQueue
 from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
+
+# yaml and rich are imported by the functions that read a case file and print a report: the
+# console and `orgate serve` import this module for its report model, and need neither.
+if TYPE_CHECKING:
+    from rich.console import Console
 
 RATE_NAMES = ("first_attempt_failure_rate", "retry_recovery_rate", "budget_exhaustion_rate")
 REGRESSION_THRESHOLDS = {"budget_exhaustion_rate": 0.01, "first_attempt_failure_rate": 0.05}
@@ -161,6 +162,8 @@ def _case(raw: Any, where: str) -> Case:
 
 def load_cases(path: str | Path) -> CaseFile:
     """Read a YAML or JSONL case file (by suffix; ``.jsonl``/``.ndjson`` are JSONL)."""
+    import yaml
+
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -542,6 +545,8 @@ def to_markdown(
 def print_report(
     report: EvalReport, console: Console, comparison: list[tuple[str, float, float, bool]] | None
 ) -> None:
+    from rich.table import Table
+
     rates = Table(title=f"orgate eval — {report.model} ({report.cases} cases × {report.runs} runs)")
     rates.add_column("rate")
     rates.add_column("value", justify="right")
@@ -616,6 +621,9 @@ def _html_path(json_path: Path) -> Path:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     err = Console(stderr=True, soft_wrap=True)  # one message, one line (not cut at 80 columns in a log)
     out = Console(width=max(100, Console().width))
     if not args.verbose:  # one log record per attempt is noise here; the report has the numbers
