@@ -154,47 +154,108 @@ def _progress(stderr: IO[str]) -> Any:
     )
 
 
-def run_gate(
-    args: argparse.Namespace, stdout: IO[Any] | None = None, stderr: IO[str] | None = None
-) -> int:
-    """Handler of ``orgate gate``."""
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    as_json: bool = bool(args.json)
-    cli_tools: ToolCatalog | None = None
-    if args.tools:
-        try:
-            cli_tools = load_tools(read_document(args.tools))
-        except (InputError, ToolsError) as exc:
-            return _error(stderr, f"tools {args.tools}: {exc}")
-    source = JsonSource(args.file)
-    stdout.flush()  # records go to the binary layer; keep anything printed before in order
-    out = _binary(stdout)
-    tty_out = _isatty(stdout)
-    colour = tty_out and not as_json
+def _is_call(typ: Any) -> bool:
+    """Whether an item of this type counts among the calls (the ones that can fail the run)."""
+    return typ in ("function_call", "custom_tool_call")
+
+
+def _json_record(index: int, v: Any, typ: Any, code: str) -> str:
+    """One item's verdict as a JSON Lines record."""
+    errors = v.errors
+    return _dumps(
+        {
+            "index": index,
+            "id": v.id,
+            "call_id": v.call_id,
+            "name": v.name,
+            "type": typ if typ.__class__ is str else None,
+            "code": code,
+            "message": v.message,
+            "errors": [{"path": e.path, "message": e.message, "keyword": e.keyword} for e in errors]
+            if errors
+            else [],
+        }
+    ).decode()
+
+
+def _text_record(index: int, v: Any, code: str) -> str:
+    """One item's verdict as a tab-separated row: six columns on one line, whatever the fields hold."""
+    detail = f"{v.errors[0].path}: {v.errors[0].message}" if v.errors else v.message
+    line = f"{index}\t{v.id or '-'}\t{v.call_id or '-'}\t{v.name or '-'}\t{code}\t{detail}"
+    if line.count("\t") != 5:  # a tab inside a field would shift the columns
+        fields = (v.id or "-", v.call_id or "-", v.name or "-", code, detail)
+        line = "\t".join([str(index), *(f.replace("\t", " ") for f in fields)])
+    if "\n" in line or "\r" in line:
+        line = _one_line(line)
+    return line
+
+
+class _Records:
+    """The verdict records, written in batches: as text (aligned and coloured at a terminal) or JSON.
+
+    Records are buffered as str and encoded once per batch: keeping thousands of freshly
+    dumped bytes objects alive is several times slower (allocator churn).
+    """
+
+    def __init__(self, out: Any, *, as_json: bool, tty: bool) -> None:
+        self.out = out
+        self.as_json = as_json
+        self._align = tty and not as_json
+        self._colour = self._align
+        self.buf: list[str] = [] if as_json else ["index\tid\tcall_id\tname\tcode\tdetail"]
+
+    def write_batch(self) -> None:
+        """Write what is buffered (a no-op when nothing is)."""
+        buf = self.buf
+        if not buf:
+            return
+        buf.append("")
+        self.out.write("\n".join(_aligned(buf, self._colour) if self._align else buf).encode("utf-8", "replace"))
+        buf.clear()
+
+
+class _Tally:
+    """What the run saw: items by code, calls, calls not ok."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.items = 0
+        self.calls = 0
+        self.failing = 0
+
+    def status(self) -> int:
+        """The exit status: 1 when a call is not ok."""
+        return 1 if self.failing else 0
+
+
+def _cli_tools(args: argparse.Namespace) -> ToolCatalog | None:
+    """The ``--tools`` catalogue (None without the option); raises ``InputError`` / ``ToolsError``."""
+    return load_tools(read_document(args.tools)) if args.tools else None
+
+
+def _start_progress(args: argparse.Namespace, stderr: IO[str], tty_out: bool) -> tuple[Any, Any]:
+    """A progress bar and its task, or ``(None, None)``: a bar only when stderr is a terminal
+    and stdout is not (it would interleave with the items)."""
+    if not _isatty(stderr) or tty_out or args.no_progress:
+        return None, None
+    progress = _progress(stderr)
+    progress.start()
+    return progress, progress.add_task("gate", total=None, items=0)
+
+
+def _check_all(
+    source: JsonSource, cli_tools: ToolCatalog | None, records: _Records, tally: _Tally, progress: Any, task: Any
+) -> None:
+    """Check every item of ``source``, buffering one record per item and counting the codes.
+
+    The per-item loop is the hot path of the >= 50,000 items/s target (see bench/gate_bench.py).
+    Raises ``InputError`` (``ToolsError`` of a document's ``tools`` with its place in the input).
+    """
     response_tools = ResponseTools()
-    counts: dict[str, int] = {}
-    # Records are buffered as str and encoded once per batch: keeping thousands of
-    # freshly dumped bytes objects alive is several times slower (allocator churn).
-    buf: list[str] = []
-    index = 0
-    calls = 0
-    failing = 0
-    # A bar only when stderr is a terminal and stdout is not (it would interleave with the items).
-    show_bar = _isatty(stderr) and not tty_out and not args.no_progress
-    progress = _progress(stderr) if show_bar else None
-    task = None
-    if progress is not None:
-        progress.start()
-        task = progress.add_task("gate", total=None, items=0)
-    if not as_json:
-        buf.append("index\tid\tcall_id\tname\tcode\tdetail")
-    # The per-item loop is written inline on purpose: it is the hot path of the
-    # >= 50,000 items/s target (see bench/gate_bench.py).
-    # The loop creates no reference cycles (parsed JSON, verdicts), so the cyclic
-    # collector only costs time here: it is paused for the run and restored after.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
+    counts = tally.counts
+    buf = records.buf
+    as_json = records.as_json
+    index = tally.items
     try:
         for value in source.values():
             try:
@@ -208,73 +269,67 @@ def run_gate(
                 code = v.code._value_
                 counts[code] = counts.get(code, 0) + 1
                 typ = item.get("type") if isinstance(item, dict) else None
-                if typ in ("function_call", "custom_tool_call"):
-                    calls += 1
+                if _is_call(typ):
+                    tally.calls += 1
                     if code != "ok":
-                        failing += 1
-                if as_json:
-                    errors = v.errors
-                    buf.append(
-                        _dumps(
-                            {
-                                "index": index,
-                                "id": v.id,
-                                "call_id": v.call_id,
-                                "name": v.name,
-                                "type": typ if typ.__class__ is str else None,
-                                "code": code,
-                                "message": v.message,
-                                "errors": [
-                                    {"path": e.path, "message": e.message, "keyword": e.keyword}
-                                    for e in errors
-                                ]
-                                if errors
-                                else [],
-                            }
-                        ).decode()
-                    )
-                else:
-                    detail = f"{v.errors[0].path}: {v.errors[0].message}" if v.errors else v.message
-                    shown = code  # coloured once aligned (escapes have no width)
-                    line = f"{index}\t{v.id or '-'}\t{v.call_id or '-'}\t{v.name or '-'}\t{shown}\t{detail}"
-                    if line.count("\t") != 5:  # a tab inside a field would shift the columns
-                        fields = (v.id or "-", v.call_id or "-", v.name or "-", shown, detail)
-                        line = "\t".join([str(index), *(f.replace("\t", " ") for f in fields)])
-                    if "\n" in line or "\r" in line:
-                        line = _one_line(line)
-                    buf.append(line)
+                        tally.failing += 1
+                buf.append(_json_record(index, v, typ, code) if as_json else _text_record(index, v, code))
                 index += 1
                 if len(buf) >= _FLUSH_EVERY:
-                    buf.append("")
-                    out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
-                    buf.clear()
+                    records.write_batch()
                 if progress is not None and index % _PROGRESS_EVERY == 0:
                     progress.update(task, total=source.size, completed=source.consumed, items=index)
-        if buf:
-            buf.append("")
-            out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
-            buf.clear()
-        out.flush()
+    finally:
+        tally.items = index
+
+
+def run_gate(
+    args: argparse.Namespace, stdout: IO[Any] | None = None, stderr: IO[str] | None = None
+) -> int:
+    """Handler of ``orgate gate``."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        cli_tools = _cli_tools(args)
     except (InputError, ToolsError) as exc:
-        if buf and index:
-            buf.append("")
-            out.write("\n".join(_aligned(buf, colour) if tty_out and not as_json else buf).encode("utf-8", "replace"))
-        out.flush()
+        return _error(stderr, f"tools {args.tools}: {exc}")
+    source = JsonSource(args.file)
+    stdout.flush()  # records go to the binary layer; keep anything printed before in order
+    tty_out = _isatty(stdout)
+    records = _Records(_binary(stdout), as_json=bool(args.json), tty=tty_out)
+    tally = _Tally()
+    progress, task = _start_progress(args, stderr, tty_out)
+    # The loop creates no reference cycles (parsed JSON, verdicts), so the cyclic
+    # collector only costs time here: it is paused for the run and restored after.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _check_all(source, cli_tools, records, tally, progress, task)
+        records.write_batch()
+        records.out.flush()
+    except (InputError, ToolsError) as exc:
+        if tally.items:
+            records.write_batch()
+        records.out.flush()
         return _error(stderr, str(exc))
     except BrokenPipeError:  # e.g. `orgate gate log.jsonl | head`
         _silence_stdout(stdout)
-        return 1 if failing else 0
+        return tally.status()
     finally:
         if gc_was_enabled:
             gc.enable()
         if progress is not None:
             progress.stop()
-    if as_json:
-        if not args.quiet:
-            _write_summary(stderr, counts, index, calls, failing, _isatty(stderr))
-    else:
-        _write_summary(stdout, counts, index, calls, failing, tty_out)
-    return 1 if failing else 0
+    _report_summary(args, stdout, stderr, tally, tty_out)
+    return tally.status()
+
+
+def _report_summary(args: argparse.Namespace, stdout: IO[str], stderr: IO[str], tally: _Tally, tty_out: bool) -> None:
+    """The summary: after the text records on stdout, or on stderr beside JSON records (unless ``--quiet``)."""
+    if not args.json:
+        _write_summary(stdout, tally.counts, tally.items, tally.calls, tally.failing, tty_out)
+    elif not args.quiet:
+        _write_summary(stderr, tally.counts, tally.items, tally.calls, tally.failing, _isatty(stderr))
 
 
 def _diff_items(path: str) -> list[Any]:
