@@ -22,6 +22,7 @@ missing/extra call-like item); otherwise ``ok``.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -198,19 +199,14 @@ def _compare(li: int, ri: int, a: Any, b: Any, out: list[Difference]) -> None:
             out.append(Difference("arguments", li, ri, detail))
 
 
-def diff(left: Any, right: Any) -> DiffResult:
-    """Compare two items / trajectories / stored responses (see the module doc)."""
-    litems, ritems = as_items(left), as_items(right)
-    pairs: list[tuple[int, int]] = []
-    lfree = [True] * len(litems)
-    rfree = [True] * len(ritems)
-
-    # 1. by call_id (+ role, + occurrence)
+def _pair_by_call_id(litems: Sequence[Any], ritems: Sequence[Any], lfree: list[bool], rfree: list[bool]) -> list[tuple[int, int]]:
+    """Step 1: items with the same ``call_id`` and role, in order of occurrence."""
     rkeyed: dict[tuple[str, str], list[int]] = defaultdict(list)
     for j, item in enumerate(ritems):
         cid = _call_id(item)
         if cid is not None:
             rkeyed[(cid, _role(item))].append(j)
+    pairs: list[tuple[int, int]] = []
     for i, item in enumerate(litems):
         cid = _call_id(item)
         if cid is None:
@@ -220,56 +216,52 @@ def diff(left: Any, right: Any) -> DiffResult:
             j = queue.pop(0)
             pairs.append((i, j))
             lfree[i] = rfree[j] = False
+    return pairs
+
+
+def _pair_by_position(
+    litems: Sequence[Any], ritems: Sequence[Any], lfree: list[bool], rfree: list[bool], *, call_like: bool
+) -> list[tuple[int, int]]:
+    """Steps 2 and 3: the unpaired items that are (or are not) call-like, by position."""
+    lrest = [i for i, it in enumerate(litems) if lfree[i] and _call_like(it) == call_like]
+    rrest = [j for j, it in enumerate(ritems) if rfree[j] and _call_like(it) == call_like]
+    pairs = list(zip(lrest, rrest, strict=False))
+    for i, j in pairs:
+        lfree[i] = rfree[j] = False
+    return pairs
+
+
+def _call_id_change(i: int, j: int, a: Any, b: Any) -> Difference | None:
+    """A blocking ``call_id`` difference of two call-like items paired by position, if their ids differ."""
+    va, vb = _get(a, "call_id"), _get(b, "call_id")
+    if json_equal(va, vb):
+        return None
+    return Difference("call_id", i, j, {"left": va, "right": vb}, True)
+
+
+def _unpaired(kind: Literal["missing", "extra"], index: int, item: Any) -> Difference:
+    """An item one side has and the other does not (blocking when it is call-like)."""
+    where = (index, None) if kind == "missing" else (None, index)
+    return Difference(kind, *where, {"type": _type(item), "call_id": _call_id(item)}, _call_like(item))
+
+
+def diff(left: Any, right: Any) -> DiffResult:
+    """Compare two items / trajectories / stored responses (see the module doc)."""
+    litems, ritems = as_items(left), as_items(right)
+    lfree = [True] * len(litems)
+    rfree = [True] * len(ritems)
+    # 1. by call_id (+ role, + occurrence); 2. items without call_id (and not call-like) by position
+    pairs = _pair_by_call_id(litems, ritems, lfree, rfree)
+    pairs += _pair_by_position(litems, ritems, lfree, rfree, call_like=False)
+    # 3. leftover call-like items by position: their call_ids do not pair
+    changed = set(_pair_by_position(litems, ritems, lfree, rfree, call_like=True))
 
     differences: list[Difference] = []
-    # 2. items without call_id (and not call-like) by position
-    lplain = [i for i, it in enumerate(litems) if lfree[i] and not _call_like(it)]
-    rplain = [j for j, it in enumerate(ritems) if rfree[j] and not _call_like(it)]
-    for i, j in zip(lplain, rplain, strict=False):
-        pairs.append((i, j))
-        lfree[i] = rfree[j] = False
-    # 3. leftover call-like items by position: their call_ids do not pair
-    lcall = [i for i, it in enumerate(litems) if lfree[i] and _call_like(it)]
-    rcall = [j for j, it in enumerate(ritems) if rfree[j] and _call_like(it)]
-    changed: list[tuple[int, int]] = []
-    for i, j in zip(lcall, rcall, strict=False):
-        changed.append((i, j))
-        lfree[i] = rfree[j] = False
-
-    changed_set = set(changed)
-    for i, j in sorted(pairs + changed):
-        if (i, j) in changed_set and not json_equal(
-            _get(litems[i], "call_id"), _get(ritems[j], "call_id")
-        ):
-            differences.append(
-                Difference(
-                    "call_id",
-                    i,
-                    j,
-                    {"left": _get(litems[i], "call_id"), "right": _get(ritems[j], "call_id")},
-                    True,
-                )
-            )
+    for i, j in sorted([*pairs, *changed]):
+        if (i, j) in changed and (change := _call_id_change(i, j, litems[i], ritems[j])) is not None:
+            differences.append(change)
         _compare(i, j, litems[i], ritems[j], differences)
-    for i, item in enumerate(litems):
-        if lfree[i]:
-            cid = _call_id(item)
-            differences.append(
-                Difference(
-                    "missing",
-                    i,
-                    None,
-                    {"type": _type(item), "call_id": cid},
-                    _call_like(item),
-                )
-            )
-    for j, item in enumerate(ritems):
-        if rfree[j]:
-            cid = _call_id(item)
-            differences.append(
-                Difference(
-                    "extra", None, j, {"type": _type(item), "call_id": cid}, _call_like(item)
-                )
-            )
+    differences += [_unpaired("missing", i, item) for i, item in enumerate(litems) if lfree[i]]
+    differences += [_unpaired("extra", j, item) for j, item in enumerate(ritems) if rfree[j]]
     verdict: Literal["ok", "block"] = "block" if any(d.blocking for d in differences) else "ok"
     return DiffResult(verdict, tuple(differences))
