@@ -357,3 +357,13 @@ def test_streamed_failures_use_the_failed_events(fake: FakeOpenAIChat, client: o
 def test_tool_choice_required_with_only_mcp_tools(client: openai.OpenAI) -> None:
     response = client.responses.create(model="orgate/echo", input="add two integers", tools=[MCP_TOOLS], tool_choice="required")
     assert [i.type for i in response.output] == ["mcp_list_tools", "mcp_call", "message"]
+
+
+def test_the_model_reads_back_what_it_said_before_its_calls(fake: FakeOpenAIChat, client: openai.OpenAI) -> None:
+    fake.reset()
+    fake.enqueue(tool_calls(("tools__add", '{"a": 5, "b": 6}'), content="Let me add them."), text("Eleven."))
+    response = client.responses.create(model="fake-chat", input="add 5 and 6", tools=[MCP_TOOLS])
+    assert [i.type for i in response.output] == ["mcp_list_tools", "message", "mcp_call", "message"]
+    second = fake.bodies[1]["messages"]
+    assistant = [m for m in second if m["role"] == "assistant"]
+    assert assistant and "Let me add them." in str(assistant[0].get("content")) and assistant[-1]["tool_calls"][0]["function"]["name"] == "tools__add"

@@ -11,8 +11,8 @@ which see the MCP tools as the function tools they are to the model). It:
    through the replay gate (status, arguments, the tool's ``inputSchema``), then the
    permission decision (``require_approval``); only then does it run, with the server's
    timeout (``McpCallStart``/``McpCallDone``: an ``mcp_call`` item);
-4. gives the model the call and its output (or error) as a ``function_call`` +
-   ``function_call_output`` pair and asks again, until it answers, a call needs
+4. gives the model what it said in that round (its text) and each call with its output
+   (or error) as a ``function_call`` + ``function_call_output`` pair, and asks again, until it answers, a call needs
    approval (an ``mcp_approval_request`` item ends the response), or
    ``max_tool_calls`` calls have run.
 
@@ -49,13 +49,19 @@ from orgate.neutral import (
     ModelEvent,
     ModelRequest,
     Provider,
+    TextDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
     batches,
     one_by_one,
 )
-from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, FunctionToolParam
+from orgate.protocol import (
+    AssistantMessageItemParam,
+    FunctionCallItemParam,
+    FunctionCallOutputItemParam,
+    FunctionToolParam,
+)
 
 log = logging.getLogger("orgate.mcp")
 audit = logging.getLogger("orgate.mcp.audit")
@@ -164,6 +170,7 @@ class McpLoop:
                 extra = []
             held: dict[int, _Held] = {}
             client_calls = False  # the model also called the client's own functions: those end the response
+            said: list[str] = []  # the round's text, which the model reads back before its calls
             finish: Finish | None = None
             async for batch in batches(self.inner, request):
                 out: list[ModelEvent] = []
@@ -176,6 +183,8 @@ class McpLoop:
                         finish = event
                     else:
                         client_calls = client_calls or isinstance(event, ToolCallStart)
+                        if isinstance(event, TextDelta):
+                            said.append(event.text)
                         out.append(event)
                 if out:
                     yield out
@@ -185,6 +194,8 @@ class McpLoop:
                 yield [Finish(finish.reason, usage)]
                 return
             self.stop = False
+            if "".join(said).strip():
+                extra.append(AssistantMessageItemParam(content="".join(said)))
             for call in held.values():
                 async for batch in self._model_call(call, offered, catalog, extra):
                     yield batch
