@@ -33,8 +33,11 @@ from orgate.terminal import CommandError, fail
 # each is imported by the command that uses it (``main`` builds the parser of the named command
 # alone), so `--version`, a command's `--help` and the tools start in a fraction of it.
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from orgate.config import Settings
     from orgate.server.app import Services
+    from orgate.server.workers import WorkerContext
 
 log = logging.getLogger("orgate")
 
@@ -88,14 +91,7 @@ Try it:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from orgate.config import ConfigError, apply_cli_overrides, load_settings
-
-    try:
-        settings = load_settings(args.config)
-        apply_cli_overrides(settings, host=args.host, port=args.port, log_level=args.log_level, log_format=args.log_format)
-    except ConfigError as exc:
-        fail(str(exc), 2)
-    from orgate.config_secrets import literal_secrets
+    settings = _serve_settings(args)
     from orgate.server.observability import configure_logging
 
     # Before anything is said: warnings and refusals then come in the chosen format (JSON lines).
@@ -105,23 +101,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     worker = worker_context()  # set when this process is one worker of `serve --workers N`
     workers = 1 if worker else args.workers
-    for warning in [*settings.warnings, *literal_secrets(settings)] if worker is None else []:
-        if json_logs:
-            log.warning(warning, extra={"orgate": {"event": "config_warning"}})
-        else:
-            terminal.warning(warning)
+    if worker is None:
+        _warn_about_config(settings, json_logs)
     # Before the banner, so that a server that cannot start says why in one line (exit 1) instead
     # of printing a banner, then a traceback from inside uvicorn.
-    problem = (_check_store(settings) or _check_review_queue(settings)) if worker is None else None
-    if problem is None and workers > 1:
-        problem = _workers_problem(settings)
+    problem = _start_problem(settings, checks=worker is None, workers=workers)
     if problem:
         return _refuse(problem, 1, json_logs)
     # imported once the configuration is known to be valid: a refused start-up is quicker
+    from orgate.config import ConfigError
     from orgate.server.app import build_services, create_app
-    from orgate.server.http_protocol import OrgateHttpProtocol
-    from orgate.server.shutdown import DrainingServer, draining_config
-    from orgate.server.workers import worker_server
 
     try:
         services = build_services(settings)
@@ -130,9 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         sockets = worker.sockets() if worker else listen_sockets(settings.server.host, settings.server.port, reuse_port=workers > 1)
     except OSError as exc:
-        where = f"{settings.server.host}:{settings.server.port}"
-        hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
-        return _refuse(f"cannot listen on {where}: {exc.strerror or exc}{hint}", 1, json_logs)
+        return _refuse(_listen_refusal(settings, exc), 1, json_logs)
     settings.server.port = sockets[0].getsockname()[1]  # the port picked for `port = 0`
     if workers > 1:
         _announce(settings, services, json_logs)
@@ -146,6 +133,55 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn drains on SIGTERM, then re-raises the signal with the previous handler:
     # make that handler a clean exit, so that a drained shutdown exits 0 (systemd, Kubernetes).
     signal.signal(signal.SIGTERM, _exit_cleanly)
+    return _run_server(settings, services, app, worker, sockets)
+
+
+def _serve_settings(args: argparse.Namespace) -> Settings:
+    """The configuration with the command line's overrides (exit status 2 when it is invalid)."""
+    from orgate.config import ConfigError, apply_cli_overrides, load_settings
+
+    try:
+        settings = load_settings(args.config)
+        apply_cli_overrides(settings, host=args.host, port=args.port, log_level=args.log_level, log_format=args.log_format)
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    return settings
+
+
+def _warn_about_config(settings: Settings, json_logs: bool) -> None:
+    """The configuration's warnings and literal secrets, once (by the supervisor, not each worker)."""
+    from orgate.config_secrets import literal_secrets
+
+    for warning in [*settings.warnings, *literal_secrets(settings)]:
+        if json_logs:
+            log.warning(warning, extra={"orgate": {"event": "config_warning"}})
+        else:
+            terminal.warning(warning)
+
+
+def _start_problem(settings: Settings, *, checks: bool, workers: int) -> str | None:
+    """Why the server cannot start (None when it can): the store and the review queue (``checks``:
+    not again in each worker), and what several workers need."""
+    problem = (_check_store(settings) or _check_review_queue(settings)) if checks else None
+    if problem is None and workers > 1:
+        problem = _workers_problem(settings)
+    return problem
+
+
+def _listen_refusal(settings: Settings, exc: OSError) -> str:
+    where = f"{settings.server.host}:{settings.server.port}"
+    hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
+    return f"cannot listen on {where}: {exc.strerror or exc}{hint}"
+
+
+def _run_server(
+    settings: Settings, services: Services, app: Starlette, worker: WorkerContext | None, sockets: list[socket.socket]
+) -> int:
+    """Serve ``app`` on ``sockets`` until a signal; 0 after a clean stop, 3 when it never started."""
+    from orgate.server.http_protocol import OrgateHttpProtocol
+    from orgate.server.shutdown import DrainingServer, draining_config
+    from orgate.server.workers import worker_server
+
     config = draining_config(
         settings.server.drain_timeout,  # WebSocket and background responses drain too (server/shutdown.py)
         app=app,
