@@ -93,9 +93,34 @@ def field_types(annotation: Any) -> tuple[Any, ...]:
     return (annotation,)
 
 
-def boolean_numbers(model: type[BaseModel], data: Any, loc: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+Problems = list[tuple[tuple[str | int, ...], str]]
+
+
+def _is_model(member: Any) -> bool:
+    return isinstance(member, type) and issubclass(member, BaseModel)
+
+
+def _boolean_for_number(members: tuple[Any, ...]) -> bool:
+    """Whether a boolean is wrong for a field of these types: a number is expected, not a boolean."""
+    return bool not in members and any(member in (int, float) for member in members)
+
+
+def _nested_entries(member: Any, value: Any) -> list[tuple[type[BaseModel], Any, tuple[str | int, ...]]]:
+    """The (model, value, place) of every nested table ``value`` holds as a field of type ``member``:
+    itself for a model, each entry of a list or mapping of models, none otherwise."""
+    origin, args = typing.get_origin(member), typing.get_args(member)
+    if _is_model(member):
+        return [(member, value, ())]
+    if origin is list and args and _is_model(args[0]) and isinstance(value, list):
+        return [(args[0], entry, (index,)) for index, entry in enumerate(value)]
+    if origin is dict and len(args) == 2 and _is_model(args[1]) and isinstance(value, dict):
+        return [(args[1], entry, (name,)) for name, entry in value.items()]
+    return []
+
+
+def boolean_numbers(model: type[BaseModel], data: Any, loc: tuple[str | int, ...] = ()) -> Problems:
     """Booleans where a number is expected (pydantic would take ``port = true`` as 1)."""
-    problems: list[tuple[tuple[str | int, ...], str]] = []
+    problems: Problems = []
     if not isinstance(data, dict):
         return problems
     for key, value in data.items():
@@ -104,19 +129,12 @@ def boolean_numbers(model: type[BaseModel], data: Any, loc: tuple[str | int, ...
             continue
         members = field_types(field.annotation)
         if isinstance(value, bool):
-            if bool not in members and any(member in (int, float) for member in members):
+            if _boolean_for_number(members):
                 problems.append(((*loc, key), "expected a number, not a boolean"))
             continue
         for member in members:
-            origin, args = typing.get_origin(member), typing.get_args(member)
-            if isinstance(member, type) and issubclass(member, BaseModel):
-                problems += boolean_numbers(member, value, (*loc, key))
-            elif origin is list and args and isinstance(args[0], type) and issubclass(args[0], BaseModel) and isinstance(value, list):
-                for index, entry in enumerate(value):
-                    problems += boolean_numbers(args[0], entry, (*loc, key, index))
-            elif origin is dict and len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel) and isinstance(value, dict):
-                for name, entry in value.items():
-                    problems += boolean_numbers(args[1], entry, (*loc, key, name))
+            for nested, entry, place in _nested_entries(member, value):
+                problems += boolean_numbers(nested, entry, (*loc, key, *place))
     return problems
 
 
