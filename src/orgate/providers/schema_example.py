@@ -544,29 +544,41 @@ def _option_rank(option: Any, deep: bool) -> int:
 
 
 def _kinds(schema: dict[str, Any], depth: int) -> list[str]:
+    """The JSON types to try for ``schema``, most preferred first."""
     kind = schema.get("type")
     if isinstance(kind, str):
         kinds = [kind]
     elif isinstance(kind, list):
-        kinds = [k for k in kind if isinstance(k, str)]
-        if schema.get("type") and depth > _SOFT_DEPTH and "null" in kinds:
-            kinds = ["null", *[k for k in kinds if k != "null"]]
-        else:
-            kinds = [k for k in kinds if k != "null"] + (["null"] if "null" in kinds else [])
+        kinds = _listed_kinds([k for k in kind if isinstance(k, str)], depth)
     else:
-        kinds = []
-        if any(k in schema for k in _OBJECT_KEYS):
-            kinds.append("object")
-        if any(k in schema for k in (*_ARRAY_KEYS, "minContains", "maxContains")):
-            kinds.append("array")
-        if any(k in schema for k in _STRING_KEYS):
-            kinds.append("string")
-        if any(k in schema for k in _NUMBER_KEYS):
-            kinds.append("number")
-        if not kinds:
-            kinds = ["object"] if depth == 0 else ["string"]
-        kinds += [k for k in _TYPE_ORDER if k not in kinds]
+        kinds = _implied_kinds(schema, depth)
     return [k for k in kinds if k in _TYPE_ORDER]
+
+
+def _listed_kinds(kinds: list[str], depth: int) -> list[str]:
+    """A ``type`` list in its order, ``null`` first when deep (it ends recursion), else last."""
+    rest = [k for k in kinds if k != "null"]
+    if "null" not in kinds:
+        return rest
+    return ["null", *rest] if depth > _SOFT_DEPTH else [*rest, "null"]
+
+
+def _implied_kinds(schema: dict[str, Any], depth: int) -> list[str]:
+    """Without ``type``: the types its keywords speak of first (an object at the top, else a
+    string, when none do), then every other type."""
+    kinds = [
+        kind
+        for kind, keys in (
+            ("object", _OBJECT_KEYS),
+            ("array", (*_ARRAY_KEYS, "minContains", "maxContains")),
+            ("string", _STRING_KEYS),
+            ("number", _NUMBER_KEYS),
+        )
+        if any(k in schema for k in keys)
+    ]
+    if not kinds:
+        kinds = ["object"] if depth == 0 else ["string"]
+    return kinds + [k for k in _TYPE_ORDER if k not in kinds]
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -575,38 +587,86 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for key, value in b.items():
         if key not in out:
             out[key] = value
-        elif key == "properties" and isinstance(value, dict) and isinstance(out[key], dict):
-            props = dict(out[key])
-            for name, sub in value.items():
-                props[name] = {"allOf": [props[name], sub]} if name in props else sub
-            out[key] = props
-        elif key == "required" and isinstance(value, list) and isinstance(out[key], list):
-            out[key] = list(dict.fromkeys([*out[key], *value]))
-        elif key in _LOWER_BOUNDS and _is_num(value) and _is_num(out[key]):
-            out[key] = max(out[key], value)
-        elif key in _UPPER_BOUNDS and _is_num(value) and _is_num(out[key]):
-            out[key] = min(out[key], value)
-        elif key == "type":
-            left = out[key] if isinstance(out[key], list) else [out[key]]
-            right = value if isinstance(value, list) else [value]
-            both = [t for t in left if t in right or (t == "integer" and "number" in right)]
-            both += [t for t in right if t == "integer" and "number" in left and t not in both]
-            out[key] = both or left
-        elif key == "enum" and isinstance(value, list) and isinstance(out[key], list):
-            out[key] = [v for v in out[key] if any(_same(v, w) for w in value)]
-        elif key == "multipleOf" and _is_num(value) and _is_num(out[key]):
-            out[key] = _lcm(out[key], value)
-        elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
-            if key == "allOf" and isinstance(out[key], list):
-                out[key] = [*out[key], *value]
-            else:
-                out["allOf"] = [*(out.get("allOf") or []), {key: value}]
-        elif key in ("items", "additionalProperties", "contains", "propertyNames", "not"):
-            if isinstance(value, dict) and isinstance(out[key], dict):
-                out[key] = {"allOf": [out[key], value]}
-            elif value is False:
-                out[key] = False
+        elif key in _COMBINATORS:
+            if isinstance(value, list):
+                _merge_combinator(out, key, value)
+        elif (rule := _merge_rule(key)) is not None and (merged := rule(out[key], value)) is not _KEEP:
+            out[key] = merged
     return out
+
+
+#: What a merge rule returns when the key keeps ``a``'s value.
+_KEEP = object()
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+_SUBSCHEMA_KEYS = ("items", "additionalProperties", "contains", "propertyNames", "not")
+
+
+def _merge_rule(key: str) -> Any:
+    """How ``key``'s two values combine (``(a's, b's) → merged or _KEEP``); None: ``a``'s stays."""
+    if key in _LOWER_BOUNDS:
+        return lambda mine, value: max(mine, value) if _is_num(value) and _is_num(mine) else _KEEP
+    if key in _UPPER_BOUNDS:
+        return lambda mine, value: min(mine, value) if _is_num(value) and _is_num(mine) else _KEEP
+    if key in _SUBSCHEMA_KEYS:
+        return _merge_subschema
+    return _MERGE_RULES.get(key)
+
+
+def _merge_properties(mine: Any, value: Any) -> Any:
+    if not (isinstance(value, dict) and isinstance(mine, dict)):
+        return _KEEP
+    props = dict(mine)
+    for name, sub in value.items():
+        props[name] = {"allOf": [props[name], sub]} if name in props else sub
+    return props
+
+
+def _merge_required(mine: Any, value: Any) -> Any:
+    if not (isinstance(value, list) and isinstance(mine, list)):
+        return _KEEP
+    return list(dict.fromkeys([*mine, *value]))
+
+
+def _merge_type(mine: Any, value: Any) -> Any:
+    """The types both allow (an integer is a number); ``a``'s when they share none."""
+    left = mine if isinstance(mine, list) else [mine]
+    right = value if isinstance(value, list) else [value]
+    both = [t for t in left if t in right or (t == "integer" and "number" in right)]
+    both += [t for t in right if t == "integer" and "number" in left and t not in both]
+    return both or left
+
+
+def _merge_enum(mine: Any, value: Any) -> Any:
+    if not (isinstance(value, list) and isinstance(mine, list)):
+        return _KEEP
+    return [v for v in mine if any(_same(v, w) for w in value)]
+
+
+def _merge_multiple_of(mine: Any, value: Any) -> Any:
+    return _lcm(mine, value) if _is_num(value) and _is_num(mine) else _KEEP
+
+
+def _merge_subschema(mine: Any, value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(mine, dict):
+        return {"allOf": [mine, value]}
+    return False if value is False else _KEEP
+
+
+_MERGE_RULES: dict[str, Any] = {
+    "properties": _merge_properties,
+    "required": _merge_required,
+    "type": _merge_type,
+    "enum": _merge_enum,
+    "multipleOf": _merge_multiple_of,
+}
+
+
+def _merge_combinator(out: dict[str, Any], key: str, value: list[Any]) -> None:
+    """Both have ``key`` (allOf / anyOf / oneOf): allOf lists join, others become one more allOf entry."""
+    if key == "allOf" and isinstance(out[key], list):
+        out[key] = [*out[key], *value]
+    else:
+        out["allOf"] = [*(out.get("allOf") or []), {key: value}]
 
 
 def _is_num(value: Any) -> bool:
