@@ -684,67 +684,92 @@ def _lcm(a: float, b: float) -> float:
     return float(Decimal(abs(ia * ib) // math.gcd(ia, ib)) / scale)
 
 
-def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
-    low = schema.get("minimum") if _is_num(schema.get("minimum")) else None
-    high = schema.get("maximum") if _is_num(schema.get("maximum")) else None
-    ex_low = schema.get("exclusiveMinimum")
-    ex_high = schema.get("exclusiveMaximum")
-    if ex_low is True and low is not None:  # draft 4 booleans
-        ex_low, low = low, None
-    if ex_high is True and high is not None:
-        ex_high, high = high, None
-    ex_low = ex_low if _is_num(ex_low) else None
-    ex_high = ex_high if _is_num(ex_high) else None
-    step = schema.get("multipleOf") if _is_num(schema.get("multipleOf")) else None
-    if step is not None and step <= 0:
-        step = None
+def _num_or_none(value: Any) -> Any:
+    return value if _is_num(value) else None
 
-    def ok(v: float) -> bool:
+
+class _NumberRange:
+    """A number schema's bounds (draft 4's boolean exclusive bounds read as later drafts'),
+    and the candidates kept so far: each valid one once (``1`` and ``1.0`` are two)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        low, high = _num_or_none(schema.get("minimum")), _num_or_none(schema.get("maximum"))
+        ex_low, ex_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if ex_low is True and low is not None:  # draft 4 booleans
+            ex_low, low = low, None
+        if ex_high is True and high is not None:
+            ex_high, high = high, None
+        self.low, self.high = low, high
+        self.ex_low, self.ex_high = _num_or_none(ex_low), _num_or_none(ex_high)
+        step = _num_or_none(schema.get("multipleOf"))
+        self.step = None if step is not None and step <= 0 else step
+        self.lower = max([b for b in (self.low, self.ex_low) if b is not None], default=None)
+        self.upper = min([b for b in (self.high, self.ex_high) if b is not None], default=None)
+        self.out: list[Any] = []
+
+    def ok(self, v: float) -> bool:
         return (
-            (low is None or v >= low)
-            and (high is None or v <= high)
-            and (ex_low is None or v > ex_low)
-            and (ex_high is None or v < ex_high)
+            (self.low is None or v >= self.low)
+            and (self.high is None or v <= self.high)
+            and (self.ex_low is None or v > self.ex_low)
+            and (self.ex_high is None or v < self.ex_high)
         )
 
-    lower = max([b for b in (low, ex_low) if b is not None], default=None)
-    upper = min([b for b in (high, ex_high) if b is not None], default=None)
-    anchors: list[float] = [1]
-    if lower is not None:
-        anchors += [lower, math.floor(lower) + 1, lower + 1]
-    if upper is not None:
-        anchors += [upper, math.ceil(upper) - 1, upper - 1]
-    if lower is not None and upper is not None:
-        anchors.append((lower + upper) / 2)
-    anchors += [0, 2, -1]
-    out: list[Any] = []
+    def emit(self, v: Any) -> None:
+        if self.ok(v) and not any(type(v) is type(w) and v == w for w in self.out):
+            self.out.append(v)
 
-    def emit(v: Any) -> None:
-        if ok(v) and not any(type(v) is type(w) and v == w for w in out):
-            out.append(v)
+    def anchors(self) -> list[float]:
+        """The numbers candidates start from: 1, near each bound, the middle, then 0, 2, -1."""
+        lower, upper = self.lower, self.upper
+        anchors: list[float] = [1]
+        if lower is not None:
+            anchors += [lower, math.floor(lower) + 1, lower + 1]
+        if upper is not None:
+            anchors += [upper, math.ceil(upper) - 1, upper - 1]
+        if lower is not None and upper is not None:
+            anchors.append((lower + upper) / 2)
+        return [*anchors, 0, 2, -1]
 
-    if step is None:
-        for a in anchors:
-            if integer:
-                for v in (math.ceil(a), math.floor(a)):
-                    emit(int(v))
-            else:
-                emit(int(a) if float(a).is_integer() else a)
-        if not integer:
-            if lower is not None and upper is not None:
-                for frac in (0.5, 0.25, 0.75, 0.001, 0.999):
-                    emit(lower + (upper - lower) * frac)
-            base = next((v for v in out if isinstance(v, int)), None)
-            if base is not None:
-                emit(base + 0.5)
-                emit(base - 0.5)
-        for extra in range(3, 20):
-            emit(extra)
-        yield from out
-        return
+
+def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
+    numbers = _NumberRange(schema)
+    if numbers.step is None:
+        _free_numbers(numbers, integer)
+    else:
+        _multiples(numbers, numbers.step, integer)
+    yield from numbers.out
+
+
+def _free_numbers(numbers: _NumberRange, integer: bool) -> None:
+    """Candidates without ``multipleOf``: the anchors (rounded both ways for an integer), for a
+    number fractions of the range and halves beside the first integer, then 3 to 19."""
+    for a in numbers.anchors():
+        if integer:
+            for v in (math.ceil(a), math.floor(a)):
+                numbers.emit(int(v))
+        else:
+            numbers.emit(int(a) if float(a).is_integer() else a)
+    if not integer:
+        lower, upper = numbers.lower, numbers.upper
+        if lower is not None and upper is not None:
+            for frac in (0.5, 0.25, 0.75, 0.001, 0.999):
+                numbers.emit(lower + (upper - lower) * frac)
+        base = next((v for v in numbers.out if isinstance(v, int)), None)
+        if base is not None:
+            numbers.emit(base + 0.5)
+            numbers.emit(base - 0.5)
+    for extra in range(3, 20):
+        numbers.emit(extra)
+
+
+def _multiples(numbers: _NumberRange, step: float, integer: bool) -> None:
+    """Candidates of a ``multipleOf``: multiples near each anchor (decimal arithmetic), then for
+    an integer of a fractional step the smallest integer multiples, then the multiples that
+    float division does not see as multiples (a best effort, last)."""
     dstep = Decimal(str(step))
     inexact: list[Any] = []
-    for a in anchors:
+    for a in numbers.anchors():
         k0 = int((Decimal(str(a)) / dstep).to_integral_value())
         for k in (k0, k0 + 1, k0 - 1, k0 + 2, k0 - 2):
             raw = Decimal(k) * dstep
@@ -754,19 +779,18 @@ def _numbers(schema: dict[str, Any], integer: bool) -> Iterator[Any]:
             if isinstance(v, float) and not (v / step).is_integer():
                 inexact.append(v)  # a multiple in decimal, not in float division
                 continue
-            emit(v)
-    if integer and not out:  # an integer multiple of a fraction: the smallest k giving one
+            numbers.emit(v)
+    if integer and not numbers.out:  # an integer multiple of a fraction: the smallest k giving one
         unit = _lcm(1, step)
         unit_int = int(unit) if float(unit).is_integer() else None
         if unit_int:
-            start = math.ceil((lower if lower is not None else 1) / unit_int)
+            start = math.ceil((numbers.lower if numbers.lower is not None else 1) / unit_int)
             for k in range(start, start + 5):
-                emit(k * unit_int)
+                numbers.emit(k * unit_int)
             for k in range(0, -5, -1):
-                emit(k * unit_int)
+                numbers.emit(k * unit_int)
     for v in inexact:
-        emit(v)
-    yield from out
+        numbers.emit(v)
 
 
 def _fit(text: str, low: int, high: int | None) -> str:
