@@ -237,18 +237,9 @@ class _Maker:
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return
         if "$ref" in schema and isinstance(schema["$ref"], str):
-            try:
-                resolved = resolver.lookup(schema["$ref"])
-            except Exception:
-                target: Any = {}
-                inner = resolver
-            else:
-                target, inner = resolved.contents, resolved.resolver
-            rest = {k: v for k, v in schema.items() if k != "$ref"}
-            if target is False:
-                return
-            merged = _merge(target if isinstance(target, dict) else {}, rest)
-            yield from self.candidates(merged, depth + 1, inner)
+            expanded = _expand_ref(schema, resolver)
+            if expanded is not None:
+                yield from self.candidates(expanded[0], depth + 1, expanded[1])
             return
         if "$id" in schema and depth > 0 and isinstance(schema["$id"], str):
             resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
@@ -258,37 +249,10 @@ class _Maker:
         if isinstance(schema.get("enum"), list):
             yield from schema["enum"]
             return
-        if isinstance(schema.get("allOf"), list):
-            merged = {k: v for k, v in schema.items() if k != "allOf"}
-            for sub in schema["allOf"]:
-                if isinstance(sub, dict) and "$ref" in sub:
-                    try:
-                        sub = resolver.lookup(sub["$ref"]).contents
-                    except Exception:
-                        sub = {}
-                if isinstance(sub, dict):
-                    merged = _merge(merged, sub)
-            yield from self.candidates(merged, depth + 1, resolver)
-            return
-        for key in ("anyOf", "oneOf"):
-            options = schema.get(key)
-            if isinstance(options, list) and options:
-                base = {k: v for k, v in schema.items() if k != key}
-                ordered = sorted(
-                    options,
-                    key=lambda o: _option_rank(o, depth > _SOFT_DEPTH),
-                )
-                for option in ordered:
-                    if isinstance(option, dict):
-                        yield from self.candidates(_merge(base, option), depth + 1, resolver)
-                return
-        if isinstance(schema.get("if"), dict | bool):
-            base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
-            cond = schema["if"] if isinstance(schema["if"], dict) else {}
-            then = schema.get("then") if isinstance(schema.get("then"), dict) else {}
-            other = schema.get("else") if isinstance(schema.get("else"), dict) else {}
-            yield from self.candidates(_merge(_merge(base, cond), then), depth + 1, resolver)
-            yield from self.candidates(_merge(base, other), depth + 1, resolver)
+        alternatives = _alternatives(schema, depth, resolver)
+        if alternatives is not None:
+            for sub in alternatives:
+                yield from self.candidates(sub, depth + 1, resolver)
             return
         for kind in _kinds(schema, depth):
             yield from getattr(self, f"_{kind}")(schema, depth, resolver)
@@ -541,6 +505,67 @@ def _option_rank(option: Any, deep: bool) -> int:
     if deep:
         return 0 if is_null else (2 if "$ref" in option else 1)
     return 1 if is_null else 0
+
+
+def _expand_ref(schema: dict[str, Any], resolver: Resolver) -> tuple[dict[str, Any], Resolver] | None:
+    """A ``$ref`` schema as its target merged with its other keywords, and the resolver of the
+    target's document; None when the target is ``false`` (no value). An unresolvable reference
+    is an empty target."""
+    try:
+        resolved = resolver.lookup(schema["$ref"])
+    except Exception:
+        target: Any = {}
+        inner = resolver
+    else:
+        target, inner = resolved.contents, resolved.resolver
+    if target is False:
+        return None
+    rest = {k: v for k, v in schema.items() if k != "$ref"}
+    return _merge(target if isinstance(target, dict) else {}, rest), inner
+
+
+def _alternatives(schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[dict[str, Any]] | None:
+    """The schemas whose candidates are this one's when it combines others — ``allOf`` merged
+    into one, ``anyOf`` / ``oneOf`` options best first, ``if``: its then-branch, then its
+    else-branch — or None when it combines none."""
+    if isinstance(schema.get("allOf"), list):
+        return iter([_merge_all_of(schema, resolver)])
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return _options(schema, key, options, depth)
+    if isinstance(schema.get("if"), dict | bool):
+        return _branches(schema)
+    return None
+
+
+def _merge_all_of(schema: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
+    merged = {k: v for k, v in schema.items() if k != "allOf"}
+    for sub in schema["allOf"]:
+        if isinstance(sub, dict) and "$ref" in sub:
+            try:
+                sub = resolver.lookup(sub["$ref"]).contents
+            except Exception:
+                sub = {}
+        if isinstance(sub, dict):
+            merged = _merge(merged, sub)
+    return merged
+
+
+def _options(schema: dict[str, Any], key: str, options: list[Any], depth: int) -> Iterator[dict[str, Any]]:
+    base = {k: v for k, v in schema.items() if k != key}
+    for option in sorted(options, key=lambda o: _option_rank(o, depth > _SOFT_DEPTH)):
+        if isinstance(option, dict):
+            yield _merge(base, option)
+
+
+def _branches(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+    cond = schema["if"] if isinstance(schema["if"], dict) else {}
+    then = schema.get("then") if isinstance(schema.get("then"), dict) else {}
+    other = schema.get("else") if isinstance(schema.get("else"), dict) else {}
+    yield _merge(_merge(base, cond), then)
+    yield _merge(base, other)
 
 
 def _kinds(schema: dict[str, Any], depth: int) -> list[str]:
