@@ -632,6 +632,50 @@ def _retry_as_strings(data: dict[str, Any], error: ValidationError, origins: Env
     return changed
 
 
+def _read_toml(file: Path) -> dict[str, Any]:
+    """The configuration file's tables; ``ConfigError`` saying why it cannot be read or parsed."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {file}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {file} is a directory, not a TOML file") from None
+    except PermissionError:
+        raise ConfigError(f"cannot read config file {file}: permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+
+
+def _refuse_boolean_numbers(data: dict[str, Any], source: str, origins: EnvOrigins) -> None:
+    """``ConfigError`` listing every boolean given where a number is expected (and its variable)."""
+    booleans = boolean_numbers(Settings, data)
+    if not booleans:
+        return
+    lines = [f"invalid configuration in {source}:"]
+    for loc, message in booleans:
+        origin = env_origin(loc, origins)
+        note = f" (set by the environment variable {origin})" if origin else ""
+        lines.append(f"  - {'.'.join(str(part) for part in loc)}: {message}{note}")
+    raise ConfigError("\n".join(lines))
+
+
+def _validate(data: dict[str, Any], source: str, origins: EnvOrigins) -> Settings:
+    """``Settings`` of ``data``; an environment value pydantic refused is retried as the string it was."""
+    for _ in range(8):  # each retry fixes at least one environment value
+        try:
+            return Settings.model_validate(data)
+        except ValidationError as exc:
+            if not _retry_as_strings(data, exc, origins):
+                raise ConfigError(format_validation_error(exc, source, origins, Settings)) from None
+    raise ConfigError(f"invalid configuration in {source}")  # pragma: no cover - a value that keeps changing
+
+
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
     """Read, override and validate the configuration. Raises ``ConfigError`` with a clear message."""
     env = dict(os.environ if environ is None else environ)
@@ -640,43 +684,12 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
     data: dict[str, Any] = {}
     source = "the embedded default configuration"
     if path is not None:
-        file = Path(path)
-        source = str(file)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"config file not found: {file}") from None
-        except IsADirectoryError:
-            raise ConfigError(f"config file {file} is a directory, not a TOML file") from None
-        except PermissionError:
-            raise ConfigError(f"cannot read config file {file}: permission denied") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{file}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+        source = str(Path(path))
+        data = _read_toml(Path(path))
     origins: EnvOrigins = {}
     data = apply_env_overrides(data, env, origins)
-    booleans = boolean_numbers(Settings, data)
-    if booleans:
-        lines = [f"invalid configuration in {source}:"]
-        for loc, message in booleans:
-            origin = env_origin(loc, origins)
-            note = f" (set by the environment variable {origin})" if origin else ""
-            lines.append(f"  - {'.'.join(str(part) for part in loc)}: {message}{note}")
-        raise ConfigError("\n".join(lines))
-    for _ in range(8):  # each retry fixes at least one environment value
-        try:
-            settings = Settings.model_validate(data)
-            break
-        except ValidationError as exc:
-            if not _retry_as_strings(data, exc, origins):
-                raise ConfigError(format_validation_error(exc, source, origins, Settings)) from None
-    else:  # pragma: no cover - a value that keeps changing
-        raise ConfigError(f"invalid configuration in {source}")
+    _refuse_boolean_numbers(data, source, origins)
+    settings = _validate(data, source, origins)
     settings.source = None if path is None else source
     if settings.store.enabled and settings.store.url and settings.store.url.startswith("env:"):
         # `url = "env:ORGATE_STORE_URL"`: a PostgreSQL URL holds a password, so it may live in the environment
