@@ -85,6 +85,25 @@ def _count_input_tokens(request: ModelRequest) -> int:
     return total
 
 
+def _last_prompt(request: ModelRequest) -> tuple[Any, str, bool]:
+    """The last input item, the text of the last user message, and whether that message is the
+    last item (directives are read only then: not again after a tool's output)."""
+    last = request.input[-1] if request.input else None
+    last_user = next(
+        (item for item in reversed(request.input) if getattr(item, "role", None) == "user"),
+        None,
+    )
+    return last, _text_of(getattr(last_user, "content", None)), last is not None and last is last_user
+
+
+def _cut_at_stop(text: str, stop: list[str] | None) -> str:
+    """The chat adapter's ``stop``: the text ends before the first one."""
+    if not stop:
+        return text
+    cut = min((i for i in (text.find(s) for s in stop if s) if i >= 0), default=-1)
+    return text[:cut] if cut >= 0 else text
+
+
 class BuiltinProvider:
     """The ``builtin`` provider: answers from the request alone."""
 
@@ -95,32 +114,13 @@ class BuiltinProvider:
         return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        last = request.input[-1] if request.input else None
-        last_user = next(
-            (item for item in reversed(request.input) if getattr(item, "role", None) == "user"),
-            None,
-        )
-        prompt = _text_of(getattr(last_user, "content", None))
-        last_is_user = last is not None and last is last_user
+        last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
         usage_in = _count_input_tokens(request)
         delay = int(directives["delay"]) / 1000 if directives.get("delay") else 0.0
-
-        if "fail" in directives:
-            raise ApiError(
-                500,
-                f"{self.deployment.name} failed on purpose (the prompt contains orgate:fail)",
-                type=MODEL_ERROR,
-                code="model_error",
-            )
-        if "rate-limit" in directives:
-            raise ApiError(
-                429,
-                f"{self.deployment.name} is rate limited on purpose (the prompt contains orgate:rate-limit)",
-                type=RATE_LIMIT,
-                code="rate_limit_exceeded",
-                headers={"Retry-After": "1"},
-            )
+        error = self._error_on_purpose(directives)
+        if error is not None:
+            raise error
 
         budget = request.max_output_tokens
         emitted = 0
@@ -167,11 +167,7 @@ class BuiltinProvider:
             text = await asyncio.to_thread(self._answer, request, last, prompt, directives)
         else:
             text = self._answer(request, last, prompt, directives)
-        if request.stop:  # the chat adapter's ``stop``: the text ends before the first one
-            cut = min((i for i in (text.find(s) for s in request.stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                text = text[:cut]
-        words = tokens(text)
+        words = tokens(_cut_at_stop(text, request.stop))
         fail_at = len(words) // 2 if "fail-mid" in directives else None
         refusal = "refuse" in directives
         for index, word in enumerate(words):
@@ -193,6 +189,25 @@ class BuiltinProvider:
             if delay:
                 await asyncio.sleep(delay)
         yield Finish("stop", usage())
+
+    def _error_on_purpose(self, directives: dict[str, str]) -> ApiError | None:
+        """The error ``orgate:fail`` or ``orgate:rate-limit`` asks for, if the prompt holds one."""
+        if "fail" in directives:
+            return ApiError(
+                500,
+                f"{self.deployment.name} failed on purpose (the prompt contains orgate:fail)",
+                type=MODEL_ERROR,
+                code="model_error",
+            )
+        if "rate-limit" in directives:
+            return ApiError(
+                429,
+                f"{self.deployment.name} is rate limited on purpose (the prompt contains orgate:rate-limit)",
+                type=RATE_LIMIT,
+                code="rate_limit_exceeded",
+                headers={"Retry-After": "1"},
+            )
+        return None
 
     # --- choices ---------------------------------------------------------------------------
 
