@@ -18,16 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
 import orjson
-from mcp import Client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
 
 from orgate.gate import ToolsError, load_tools
 from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds
@@ -99,7 +93,7 @@ class McpClient:
     async def _list(self, server: McpServer) -> ToolList:
         try:
             async with asyncio.timeout(server.connect_timeout + server.call_timeout):
-                async with _connect(server) as client:
+                async with _transport().connect(server) as client:
                     raw: list[Any] = []
                     cursor: str | None = None
                     while True:
@@ -137,13 +131,13 @@ class McpClient:
     async def call(self, server: McpServer, name: str, arguments: dict[str, Any]) -> CallResult:
         try:
             async with asyncio.timeout(server.connect_timeout + server.call_timeout):
-                async with _connect(server) as client:
+                async with _transport().connect(server) as client:
                     result = await client.call_tool(name, arguments, read_timeout_seconds=server.call_timeout)
         except TimeoutError:
             return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.connect_timeout + server.call_timeout:g}s"))
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             text = _describe(exc)
-            if isinstance(_leaf(exc), TooLarge):
+            if isinstance(_leaf(exc), _transport().TooLarge):
                 return CallResult(error=protocol_error(TOO_LARGE, f"the call failed: {text}"))
             if "timed out" in text.lower() or "Timeout" in text:  # the SDK's read timeout, or the HTTP client's
                 return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.call_timeout:g}s ({text})"))
@@ -181,58 +175,10 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
-class TooLarge(Exception):
-    """A server sent more bytes than one operation may read."""
+def _transport() -> Any:
+    """The module that speaks to servers through the SDK, imported on the first MCP operation:
+    the SDK (and what it imports, OpenTelemetry's API among it) costs a server that configures
+    no MCP server nothing at start-up."""
+    from orgate.mcptools import transport
 
-
-class _BoundedBody(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
-        self.inner = inner
-        self.limit = limit
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        total = 0
-        async for chunk in self.inner:
-            total += len(chunk)
-            if total > self.limit:
-                raise TooLarge(f"the server sent more than {self.limit} bytes")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class _BoundedTransport(httpx2.AsyncBaseTransport):
-    """HTTP with a cap on every response body: a JSON answer is read whole by the SDK, and the
-    SDK's own bound covers SSE events only. A hostile server's endless body stops at the cap."""
-
-    def __init__(self, limit: int) -> None:
-        self.inner = httpx2.AsyncHTTPTransport()
-        self.limit = limit
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
-        assert isinstance(response.stream, httpx2.AsyncByteStream)
-        return httpx2.Response(
-            response.status_code, headers=response.headers, stream=_BoundedBody(response.stream, self.limit), extensions=response.extensions, request=request
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-@asynccontextmanager
-async def _connect(server: McpServer) -> AsyncIterator[Client]:
-    if server.transport == "sse":
-        transport = sse_client(server.url, headers=server.headers, timeout=server.connect_timeout, sse_read_timeout=server.call_timeout)
-        async with Client(transport, read_timeout_seconds=server.call_timeout, cache=None) as client:
-            yield client
-        return
-    timeout = httpx2.Timeout(server.call_timeout, connect=server.connect_timeout)
-    # What one operation may read: a listing or a result, JSON-escaped, with room for the envelope.
-    limit = max(server.max_result_bytes, server.max_list_bytes) * 4 + 65_536
-    http = httpx2.AsyncClient(headers=server.headers, timeout=timeout, transport=_BoundedTransport(limit))
-    async with http:
-        transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=limit)
-        async with Client(transport, read_timeout_seconds=server.call_timeout, cache=None) as client:
-            yield client
+    return transport
