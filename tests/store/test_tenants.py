@@ -66,7 +66,8 @@ async def test_the_commands(store: ResponseStore, store_url: str, capsys: pytest
 
     loop = asyncio.get_running_loop()
     code, out, _ = await loop.run_in_executor(None, run, "store", "tenants", "--url", store_url)
-    assert code == 0 and out.splitlines() == ["key0\t1 response(s)", "key1\t1 response(s)"]
+    # piped (not a terminal): tab-separated tenant and count, no header
+    assert code == 0 and out.splitlines() == ["key0\t1", "key1\t1"]
     code, _, err = await loop.run_in_executor(None, run, "store", "rename-tenant", "key0", "key1", "--url", store_url)
     assert code == 1 and "already holds data" in err
     code, out, _ = await loop.run_in_executor(None, run, "store", "rename-tenant", "key0", "default", "--url", store_url)
