@@ -46,7 +46,8 @@ bash scripts/install-smoke.sh
 # LlamaIndex pins openai<3: its black-box tests run in their own virtualenv.
 bash scripts/llamaindex-tests.sh
 
-.venv/bin/python -m pytest -q -n 2 "$@"
-
 # The container image (Dockerfile), built and run with podman: scripts/container.sh.
 bash scripts/container.sh
+
+# The suite last, so that its summary is the run's closing line.
+.venv/bin/python -m pytest -q -n 2 "$@"
