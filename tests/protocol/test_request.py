@@ -164,6 +164,9 @@ def test_text_formats(fmt: dict[str, Any], cls: type) -> None:
         ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "string_pattern_mismatch"),
         ({"tools": [{"type": "function", "name": ""}]}, "tools[0].name", "string_too_short"),
         ({"tools": [{"type": "teleport"}]}, "tools[0].type", "literal_error"),
+        # a type that is an object or an array (unhashable) is an invalid type, not a crash
+        ({"tools": [{"type": {}}]}, "tools[0].type", "literal_error"),
+        ({"tools": [{"type": []}]}, "tools[0].type", "literal_error"),
         ({"tools": [{"name": "f"}]}, "tools[0].type", "missing"),
         ({"tools": [{"type": "function", "name": "f", "parameters": "{}"}]}, "tools[0].parameters", "dict_type"),
         ({"tool_choice": "sometimes"}, "tool_choice", "literal_error"),

@@ -71,7 +71,9 @@ class HostedToolParam(ParamModel):
 
 def _hosted_tag(value: Any) -> str | None:
     kind = value.get("type") if isinstance(value, dict) else None
-    return "HostedToolParam" if kind in HOSTED_TOOL_TYPES else None
+    # Any JSON value can stand where a type belongs: only a string names a hosted tool (a dict or a
+    # list is unhashable, and the union's own check then reports it as an invalid type).
+    return "HostedToolParam" if isinstance(kind, str) and kind in HOSTED_TOOL_TYPES else None
 
 
 # ``SpecificToolChoiceParam`` is a one-member union.
