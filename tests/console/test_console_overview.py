@@ -65,4 +65,6 @@ def test_an_admin_key_sees_every_tenant_and_may_narrow_to_one(watched: Any, serv
     page.fill("form.filters input[name=tenant]", "beta")
     page.click("form.filters button[type=submit]")
     page.locator(f'#traffic-rows tr[data-id="{a["id"]}"]').wait_for(state="detached")
+    # the list is redrawn: the other tenant's row goes first, this one's comes back with the new page
+    page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').wait_for()
     assert page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').count() == 1
