@@ -59,7 +59,7 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    access_log: bool = False  # one line per request on the orgate.access logger (costs ~7% CPU per request)
+    access_log: bool = False  # one line per request on the orgate.access logger (a cost per request: docs/configuration.md)
     public_url: str | None = None  # shown in the banner when behind a proxy
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
     drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses (HTTP, WebSocket, background) may take to finish

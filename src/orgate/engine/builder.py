@@ -229,7 +229,7 @@ class ResponseBuilder:
         if self.finished:
             raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
         # The common event, ahead of the match's class patterns and inline: the refusal delta's
-        # shape below, but a shared method (one call per delta) measured 1.4% of a stream.
+        # shape below, without a shared method's call per delta (hot path — see bench/instructions.py).
         if isinstance(event, TextDelta):
             text = event.text
             logprobs = event.logprobs

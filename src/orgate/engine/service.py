@@ -190,7 +190,7 @@ class ResponsesService:
             warnings.append(f"tools[{index}]: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
             log.warning("tools: dropped tools[%d] of type %s for model %s (no upstream runs it)", index, kind, deployment.name)
         window = deployment.capabilities.context_window
-        if window is not None:  # unknown: everything goes (fit_context's own answer, without the call: 0.6%)
+        if window is not None:  # unknown: everything goes (fit_context's own answer, without the call on the hot path)
             fit = fit_context(
                 turn.request.input,
                 context_window=window,

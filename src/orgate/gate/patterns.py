@@ -3,11 +3,10 @@
 JSON Schema patterns are matched by the ``regex`` crate through ``jsonschema-rs``
 (``RegexOptions``): a finite-automaton engine whose time is linear in the text,
 so no pattern can backtrack catastrophically. Neither alternative is safe on a
-client's pattern: Python's ``re`` (what the ``jsonschema`` package uses) takes
-minutes for ``^(a+)+$`` on thirty ``a``s and a ``!``; ``jsonschema-rs``'s default
-``fancy-regex`` holds the GIL ~0.1 s per string on a lookahead pattern, and its
-backtrack limit does not bound counted repeats (limit 100:
-``^(?=a)((a{1,30}){1,30}){1,30}$`` still took 15 s on one string).
+client's pattern: Python's ``re`` (what the ``jsonschema`` package uses) backtracks
+exponentially on ``^(a+)+$``; ``jsonschema-rs``'s default ``fancy-regex`` backtracks on
+lookahead patterns while holding the GIL, and its backtrack limit does not bound counted
+repeats (the figures and how to reproduce them: docs/gate.md).
 
 The price: lookaround and backreferences are not patterns this engine accepts,
 nor is a pattern compiling past ``PATTERN_SIZE_LIMIT`` (the compiled size is the
@@ -31,8 +30,8 @@ from typing import Any
 import jsonschema_rs
 
 #: Largest compiled pattern: matching costs up to (compiled size × text length), and nested
-#: counted repeats compile big (``^(\w{1,40}){1,40}$`` is ~0.2 MiB and ~0.2 s per string, where
-#: 64 KiB keeps any pattern near 25 ms per string; ``^[\p{L}\p{N}]{1000}$`` still fits).
+#: counted repeats compile big (``^(\w{1,40}){1,40}$`` is past it; ``^[\p{L}\p{N}]{1000}$``
+#: fits). Figures in docs/gate.md.
 PATTERN_SIZE_LIMIT = 64 * 1024
 
 #: Why a pattern is refused, for the error a client gets.

@@ -129,7 +129,7 @@ def _py_convert(err: Any) -> SchemaError:
 
 
 def _compile_python(schema: Any, key: str) -> CompiledSchema:
-    # Imported here, not at module top: ``jsonschema`` costs ~100 ms of start-up
+    # Imported here, not at module top: ``jsonschema`` is heavy to import (bench/startup.py)
     # and is only the fallback backend.
     import jsonschema as _js
     import referencing

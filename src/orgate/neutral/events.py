@@ -14,8 +14,8 @@ never from a provider. Errors are raised (``orgate.protocol.errors.ApiError``), 
 
 Events are values: nothing changes one after it was made. They are plain slotted
 dataclasses rather than frozen ones all the same: a frozen dataclass's ``__init__``
-sets each field through ``object.__setattr__``, and with several events per
-upstream read that was 1.8% of a non-streamed request's CPU (``bench/instructions.py``).
+sets each field through ``object.__setattr__``, a cost paid for several events per
+upstream read (hot path — see ``bench/instructions.py``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the moment it starts (``receive()`` answers ``http.disconnect`` at once).
 
 The same watch can also time the reading of the request body (``body_timeout``):
 one timer handle per request then serves both, which is the hot path's
-cheapest form (a timer of its own for the body cost 1.3% of a request's CPU).
+cheapest form (hot path — see bench/instructions.py).
 """
 
 from __future__ import annotations
