@@ -128,11 +128,11 @@ def check(
             call_id,
             id_,
         )
-    # 1b. a hosted tool's call: run by the upstream, replayed only to it
+    # 1b. a hosted tool's call: run by whoever hosts the tool (an upstream, or orgate for MCP), never by a client
     if typ in HOSTED_CALL_TYPES:
         return Verdict(
             _HOSTED_CALL,
-            f"{typ!r} was run by the upstream (a hosted tool): keep it in its original session",
+            f"{typ!r} is a hosted tool's item (run by the upstream or the gateway, not by a client): keep it in its original session",
             (),
             name,
             call_id,

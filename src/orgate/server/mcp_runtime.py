@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from orgate.config import Settings, mcp_registry
 from orgate.engine.mcp_loop import CallRecord, McpRuntime
 from orgate.mcptools.client import McpClient
-from orgate.server.body import _bounds_of
+from orgate.server.body import schema_bounds
 from orgate.server.log_redaction import REDACTOR
 
 #: The ``server`` and ``tool`` label of the calls to servers a request named by ``server_url``.
@@ -46,7 +46,7 @@ def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRun
 
     return McpRuntime(
         servers,
-        McpClient(bounds=_bounds_of(settings.limits)),
+        McpClient(bounds=schema_bounds(settings.limits)),
         max_tool_calls=settings.mcp.max_tool_calls,
         on_call=on_call,
         on_list=on_list,
