@@ -19,7 +19,8 @@ reported as the median, because the machine is noisy:
    PostgreSQL: round trips), the way ``tests/store/test_responses.py`` does.
 4. In-process cost of ``save`` alone (no HTTP): ``--save-count`` saves of an
    echo-sized response from 1, 16 and 64 concurrent tasks, with the CPU time of
-   the event loop's thread and of the whole process per save.
+   the event loop's thread and of the whole process per save; and the same for a
+   streamed response, saved twice (in progress, then final).
 
 Usage::
 
@@ -351,8 +352,11 @@ async def round_trips(url: str) -> dict[int, tuple[int, int]]:
 SAVE_CONCURRENCY = (1, 16, 64)
 
 
-async def save_cost(url: str, count: int) -> dict[int, dict[str, float]]:
-    """Per save at each concurrency: wall µs, loop-thread CPU µs, process CPU µs, statements."""
+async def save_cost(url: str, count: int, *, streamed: bool = False) -> dict[int, dict[str, float]]:
+    """Per response at each concurrency: wall µs, loop-thread CPU µs, process CPU µs, statements.
+
+    ``streamed``: each response is saved twice, as a streamed one with the store on is — in
+    progress before its first event leaves, then final before its terminal event does."""
     from orgate.store import open_store
 
     text = BODY["input"]
@@ -376,6 +380,14 @@ async def save_cost(url: str, count: int) -> dict[int, dict[str, float]]:
 
             async def saver(bodies=bodies) -> None:  # noqa: ANN001 - one shared iterator
                 for body in bodies:
+                    if streamed:
+                        await store.save(
+                            {**body, "status": "in_progress", "output": [], "usage": None},
+                            tenant="bench",
+                            input_items=inputs,
+                            deployment="orgate/echo",
+                            request=request,
+                        )
                     await store.save(
                         body,
                         tenant="bench",
@@ -484,7 +496,7 @@ def report(
     if saves:
         lines += [
             "",
-            "| store | concurrent saves | wall µs / save | event-loop thread CPU µs / save | process CPU µs / save | statements / save |",
+            "| store | concurrent saves | wall µs / response | event-loop thread CPU µs / response | process CPU µs / response | statements / response |",
             "|---|---|---|---|---|---|",
         ]
         for name, by_conc in saves.items():
@@ -578,9 +590,16 @@ def main(argv: list[str] | None = None) -> int:
             saves["sqlite"] = asyncio.run(
                 save_cost(f"sqlite://{workdir}/saves.db", args.save_count)
             )
+            saves["sqlite, streamed (in progress + final)"] = asyncio.run(
+                save_cost(f"sqlite://{workdir}/saves-streamed.db", args.save_count, streamed=True)
+            )
             if args.pg_url:
                 with pg_schema(args.pg_url) as url:
                     saves["postgresql"] = asyncio.run(save_cost(url, args.save_count))
+                with pg_schema(args.pg_url) as url:
+                    saves["postgresql, streamed (in progress + final)"] = asyncio.run(
+                        save_cost(url, args.save_count, streamed=True)
+                    )
     print(report(tp, curves, trips, args, saves))
     if args.json:
         raw = {
