@@ -1,21 +1,26 @@
-"""The spec's error model: the ``{"error": {...}}`` body and the exception that carries it.
+"""The spec's error model: the ``{"error": {...}}`` body, the exception that carries it,
+and the named constructors that make one from the catalogue of codes (``error_codes.py``).
 
 Every error orgate returns, over HTTP or inside a stream, is one ``ApiError``
-rendered in one place. This module imports nothing of orgate.
+rendered in one place. A construction site names its code through ``ErrorCode``
+(a named constructor here, or ``ApiError.of``), never as a bare string. This
+module imports nothing of orgate besides the catalogue.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Error ``type`` values used by the spec / the OpenAI reference API.
-INVALID_REQUEST = "invalid_request_error"
-AUTHENTICATION = "authentication_error"
-PERMISSION = "permission_error"
-NOT_FOUND = "not_found_error"
-RATE_LIMIT = "rate_limit_error"
-SERVER_ERROR = "server_error"
-MODEL_ERROR = "model_error"
+from orgate.protocol.error_codes import (
+    AUTHENTICATION,
+    INVALID_REQUEST,
+    MODEL_ERROR,
+    NOT_FOUND,
+    PERMISSION,
+    RATE_LIMIT,
+    SERVER_ERROR,
+    ErrorCode,
+)
 
 
 class ApiError(Exception):
@@ -27,7 +32,7 @@ class ApiError(Exception):
         message: str,
         *,
         type: str = INVALID_REQUEST,
-        code: str | None = None,
+        code: ErrorCode | str | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
@@ -35,9 +40,25 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.type = type
-        self.code = code
+        # A plain string (``str`` of a member is its value): what an upstream sent passes
+        # through too, and the wire, the logs and the store all see the same value.
+        self.code = None if code is None else str(code)
         self.param = param
         self.headers = headers or {}
+
+    @classmethod
+    def of(
+        cls,
+        code: ErrorCode,
+        message: str,
+        *,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+        status: int | None = None,
+    ) -> ApiError:
+        """An error of catalogue ``code`` with the code's status and type. ``status`` is for
+        the few sites that send a code with another status (an upstream's own 501, say)."""
+        return cls(status or code.status, message, type=code.type, code=code, param=param, headers=headers)
 
     def payload(self) -> dict[str, Any]:
         """The inner error object: ``{"message", "type", "param", "code"}``."""
@@ -51,12 +72,81 @@ class ApiError(Exception):
         return f"ApiError({self.status}, {self.type!r}, code={self.code!r}, param={self.param!r}, {self.message!r})"
 
 
-def invalid_request(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
+# --------------------------------------------------------------------------- named constructors
+
+INTERNAL_MESSAGE = "The server had an error while processing your request."
+
+
+def invalid_request(message: str, *, param: str | None = None, code: ErrorCode | None = None) -> ApiError:
+    """A 400 ``invalid_request_error``; without ``code`` the body's code is null."""
     return ApiError(400, message, type=INVALID_REQUEST, code=code, param=param)
 
 
-def not_found(message: str, *, param: str | None = None, code: str | None = "not_found") -> ApiError:
+def not_found(message: str, *, param: str | None = None, code: ErrorCode = ErrorCode.NOT_FOUND) -> ApiError:
     return ApiError(404, message, type=INVALID_REQUEST, code=code, param=param)
+
+
+def invalid_value(message: str, *, param: str | None = None) -> ApiError:
+    return ApiError.of(ErrorCode.INVALID_VALUE, message, param=param)
+
+
+def invalid_type(message: str, *, param: str | None = None) -> ApiError:
+    return ApiError.of(ErrorCode.INVALID_TYPE, message, param=param)
+
+
+def missing_required_parameter(message: str, *, param: str | None = None) -> ApiError:
+    return ApiError.of(ErrorCode.MISSING_REQUIRED_PARAMETER, message, param=param)
+
+
+def unknown_parameter(name: str) -> ApiError:
+    """A body parameter the endpoint does not define (``name``: its path, e.g. ``text.foo``)."""
+    return ApiError.of(ErrorCode.UNKNOWN_PARAMETER, f"Unknown parameter: '{name}'.", param=name)
+
+
+def unsupported_parameter(message: str, *, param: str | None = None) -> ApiError:
+    return ApiError.of(ErrorCode.UNSUPPORTED_PARAMETER, message, param=param)
+
+
+def not_an_object() -> ApiError:
+    """A request body that is JSON but not an object."""
+    return invalid_type("The request body must be a JSON object.")
+
+
+def model_not_found(model: str) -> ApiError:
+    message = f"The model '{model}' does not exist or you do not have access to it."
+    return ApiError.of(ErrorCode.MODEL_NOT_FOUND, message, param="model")
+
+
+def review_not_found(review_id: str) -> ApiError:
+    return ApiError.of(ErrorCode.NOT_FOUND, f"Review item '{review_id}' not found.", param="review_id")
+
+
+def method_not_allowed(method: str, path: str, allow: str) -> ApiError:
+    """A 405 that names the methods the path serves (``Allow``, RFC 9110)."""
+    message = f"Method {method} is not allowed on {path}."
+    return ApiError.of(ErrorCode.METHOD_NOT_ALLOWED, message, headers={"Allow": allow})
+
+
+def internal() -> ApiError:
+    """The generic 500: what went wrong is in the server's log, never in the body."""
+    return ApiError.of(ErrorCode.SERVER_ERROR, INTERNAL_MESSAGE)
+
+
+def client_disconnected(before: str) -> ApiError:
+    """What a stored response records when its client left before it ``before`` (started, finished)."""
+    return ApiError.of(ErrorCode.CLIENT_DISCONNECTED, f"The client disconnected before the response {before}.")
+
+
+def upstream_invalid_response(who: str, detail: str, *, what: str = "response") -> ApiError:
+    """An upstream answer that is not its wire format. ``who`` names the upstream
+    (``upstream 'name'``, with its kind or host), ``what`` is ``response`` or ``stream``."""
+    return ApiError.of(ErrorCode.UPSTREAM_INVALID_RESPONSE, f"{who} sent an invalid {what}: {detail}")
+
+
+def upstream_without_events(name: str) -> ApiError:
+    """An upstream stream of deployment ``name`` that ended before its first event."""
+    message = f"upstream '{name}' ended its answer without any event"
+    return ApiError.of(ErrorCode.UPSTREAM_INVALID_RESPONSE, message)
 
 
 # --------------------------------------------------------------------------- validation errors
@@ -85,18 +175,18 @@ def param_from_loc(loc: tuple[int | str, ...]) -> str | None:
 _MISSING = frozenset({"missing", "union_tag_not_found"})
 
 
-def _code_for(err_type: str) -> str:
+def _code_for(err_type: str) -> ErrorCode:
     if err_type in _MISSING:
-        return "missing_required_parameter"
+        return ErrorCode.MISSING_REQUIRED_PARAMETER
     if err_type in {"json_invalid", "json_type"}:
-        return "invalid_json"
+        return ErrorCode.INVALID_JSON
     if err_type.endswith(("_type", "_parsing")) or err_type in {
         "invalid_union_member",
         "invalid_item",
         "string_or_array_type",
     }:
-        return "invalid_type"
-    return "invalid_value"
+        return ErrorCode.INVALID_TYPE
+    return ErrorCode.INVALID_VALUE
 
 
 def from_validation_error(exc: Any) -> ApiError:
@@ -110,3 +200,34 @@ def from_validation_error(exc: Any) -> ApiError:
     if param:
         message = f"Invalid '{param}': {message}"
     return invalid_request(message, param=param, code=_code_for(str(first.get("type", ""))))
+
+
+__all__ = [
+    "AUTHENTICATION",
+    "INTERNAL_MESSAGE",
+    "INVALID_REQUEST",
+    "MODEL_ERROR",
+    "NOT_FOUND",
+    "PERMISSION",
+    "RATE_LIMIT",
+    "SERVER_ERROR",
+    "ApiError",
+    "ErrorCode",
+    "client_disconnected",
+    "from_validation_error",
+    "internal",
+    "invalid_request",
+    "invalid_type",
+    "invalid_value",
+    "method_not_allowed",
+    "missing_required_parameter",
+    "model_not_found",
+    "not_an_object",
+    "not_found",
+    "param_from_loc",
+    "review_not_found",
+    "unknown_parameter",
+    "unsupported_parameter",
+    "upstream_invalid_response",
+    "upstream_without_events",
+]

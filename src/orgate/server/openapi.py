@@ -8,7 +8,9 @@ what it serves beyond the spec:
   ``POST .../cancel``, ``GET /models``,
 - ``POST /chat/completions`` (marked ``deprecated``: the legacy adapter) when enabled,
 - the bearer ``security`` scheme applied to every operation,
-- the spec's error shape (``Error``) for every 4xx/5xx answer,
+- the spec's error shape (``Error``) for every 4xx/5xx answer, each status with the
+  catalogue's codes that come with it, and the whole catalogue (code, status, type, when,
+  what to do) as ``components["x-orgate-error-codes"]`` (see docs/errors.md),
 - ``model`` of ``CreateResponseBody`` required and a string (the spec lets it be
   absent or null for a server with a default model; orgate has none, and answers
   400 ``missing_required_parameter`` without one).
@@ -30,6 +32,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from orgate.protocol.error_codes import ErrorCode
+
 if TYPE_CHECKING:
     from orgate.server.app import Services
 
@@ -48,7 +52,11 @@ ERROR_RESPONSE: dict[str, Any] = {
                 "message": {"type": "string"},
                 "type": {"type": "string"},
                 "param": {"type": ["string", "null"]},
-                "code": {"type": ["string", "null"]},
+                "code": {
+                    "type": ["string", "null"],
+                    "description": "One of the codes in components.x-orgate-error-codes (docs/errors.md), "
+                    "an upstream Responses API's own code passed on, or null.",
+                },
             },
         }
     },
@@ -66,7 +74,21 @@ def load_spec() -> dict[str, Any]:
 def _error_responses(*statuses: int) -> dict[str, Any]:
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
     text = {400: "Invalid request", 401: "Missing or invalid API key", 404: "Not found", 413: "Request body too large", 415: "Unsupported Content-Type", 429: "Rate limit", 500: "Server error", 502: "Upstream error", 503: "Unavailable", 504: "Upstream timeout"}
-    return {str(s): {"description": text.get(s, "Error"), "content": content} for s in statuses}
+    return {str(s): {"description": _described(text.get(s, "Error"), s), "content": content} for s in statuses}
+
+
+def _described(text: str, status: int) -> str:
+    """A status's description with the catalogue codes it comes with (docs/errors.md)."""
+    codes = ", ".join(f"`{code}`" for code in ErrorCode if code.status == status)
+    return f"{text}. Codes: {codes}." if codes else text
+
+
+def error_catalogue() -> list[dict[str, Any]]:
+    """Every error code orgate sends, as ``components["x-orgate-error-codes"]`` lists it."""
+    return [
+        {"code": code.value, "status": code.status, "type": code.type, "when": code.when, "action": code.action}
+        for code in ErrorCode
+    ]
 
 
 _COMMON = (400, 401, 404, 429, 500)
@@ -210,6 +232,7 @@ def build_document(*, public_url: str | None = None, routed: set[str] | None = N
     schemas.setdefault("ErrorResponse", ERROR_RESPONSE)
     _model_required(schemas.get("CreateResponseBody"))
     doc["components"]["securitySchemes"] = {SECURITY: {"type": "http", "scheme": "bearer"}}
+    doc["components"]["x-orgate-error-codes"] = error_catalogue()
     doc["security"] = [{SECURITY: []}]
     candidates: dict[str, Any] = {**doc.get("paths", {}), **_stored_paths(), **_chat_path()}
     paths: dict[str, Any] = {}
@@ -255,4 +278,4 @@ def openapi_routes(services: Services) -> Sequence[BaseRoute]:
     return [Route("/openapi.json", openapi, methods=["GET"])]
 
 
-__all__ = ["build_document", "load_spec", "openapi_routes"]
+__all__ = ["build_document", "error_catalogue", "load_spec", "openapi_routes"]
