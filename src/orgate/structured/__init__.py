@@ -5,25 +5,89 @@ config section and ``StructuredPolicy`` its resolved runtime form;
 ``StructuredMetrics`` holds the Prometheus counters; ``ReviewQueue`` the SQLite
 queue of exhausted attempts; ``Outcome`` what happened to one request.
 See ``docs/structured-output.md``.
+
+The names are imported on first use: ``orgate schema``, ``review`` and ``eval`` load
+only the modules they need, and the server loads the safety net when it starts.
 """
 
-from orgate.structured.budget import BODY_FIELD, BUDGET_HEADER, Budget, BudgetOverride
-from orgate.structured.layers import Accepted, Failure, ValidatorCache, check_output
-from orgate.structured.metrics import Rates, StructuredMetrics
-from orgate.structured.modes import Mode, Plan, ensure_json_word, plan
-from orgate.structured.net import SafetyNet
-from orgate.structured.outcome import (
-    ATTEMPTS_HEADER,
-    ERROR_CODE,
-    MODE_HEADER,
-    OUTCOME_HEADER,
-    REVIEW_ID_HEADER,
-    AttemptRecord,
-    Outcome,
-)
-from orgate.structured.review import NewReview, ReviewError, ReviewItem, ReviewNotFound, ReviewQueue
-from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
-from orgate.structured.strict import StrictResult, Violation, check, denull, strictify
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orgate.structured.budget import BODY_FIELD, BUDGET_HEADER, Budget, BudgetOverride
+    from orgate.structured.layers import Accepted, Failure, ValidatorCache, check_output
+    from orgate.structured.metrics import Rates, StructuredMetrics
+    from orgate.structured.modes import Mode, Plan, ensure_json_word, plan
+    from orgate.structured.net import SafetyNet
+    from orgate.structured.outcome import (
+        ATTEMPTS_HEADER,
+        ERROR_CODE,
+        MODE_HEADER,
+        OUTCOME_HEADER,
+        REVIEW_ID_HEADER,
+        AttemptRecord,
+        Outcome,
+    )
+    from orgate.structured.review import (
+        NewReview,
+        ReviewError,
+        ReviewItem,
+        ReviewNotFound,
+        ReviewQueue,
+    )
+    from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
+    from orgate.structured.strict import StrictResult, Violation, check, denull, strictify
+
+#: Each public name → the module that defines it.
+_SOURCES = {
+    "BODY_FIELD": "orgate.structured.budget",
+    "BUDGET_HEADER": "orgate.structured.budget",
+    "Budget": "orgate.structured.budget",
+    "BudgetOverride": "orgate.structured.budget",
+    "Accepted": "orgate.structured.layers",
+    "Failure": "orgate.structured.layers",
+    "ValidatorCache": "orgate.structured.layers",
+    "check_output": "orgate.structured.layers",
+    "Rates": "orgate.structured.metrics",
+    "StructuredMetrics": "orgate.structured.metrics",
+    "Mode": "orgate.structured.modes",
+    "Plan": "orgate.structured.modes",
+    "ensure_json_word": "orgate.structured.modes",
+    "plan": "orgate.structured.modes",
+    "SafetyNet": "orgate.structured.net",
+    "ATTEMPTS_HEADER": "orgate.structured.outcome",
+    "ERROR_CODE": "orgate.structured.outcome",
+    "MODE_HEADER": "orgate.structured.outcome",
+    "OUTCOME_HEADER": "orgate.structured.outcome",
+    "REVIEW_ID_HEADER": "orgate.structured.outcome",
+    "AttemptRecord": "orgate.structured.outcome",
+    "Outcome": "orgate.structured.outcome",
+    "NewReview": "orgate.structured.review",
+    "ReviewError": "orgate.structured.review",
+    "ReviewItem": "orgate.structured.review",
+    "ReviewNotFound": "orgate.structured.review",
+    "ReviewQueue": "orgate.structured.review",
+    "FormatSettings": "orgate.structured.settings",
+    "StructuredPolicy": "orgate.structured.settings",
+    "StructuredSettings": "orgate.structured.settings",
+    "StrictResult": "orgate.structured.strict",
+    "Violation": "orgate.structured.strict",
+    "check": "orgate.structured.strict",
+    "denull": "orgate.structured.strict",
+    "strictify": "orgate.structured.strict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "ATTEMPTS_HEADER",

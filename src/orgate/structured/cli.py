@@ -27,13 +27,15 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orgate.structured.eval import add_parser as add_eval_parser
-from orgate.structured.review import ReviewError, ReviewQueue
-from orgate.structured.settings import StructuredSettings
-from orgate.structured.strict import check, strictify
 from orgate.terminal import command, fail, table
+
+if TYPE_CHECKING:
+    from orgate.structured.review import ReviewQueue
+
+# Each command imports what it runs when it runs: building the parser (and `--help`) loads
+# none of the safety net, the configuration or the providers.
 
 ReviewDbHook = Callable[[argparse.Namespace], str | None]
 
@@ -64,6 +66,8 @@ def _load(args: argparse.Namespace) -> Any:
 
 @command
 def cmd_schema_check(args: argparse.Namespace) -> int:
+    from orgate.structured.strict import check
+
     schema = _load(args)
     violations = check(schema)
     if args.json:
@@ -94,6 +98,8 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
 def cmd_schema_strictify(args: argparse.Namespace) -> int:
     """The schema with every fixable violation fixed, on stdout even when some cannot be fixed
     (those are listed on stderr, exit 1): a redirect never leaves an empty file."""
+    from orgate.structured.strict import strictify
+
     result = strictify(_load(args))
     print(json.dumps(result.partial, indent=2, ensure_ascii=False))
     if args.verbose:
@@ -111,6 +117,9 @@ def cmd_schema_strictify(args: argparse.Namespace) -> int:
 
 
 def _queue(args: argparse.Namespace) -> ReviewQueue:
+    from orgate.structured.review import ReviewQueue
+    from orgate.structured.settings import StructuredSettings
+
     path = args.db
     hook: ReviewDbHook | None = getattr(args, "_review_db_hook", None)
     if path is None and hook is not None:
@@ -175,6 +184,8 @@ def cmd_review_show(args: argparse.Namespace) -> int:
 @command
 @_queue_errors
 def cmd_review_resolve(args: argparse.Namespace) -> int:
+    from orgate.structured.review import ReviewError
+
     queue = _queue(args)
     try:
         if args.discard:
@@ -189,6 +200,42 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
         fail(str(exc))
     print(f"{item.id}: {item.status}")
     return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from orgate.structured.eval import cmd_eval
+
+    return int(cmd_eval(args))
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``eval`` (``orgate.structured.eval`` runs it, imported when it runs)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "eval", help="measure the structured-output safety net on a case file (in-process)"
+    )
+    p.add_argument("cases", help="YAML or JSONL case file")
+    p.add_argument(
+        "--model", required=True, help="a configured model, or orgate/echo, orgate/flaky"
+    )
+    p.add_argument("--runs", type=int, default=1, help="runs per case (default 1)")
+    p.add_argument(
+        "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
+    )
+    p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
+    p.add_argument("--save", help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it")
+    p.add_argument(
+        "--misbehave",
+        help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
+    )
+    p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
+    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="log every attempt (logger orgate.structured)"
+    )
+    p.set_defaults(func=_cmd_eval)
+    return p
 
 
 def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:

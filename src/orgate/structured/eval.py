@@ -723,38 +723,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "eval", help="measure the structured-output safety net on a case file (in-process)"
-    )
-    p.add_argument("cases", help="YAML or JSONL case file")
-    p.add_argument(
-        "--model", required=True, help="a configured model, or orgate/echo, orgate/flaky"
-    )
-    p.add_argument("--runs", type=int, default=1, help="runs per case (default 1)")
-    p.add_argument(
-        "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
-    )
-    p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
-    p.add_argument("--save", help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it")
-    p.add_argument(
-        "--misbehave",
-        help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
-    )
-    p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
-    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="log every attempt (logger orgate.structured)"
-    )
-    p.set_defaults(func=cmd_eval)
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry
+    from orgate.structured.cli import add_eval_parser
+
     parser = argparse.ArgumentParser(prog="orgate")
-    add_parser(parser.add_subparsers(dest="command", required=True))
+    add_eval_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return int(args.func(args))
 
