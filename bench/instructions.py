@@ -57,7 +57,7 @@ def _app(leg: str, mode: str, nginx: int) -> tuple[Any, str, bytes]:
 
         return MinimalTranslator(f"http://127.0.0.1:{nginx}/plain/v1/chat/completions", gateway.API_KEY), "/v1/responses", body
     from orgate.config import load_settings
-    from orgate.server.app import create_app
+    from orgate.gateway import create_app
 
     config = gateway.WORK_DIR / "instructions-orgate.toml"
     config.write_text(gateway.ORGATE_TOML.format(port=0, key=gateway.API_KEY, nginx=nginx))

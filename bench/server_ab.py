@@ -26,7 +26,7 @@ import run_gateway_bench as gb  # noqa: E402
 def create() -> object:
     """The app factory granian imports (``bench.server_ab:create``)."""
     from orgate.config import load_settings
-    from orgate.server.app import create_app
+    from orgate.gateway import create_app
 
     return create_app(load_settings(os.environ["ORGATE_CONFIG"]))
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from orgate.config import Settings
-    from orgate.server.app import Services
+    from orgate.server.services import Services
     from orgate.server.workers import WorkerContext
 
 log = logging.getLogger("orgate")
@@ -110,7 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _refuse(problem, 1, json_logs)
     # imported once the configuration is known to be valid: a refused start-up is quicker
     from orgate.config import ConfigError
-    from orgate.server.app import build_services, create_app
+    from orgate.gateway import build_services, create_app
 
     try:
         services = build_services(settings)
@@ -223,7 +223,7 @@ def _workers_problem(settings: Settings) -> str | None:
 def _supervise(args: argparse.Namespace, settings: Settings, services: Services, first: list[socket.socket], count: int) -> int:
     """Run ``count`` workers of this command under a supervisor (``orgate.server.workers``)."""
     from orgate.config import ConfigError, apply_cli_overrides, load_settings
-    from orgate.server.app import build_services
+    from orgate.server.services import build_services
     from orgate.server.workers import Supervisor, bind_slots, worker_argv
 
     host, port = settings.server.host, settings.server.port

@@ -121,7 +121,7 @@ def test_a_tampered_compaction_item_is_a_400(http: httpx.Client) -> None:
 
 def test_another_tenant_cannot_open_the_item(app_server: InProcessServer) -> None:
     # A compaction item sealed for one tenant does not open for another (the tenant is the associated data).
-    token = compaction.seal(compaction.make_payload("secret summary", covered=1), app_server.services.extras["compaction_key"], context="someone-else")
+    token = compaction.seal(compaction.make_payload("secret summary", covered=1), app_server.services.compaction.key, context="someone-else")
     with httpx.Client(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
         response = http.post("/v1/responses", json={"model": "orgate/echo", "input": [{"type": "compaction", "encrypted_content": token}, {"role": "user", "content": "x"}]})
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_compaction"

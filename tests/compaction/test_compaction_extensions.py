@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from orgate.engine import compaction
+from orgate.engine.compaction_service import kept_output
 from orgate.neutral import EXTENSION_ITEM_TYPE, OpaqueItem
 from orgate.protocol import CompactionSummaryItemParam, UserMessageItemParam
 from orgate.protocol.errors import ApiError
-from orgate.server.compact import kept_output
 from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.anthropic_upstream import text as claude_text
 from tests.fakes.responses_upstream import FakeResponses, text, web_search_call

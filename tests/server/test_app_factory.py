@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent(
     import os
     import httpx
     from orgate.config import load_settings
-    from orgate.server.app import create_app
+    from orgate.gateway import create_app
 
     async def main():
         os.environ.update({"ORGATE_API_KEY": "k", "ORGATE_STORE__ENABLED": "false"})

@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 
 from orgate.config import Settings
-from orgate.server.app import build_services, create_app
+from orgate.gateway import build_services, create_app
 from orgate.server.websocket import WebSocketSettings
 from tests.server_process import free_port
 

@@ -29,7 +29,7 @@ from orgate.server.errors import error_response
 from orgate.server.routes import SSE_HEADERS, authenticate
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 T = TypeVar("T")
 

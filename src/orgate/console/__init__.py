@@ -21,10 +21,9 @@ from orgate.console.pages import page_routes
 from orgate.console.review import review_routes
 from orgate.console.session import SessionSigner
 from orgate.console.tools import eval_routes, tool_routes
-from orgate.server.compact import key_for
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 
 def signer_for(services: Services) -> SessionSigner:
@@ -32,7 +31,7 @@ def signer_for(services: Services) -> SessionSigner:
     compaction key (already shared by every process serving one store)."""
     conf = services.settings.console
     secret = resolve_secret(conf.session_secret, where="console.session_secret")
-    material = secret.encode() if secret else key_for(services)
+    material = secret.encode() if secret else services.compaction.key
     return SessionSigner(material, services.keys, conf.session_minutes * 60.0)
 
 

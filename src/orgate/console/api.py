@@ -28,7 +28,7 @@ from orgate.server.body import read_json
 from orgate.store import STATUSES, ResponseFilter
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 PAGE_LIMIT = 50
 MAX_PAGE_LIMIT = 200

@@ -24,7 +24,7 @@ from orgate.console.session import SessionSigner
 from orgate.protocol.errors import ApiError
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 _REQUESTS = "orgate_http_requests"
 _UPSTREAM = "orgate_upstream_duration_seconds"

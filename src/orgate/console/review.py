@@ -23,7 +23,7 @@ from orgate.server.routes import get_review, list_reviews, resolve_review
 from orgate.structured.review import ReviewItem, schema_errors
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 
 def _scope(session: ConsoleSession) -> str | None:

@@ -27,7 +27,7 @@ from orgate.protocol.errors import ApiError
 from orgate.server.body import read_json
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 #: Verdict rows returned at most (the summary counts every item).
 MAX_ROWS = 5000

@@ -45,7 +45,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol.errors import MODEL_ERROR, RATE_LIMIT, SERVER_ERROR, ApiError
@@ -508,6 +508,15 @@ class Router:
             return self.providers(deployment), trace
         return _Bound(routed, trace), trace
 
+    def served(self, deployment: Deployment, served_by: str | None) -> Deployment:
+        """The deployment named ``served_by`` among ``deployment``'s route targets (a fallback that
+        answered), else ``deployment`` itself."""
+        route = self.routes.get(deployment.name) if served_by is not None else None
+        for target in route.targets if route is not None else ():
+            if target.name == served_by:
+                return target.deployment
+        return deployment
+
     # slots: released synchronously (also from a closing generator), waited for with a timeout
 
     def free(self, state: DeploymentState) -> None:
@@ -532,12 +541,43 @@ class Router:
         """Nothing of its own: the providers' owner closes them."""
 
 
+@runtime_checkable
+class TurnProviders(Protocol):
+    """What the responses service asks of its providers: one turn's provider with its trace, and
+    the deployment that served a trace (``Router``; ``Unrouted`` over a plain factory)."""
+
+    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]: ...
+
+    def served(self, deployment: Deployment, served_by: str | None) -> Deployment: ...
+
+
+class Unrouted:
+    """``TurnProviders`` over a plain provider factory: every deployment answers for itself."""
+
+    def __init__(self, providers: Callable[[Deployment], Provider]) -> None:
+        self.providers = providers
+
+    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]:
+        return self.providers(deployment), RouteTrace(prefer=prefer, served_by=deployment.name)
+
+    def served(self, deployment: Deployment, served_by: str | None) -> Deployment:
+        return deployment
+
+
+def turn_providers(providers: TurnProviders | Callable[[Deployment], Provider]) -> TurnProviders:
+    """``providers`` as ``TurnProviders`` (a plain factory is ``Unrouted``)."""
+    return providers if isinstance(providers, TurnProviders) else Unrouted(providers)
+
+
 __all__ = [
     "Attempt",
     "DeploymentState",
     "RoutePolicy",
     "Route",
     "RouteTrace",
+    "TurnProviders",
+    "Unrouted",
+    "turn_providers",
     "RoutedProvider",
     "Router",
     "Target",

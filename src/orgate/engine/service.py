@@ -29,7 +29,7 @@ from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
-from orgate.engine.router import Router, RouteTrace
+from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
@@ -114,7 +114,7 @@ class ResponsesService:
     def __init__(
         self,
         deployments: Mapping[str, Deployment],
-        providers: ProviderFactory,
+        providers: TurnProviders | ProviderFactory,
         store: ResponseStore | None = None,
         gate_policy: Policy = "enforce",
         pipeline: Pipeline | None = None,
@@ -124,7 +124,7 @@ class ResponsesService:
     ) -> None:
         self.mcp = mcp  # the MCP servers the operator allows (None: none configured)
         self.deployments = deployments
-        self.providers = providers
+        self.providers = turn_providers(providers)  # a Router, or a plain factory (no routes)
         self.store = store
         self.gate_policy: Policy = gate_policy
         self.pipeline = pipeline
@@ -133,9 +133,7 @@ class ResponsesService:
 
     def _open(self, deployment: Deployment, prefer: str | None) -> tuple[Provider, RouteTrace]:
         """The provider for one turn; ``prefer`` = the session's last deployment (prompt-cache locality)."""
-        if isinstance(self.providers, Router):
-            return self.providers.open(deployment, prefer)
-        return self.providers(deployment), RouteTrace(prefer=prefer, served_by=deployment.name)
+        return self.providers.open(deployment, prefer)
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
@@ -156,7 +154,7 @@ class ResponsesService:
     ) -> Turn:
         deployment = self.resolve(body.model, caller)
         own_input = normalize_input(body)
-        new_input = await self._resolve_references(own_input, caller)
+        new_input = await self.resolve_references(own_input, caller)
         if self.compaction_key is not None:
             new_input = expand(new_input, self.compaction_key, context=caller.tenant)
         # item_reference resolved from the store, or compaction items opened (they may hold extension items)
@@ -230,7 +228,7 @@ class ResponsesService:
             budget = body.max_tool_calls if body.max_tool_calls is not None else self.mcp.max_tool_calls
             turn.mcp = McpTurn(uses, pending, budget, turn.tenant, turn.response_id)
 
-    async def _resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
+    async def resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:
             if type(item) is ItemReferenceParam:
                 break
@@ -349,13 +347,7 @@ class ResponsesService:
 
     def served(self, turn: Turn) -> Deployment:
         """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
-        name = turn.route.served_by if turn.route is not None else None
-        if name is not None and isinstance(self.providers, Router):
-            route = self.providers.routes.get(turn.deployment.name)
-            for target in route.targets if route is not None else ():
-                if target.name == name:
-                    return target.deployment
-        return turn.deployment
+        return self.providers.served(turn.deployment, turn.route.served_by if turn.route is not None else None)
 
     def history_output(self, builder: ResponseBuilder, turn: Turn) -> list[dict[str, Any]] | None:
         """The output items the history keeps when they differ from the spec ``output`` (else None):

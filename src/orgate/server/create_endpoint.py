@@ -39,7 +39,7 @@ from orgate.server.sse import DONE, frame, openai_frame, then_done
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 log = logging.getLogger("orgate.server")
 

@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute, Route
 from orgate.protocol.error_codes import ErrorCode
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 SPEC_FILE = "openapi-2026-04-24.json"
 SECURITY = "ApiKeyAuth"

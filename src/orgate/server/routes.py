@@ -23,7 +23,7 @@ from orgate.server.create_endpoint import CreateResponse
 from orgate.structured import ReviewError, ReviewNotFound
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

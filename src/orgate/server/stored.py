@@ -39,7 +39,7 @@ from orgate.store import ItemsPage, ResponseStore, StoreError
 from orgate.store.base import Order
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 
 def _store(services: Services) -> ResponseStore:

@@ -73,7 +73,7 @@ from orgate.server.sse import openai_event
 from orgate.server.ws_limits import SocketLimits
 
 if TYPE_CHECKING:
-    from orgate.server.app import Services
+    from orgate.server.services import Services
 
 log = logging.getLogger("orgate.server.websocket")
 
