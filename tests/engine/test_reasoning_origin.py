@@ -27,6 +27,7 @@ from orgate.neutral import (
     Finish,
     ModelEvent,
     ModelRequest,
+    Provider,
     ReasoningDelta,
     ReasoningEncrypted,
     TextDelta,
@@ -160,7 +161,7 @@ def test_listings_show_spec_items_only() -> None:
 # --- through the service and a real store ------------------------------------------------------
 
 
-class Recording:
+class Recording(Provider):
     """A provider that records what it is asked and answers "ok"."""
 
     def __init__(self) -> None:

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from orgate.engine.context import parse_body
 from orgate.engine.service import Caller, ResponsesService
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, TextDelta
+from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, TextDelta
 from orgate.store import open_store
 
 MODEL = Deployment(name="m", provider="openai-chat", upstream_model="m", base_url="http://upstream.invalid/v1")
 CALLER = Caller("k", "t")
 
 
-class Answering:
+class Answering(Provider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         yield TextDelta("ok")
         yield Finish("stop")

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orgate.engine.router import Route, RoutePolicy, Router, Target
-from orgate.neutral import Capabilities, Deployment, Finish, ModelEvent, ModelRequest, TextDelta
+from orgate.neutral import (
+    Capabilities,
+    Deployment,
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+)
 from orgate.protocol.errors import ApiError
 
 
@@ -70,7 +78,7 @@ class Call:
     closed: bool = False
 
 
-class Scripted:
+class Scripted(Provider):
     """One fake upstream. Without a script step it answers ``"<name> answers"``."""
 
     def __init__(self, name: str, *steps: Step) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Deployment, Finish, ModelRequest, TextDelta, Usage, one_by_one
+from orgate.neutral import Deployment, Finish, ModelRequest, Provider, TextDelta, Usage
 from orgate.protocol.errors import ApiError
 from orgate.server.observability import HttpMetrics, InstrumentedProvider
 
 
-class ScriptedProvider:
+class ScriptedProvider(Provider):
     """Yields the given batches, then raises ``error`` if given; records whether it was closed."""
 
     def __init__(self, batches: list[list[Any]], error: BaseException | None = None) -> None:
@@ -34,9 +34,6 @@ class ScriptedProvider:
                 raise self.error
         finally:
             self.closed = True
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[Any]:  # the Provider protocol
-        return one_by_one(self.stream_batches(request))
 
     async def aclose(self) -> None:
         pass

@@ -1,7 +1,7 @@
 """A scripted upstream for the safety net: one list of neutral events per attempt.
 
-This is a test double of an upstream provider (it implements the neutral
-``Provider`` protocol), not a mock of orgate code. It records every request
+This is a test double of an upstream provider (a neutral ``Provider``), not a
+mock of orgate code. It records every request
 it was asked, so tests can inspect the feedback messages and token limits.
 """
 
@@ -10,7 +10,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from orgate.neutral import Finish, FinishReason, ModelEvent, ModelRequest, TextDelta, Usage
+from orgate.neutral import (
+    Finish,
+    FinishReason,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    Usage,
+)
 
 
 def answer(
@@ -21,7 +29,7 @@ def answer(
     return [*parts, Finish(reason, Usage(input_tokens=100, output_tokens=tokens))]
 
 
-class ScriptedProvider:
+class ScriptedProvider(Provider):
     """Yields ``script[n]`` for the n-th call; ``delay`` seconds before each event."""
 
     def __init__(self, script: Sequence[Sequence[ModelEvent]], *, delay: float = 0.0) -> None:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, TextFormat
+from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, Provider, TextFormat
 from orgate.protocol.errors import ApiError
 from orgate.structured import (
     Outcome,
@@ -22,7 +22,7 @@ from tests.structured.fakes import answer
 from tests.structured.test_net import GOOD, request
 
 
-class Refusing:
+class Refusing(Provider):
     """An upstream that fails every request carrying a response format in ``refused``, as
     llama.cpp's server does for json_schema (a 500, passed on as a 502 upstream_error)."""
 

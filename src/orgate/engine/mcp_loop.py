@@ -53,8 +53,7 @@ from orgate.neutral import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
-    batches,
-    one_by_one,
+    WrapperProvider,
 )
 from orgate.protocol import (
     AssistantMessageItemParam,
@@ -127,21 +126,15 @@ class _Held:
     chunks: list[str] = field(default_factory=list)
 
 
-class McpLoop:
+class McpLoop(WrapperProvider):
     """A provider wrapper that runs the MCP tools of one turn (see the module docstring)."""
 
     def __init__(self, inner: Provider, turn: McpTurn, runtime: McpRuntime) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.turn = turn
         self.runtime = runtime
         self.calls = 0  # MCP calls run in this response (max_tool_calls)
         self.stop = False  # a call of this round ends the response (approval asked, budget spent)
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return one_by_one(self.stream_batches(request))
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         offered: dict[str, _Offered] = {}
@@ -172,7 +165,7 @@ class McpLoop:
             client_calls = False  # the model also called the client's own functions: those end the response
             said: list[str] = []  # the round's text, which the model reads back before its calls
             finish: Finish | None = None
-            async for batch in batches(self.inner, request):
+            async for batch in self.inner.stream_batches(request):
                 out: list[ModelEvent] = []
                 for event in batch:
                     if isinstance(event, ToolCallStart) and event.name in offered:

@@ -267,7 +267,7 @@ class DeploymentState:
 # --- the provider over a route -----------------------------------------------------------------------
 
 
-class RoutedProvider:
+class RoutedProvider(Provider):
     """A ``Provider`` over a ``Route``: fallbacks, retries, limits and circuits (see the module docstring)."""
 
     def __init__(self, route: Route, providers: Callable[[Deployment], Provider], router: Router) -> None:
@@ -287,7 +287,9 @@ class RoutedProvider:
             targets.sort(key=lambda t: t.name != prefer)  # stable: the preferred one first
         return targets
 
-    async def stream(self, request: ModelRequest, trace: RouteTrace | None = None) -> AsyncIterator[ModelEvent]:
+    async def stream_batches(
+        self, request: ModelRequest, trace: RouteTrace | None = None
+    ) -> AsyncIterator[list[ModelEvent]]:
         trace = RouteTrace() if trace is None else trace
         router = self._router
         policy = self.route.policy
@@ -332,10 +334,10 @@ class RoutedProvider:
             tries[target.name] += 1
             attempt = Attempt(target.name)
             trace.attempts.append(attempt)
-            upstream: AsyncIterator[ModelEvent] | None = None
+            upstream: AsyncIterator[list[ModelEvent]] | None = None
             try:
                 provider = self._providers(target.deployment)
-                upstream = provider.stream(dataclasses.replace(request, model=target.deployment.upstream_model))
+                upstream = provider.stream_batches(dataclasses.replace(request, model=target.deployment.upstream_model))
                 try:
                     first = await anext(upstream)
                 except StopAsyncIteration:
@@ -380,8 +382,8 @@ class RoutedProvider:
             assert upstream is not None
             try:
                 yield first
-                async for event in upstream:
-                    yield event
+                async for batch in upstream:
+                    yield batch
             except ApiError as error:
                 # After the first event nothing is retried: the engine fails the stream cleanly.
                 attempt.error = f"{error.status} {error.code}"
@@ -431,7 +433,7 @@ class RoutedProvider:
         log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
 
 
-async def _aclose(agen: AsyncIterator[ModelEvent] | None) -> None:
+async def _aclose(agen: AsyncIterator[list[ModelEvent]] | None) -> None:
     close = getattr(agen, "aclose", None)
     if close is not None:
         try:
@@ -440,18 +442,15 @@ async def _aclose(agen: AsyncIterator[ModelEvent] | None) -> None:
             log.debug("error while closing an upstream stream", exc_info=True)
 
 
-class _Bound:
+class _Bound(Provider):
     """A routed provider bound to one turn's ``RouteTrace`` (what wrappers such as the tool guard call)."""
 
     def __init__(self, routed: RoutedProvider, trace: RouteTrace) -> None:
         self.routed = routed
         self.trace = trace
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return self.routed.stream(request, self.trace)
-
-    async def aclose(self) -> None:
-        return None
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        return self.routed.stream_batches(request, self.trace)
 
 
 class Router:

@@ -36,7 +36,6 @@ from orgate.neutral import (
     ModelEvent,
     ModelRequest,
     Provider,
-    batches,
     one_by_one,
     origin_of,
 )
@@ -296,7 +295,7 @@ class ResponsesService:
             if turn.mcp is not None:
                 assert self.mcp is not None
                 provider = McpLoop(provider, turn.mcp, self.mcp)
-            upstream = batches(provider, turn.request)
+            upstream = provider.stream_batches(turn.request)
             if turn.background:
                 # Background work starts in its own task; nothing is awaited here.
                 stream = ResponseStream(self, turn, caller, upstream, None, session)

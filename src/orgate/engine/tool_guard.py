@@ -36,6 +36,7 @@ from orgate.neutral import (
     ToolCallDelta,
     ToolCallStart,
     Usage,
+    WrapperProvider,
 )
 from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, UserMessageItemParam
 from orgate.protocol.errors import MODEL_ERROR, ApiError
@@ -55,7 +56,7 @@ class _Call:
         return "".join(d.arguments for d in self.deltas)
 
 
-class ToolGuard:
+class ToolGuard(WrapperProvider):
     """A provider wrapper enforcing tool-call validity and ``tool_choice``."""
 
     def __init__(
@@ -67,26 +68,23 @@ class ToolGuard:
         cache: SchemaCache | None = None,
         on_verdict: VerdictHook | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.policy = policy
         self.retries = retries
         self.cache = cache or SchemaCache()
         self.on_verdict = on_verdict
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     @staticmethod
     def applies(request: ModelRequest) -> bool:
         """Whether a request has anything to guard (tools or a tool_choice)."""
         return bool(request.tools) or request.tool_choice is not None
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         if self.policy == "off" or not self.applies(request):
-            return self.inner.stream(request)
+            return self.inner.stream_batches(request)
         return self._guarded(request)
 
-    async def _guarded(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def _guarded(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         catalog = self._catalog(request)
         allowed, must_call = _constraints(request)
         hold_text = must_call
@@ -98,41 +96,41 @@ class ToolGuard:
             held: list[ModelEvent] = []
             finish: Finish | None = None
             earlier_text = text_sent  # text of an earlier attempt already reached the client
-            async for event in self.inner.stream(attempt_request):
-                if isinstance(event, ToolCallStart):
-                    calls.append(_Call(event, []))
-                elif isinstance(event, ToolCallDelta):
-                    if calls:
-                        calls[-1].deltas.append(event)
-                elif isinstance(event, Finish):
-                    finish = event
-                elif hold_text:
-                    held.append(event)
-                elif earlier_text:
-                    continue  # the client already has text from an earlier attempt
-                else:
-                    text_sent = text_sent or isinstance(event, TextDelta)
-                    yield event
+            async for batch in self.inner.stream_batches(attempt_request):
+                out: list[ModelEvent] = []
+                for event in batch:
+                    if isinstance(event, ToolCallStart):
+                        calls.append(_Call(event, []))
+                    elif isinstance(event, ToolCallDelta):
+                        if calls:
+                            calls[-1].deltas.append(event)
+                    elif isinstance(event, Finish):
+                        finish = event
+                    elif hold_text:
+                        held.append(event)
+                    elif earlier_text:
+                        continue  # the client already has text from an earlier attempt
+                    else:
+                        text_sent = text_sent or isinstance(event, TextDelta)
+                        out.append(event)
+                if out:
+                    yield out
             if finish is None:
                 raise ApiError(502, "the upstream ended without finishing its answer", type="server_error", code="upstream_stream_truncated")
             usage = usage + (finish.usage or Usage())
             if finish.reason == "length":
                 # Truncated arguments are not judged: the response is incomplete, the item too.
-                for event in self._release(held, calls):
-                    yield event
-                yield Finish(finish.reason, usage)
+                yield [*self._release(held, calls), Finish(finish.reason, usage)]
                 return
             problems = self._problems(calls, catalog, allowed, must_call)
             if not problems or self.policy == "warn":
                 for problem in problems:
                     log.warning("gate: model output passed under policy=warn: %s", problem)
                 calls = self._limit(calls, request)
-                for event in self._release(held, calls):
-                    yield event
                 reason = finish.reason
                 if calls and reason == "stop":
                     reason = "tool_calls"
-                yield Finish(reason, usage)
+                yield [*self._release(held, calls), Finish(reason, usage)]
                 return
             log.warning("gate: attempt %d produced invalid tool calls: %s", attempt + 1, "; ".join(problems))
             attempt_request = _with_feedback(attempt_request, held, calls, problems)

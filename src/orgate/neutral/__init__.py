@@ -1,13 +1,13 @@
 """The neutral contract between the engine and the providers.
 
 ``ModelRequest`` is what every provider is asked; ``ModelEvent`` is what every
-provider yields; ``Deployment`` is how to reach one upstream; ``OpaqueItem``
+provider yields, in batches (``Provider``, ``WrapperProvider``: ``provider.py``); ``Deployment`` is how to reach one upstream; ``OpaqueItem``
 is an upstream's own item kept in history for that upstream only
 (``orgate.neutral.items``). Providers translate these to and from one wire
 protocol each; the engine never sees a provider's wire format.
 """
 
-from orgate.neutral.batches import batches, one_by_one
+from orgate.neutral.batches import batches_of_one, one_by_one
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
     ExtensionItem,
@@ -30,7 +30,8 @@ from orgate.neutral.events import (
     token_count,
 )
 from orgate.neutral.items import EXTENSION_ITEM_TYPE, OpaqueItem, extension_wire, origin_of
-from orgate.neutral.request import ModelRequest, Provider, TextFormat
+from orgate.neutral.provider import Provider, WrapperProvider
+from orgate.neutral.request import ModelRequest, TextFormat
 
 __all__ = [
     "EXTENSION_ITEM_TYPE",
@@ -57,8 +58,9 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStart",
     "Usage",
+    "WrapperProvider",
     "token_count",
-    "batches",
+    "batches_of_one",
     "one_by_one",
     "extension_wire",
     "origin_of",

@@ -1,9 +1,8 @@
-"""Provider events in batches: one list per upstream read where the provider can say so.
+"""Between single events and batches of them (``Provider.stream_batches``, neutral/provider.py).
 
-A provider may offer ``stream_batches(request)`` next to ``stream(request)``:
-the same events, grouped as they were decoded from one network read. Wrappers
-that keep batches intact let the HTTP layer write once per read instead of
-once per event. ``one_by_one`` goes the other way, for consumers of single events.
+``batches_of_one`` turns a stream of single events into batches of one event each;
+``one_by_one`` goes the other way, for consumers of single events. Both close what they
+wrap as soon as they are closed.
 """
 
 from __future__ import annotations
@@ -12,18 +11,10 @@ from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from orgate.neutral.events import ModelEvent
-from orgate.neutral.request import ModelRequest, Provider
 
 
-def batches(provider: Provider, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-    """The provider's events in batches: its own (``stream_batches``) or one event each."""
-    native = getattr(provider, "stream_batches", None)
-    if native is not None:
-        return native(request)  # type: ignore[no-any-return]
-    return _batches_of_one(provider.stream(request))
-
-
-async def _batches_of_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+async def batches_of_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
+    """Each event of ``events`` as a batch of its own."""
     try:
         async for event in events:
             yield [event]

@@ -1,12 +1,9 @@
-"""The neutral request every provider is asked, and the provider interface."""
+"""The neutral request every provider is asked (the provider interface: neutral/provider.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-from orgate.neutral.events import ModelEvent
+from typing import Any, Literal
 
 
 @dataclass(slots=True)
@@ -68,16 +65,3 @@ class ModelRequest:
     # by ``dataclasses.replace``: the notes of a wrapper's rewritten request reach the turn.
     notices: list[str] = field(default_factory=list)
 
-
-class Provider(Protocol):
-    """One upstream wire protocol bound to one deployment."""
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the model's answer as neutral events, ending in one ``Finish``.
-
-        Raises ``ApiError`` for upstream failures (status 429 with Retry-After
-        passed on, 5xx ``server_error``/``model_error`` naming the upstream).
-        """
-        ...
-
-    async def aclose(self) -> None: ...

@@ -37,6 +37,7 @@ from orgate.neutral import (
     Finish,
     ModelEvent,
     ModelRequest,
+    Provider,
     ReasoningDelta,
     RefusalDelta,
     TextDelta,
@@ -104,14 +105,11 @@ def _cut_at_stop(text: str, stop: list[str] | None) -> str:
     return text[:cut] if cut >= 0 else text
 
 
-class BuiltinProvider:
-    """The ``builtin`` provider: answers from the request alone."""
+class BuiltinProvider(Provider):
+    """The ``builtin`` provider: answers from the request alone, one event at a time."""
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
-
-    async def aclose(self) -> None:
-        return None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         last, prompt, last_is_user = _last_prompt(request)

@@ -35,7 +35,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, TextDelta, Usage
+from orgate.neutral import (
+    Deployment,
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    Usage,
+    WrapperProvider,
+    batches_of_one,
+)
 from orgate.providers.builtin import text_token, tokens
 
 FLAKY_MODEL = "orgate/flaky"
@@ -168,24 +178,21 @@ def break_value(
     return value
 
 
-class FlakyProvider:
+class FlakyProvider(WrapperProvider):
     """Wraps the built-in provider and applies the misbehaviour plan to JSON answers."""
 
     def __init__(self, inner: Provider, settings: MisbehaveSettings) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.settings = settings
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         fmt = request.text_format
         if fmt is None or fmt.type not in ("json_schema", "json_object"):
-            return self.inner.stream(request)
+            return self.inner.stream_batches(request)
         kind = self.settings.choose(attempt_key(request))
         if kind == "valid":
-            return self.inner.stream(request)
-        return self._misbehave(request, kind)
+            return self.inner.stream_batches(request)
+        return batches_of_one(self._misbehave(request, kind))
 
     async def _misbehave(
         self, request: ModelRequest, kind: Misbehaviour

@@ -1,11 +1,12 @@
 """The streaming HTTP exchange shared by the SSE providers (``anthropic``, ``openai-responses``).
 
 ``SseProvider`` is the I/O class both are: it holds the deployment's URL,
-headers and timeouts, and ``stream`` POSTs the body (``body``), maps an HTTP
+headers and timeouts, and ``stream_batches`` POSTs the body (``body``), maps an HTTP
 error reply with the provider's ``http_error``, decodes an
 ``application/json`` reply (an upstream that ignored ``stream: true``) with
 ``decode_json``, and otherwise feeds the SSE bytes to a fresh incremental
-``decoder()`` until it has finished (or holds an error). A stream that ends
+``decoder()`` until it has finished (or holds an error), handing on the events
+of each network read as one batch. A stream that ends
 before the decoder has finished is truncated, or invalid when not one event of
 the wire format came (a 200 that is not an answer); after the terminal event the
 rest of the body is read (``drain``) so the pooled connection is reused.
@@ -26,7 +27,7 @@ from typing import Any, ClassVar, Protocol
 import aiohttp
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol.errors import ApiError
 from orgate.providers.http import (
     STREAM,
@@ -58,7 +59,7 @@ class SseDecoder(Protocol):
     def close(self) -> list[ModelEvent]: ...
 
 
-class SseProvider:
+class SseProvider(Provider):
     """One deployment of an SSE upstream; a subclass names its wire protocol's pieces.
 
     Class attributes: ``terminal`` (the event a complete stream ends with, for
@@ -97,8 +98,8 @@ class SseProvider:
         """The events of a non-streaming (``application/json``) reply."""
         raise NotImplementedError
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Yield the upstream's answer as neutral events, ending in one ``Finish``."""
+    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read."""
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
         decoder = self.decoder()
@@ -110,20 +111,22 @@ class SseProvider:
             ) as resp:
                 body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
                 if body is not STREAM:
-                    for event in self.decode_json(body, deployment.name):
-                        yield event
+                    yield list(self.decode_json(body, deployment.name))
                     return
+                feed = decoder.feed
                 try:
                     async for chunk in resp.content.iter_any():
-                        for event in decoder.feed(chunk):
-                            yield event
+                        events = feed(chunk)
+                        if events:
+                            yield events
                         if decoder.finished or decoder.failed:
                             break
                 except aiohttp.ClientPayloadError as exc:
                     raise truncated(deployment, "the connection was closed mid-stream") from exc
                 if not decoder.finished:
-                    for event in decoder.close():
-                        yield event
+                    events = decoder.close()
+                    if events:
+                        yield events
                 if not decoder.finished and not decoder.recognized:
                     raise invalid(deployment, f"a 200 without any {self.wire} event")
                 if not decoder.finished:
@@ -140,8 +143,6 @@ class SseProvider:
                 "upstream '%s': skipped %s %s", deployment.name, self.skipped, dict(decoder.skipped)
             )
 
-    async def aclose(self) -> None:
-        """Nothing of its own to close: the pool's owner closes the pool."""
 
 
 async def drain(resp: aiohttp.ClientResponse, timeout: float = DRAIN_TIMEOUT) -> None:

@@ -43,8 +43,7 @@ from orgate.neutral import (
     ModelEvent,
     ModelRequest,
     Provider,
-    batches,
-    one_by_one,
+    WrapperProvider,
 )
 from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
 from orgate.server.errors import send_error
@@ -399,11 +398,11 @@ def _server_kind() -> Any:
 # --- upstream instrumentation ---------------------------------------------------------------------
 
 
-class InstrumentedProvider:
+class InstrumentedProvider(WrapperProvider):
     """Wraps one deployment's provider: latency, errors and tokens by deployment; tokens charged to the caller."""
 
     def __init__(self, inner: Provider, deployment: Deployment, metrics: HttpMetrics, limiter: RateLimiter | None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.deployment = deployment
         self.metrics = metrics
         self.limiter = limiter
@@ -415,9 +414,6 @@ class InstrumentedProvider:
         self._tokens_out = metrics.tokens.labels(name, "output")
         self._in_flight = metrics.upstream_in_flight.labels(name)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return one_by_one(self.stream_batches(request))
-
     def stream_batches(self, request: ModelRequest) -> _MeasuredBatches:
         """The inner provider's batches, measured (batches keep one write per upstream read)."""
         info = _current.get()
@@ -425,7 +421,7 @@ class InstrumentedProvider:
             info.deployment = self.deployment.name
             if info.model is None:
                 info.model = self.deployment.name
-        return _MeasuredBatches(self, batches(self.inner, request), info)
+        return _MeasuredBatches(self, self.inner.stream_batches(request), info)
 
     async def _count(self, event: Finish, info: RequestInfo | None) -> None:
         usage = event.usage
@@ -435,8 +431,6 @@ class InstrumentedProvider:
         if self.limiter is not None and info is not None and info.key_name is not None:
             await self.limiter.charge(info.key_name, usage.input_tokens + usage.output_tokens)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class _MeasuredBatches:

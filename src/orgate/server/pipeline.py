@@ -8,7 +8,6 @@ request and returns the stream to drain plus the safety net's ``Outcome``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -30,19 +29,16 @@ from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.layers import ValidatorCache
 
 
-@dataclass(slots=True)
-class _NetCall:
+class _NetCall(Provider):
     """A SafetyNet bound to one request's outcome and budget, seen as a plain provider."""
 
-    net: SafetyNet
-    outcome: Outcome
-    budget: BudgetOverride | None
+    def __init__(self, net: SafetyNet, outcome: Outcome, budget: BudgetOverride | None) -> None:
+        self.net = net
+        self.outcome = outcome
+        self.budget = budget
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        return self.net.stream(request, outcome=self.outcome, budget=self.budget)
-
-    async def aclose(self) -> None:
-        return None
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        return self.net.stream_batches(request, outcome=self.outcome, budget=self.budget)
 
 
 class Pipeline:

@@ -51,7 +51,14 @@ from prometheus_client import CollectorRegistry
 
 from orgate import terminal
 from orgate.config import ConfigError, Settings, deployments, load_settings
-from orgate.neutral import Capabilities, Deployment, ModelRequest, Provider, TextFormat
+from orgate.neutral import (
+    Capabilities,
+    Deployment,
+    ModelRequest,
+    Provider,
+    TextFormat,
+    WrapperProvider,
+)
 from orgate.protocol import UserMessageItemParam
 from orgate.protocol.errors import ApiError
 from orgate.providers import ProviderRegistry
@@ -438,16 +445,13 @@ def resolve_target(
     return dep, lambda: _PooledProvider(dep), None
 
 
-class _PooledProvider:
+class _PooledProvider(WrapperProvider):
     """A configured upstream's provider that owns its connection pool: closing it closes the
     pool's HTTP session too (an eval is one short-lived process)."""
 
     def __init__(self, deployment: Deployment) -> None:
         self._registry = ProviderRegistry()
-        self._inner = self._registry(deployment)
-
-    def stream(self, request: ModelRequest) -> Any:
-        return self._inner.stream(request)
+        super().__init__(self._registry(deployment))
 
     async def aclose(self) -> None:
         await self._registry.aclose()  # its providers, then the pool

@@ -49,6 +49,9 @@ from orgate.neutral import (
     TextDelta,
     ToolCallStart,
     Usage,
+    WrapperProvider,
+    batches_of_one,
+    one_by_one,
 )
 from orgate.protocol.errors import MODEL_ERROR, SERVER_ERROR, ApiError, invalid_request
 from orgate.structured import modes, strict
@@ -130,7 +133,7 @@ def _release(
     return out
 
 
-class SafetyNet:
+class SafetyNet(WrapperProvider):
     """Wraps one deployment's provider; see the module docstring."""
 
     def __init__(
@@ -146,7 +149,7 @@ class SafetyNet:
         tenant: str = "",
         downgrades: ModeDowngrades | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.tenant = tenant  # of the caller: its review queue entries are its own
         self.deployment = deployment
         self.policy = policy
@@ -156,8 +159,18 @@ class SafetyNet:
         self.feedback_items = feedback_items
         self.downgrades = downgrades if downgrades is not None else ModeDowngrades()
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+    def stream_batches(
+        self,
+        request: ModelRequest,
+        *,
+        outcome: Outcome | None = None,
+        budget: BudgetOverride | None = None,
+    ) -> AsyncIterator[list[ModelEvent]]:
+        """The checked stream; for non-JSON requests, the inner stream itself."""
+        fmt = request.text_format
+        if fmt is None or fmt.type == "text" or not self.policy.settings.enabled:
+            return self.inner.stream_batches(request)
+        return batches_of_one(self._guarded(request, outcome if outcome is not None else Outcome(), budget))
 
     def stream(
         self,
@@ -166,11 +179,8 @@ class SafetyNet:
         outcome: Outcome | None = None,
         budget: BudgetOverride | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        """The checked stream; for non-JSON requests, the inner stream itself."""
-        fmt = request.text_format
-        if fmt is None or fmt.type == "text" or not self.policy.settings.enabled:
-            return self.inner.stream(request)
-        return self._guarded(request, outcome if outcome is not None else Outcome(), budget)
+        """The same events one at a time."""
+        return one_by_one(self.stream_batches(request, outcome=outcome, budget=budget))
 
     # ------------------------------------------------------------------ attempts
 
@@ -179,19 +189,20 @@ class SafetyNet:
         parts: list[str] = []
         finish: Finish | None = None
         tool_calls = refusal = False
-        iterator = self.inner.stream(request)
+        iterator = self.inner.stream_batches(request)
         try:
             async with asyncio.timeout(timeout):
-                async for ev in iterator:
-                    events.append(ev)
-                    if isinstance(ev, TextDelta):
-                        parts.append(ev.text)
-                    elif isinstance(ev, ToolCallStart):
-                        tool_calls = True
-                    elif isinstance(ev, RefusalDelta):
-                        refusal = True
-                    elif isinstance(ev, Finish):
-                        finish = ev
+                async for batch in iterator:
+                    events += batch
+                    for ev in batch:
+                        if isinstance(ev, TextDelta):
+                            parts.append(ev.text)
+                        elif isinstance(ev, ToolCallStart):
+                            tool_calls = True
+                        elif isinstance(ev, RefusalDelta):
+                            refusal = True
+                        elif isinstance(ev, Finish):
+                            finish = ev
         finally:
             closer = getattr(iterator, "aclose", None)
             if closer is not None:

@@ -10,12 +10,12 @@ with ``decode_completion``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, one_by_one
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol.errors import ApiError
 from orgate.providers.http import (
     STREAM,
@@ -45,7 +45,7 @@ def completions_url(base_url: str) -> str:
     return base + "/chat/completions"
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(Provider):
     """One OpenAI-compatible Chat Completions deployment."""
 
     def __init__(
@@ -62,12 +62,8 @@ class OpenAIChatProvider:
         headers.update(deployment.headers)
         self._headers = headers
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """The upstream's answer as neutral events, ending in one ``Finish``."""
-        return one_by_one(self.stream_batches(request))
-
     async def stream_batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
-        """The same events, grouped as they were decoded from each network read (fewer hand-offs)."""
+        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read."""
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
         session = self._pool.session(deployment)
@@ -120,8 +116,6 @@ class OpenAIChatProvider:
             # stops at the final event (they all do) has no request to unwind.
             yield last
 
-    async def aclose(self) -> None:
-        """Nothing of its own to close: the pool's owner closes the pool."""
 
 
 #: Seconds to wait, once the finish_reason came, for the usage chunk and ``[DONE]``.
