@@ -14,7 +14,7 @@ import hmac
 
 from orgate.config import ResolvedKey
 from orgate.engine.service import Caller
-from orgate.protocol.errors import AUTHENTICATION, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 #: Accepted tokens remembered (the configured keys are few; the bound only caps memory).
 REMEMBERED_KEYS = 1024
@@ -29,16 +29,14 @@ class Authenticator:
 
     def authenticate(self, authorization: str | None) -> Caller:
         if not authorization:
-            raise ApiError(
-                401,
+            raise ApiError.of(
+                ErrorCode.MISSING_API_KEY,
                 "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
-                type=AUTHENTICATION,
-                code="missing_api_key",
             )
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise ApiError(401, "The Authorization header must be 'Bearer <key>'.", type=AUTHENTICATION, code="invalid_api_key")
+            raise ApiError.of(ErrorCode.INVALID_API_KEY, "The Authorization header must be 'Bearer <key>'.")
         caller = self._accepted.get(token)
         if caller is None:
             caller = self._check(token)
@@ -60,5 +58,5 @@ class Authenticator:
             if ok and match is None:
                 match = key
         if match is None:
-            raise ApiError(401, "Incorrect API key provided.", type=AUTHENTICATION, code="invalid_api_key")
+            raise ApiError.of(ErrorCode.INVALID_API_KEY, "Incorrect API key provided.")
         return Caller(key_name=match.name, tenant=match.tenant, models=match.models, admin=match.admin)

@@ -21,7 +21,7 @@ from starlette.requests import Request
 
 from orgate.config import LimitSettings
 from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds, dotted
-from orgate.protocol.errors import ApiError, invalid_request
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.server.disconnect import DisconnectWatch
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
 
 
 def body_timeout_error(limits: LimitSettings) -> ApiError:
-    return ApiError(408, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).", code="request_timeout")
+    return ApiError.of(ErrorCode.REQUEST_TIMEOUT, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).")
 
 
 async def receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
@@ -102,17 +102,16 @@ def media_type(content_type: str) -> str:
     media = content_type.split(";", 1)[0].strip().lower()
     if media in LENIENT_MEDIA or media == "application/json" or media.endswith("+json"):
         return media
-    raise ApiError(415, f"Unsupported Content-Type '{media}': send application/json.", code="unsupported_media_type")
+    raise ApiError.of(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type '{media}': send application/json.")
 
 
 def check_content_encoding(encoding: str | None) -> None:
     """Bodies are read as they arrive: a compressed one (``Content-Encoding: gzip``) is 415, not garbled JSON."""
     coding = (encoding or "").strip().lower()
     if coding and coding != "identity":
-        raise ApiError(
-            415,
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_CONTENT_ENCODING,
             f"Unsupported Content-Encoding '{coding[:100]}': send the request body uncompressed.",
-            code="unsupported_content_encoding",
             headers={"Accept-Encoding": "identity"},
         )
 
@@ -124,23 +123,23 @@ def check_declared_length(declared: str | None, limits: LimitSettings) -> None:
 
 def parse_json(raw: bytes, media: str, limits: LimitSettings) -> Any:
     if not raw.strip():
-        raise invalid_request("The request body is empty; send a JSON object.", code="invalid_json")
+        raise ApiError.of(ErrorCode.INVALID_JSON, "The request body is empty; send a JSON object.")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if media in LENIENT_MEDIA and media:
-            raise ApiError(415, f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.", code="unsupported_media_type") from None
-        raise invalid_request(f"We could not parse the JSON body of your request: {exc}", code="invalid_json") from None
+            raise ApiError.of(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.") from None
+        raise ApiError.of(ErrorCode.INVALID_JSON, f"We could not parse the JSON body of your request: {exc}") from None
     check_structure(data, raw, limits)
     return data
 
 
 def _too_large(limits: LimitSettings) -> ApiError:
-    return ApiError(413, f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).", code="request_too_large")
+    return ApiError.of(ErrorCode.REQUEST_TOO_LARGE, f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).")
 
 
 def _too_deep(limit: int) -> ApiError:
-    return invalid_request(f"The request body is nested deeper than {limit} levels (limits.max_json_depth).", code="nesting_too_deep")
+    return ApiError.of(ErrorCode.NESTING_TOO_DEEP, f"The request body is nested deeper than {limit} levels (limits.max_json_depth).")
 
 
 def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
@@ -186,8 +185,9 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
     # A str of n characters is at most 4n UTF-8 bytes and at least n: only measure when it matters.
     for text in strings:
         if len(text) * 4 > max_string and len(text.encode("utf-8", "surrogatepass")) > max_string:
-            raise invalid_request(
-                f"A string in the request body is longer than the limit of {max_string} bytes (limits.max_string_bytes).", code="string_too_long"
+            raise ApiError.of(
+                ErrorCode.STRING_TOO_LONG,
+                f"A string in the request body is longer than the limit of {max_string} bytes (limits.max_string_bytes).",
             )
     colons = raw.count(b":")
     if colons == members:
@@ -198,8 +198,9 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
         return
     duplicate = find_duplicate_key(raw)
     if duplicate is not None:
-        raise invalid_request(
-            f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.", code="duplicate_key"
+        raise ApiError.of(
+            ErrorCode.DUPLICATE_KEY,
+            f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.",
         )
 
 
@@ -253,16 +254,15 @@ def check_request_limits(data: Any, limits: LimitSettings) -> None:
         return
     items = data.get("input")
     if isinstance(items, list) and len(items) > limits.max_input_items:
-        raise ApiError(
-            400,
+        raise ApiError.of(
+            ErrorCode.TOO_MANY_ITEMS,
             f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
-            code="too_many_items",
             param="input",
         )
     tools = data.get("tools")
     if isinstance(tools, list):
         if len(tools) > limits.max_tools:
-            raise ApiError(400, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", code="too_many_tools", param="tools")
+            raise ApiError.of(ErrorCode.TOO_MANY_TOOLS, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", param="tools")
         for index, tool in enumerate(tools):
             if isinstance(tool, dict):
                 _check_schema(tool.get("parameters"), f"tools[{index}].parameters", limits)
@@ -277,10 +277,9 @@ def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
     raw = orjson.dumps(schema)
     size = len(raw)
     if size > limits.max_schema_bytes:
-        raise ApiError(
-            400,
+        raise ApiError.of(
+            ErrorCode.SCHEMA_TOO_LARGE,
             f"'{param}' is {size} bytes of JSON, more than the limit of {limits.max_schema_bytes} (limits.max_schema_bytes).",
-            code="schema_too_large",
             param=param,
         )
     bounds = schema_bounds(limits)
@@ -329,4 +328,4 @@ def check_schema_bounds(schema: Any, param: str, limits: LimitSettings) -> None:
         check_bounds(schema, schema_bounds(limits))
     except SchemaTooComplex as exc:
         where = dotted(param, exc.path)
-        raise ApiError(400, f"'{where}': {exc}.", code="schema_too_complex", param=where) from None
+        raise ApiError.of(ErrorCode.SCHEMA_TOO_COMPLEX, f"'{where}': {exc}.", param=where) from None

@@ -30,7 +30,14 @@ from orgate.config import ConfigError, Settings, resolve_secret
 from orgate.engine.compaction_key import KeyFileError, derive_key, load_or_create_key
 from orgate.engine.input_gate import split_namespaced
 from orgate.protocol import CompactResponseMethodPublicBody
-from orgate.protocol.errors import ApiError, from_validation_error, invalid_request
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    from_validation_error,
+    method_not_allowed,
+    not_an_object,
+    unknown_parameter,
+)
 from orgate.server.body import read_json
 from orgate.server.errors import error_response
 from orgate.server.observability import note_model
@@ -74,13 +81,13 @@ def compaction_key(settings: Settings) -> bytes:
 
 def parse_compact_body(data: Any) -> CompactResponseMethodPublicBody:
     if not isinstance(data, dict):
-        raise invalid_request("The request body must be a JSON object.", code="invalid_type")
+        raise not_an_object()
     try:
         body = CompactResponseMethodPublicBody.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
     for name in body.model_extra or {}:
-        raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+        raise unknown_parameter(name)
     return body
 
 
@@ -93,7 +100,7 @@ def compact_routes(services: Services) -> Sequence[BaseRoute]:
         if isinstance(data, dict) and isinstance(data.get("input"), list):
             limit = services.settings.limits.max_input_items
             if len(data["input"]) > limit:
-                raise ApiError(400, f"'input' has {len(data['input'])} items, more than the limit of {limit} (limits.max_input_items).", code="too_many_items", param="input")
+                raise ApiError.of(ErrorCode.TOO_MANY_ITEMS, f"'input' has {len(data['input'])} items, more than the limit of {limit} (limits.max_input_items).", param="input")
             data["input"] = split_namespaced(data["input"], services.settings.gate.policy, [])
         body = parse_compact_body(data)
         return json_response(await services.compaction.compact(body, caller))
@@ -112,7 +119,7 @@ class OnlyPost:
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        error = ApiError(405, f"Method {scope['method']} is not allowed on {scope['path']}.", code="method_not_allowed", headers={"Allow": "POST"})
+        error = method_not_allowed(scope['method'], scope['path'], "POST")
         await error_response(error)(scope, receive, send)
 
 

@@ -24,7 +24,7 @@ from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.padding import pads
 from orgate.engine.service import shutdown_error
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
 from orgate.server.body import (
     body_timeout_error,
     check_body_headers,
@@ -117,7 +117,7 @@ class CreateResponse:
             await send_error(send, error)
         except Exception:  # noqa: BLE001 - the one place a bug becomes a clean 500
             log.exception("unhandled error on POST /v1/responses")
-            await send_error(send, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+            await send_error(send, internal())
 
     async def _handle(self, scope: Scope, receive: Any, send: Any) -> None:
         services = self.services
@@ -191,7 +191,7 @@ class CreateResponse:
         if value:
             if len(value) > 256:
                 name = self.services.settings.sessions.header
-                raise ApiError(400, f"The {name} header is longer than 256 characters.", param=name, code="invalid_value")
+                raise invalid_value(f"The {name} header is longer than 256 characters.", param=name)
             return value
         if self.services.settings.sessions.use_user_field and body.model_extra:
             user = body.model_extra.get("user")
@@ -206,7 +206,7 @@ def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
     if isinstance(data, dict) and BODY_FIELD in data:
         raw = data.pop(BODY_FIELD)
         if raw is not None and not isinstance(raw, dict):  # null = not given
-            raise ApiError(400, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", code="invalid_structured_budget", param=BODY_FIELD)
+            raise ApiError.of(ErrorCode.INVALID_STRUCTURED_BUDGET, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", param=BODY_FIELD)
         from_body = None if raw is None else BudgetOverride.from_mapping(raw)
     from_header = BudgetOverride.from_header(header) if header else None
     if from_body is not None and from_header is not None:

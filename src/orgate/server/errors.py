@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match
 
-from orgate.protocol.errors import INVALID_REQUEST, SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, internal, method_not_allowed
 
 log = logging.getLogger("orgate.server")
 
@@ -65,16 +65,12 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
         message = f"Unknown route: {request.method} {request.url.path}"
         if request.url.path.rstrip("/") == CHAT_COMPLETIONS_PATH:  # the adapter is off (it would be routed)
             message += CHAT_COMPLETIONS_OFF
-        error = ApiError(404, message, type=INVALID_REQUEST, code="not_found")
+        error = ApiError.of(ErrorCode.NOT_FOUND, message)
     elif status == 405:
         # RFC 9110: a 405 names the allowed methods. Starlette's Allow header lists one
         # route's methods; a path served by several routes (GET and DELETE) needs all.
-        error = ApiError(
-            405,
-            f"Method {request.method} is not allowed on {request.url.path}.",
-            code="method_not_allowed",
-            headers={"Allow": _allowed_methods(request) or (exc.headers or {}).get("Allow", "")},
-        )
+        allow = _allowed_methods(request) or (exc.headers or {}).get("Allow", "")
+        error = method_not_allowed(request.method, request.url.path, allow)
     else:
         error = ApiError(status, str(exc.detail), code=None)
     return error_response(error)
@@ -92,4 +88,4 @@ def _allowed_methods(request: Request) -> str:
 
 async def handle_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+    return error_response(internal())

@@ -34,6 +34,8 @@ import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from orgate.protocol.errors import ErrorCode
+
 #: The largest request head (request line and headers) accepted: 431 above.
 MAX_HEAD_BYTES = 64 * 1024
 #: Seconds a refused connection keeps draining the client's bytes before it is closed.
@@ -43,18 +45,12 @@ HEADER_TIMEOUT = 30.0
 
 
 def error_bytes(
-    status: int, message: str, code: str, default_headers: Iterable[tuple[bytes, bytes]] = ()
+    code: ErrorCode, message: str, default_headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> bytes:
-    """A whole HTTP/1.1 response with a spec-shaped error body that closes the connection."""
+    """A whole HTTP/1.1 response of ``code``'s status with a spec-shaped error body that closes
+    the connection."""
     body = orjson.dumps(
-        {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": None,
-                "code": code,
-            }
-        }
+        {"error": {"message": message, "type": code.type, "param": None, "code": code.value}}
     )
     head = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
     # Every answer carries an id (docs/operations.md), these too: the request's own cannot be trusted.
@@ -63,7 +59,7 @@ def error_bytes(
         b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
         % len(body)
     )
-    return STATUS_LINE[status] + head + body
+    return STATUS_LINE[code.status] + head + body
 
 
 class _HeadTooLarge(Exception):
@@ -134,7 +130,7 @@ class OrgateHttpProtocol(HttpToolsProtocol):
             return
         self.logger.warning("Request head not received within %g seconds: 408.", self._header_timeout)
         message = f"The request line and headers did not arrive within {self._header_timeout:g} seconds (limits.header_timeout)."
-        self._refuse(error_bytes(408, message, "request_timeout", self.server_state.default_headers))
+        self._refuse(error_bytes(ErrorCode.REQUEST_TIMEOUT, message, self.server_state.default_headers))
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -177,13 +173,13 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         message = f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes."
         self._refuse(
             error_bytes(
-                431, message, "request_header_fields_too_large", self.server_state.default_headers
+                ErrorCode.REQUEST_HEADER_FIELDS_TOO_LARGE, message, self.server_state.default_headers
             )
         )
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(
-            error_bytes(400, msg, "invalid_http_request", self.server_state.default_headers)
+            error_bytes(ErrorCode.INVALID_HTTP_REQUEST, msg, self.server_state.default_headers)
         )
 
     def _refuse(self, response: bytes) -> None:

@@ -45,7 +45,7 @@ from orgate.neutral import (
     Provider,
     WrapperProvider,
 )
-from orgate.protocol.errors import AUTHENTICATION, SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, internal
 from orgate.server.errors import send_error
 from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
 from orgate.server.log_redaction import REDACTOR, RedactingFormatter
@@ -211,7 +211,7 @@ def _request_id(given: bytes | None) -> str:
 
 
 def _ambiguous_key() -> ApiError:
-    return ApiError(401, "The request has more than one Authorization header; send exactly one.", type=AUTHENTICATION, code="invalid_api_key")
+    return ApiError.of(ErrorCode.INVALID_API_KEY, "The request has more than one Authorization header; send exactly one.")
 
 
 def conflicting_authorization(scope: Scope) -> ApiError | None:
@@ -317,7 +317,7 @@ class ObservabilityMiddleware:
             if status:
                 raise  # mid-response: the server closes the connection; logged below
             log.exception("unhandled error on %s %s", info.method, info.path, exc_info=exc)
-            await send_error(send_wrapper, ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+            await send_error(send_wrapper, internal())
         finally:
             in_flight.dec()
             _current.reset(token)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orgate.config import resolve_secret
-from orgate.protocol.errors import RATE_LIMIT, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.ratelimit")
 
@@ -63,11 +63,9 @@ class RateLimiter(Protocol):
 def refusal(key_name: str, which: str, limit: int, retry_after: float) -> ApiError:
     seconds = max(1, math.ceil(retry_after))
     unit = "requests" if which == "rpm" else "tokens"
-    return ApiError(
-        429,
+    return ApiError.of(
+        ErrorCode.RATE_LIMIT_EXCEEDED,
         f"Rate limit reached for API key '{key_name}': {limit} {unit} per minute (auth.api_keys {which}). Retry after {seconds} s.",
-        type=RATE_LIMIT,
-        code="rate_limit_exceeded",
         headers={"Retry-After": str(seconds)},
     )
 

@@ -17,7 +17,13 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from orgate.engine.service import Caller
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    invalid_value,
+    model_not_found,
+    review_not_found,
+)
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import CreateResponse
 from orgate.structured import ReviewError, ReviewNotFound
@@ -42,7 +48,7 @@ def authenticate(services: Services, request: Request) -> Caller:
 
 async def list_reviews(services: Services, tenant: str | None, status: str) -> dict[str, Any]:
     if status not in ("pending", "resolved", "discarded", "all"):
-        raise ApiError(400, "status must be pending, resolved, discarded or all.", param="status", code="invalid_value")
+        raise invalid_value("status must be pending, resolved, discarded or all.", param="status")
     items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status, tenant=tenant)
     return {"object": "list", "data": [item.to_dict() for item in items]}
 
@@ -50,14 +56,14 @@ async def list_reviews(services: Services, tenant: str | None, status: str) -> d
 async def get_review(services: Services, tenant: str | None, review_id: str) -> dict[str, Any]:
     item = await asyncio.to_thread(services.pipeline.review.get, review_id, tenant=tenant)
     if item is None:
-        raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id")
+        raise review_not_found(review_id)
     return item.to_dict()
 
 
 async def resolve_review(services: Services, tenant: str | None, review_id: str, data: Any) -> dict[str, Any]:
     """``{"value": ...}`` (checked against the entry's schema) or ``{"discard": true}``, optional ``note``."""
     if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
-        raise ApiError(400, "Send {\"value\": <the corrected object>} or {\"discard\": true}.", code="invalid_review_resolution")
+        raise ApiError.of(ErrorCode.INVALID_REVIEW_RESOLUTION, "Send {\"value\": <the corrected object>} or {\"discard\": true}.")
     note = data.get("note") if isinstance(data.get("note"), str) else None
     try:
         if data.get("discard"):
@@ -65,9 +71,9 @@ async def resolve_review(services: Services, tenant: str | None, review_id: str,
         else:
             item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant)
     except ReviewNotFound as exc:
-        raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id") from exc
+        raise review_not_found(review_id) from exc
     except ReviewError as exc:
-        raise ApiError(400, str(exc), code="invalid_review_resolution") from None
+        raise ApiError.of(ErrorCode.INVALID_REVIEW_RESOLUTION, str(exc)) from None
     return item.to_dict()
 
 
@@ -86,7 +92,7 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         name = request.path_params["model"]
         deployment = services.deployments.get(name)
         if deployment is None or (caller_models is not None and name not in caller_models):
-            raise ApiError(404, f"The model '{name}' does not exist or you do not have access to it.", code="model_not_found", param="model")
+            raise model_not_found(name)
         return json_response({"id": name, "object": "model", "created": 0, "owned_by": deployment.provider})
 
     async def healthz(request: Request) -> Response:

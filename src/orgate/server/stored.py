@@ -31,7 +31,13 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.engine.context import as_item_field, is_private, listed_item
 from orgate.engine.service import store_failure
-from orgate.protocol.errors import ApiError, invalid_request, not_found
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    invalid_type,
+    invalid_value,
+    not_found,
+)
 from orgate.server.body import read_json
 from orgate.server.routes import SSE_HEADERS, authenticate, json_response
 from orgate.server.sse import DONE, then_done
@@ -44,7 +50,7 @@ if TYPE_CHECKING:
 
 def _store(services: Services) -> ResponseStore:
     if services.store is None:
-        raise not_found("This server does not store responses ([store] enabled = false).", code="not_found")
+        raise ApiError.of(ErrorCode.NOT_FOUND, "This server does not store responses ([store] enabled = false).")
     return services.store
 
 
@@ -74,10 +80,10 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                     return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
                 events = await store.events(response_id, caller.tenant)
                 if not events:
-                    raise invalid_request(
+                    raise ApiError.of(
+                        ErrorCode.EVENTS_NOT_STORED,
                         "This response's events were not kept (it was not created with stream=true); fetch it without ?stream=true.",
                         param="stream",
-                        code="events_not_stored",
                     )
                 if after >= 0:
                     events = events_after(events, after)
@@ -114,7 +120,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         limit = _int_param(params.get("limit"), "limit", default=20, low=1, high=100)
         order = params.get("order", "desc")
         if order not in ("asc", "desc"):
-            raise invalid_request("order must be 'asc' or 'desc'.", param="order", code="invalid_value")
+            raise invalid_value("order must be 'asc' or 'desc'.", param="order")
         try:
             page = await listed_page(_store(services), response_id, caller.tenant, limit=limit, order=order, after=params.get("after"))
         except StoreError as exc:
@@ -136,7 +142,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
             if record is None:
                 raise _missing(response_id)
             if not record.response.get("background"):
-                raise invalid_request("Only background responses can be cancelled.", param="response_id", code="not_background")
+                raise ApiError.of(ErrorCode.NOT_BACKGROUND, "Only background responses can be cancelled.", param="response_id")
             if record.status in ("queued", "in_progress"):
                 await store.request_cancel(response_id, caller.tenant)
                 services.background.cancel(response_id)
@@ -207,7 +213,7 @@ def _int_param(raw: Any, name: str, *, default: int, low: int, high: int) -> int
     try:
         value = int(raw)
     except ValueError:
-        raise invalid_request(f"{name} must be an integer.", param=name, code="invalid_type") from None
+        raise invalid_type(f"{name} must be an integer.", param=name) from None
     if not low <= value <= high:
-        raise invalid_request(f"{name} must be between {low} and {high}.", param=name, code="invalid_value")
+        raise invalid_value(f"{name} must be between {low} and {high}.", param=name)
     return value

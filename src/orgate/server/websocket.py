@@ -64,7 +64,15 @@ from orgate.engine.context import item_to_wire
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import GATE_WARNINGS_HEADER, Caller, ResponseStream, shutdown_error
 from orgate.protocol import TERMINAL_EVENT_TYPES, WebSocketResponseCreateEvent
-from orgate.protocol.errors import SERVER_ERROR, ApiError, from_validation_error, invalid_request
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    from_validation_error,
+    internal,
+    invalid_type,
+    missing_required_parameter,
+    unsupported_parameter,
+)
 from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
@@ -239,10 +247,9 @@ class Connection:
 
     async def _close_idle(self) -> None:
         await self.send_error(
-            ApiError(
-                400,
+            ApiError.of(
+                ErrorCode.WEBSOCKET_IDLE_TIMEOUT,
                 f"This WebSocket connection was idle for {self.settings.idle_seconds:g} seconds (websocket.idle_seconds); open a new connection to continue.",
-                code="websocket_idle_timeout",
             )
         )
         await self.ws.close(1000, "idle timeout")
@@ -292,10 +299,9 @@ class Connection:
                 with contextlib.suppress(BaseException):
                     await self.task
         await self.send_error(
-            ApiError(
-                400,
+            ApiError.of(
+                ErrorCode.WEBSOCKET_CONNECTION_LIMIT_REACHED,
                 f"This WebSocket connection reached its maximum lifetime of {self.settings.max_connection_seconds:g} seconds; open a new connection to continue.",
-                code="websocket_connection_limit_reached",
             )
         )
         await self.ws.close(1000, "connection lifetime reached")
@@ -305,28 +311,27 @@ class Connection:
     async def handle(self, raw: str | bytes) -> None:
         limits = self.services.settings.limits
         if len(raw) > limits.max_body_bytes:
-            raise ApiError(413, f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).", code="request_too_large")
+            raise ApiError.of(ErrorCode.REQUEST_TOO_LARGE, f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).")
         # The same checks as an HTTP body: JSON, depth, string sizes, duplicate keys.
         data = parse_json(raw.encode() if isinstance(raw, str) else raw, "application/json", limits)
         if not isinstance(data, dict):
-            raise invalid_request("A WebSocket message must be a JSON object with a 'type'.", code="invalid_type")
+            raise invalid_type("A WebSocket message must be a JSON object with a 'type'.")
         kind = data.get("type")
         if kind is None:
-            raise invalid_request("Missing required parameter: 'type' (send 'response.create').", param="type", code="missing_required_parameter")
+            raise missing_required_parameter("Missing required parameter: 'type' (send 'response.create').", param="type")
         if kind != "response.create":
-            raise invalid_request(f"Unknown message type {kind!r}: the only client message is 'response.create'.", param="type", code="unknown_event_type")
+            raise ApiError.of(ErrorCode.UNKNOWN_EVENT_TYPE, f"Unknown message type {kind!r}: the only client message is 'response.create'.", param="type")
         if self.busy:
-            raise ApiError(409, "A response is already in progress on this connection; wait for its terminal event before sending another response.create.", code="response_in_progress")
+            raise ApiError.of(ErrorCode.RESPONSE_IN_PROGRESS, "A response is already in progress on this connection; wait for its terminal event before sending another response.create.")
         if "stream" in data and (data["stream"] is True or data["stream"] is None):
             # Streaming is implicit on a socket: `true` (or null) asks for nothing else. The OpenAI
             # Agents SDK's websocket transport always sends `stream: true`, and OpenAI accepts it.
             del data["stream"]
         for name in DISALLOWED_FIELDS:
             if name in data:
-                raise invalid_request(
+                raise unsupported_parameter(
                     f"'{name}' is not allowed in a WebSocket response.create message (responses are always streamed over the socket).",
                     param=name,
-                    code="unsupported_parameter",
                 )
         check_request_limits(data, limits)
         if self.services.limiter is not None:
@@ -360,7 +365,7 @@ class Connection:
         except Exception:  # a bug: the client is told (500) and the connection stays usable
             self.busy = False
             log.exception("websocket: creating a response failed")
-            await self._tell(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+            await self._tell(internal())
             return
         except BaseException:
             self.busy = False
@@ -387,7 +392,7 @@ class Connection:
             return await self.services.responses.create(body, self.caller, warnings, budget=budget)
         except ApiError as error:
             if error.param == "previous_response_id" and error.status == 404:
-                raise ApiError(404, error.message, type=error.type, code="previous_response_not_found", param="previous_response_id") from None
+                raise ApiError.of(ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND, error.message, param="previous_response_id") from None
             raise
 
     async def _pump(self, stream: ResponseStream, previous: str | None) -> None:
@@ -455,7 +460,7 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
         if not conf.enabled:
             await _refuse(
                 ws,
-                ApiError(426, "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events).", code="websocket_disabled"),
+                ApiError.of(ErrorCode.WEBSOCKET_DISABLED, "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events)."),
             )
             return
         try:
@@ -480,7 +485,7 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
                 log.exception("websocket connection failed")
                 if ws.client_state is WebSocketState.CONNECTED:
                     with contextlib.suppress(Exception):
-                        await connection.send_error(ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error"))
+                        await connection.send_error(internal())
                         await ws.close(1011)
         finally:
             limits.release(caller.key_name)

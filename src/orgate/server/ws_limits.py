@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from orgate.protocol.errors import RATE_LIMIT, SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 try:
     import resource
@@ -59,20 +59,16 @@ class SocketLimits:
     def admit(self, key: str) -> ApiError | None:
         """Count one more socket of ``key``, or the refusal (nothing counted)."""
         if self.by_key[key] >= self.max_per_key:
-            return ApiError(
-                429,
+            return ApiError.of(
+                ErrorCode.TOO_MANY_WEBSOCKET_CONNECTIONS,
                 f"This API key has {self.by_key[key]} WebSocket connections open, the limit "
                 f"(websocket.max_connections_per_key); close one, or use HTTP.",
-                type=RATE_LIMIT,
-                code="too_many_websocket_connections",
             )
         capacity = self.capacity()
         if self.open >= capacity:
-            return ApiError(
-                503,
+            return ApiError.of(
+                ErrorCode.WEBSOCKET_CAPACITY_REACHED,
                 f"This server holds its maximum of {capacity} WebSocket connections; retry later, or use HTTP.",
-                type=SERVER_ERROR,
-                code="websocket_capacity_reached",
                 headers={"Retry-After": "5"},
             )
         self.open += 1
