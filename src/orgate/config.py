@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
@@ -35,15 +36,16 @@ from orgate.config_report import (
     format_validation_error,
     mistyped_overrides,
 )
-from orgate.engine.router import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.mcptools.servers import McpRegistry, McpServer
 from orgate.mcptools.servers import origin as mcp_origin
 from orgate.neutral import Capabilities, Deployment
-from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
+from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
+from orgate.providers.kinds import BUILTIN_MODELS, KINDS
+from orgate.providers.settings import MisbehaveSettings
 from orgate.store import check_url
 from orgate.structured.settings import StructuredSettings
 
-PROVIDERS = ("builtin", "openai-chat", "openai-responses", "anthropic")
+PROVIDERS = tuple(KINDS)  # the provider kinds (providers/kinds.py describes each)
 ENV_PREFIX = "ORGATE_"
 
 
@@ -254,26 +256,6 @@ class CapabilitySettings(_Section):
     context_window: int | None = None
 
 
-class ChatSettings(_Section):
-    """``[models.chat]``: how an ``openai-chat`` upstream wants its request (docs/configuration.md)."""
-
-    # "auto": max_completion_tokens for api.openai.com and Azure OpenAI (whose reasoning
-    # models refuse max_tokens), max_tokens for every other server.
-    max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
-    developer_role: Literal["system", "developer"] = "system"  # the role developer messages get
-    include_usage: bool = True  # stream_options.include_usage (the usage chunk)
-    # "auto": text-only user content as a string, parts only for images and files
-    content_format: Literal["auto", "string", "parts"] = "auto"
-
-
-class AnthropicSettings(_Section):
-    """``[models.anthropic]``: Anthropic-only request options (docs/configuration.md)."""
-
-    # Cache breakpoints on the system prompt, the last tool and the last message: repeated
-    # prefixes are read at a tenth of the input price, but each write costs a quarter more.
-    prompt_cache: bool = False
-
-
 class RoutingSettings(_Section):
     """``[models.routing]``: fallbacks, retries, backoff, circuit breaker (see docs/routing.md)."""
 
@@ -302,7 +284,21 @@ def _check_base_url(value: str | None) -> str | None:
 Redirects = Literal["none", "same-origin"]
 
 
-class DeploymentSettings(_Section):
+#: The provider-specific sections of a model (and of a deployment entry), by the provider they
+#: are for: ``[models.chat]`` for openai-chat... (each kind's ``section``, providers/kinds.py).
+_PROVIDER_SECTIONS = {kind.section: kind.name for kind in KINDS.values() if kind.section}
+_SECTION_OF = {owner: key for key, owner in _PROVIDER_SECTIONS.items()}
+
+#: Those sections as optional fields, the base of a model and of a deployment entry; a
+#: deployment entry's section overrides the model's, key by key.
+_ProviderSections: Any = create_model(
+    "_ProviderSections",
+    __base__=_Section,
+    **{kind.section: (kind.settings | None, None) for kind in KINDS.values() if kind.section},
+)
+
+
+class DeploymentSettings(_ProviderSections):
     """One entry of a model's ``deployments``; unset fields come from the model's own fields."""
 
     name: str | None = None  # default: "<model>[<index>]"
@@ -317,8 +313,6 @@ class DeploymentSettings(_Section):
     max_connections: int | None = Field(None, ge=1)
     redirects: Redirects | None = None
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
-    chat: ChatSettings | None = None  # overrides the model's, key by key
-    anthropic: AnthropicSettings | None = None  # the same
     weight: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
 
@@ -333,11 +327,6 @@ class DeploymentSettings(_Section):
         return _check_base_url(value)
 
 
-#: The provider-specific sections of a model (and of a deployment entry), by the provider they are for.
-_PROVIDER_SECTIONS = {"chat": "openai-chat", "anthropic": "anthropic"}
-_SECTION_OF = {owner: key for key, owner in _PROVIDER_SECTIONS.items()}
-
-
 def _check_sections(settings: Any, provider: str, where: str) -> None:
     """A provider section set on a model or entry of another provider is a start-up error."""
     for key, owner in _PROVIDER_SECTIONS.items():
@@ -345,7 +334,7 @@ def _check_sections(settings: Any, provider: str, where: str) -> None:
             raise ValueError(f"{where}: `{key}` settings are for provider {owner!r}, not {provider!r}")
 
 
-class ModelSettings(_Section):
+class ModelSettings(_ProviderSections):
     name: str = Field(min_length=1)
     provider: str | None = None  # required unless `deployments` is given
     base_url: str = ""
@@ -359,8 +348,6 @@ class ModelSettings(_Section):
     max_connections: int = Field(256, ge=1)
     redirects: Redirects = "none"  # or "same-origin": follow a 307 / 308 to the same origin
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
-    chat: ChatSettings | None = None  # openai-chat only
-    anthropic: AnthropicSettings | None = None  # anthropic only
     # Hosted tools (web_search…) that no deployment of this model runs: dropped with a warning, or a 400.
     hosted_tools: Literal["drop", "refuse"] = "drop"
     max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
@@ -382,7 +369,7 @@ class ModelSettings(_Section):
         if not self.deployments:
             if self.provider is None:
                 raise ValueError(f"model {self.name!r} needs `provider` (or a `deployments` list)")
-            if self.provider != "builtin" and not self.base_url:
+            if KINDS[self.provider].http and not self.base_url:
                 raise ValueError(f"model {self.name!r}: provider {self.provider!r} needs base_url")
             _check_sections(self, self.provider, f"model {self.name!r}")
             return self
@@ -392,7 +379,7 @@ class ModelSettings(_Section):
             provider = entry.provider or self.provider
             if provider is None:
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
-            if provider != "builtin" and not (entry.base_url or self.base_url):
+            if KINDS[provider].http and not (entry.base_url or self.base_url):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
             _check_sections(entry, provider, f"model {self.name!r}: deployments[{index}]")
         return self
@@ -797,22 +784,11 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
     return keys
 
 
-BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
-
-
-_DEFAULT_CAPABILITIES = {
-    "builtin": Capabilities(tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, reasoning=True, max_output_tokens=8192),
-    "openai-chat": Capabilities(),
-    "openai-responses": Capabilities(reasoning=True, hosted_tools=True),
-    "anthropic": Capabilities(json_schema=False, json_object=False, reasoning=True, service_tier=False, logprobs=False),
-}
-
-
 def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None) -> Capabilities:
     """Provider defaults, then the model's ``capabilities``, then the deployment entry's."""
     provider = (entry.provider if entry is not None else None) or model.provider
     assert provider is not None  # validated
-    caps = _DEFAULT_CAPABILITIES[provider]
+    caps = KINDS[provider].capabilities
     for layer in (model.capabilities, entry.capabilities if entry is not None else None):
         overrides = {k: v for k, v in layer.model_dump().items() if v is not None} if layer is not None else {}
         if overrides:
@@ -821,7 +797,7 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
 
 
 def _provider_options(model: ModelSettings, entry: DeploymentSettings | None = None) -> dict[str, Any]:
-    """A deployment's provider section (``chat`` for openai-chat, ``anthropic`` for anthropic):
+    """A deployment's provider section (its kind's ``section``: ``chat`` for openai-chat...):
     the model's, then the entry's (set keys); a model's section applies only to its
     deployments of that provider."""
     provider = (entry.provider if entry is not None else None) or model.provider

@@ -38,7 +38,7 @@ class Deployment:
     """One upstream: a provider protocol at a base URL serving an upstream model name."""
 
     name: str  # the model name clients send (or the deployment's own label)
-    provider: str  # wire protocol: "builtin", "openai-chat", "openai-responses", "anthropic"
+    provider: str  # its provider kind (providers/kinds.py): "builtin", "openai-chat"…
     upstream_model: str
     base_url: str = ""
     api_key: str | None = None  # already resolved from env:NAME; never logged

@@ -3,6 +3,7 @@
 ``ProviderRegistry`` builds one provider per deployment (lazily, inside the
 running loop) around one shared HTTP connection pool, and closes them all.
 
+The provider kinds are described in ``kinds.py`` (class, default capabilities, settings).
 A provider's module (and the HTTP client an upstream one needs) is imported when a registry
 is made for a deployment of its kind, not with this package: a gateway that serves only the
 built-in model, or a tool that reads one setting, does not pay for the HTTP client.
@@ -10,10 +11,12 @@ built-in model, or a tool that reads one setting, does not pay for the HTTP clie
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from orgate.neutral import Deployment, Provider
+from orgate.providers.kinds import KINDS, ProviderKind
 
 if TYPE_CHECKING:
     from orgate.providers.http import HttpPool
@@ -22,37 +25,13 @@ if TYPE_CHECKING:
 Factory = Callable[[Deployment, Callable[[], "HttpPool"]], Provider]
 
 
-def _builtin() -> Factory:
-    from orgate.providers.builtin import BuiltinProvider
-
-    return lambda deployment, pool: BuiltinProvider(deployment)
-
-
-def _openai_chat() -> Factory:
-    from orgate.providers.openai_chat import OpenAIChatProvider
-
-    return lambda deployment, pool: OpenAIChatProvider(deployment, pool())
-
-
-def _openai_responses() -> Factory:
-    from orgate.providers.openai_responses import OpenAIResponsesProvider
-
-    return lambda deployment, pool: OpenAIResponsesProvider(deployment, pool())
-
-
-def _anthropic() -> Factory:
-    from orgate.providers.anthropic import AnthropicProvider
-
-    return lambda deployment, pool: AnthropicProvider(deployment, pool())
-
-
-#: provider kind → the import of its factory.
-_FACTORY_LOADERS: dict[str, Callable[[], Factory]] = {
-    "builtin": _builtin,
-    "openai-chat": _openai_chat,
-    "openai-responses": _openai_responses,
-    "anthropic": _anthropic,
-}
+def load_factory(kind: ProviderKind) -> Factory:
+    """Import ``kind``'s provider class and return how to build one for a deployment."""
+    module, _, name = kind.provider.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    if kind.http:
+        return lambda deployment, pool: cls(deployment, pool())  # type: ignore[no-any-return]
+    return lambda deployment, pool: cls(deployment)  # type: ignore[no-any-return]
 
 
 class ProviderRegistry:
@@ -84,10 +63,10 @@ class ProviderRegistry:
     def _factory(self, kind: str) -> Factory | None:
         factory = self._factories.get(kind)
         if factory is None:
-            loader = _FACTORY_LOADERS.get(kind)
-            if loader is None:
+            described = KINDS.get(kind)
+            if described is None:
                 return None
-            factory = self._factories[kind] = loader()
+            factory = self._factories[kind] = load_factory(described)
         return factory
 
     def __call__(self, deployment: Deployment) -> Provider:

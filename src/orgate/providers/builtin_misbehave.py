@@ -31,9 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import Any
 
 from orgate.neutral import (
     Deployment,
@@ -47,78 +45,11 @@ from orgate.neutral import (
     batches_of_one,
 )
 from orgate.providers.builtin import text_token, tokens
+from orgate.providers.settings import FLAKY_MODEL, KINDS, MisbehaveSettings, Misbehaviour
 
-FLAKY_MODEL = "orgate/flaky"
-KINDS: tuple[str, ...] = ("truncate", "wrong_type", "extra_key", "missing_key")
-Misbehaviour = Literal["valid", "truncate", "wrong_type", "extra_key", "missing_key"]
+__all__ = ["FLAKY_MODEL", "KINDS", "EXTRA_KEY", "FlakyProvider", "MisbehaveSettings", "Misbehaviour", "flaky_wrapper"]
+
 EXTRA_KEY = "unexpected_note"
-
-
-class MisbehaveSettings(BaseModel):
-    """Rates (probabilities per attempt, summing to at most 1) and the seed of the plan.
-
-    As TOML: ``[builtin] misbehave = { truncate = 0.1, wrong_type = 0.15,
-    extra_key = 0.05, missing_key = 0.1, seed = 7 }``; as a command-line spec:
-    ``truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7``.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    truncate: float = Field(default=0.1, ge=0, le=1)
-    wrong_type: float = Field(default=0.15, ge=0, le=1)
-    extra_key: float = Field(default=0.05, ge=0, le=1)
-    missing_key: float = Field(default=0.1, ge=0, le=1)
-    seed: int = 7
-
-    @model_validator(mode="after")
-    def _at_most_one(self) -> MisbehaveSettings:
-        total = self.truncate + self.wrong_type + self.extra_key + self.missing_key
-        if total > 1 + 1e-9:
-            raise ValueError(f"misbehave rates add up to {total:g}, more than 1")
-        return self
-
-    @classmethod
-    def parse(cls, spec: str) -> MisbehaveSettings:
-        """``"truncate=0.1,seed=7"`` → settings; rates not named are 0. ValueError if bad."""
-        fields: dict[str, Any] = dict.fromkeys(KINDS, 0.0)
-        for raw in spec.split(","):
-            part = raw.strip()
-            if not part:
-                continue
-            key, sep, value = part.partition("=")
-            key = key.strip()
-            if not sep or key not in (*KINDS, "seed"):
-                raise ValueError(
-                    f"{part!r}: expected key=value with key one of {', '.join((*KINDS, 'seed'))}"
-                )
-            try:
-                fields[key] = int(value) if key == "seed" else float(value)
-            except ValueError:
-                kind = "an integer" if key == "seed" else "a number from 0 to 1"
-                raise ValueError(f"--misbehave {part!r}: {key} must be {kind}") from None
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as exc:  # one line per value, without pydantic's links
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'rates'}: {e['msg'].removeprefix('Value error, ')}"
-                for e in exc.errors()
-            )
-            raise ValueError(f"--misbehave {spec!r}: {problems}") from None
-
-    def draw(self, key: str) -> float:
-        """A uniform number in ``[0, 1)`` fixed by (seed, key)."""
-        digest = hashlib.sha256(f"{self.seed}\x1f{key}".encode()).digest()
-        return int.from_bytes(digest[:8], "big") / 2**64
-
-    def choose(self, key: str) -> Misbehaviour:
-        """The misbehaviour of the attempt identified by ``key``."""
-        u = self.draw(key)
-        edge = 0.0
-        for kind in KINDS:
-            edge += getattr(self, kind)
-            if u < edge:
-                return kind  # type: ignore[return-value]
-        return "valid"
 
 
 def _item_text(item: Any) -> str:
