@@ -49,7 +49,7 @@ from orgate.neutral import (
     extension_wire,
 )
 from orgate.neutral.items import with_origin
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 Event = dict[str, Any]
 
@@ -227,7 +227,7 @@ class ResponseBuilder:
 
     def feed(self, event: ModelEvent) -> None:
         if self.finished:
-            raise ApiError(502, "the upstream sent events after the end of its answer", type="server_error", code="upstream_invalid_response")
+            raise ApiError.of(ErrorCode.UPSTREAM_INVALID_RESPONSE, "the upstream sent events after the end of its answer")
         # The common event, ahead of the match's class patterns and inline: the refusal delta's
         # shape below, without a shared method's call per delta (hot path — see bench/instructions.py).
         if isinstance(event, TextDelta):
@@ -274,11 +274,9 @@ class ResponseBuilder:
             case ToolCallDelta(index=index, arguments=arguments):
                 call = self._open
                 if not isinstance(call, _Call) or call.source_index != index:
-                    raise ApiError(
-                        502,
+                    raise ApiError.of(
+                        ErrorCode.UPSTREAM_INVALID_RESPONSE,
                         f"the upstream sent arguments for tool call {index}, which is not the open call",
-                        type="server_error",
-                        code="upstream_invalid_response",
                     )
                 if arguments:
                     call.chunks.append(arguments)

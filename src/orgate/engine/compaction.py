@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from orgate.engine import ids
 from orgate.neutral import OpaqueItem, extension_wire
 from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemParam
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 TOKEN_PREFIX = "ogc1_"
 PAYLOAD_VERSION = 1
@@ -164,11 +164,10 @@ def seal(payload: dict[str, Any], key: bytes, *, context: str = "") -> str:
 
 
 def _invalid(param: str | None, why: str) -> ApiError:
-    return ApiError(
-        400,
+    return ApiError.of(
+        ErrorCode.INVALID_COMPACTION,
         f"Invalid compaction item: {why}. Send the compaction item exactly as orgate returned it, "
         "to the same orgate deployment (same compaction secret) and with the same API key's tenant.",
-        code="invalid_compaction",
         param=param,
     )
 
@@ -329,10 +328,9 @@ class Fit:
 
 def _too_long(estimate: int, budget: int, window: int, truncation: str) -> ApiError:
     hint = "" if truncation == "auto" else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation (POST /v1/responses/compact)."
-    return ApiError(
-        400,
+    return ApiError.of(
+        ErrorCode.CONTEXT_LENGTH_EXCEEDED,
         f"The input is about {estimate} tokens, more than the {budget} this model can take (context window {window}, minus the output reserve).{hint}",
-        code="context_length_exceeded",
         param="input",
     )
 

@@ -40,7 +40,11 @@ from orgate.protocol import (
     CreateResponseBody,
     UserMessageItemParam,
 )
-from orgate.protocol.errors import ApiError, invalid_request, not_found
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    missing_required_parameter,
+)
 
 
 class CompactionService:
@@ -78,12 +82,12 @@ class CompactionService:
             store = self.responses.store
             stored = await store.context(body.previous_response_id, caller.tenant) if store is not None else None
             if stored is None:
-                raise not_found(f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id", code="previous_response_not_found")
+                raise ApiError.of(ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND, f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id")
             history = items_from_wire(stored)
         new_input = await self.responses.resolve_references(normalize_input(body), caller)  # type: ignore[arg-type]
         items = [*history, *new_input]
         if not items:
-            raise invalid_request("'input' is required (or a previous_response_id to compact).", param="input", code="missing_required_parameter")
+            raise missing_required_parameter("'input' is required (or a previous_response_id to compact).", param="input")
         return items, len(history)
 
     async def summarise(self, body: CompactResponseMethodPublicBody, caller: Caller, older: list[Any]) -> tuple[str | None, dict[str, Any]]:
@@ -103,7 +107,7 @@ class CompactionService:
             raise stream.error
         summary = "".join(_output_texts(final)).strip()
         if not summary:
-            raise ApiError(502, f"model '{body.model}' returned no summary text", type="server_error", code="compaction_failed")
+            raise ApiError.of(ErrorCode.COMPACTION_FAILED, f"model '{body.model}' returned no summary text")
         return summary, final.get("usage") or usage_dict(None)
 
 
@@ -185,7 +189,7 @@ def as_output_item(item: Any) -> dict[str, Any]:
         return out
     if kind == "compaction":
         return {"type": "compaction", "id": wire.get("id") or ids.new_id("cmp"), "encrypted_content": wire["encrypted_content"]}
-    raise invalid_request(f"items of type '{kind}' cannot be compacted", param="input", code="unsupported_item")
+    raise ApiError.of(ErrorCode.UNSUPPORTED_ITEM, f"items of type '{kind}' cannot be compacted", param="input")
 
 
 def kept_output(kept: list[Any], key: bytes, *, tenant: str, model: str | None) -> list[dict[str, Any]]:

@@ -33,7 +33,17 @@ from orgate.protocol import (
     UserMessageItemParam,
 )
 from orgate.protocol.enums import LOGPROBS_INCLUDE
-from orgate.protocol.errors import ApiError, from_validation_error, invalid_request
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    from_validation_error,
+    invalid_type,
+    invalid_value,
+    missing_required_parameter,
+    not_an_object,
+    unknown_parameter,
+    unsupported_parameter,
+)
 
 # Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
 EXTENSION_FIELDS = frozenset({"user", "stop"})
@@ -95,7 +105,7 @@ def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> lis
             models.insert(index, OpaqueItem.model_validate(item))
     except ValidationError as exc:
         error = from_validation_error(exc)
-        raise ApiError(500, f"stored history could not be read back: {error.message}", type="server_error", code="store_corrupt") from None
+        raise ApiError.of(ErrorCode.STORE_CORRUPT, f"stored history could not be read back: {error.message}") from None
     return models
 
 
@@ -119,20 +129,20 @@ def refuse_unknown_fields(body: CreateResponseBody) -> None:
         if neutral is not None:
             if value is not None and not isinstance(value, neutral):
                 kind = "an object" if neutral is dict else "a string"
-                raise invalid_request(f"Invalid '{name}': expected {kind}.", param=name, code="invalid_type")
+                raise invalid_type(f"Invalid '{name}': expected {kind}.", param=name)
         elif name not in EXTENSION_FIELDS:
-            raise invalid_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+            raise unknown_parameter(name)
     # Unknown keys in a setting object would be dropped silently: refuse them like top-level ones.
     has_settings = body.text is not None or body.reasoning is not None or body.stream_options is not None
     for path, obj in _settings_objects(body) if has_settings or body.tools or body.tool_choice is not None else ():
         for name in getattr(obj, "model_extra", None) or {}:
-            raise invalid_request(f"Unknown parameter: '{path}.{name}'.", param=f"{path}.{name}", code="unknown_parameter")
+            raise unknown_parameter(f"{path}.{name}")
     user = extra.get("user")
     if user is not None and not isinstance(user, str):
-        raise invalid_request("Invalid 'user': expected a string.", param="user", code="invalid_type")
+        raise invalid_type("Invalid 'user': expected a string.", param="user")
     stop = extra.get("stop")
     if stop is not None and not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
-        raise invalid_request("Invalid 'stop': expected a string or a list of strings.", param="stop", code="invalid_type")
+        raise invalid_type("Invalid 'stop': expected a string or a list of strings.", param="stop")
 
 
 def normalize_input(body: CreateResponseBody) -> list[Any]:
@@ -149,24 +159,24 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
     """Content the routed deployment cannot take is a 400 naming the param, not an upstream error."""
     caps = deployment.capabilities
     if body.tools and not caps.tools:
-        raise invalid_request(f"Model '{deployment.name}' does not support tools.", param="tools", code="unsupported_parameter")
+        raise unsupported_parameter(f"Model '{deployment.name}' does not support tools.", param="tools")
     if not caps.images:
         for i, item in enumerate(items):
             content = getattr(item, "content", None)
             if isinstance(content, list):
                 for j, part in enumerate(content):
                     if getattr(part, "type", None) == "input_image":
-                        raise invalid_request(
+                        raise ApiError.of(
+                            ErrorCode.UNSUPPORTED_CONTENT,
                             f"Model '{deployment.name}' does not accept images.",
                             param=f"input[{i}].content[{j}].type",
-                            code="unsupported_content",
                         )
     if not caps.logprobs and wants_logprobs(body):
         param = "top_logprobs" if body.top_logprobs else "include"
-        raise invalid_request(f"Model '{deployment.name}' does not return log probabilities.", param=param, code="unsupported_parameter")
+        raise unsupported_parameter(f"Model '{deployment.name}' does not return log probabilities.", param=param)
     # A summary only asks to see reasoning if there is any (OpenAI accepts it for every model).
     if body.reasoning is not None and body.reasoning.effort and not caps.reasoning:
-        raise invalid_request(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning.effort", code="unsupported_parameter")
+        raise unsupported_parameter(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning.effort")
 
 
 def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], list[dict[str, Any]], list[tuple[int, str]]]:
@@ -185,11 +195,11 @@ def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], li
         return functions, [t.wire() for _, t in hosted], []
     if deployment.hosted_tools == "refuse":
         index, tool = hosted[0]
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_TOOL_TYPE,
             f"Model '{deployment.name}' cannot run tools of type '{tool.type}' (its upstream does not host them;"
             " set hosted_tools = \"drop\" on the model to drop them with a warning).",
             param=f"tools[{index}].type",
-            code="unsupported_tool_type",
         )
     return functions, [], [(i, t.type) for i, t in hosted]
 
@@ -210,19 +220,18 @@ def check_tool_choice(choice: Any, tools: list[Any], *, mcp: bool = False) -> No
     ``mcp``: the request has MCP tools, which count for ``required`` (their names are known once listed)."""
     if choice is None or isinstance(choice, str):
         if choice == "required" and not tools and not mcp:
-            raise invalid_request("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice", code="invalid_value")
+            raise invalid_value("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice")
         return
     names = {t.name for t in tools}
     if choice.type == "function":
         if choice.name not in names:
-            raise invalid_request(f"tool_choice names the function '{choice.name}', which is not in 'tools'.", param="tool_choice.name", code="invalid_value")
+            raise invalid_value(f"tool_choice names the function '{choice.name}', which is not in 'tools'.", param="tool_choice.name")
         return
     for index, allowed in enumerate(choice.tools):
         if allowed.name not in names:
-            raise invalid_request(
+            raise invalid_value(
                 f"tool_choice.tools[{index}] names the function '{allowed.name}', which is not in 'tools'.",
                 param=f"tool_choice.tools[{index}].name",
-                code="invalid_value",
             )
 
 
@@ -257,14 +266,14 @@ def text_format_of(body: CreateResponseBody) -> TextFormat | None:
     if fmt.type == "json_object":
         return TextFormat(type="json_object")
     if fmt.schema_ is None:
-        raise invalid_request("text.format of type json_schema needs a 'schema'.", param="text.format.schema", code="missing_required_parameter")
+        raise missing_required_parameter("text.format of type json_schema needs a 'schema'.", param="text.format.schema")
     if not fmt.name:
-        raise invalid_request("text.format of type json_schema needs a 'name'.", param="text.format.name", code="missing_required_parameter")
+        raise missing_required_parameter("text.format of type json_schema needs a 'name'.", param="text.format.name")
     if _ref_cycle(fmt.schema_):
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.INVALID_JSON_SCHEMA,
             "text.format.schema has a $ref cycle that never reaches a constraint: no value can be checked against it.",
             param="text.format.schema",
-            code="invalid_json_schema",
         )
     return TextFormat(type="json_schema", name=fmt.name, schema=fmt.schema_, strict=fmt.strict, description=fmt.description)
 
@@ -337,7 +346,7 @@ def build_turn(
     refuse_unknown_fields(body)
     context = [*history, *new_input]
     if not context:
-        raise invalid_request("'input' is required (or a previous_response_id to continue).", param="input", code="missing_required_parameter")
+        raise missing_required_parameter("'input' is required (or a previous_response_id to continue).", param="input")
     check_capabilities(deployment, new_input, body)
     tools, hosted_tools, dropped_tools = split_tools(list(body.tools or []), deployment)
     check_tool_choice(body.tool_choice, tools, mcp=len(tools) + len(hosted_tools) + len(dropped_tools) != len(body.tools or ()))
@@ -496,7 +505,7 @@ def as_item_field(item: dict[str, Any]) -> dict[str, Any]:
 def parse_body(data: Any) -> CreateResponseBody:
     """Validate a parsed JSON body; errors become a 400 naming the offending path."""
     if not isinstance(data, dict):
-        raise invalid_request("The request body must be a JSON object.", code="invalid_type")
+        raise not_an_object()
     try:
         return CreateResponseBody.model_validate(data)
     except ValidationError as exc:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from orgate.gate import Code, ToolCatalog, ToolsError, Verdict, check, check_pairing, load_tools
 from orgate.neutral import Deployment, OpaqueItem, origin_of
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.gate")
 
@@ -80,10 +80,9 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
             item = without_reasoning_text(item)
         elif policy != "off" and isinstance(kind, str) and ":" in kind:
             if policy == "enforce":
-                raise ApiError(
-                    400,
+                raise ApiError.of(
+                    ErrorCode.NON_PORTABLE_ITEM,
                     f"input[{index}] has the provider-specific type '{kind}', which cannot be replayed to another model.",
-                    code="non_portable_item",
                     param=f"input[{index}].type",
                 )
             warnings.append(_Dropped(f"input[{index}]: dropped non-portable item of type {kind}", index))
@@ -97,7 +96,7 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
             if verdict.code in _RAW_CALL_CODES:
                 # a wrong-typed field is named as the parser would name it; other findings name the item
                 where = f"input[{index}].arguments" if verdict.code is Code.ARGUMENTS_TYPE else f"input[{index}]"
-                _report(policy, warnings, _call_message(index, verdict), code=verdict.code.value, param=where)
+                _report(policy, warnings, _call_message(index, verdict), code=ErrorCode(verdict.code), param=where)
         kept.append(item)
     return kept
 
@@ -171,12 +170,12 @@ def check_context(
         known = catalog is not None and item.get("name") in catalog
         verdict = check(item, catalog if known else None, require_status=False)
         if verdict.code is not Code.OK:
-            _report(policy, warnings, _call_message(where(index), verdict), code=verdict.code.value, param=f"input[{where(index)}]")
+            _report(policy, warnings, _call_message(where(index), verdict), code=ErrorCode(verdict.code), param=f"input[{where(index)}]")
     result = check_pairing(items, None, require_status=False)
     for issue in result.issues:
         if issue.index < offset:
             continue
-        _report(policy, warnings, _relocate(issue.message, offset), code=issue.kind, param=f"input[{where(issue.index)}].call_id")
+        _report(policy, warnings, _relocate(issue.message, offset), code=ErrorCode(issue.kind), param=f"input[{where(issue.index)}].call_id")
 
 
 def _catalog(tools: Sequence[Any] | None) -> ToolCatalog | None:
@@ -203,9 +202,9 @@ def _relocate(message: str, offset: int) -> str:
     return message + f" (indexes count from the start of the conversation, {offset} items of which came from previous_response_id)"
 
 
-def _report(policy: Policy, warnings: list[str], message: str, *, code: str, param: str) -> None:
+def _report(policy: Policy, warnings: list[str], message: str, *, code: ErrorCode, param: str) -> None:
     if policy == "enforce":
-        raise ApiError(400, message, code=code, param=param)
+        raise ApiError.of(code, message, param=param)
     warnings.append(f"{param}: {code}")
     log.warning("gate: %s (%s at %s)", message, code, param)
 

@@ -49,16 +49,23 @@ from typing import Literal, Protocol, runtime_checkable
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
-from orgate.protocol.errors import MODEL_ERROR, RATE_LIMIT, SERVER_ERROR, ApiError
+from orgate.protocol.errors import (
+    MODEL_ERROR,
+    RATE_LIMIT,
+    SERVER_ERROR,
+    ApiError,
+    ErrorCode,
+    upstream_without_events,
+)
 
 log = logging.getLogger("orgate.router")
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 RETRY_TYPES = frozenset({SERVER_ERROR, RATE_LIMIT, MODEL_ERROR})
 # Verdicts on the model's output made by orgate itself, not upstream failures: never retried here.
-NOT_UPSTREAM_CODES = frozenset({"invalid_tool_arguments", "tool_choice_violation"})
+NOT_UPSTREAM_CODES = frozenset({ErrorCode.INVALID_TOOL_ARGUMENTS, ErrorCode.TOOL_CHOICE_VIOLATION})
 # Failures that another deployment may not have, but that asking the same one again cannot fix.
-SAME_DEPLOYMENT_FUTILE = frozenset({"upstream_auth_failed", "upstream_model_not_found", "upstream_redirect"})
+SAME_DEPLOYMENT_FUTILE = frozenset({ErrorCode.UPSTREAM_AUTH_FAILED, ErrorCode.UPSTREAM_MODEL_NOT_FOUND, ErrorCode.UPSTREAM_REDIRECT})
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
@@ -118,27 +125,23 @@ def backoff_delay(retry: int, policy: RoutePolicy, rng: random.Random) -> float:
 
 
 def _busy(route: Route, waited: float) -> ApiError:
-    return ApiError(
-        429,
+    return ApiError.of(
+        ErrorCode.TOO_MANY_CONCURRENT_REQUESTS,
         f"every deployment of model '{route.name}' is at its concurrency limit (waited {waited:g}s for a slot)",
-        type=RATE_LIMIT,
-        code="too_many_concurrent_requests",
         headers={"Retry-After": "1"},
     )
 
 
 def _all_open(route: Route, retry_in: float) -> ApiError:
-    return ApiError(
-        503,
+    return ApiError.of(
+        ErrorCode.UPSTREAM_UNAVAILABLE,
         f"every deployment of model '{route.name}' is cooling down after repeated failures",
-        type=SERVER_ERROR,
-        code="upstream_unavailable",
         headers={"Retry-After": str(max(1, math.ceil(retry_in)))},
     )
 
 
 def _empty(target: Target) -> ApiError:
-    return ApiError(502, f"upstream '{target.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response")
+    return upstream_without_events(target.name)
 
 
 # --- per-deployment state ------------------------------------------------------------------------

@@ -40,7 +40,18 @@ from orgate.neutral import (
     origin_of,
 )
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
-from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request, not_found
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    client_disconnected,
+    internal,
+    invalid_request,
+    invalid_value,
+    missing_required_parameter,
+    model_not_found,
+    not_found,
+    upstream_without_events,
+)
 from orgate.store.base import (
     ResponseConflict,
     ResponseStore,
@@ -57,16 +68,15 @@ Encoder = Callable[[dict[str, Any]], bytes]
 GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
 
 #: The error code of a response the server stopped because it shuts down (past its drain time).
-SERVER_SHUTDOWN = "server_shutdown"
 
 
 def shutdown_error(what: str = "response") -> ApiError:
     """Why a response (or request) ended unfinished when the server shut down."""
-    return ApiError(503, f"The server is shutting down: the {what} was interrupted.", type=SERVER_ERROR, code=SERVER_SHUTDOWN)
+    return ApiError.of(ErrorCode.SERVER_SHUTDOWN, f"The server is shutting down: the {what} was interrupted.")
 
 
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
-MODEL_OUTPUT_FAILURES = frozenset({"structured_output_invalid", "invalid_tool_arguments", "tool_choice_violation"})
+MODEL_OUTPUT_FAILURES = frozenset({ErrorCode.STRUCTURED_OUTPUT_INVALID, ErrorCode.INVALID_TOOL_ARGUMENTS, ErrorCode.TOOL_CHOICE_VIOLATION})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +108,9 @@ _REFUSALS = (UnknownResponse, ResponseConflict, SessionBusy)  # a save the store
 def store_failure(exc: StoreError) -> ApiError:
     # The detail (URL, host, file path) goes to the log, not to the client.
     log.warning("response store unavailable: %s", exc)
-    return ApiError(
-        503,
+    return ApiError.of(
+        ErrorCode.STORE_UNAVAILABLE,
         "The response store is unavailable; try again shortly.",
-        type=SERVER_ERROR,
-        code="store_unavailable",
         headers={"Retry-After": "1"},
     )
 
@@ -136,10 +144,10 @@ class ResponsesService:
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
         if not model:
-            raise invalid_request("Missing required parameter: 'model'.", param="model", code="missing_required_parameter")
+            raise missing_required_parameter("Missing required parameter: 'model'.", param="model")
         deployment = self.deployments.get(model)
         if deployment is None or (caller.models is not None and model not in caller.models):
-            raise ApiError(404, f"The model '{model}' does not exist or you do not have access to it.", code="model_not_found", param="model")
+            raise model_not_found(model)
         return deployment
 
     async def prepare(
@@ -212,15 +220,14 @@ class ResponsesService:
         if turn.mcp_tools:
             if self.mcp is None:
                 index = turn.mcp_tools[0][0]
-                raise invalid_request(f"tools[{index}]: no MCP server is configured on this gateway.", param=f"tools[{index}].server_label", code="unknown_mcp_server")
+                raise ApiError.of(ErrorCode.UNKNOWN_MCP_SERVER, f"tools[{index}]: no MCP server is configured on this gateway.", param=f"tools[{index}].server_label")
             uses = self.mcp.registry.resolve(turn.mcp_tools, turn.tenant)
         labels = {use.server.label for use in uses}
         for answer in pending:
             if answer.request.server_label not in labels:
-                raise invalid_request(
+                raise invalid_value(
                     f"{answer.param}: the approved call is for the MCP server '{answer.request.server_label}', which is not in this request's tools.",
                     param=answer.param,
-                    code="invalid_value",
                 )
         if uses:
             assert self.mcp is not None
@@ -255,10 +262,9 @@ class ResponsesService:
         try:
             return await self.store.begin_session_turn(caller.tenant, session_id)
         except SessionBusy:
-            raise ApiError(
-                409,
+            raise ApiError.of(
+                ErrorCode.SESSION_BUSY,
                 f"Session '{session_id}' already has a response in progress; send the next turn when it is done.",
-                code="session_busy",
                 param="session",
             ) from None
         except StoreError as exc:
@@ -307,7 +313,7 @@ class ResponsesService:
                 except asyncio.CancelledError:
                     # The client left (or the server stops) during that save, which may still land:
                     # no job will ever run this response, so it is stored failed, not left queued.
-                    stream.builder.fail(ApiError(499, "The client disconnected before the response started.", type=SERVER_ERROR, code="client_disconnected"))
+                    stream.builder.fail(client_disconnected("started"))
                     await asyncio.shield(self.persist(stream.builder, turn, caller))
                     raise
                 return stream
@@ -319,9 +325,7 @@ class ResponsesService:
                     self.report_opaque(turn)
                 turn.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
             except StopAsyncIteration:
-                raise ApiError(
-                    502, f"upstream '{turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
-                ) from None
+                raise upstream_without_events(turn.deployment.name) from None
             except ApiError as error:
                 await _aclose(upstream)
                 if not (turn.stream and error.code in MODEL_OUTPUT_FAILURES):
@@ -548,9 +552,7 @@ class ResponseStream:
                         if self.turn.opaque:
                             self.service.report_opaque(self.turn)  # logged: a background turn sends no headers
                     except StopAsyncIteration:
-                        raise ApiError(
-                            502, f"upstream '{self.turn.deployment.name}' ended its answer without any event", type=SERVER_ERROR, code="upstream_invalid_response"
-                        ) from None
+                        raise upstream_without_events(self.turn.deployment.name) from None
                 feed = builder.feed
                 for model_event in self._first:
                     feed(model_event)
@@ -569,11 +571,9 @@ class ResponseStream:
                         for item in out(builder.drain()):
                             yield item
                 if not builder.finished:
-                    raise ApiError(
-                        502,
+                    raise ApiError.of(
+                        ErrorCode.UPSTREAM_STREAM_TRUNCATED,
                         f"upstream '{self.turn.deployment.name}' ended its answer without finishing it",
-                        type=SERVER_ERROR,
-                        code="upstream_stream_truncated",
                     )
             except ApiError as error:
                 self.error = error
@@ -594,7 +594,7 @@ class ResponseStream:
                 raise
             except Exception as error:  # noqa: BLE001 - any bug ends the stream cleanly, logged
                 log.exception("response %s failed: %s", builder.id, type(error).__name__)
-                self.error = ApiError(500, "The server had an error while processing your request.", type=SERVER_ERROR, code="server_error")
+                self.error = internal()
                 builder.fail(self.error)
             terminal = builder.drain()
             final = out(terminal)
@@ -625,7 +625,7 @@ class ResponseStream:
                             builder.fail(self.interrupted)
                         else:
                             # The client went away mid-stream: keep what was produced, marked failed.
-                            builder.fail(ApiError(499, "The client disconnected before the response finished.", type=SERVER_ERROR, code="client_disconnected"))
+                            builder.fail(client_disconnected("finished"))
                         out(builder.drain())  # the kept events (GET ?stream=true replay) end as the stored response does
                         await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
                 finally:

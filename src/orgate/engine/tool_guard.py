@@ -39,7 +39,7 @@ from orgate.neutral import (
     WrapperProvider,
 )
 from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, UserMessageItemParam
-from orgate.protocol.errors import MODEL_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.gate")
 
@@ -116,7 +116,7 @@ class ToolGuard(WrapperProvider):
                 if out:
                     yield out
             if finish is None:
-                raise ApiError(502, "the upstream ended without finishing its answer", type="server_error", code="upstream_stream_truncated")
+                raise ApiError.of(ErrorCode.UPSTREAM_STREAM_TRUNCATED, "the upstream ended without finishing its answer")
             usage = usage + (finish.usage or Usage())
             if finish.reason == "length":
                 # Truncated arguments are not judged: the response is incomplete, the item too.
@@ -134,12 +134,11 @@ class ToolGuard(WrapperProvider):
                 return
             log.warning("gate: attempt %d produced invalid tool calls: %s", attempt + 1, "; ".join(problems))
             attempt_request = _with_feedback(attempt_request, held, calls, problems)
-        code = "tool_choice_violation" if all(p.startswith("tool_choice") for p in problems) else "invalid_tool_arguments"
-        raise ApiError(
-            500,
+        choice_only = all(p.startswith("tool_choice") for p in problems)
+        code = ErrorCode.TOOL_CHOICE_VIOLATION if choice_only else ErrorCode.INVALID_TOOL_ARGUMENTS
+        raise ApiError.of(
+            code,
             f"The model produced invalid tool calls after {self.retries + 1} attempt(s): " + "; ".join(problems),
-            type=MODEL_ERROR,
-            code=code,
         )
 
     # --- checks ----------------------------------------------------------------------------
@@ -153,7 +152,7 @@ class ToolGuard(WrapperProvider):
         try:
             return load_tools(tools, self.cache)
         except ToolsError as exc:
-            raise ApiError(400, f"A tool's parameters are not a valid JSON Schema: {exc}", code="invalid_tool_schema", param=exc.param or "tools") from None
+            raise ApiError.of(ErrorCode.INVALID_TOOL_SCHEMA, f"A tool's parameters are not a valid JSON Schema: {exc}", param=exc.param or "tools") from None
 
     def _problems(self, calls: list[_Call], catalog: ToolCatalog, allowed: frozenset[str] | None, must_call: bool) -> list[str]:
         problems: list[str] = []
