@@ -73,7 +73,7 @@ def test_docs_errors_md_lists_the_catalogue() -> None:
 CODES = {code.value for code in ErrorCode}
 # Files whose construction sites are not converted to the catalogue yet.
 PENDING: set[str] = {
-    "chat", "console", "mcptools", "providers", "structured",
+    "chat", "console", "mcptools", "structured",
 }
 # Names a bare code string may be given: a constant that *is* a code is a second catalogue.
 CODE_NAME = re.compile(r"(^|_)CODE(S)?$")
@@ -107,6 +107,10 @@ def _bare_codes(tree: ast.AST) -> list[tuple[int, str]]:
             values = [literal(item) for item in node.elts]
             if all(v in CODES for v in values):  # a set of codes: the catalogue's members, by name
                 found += [(node.lineno, v) for v in values if v is not None]
+        elif isinstance(node, ast.arguments):  # def f(..., code="…")
+            named = [*node.posonlyargs, *node.args][-len(node.defaults) or len(node.args) + 1 :]
+            pairs = [*zip(named, node.defaults, strict=True), *zip(node.kwonlyargs, node.kw_defaults, strict=True)]
+            found += [(arg.lineno, v) for arg, default in pairs if arg.arg == "code" and (v := literal(default)) is not None]
         elif isinstance(node, ast.Assign):
             targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
             if any(CODE_NAME.search(t) for t in targets) and (v := literal(node.value)) is not None:
@@ -142,12 +146,13 @@ def test_the_scan_finds_bare_codes() -> None:
         'error_bytes(408, message, "request_timeout")\n'
         'SHUTDOWN_CODE = "server_shutdown"\n'
         'if error.code == "upstream_error": pass\n'
+        'def helper(message, code="unsupported_content"): pass\n'
         'FUTILE = frozenset({"upstream_redirect", "upstream_auth_failed"})\n'
         'ok = ApiError.of(ErrorCode.INVALID_VALUE, "m")\n'
     )
     found = sorted(_bare_codes(sample))
     assert [value for _, value in found] == [
-        "invalid_value", "server_error", "request_timeout", "server_shutdown", "upstream_error", "upstream_auth_failed", "upstream_redirect"
+        "invalid_value", "server_error", "request_timeout", "server_shutdown", "upstream_error", "unsupported_content", "upstream_auth_failed", "upstream_redirect"
     ]
 
 

@@ -45,7 +45,7 @@ from orgate.neutral import (
     ToolCallStart,
     Usage,
 )
-from orgate.protocol.errors import MODEL_ERROR, RATE_LIMIT, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.providers.schema_example import example_for
 
 _WORD = re.compile(r"\S+\s*|\s+")
@@ -170,11 +170,9 @@ class BuiltinProvider(Provider):
         refusal = "refuse" in directives
         for index, word in enumerate(words):
             if fail_at is not None and index >= max(fail_at, 1):
-                raise ApiError(
-                    500,
+                raise ApiError.of(
+                    ErrorCode.MODEL_ERROR,
                     f"{self.deployment.name} failed mid-answer on purpose (the prompt contains orgate:fail-mid)",
-                    type=MODEL_ERROR,
-                    code="model_error",
                 )
             if budget is not None and emitted >= budget:
                 yield Finish("length", usage())
@@ -191,18 +189,14 @@ class BuiltinProvider(Provider):
     def _error_on_purpose(self, directives: dict[str, str]) -> ApiError | None:
         """The error ``orgate:fail`` or ``orgate:rate-limit`` asks for, if the prompt holds one."""
         if "fail" in directives:
-            return ApiError(
-                500,
+            return ApiError.of(
+                ErrorCode.MODEL_ERROR,
                 f"{self.deployment.name} failed on purpose (the prompt contains orgate:fail)",
-                type=MODEL_ERROR,
-                code="model_error",
             )
         if "rate-limit" in directives:
-            return ApiError(
-                429,
+            return ApiError.of(
+                ErrorCode.RATE_LIMIT_EXCEEDED,
                 f"{self.deployment.name} is rate limited on purpose (the prompt contains orgate:rate-limit)",
-                type=RATE_LIMIT,
-                code="rate_limit_exceeded",
                 headers={"Retry-After": "1"},
             )
         return None

@@ -30,7 +30,7 @@ import aiohttp
 import orjson
 
 from orgate.neutral import Deployment
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, upstream_invalid_response
 
 DEFAULT_TTL_DNS_CACHE = 300
 DEFAULT_KEEPALIVE_TIMEOUT = 30.0
@@ -188,7 +188,7 @@ def redirected(resp: aiohttp.ClientResponse, deployment: Deployment) -> ApiError
     else:
         why = f"to {where} more than {MAX_REDIRECTS} times"
     return _upstream_error(
-        deployment, 502, f"answered with a redirect (HTTP {resp.status}) {why}", "upstream_redirect"
+        deployment, ErrorCode.UPSTREAM_REDIRECT, f"answered with a redirect (HTTP {resp.status}) {why}"
     )
 
 
@@ -257,24 +257,29 @@ async def open_reply(
         raise bad_json(deployment.name, "the body is not JSON") from None
 
 
-def _upstream_error(deployment: Deployment, status: int, what: str, code: str) -> ApiError:
-    return ApiError(status, f"upstream '{deployment.name}' at {host_of(deployment.base_url)} {what}", type=SERVER_ERROR, code=code)
+def _who(deployment: Deployment) -> str:
+    return f"upstream '{deployment.name}' at {host_of(deployment.base_url)}"
+
+
+def _upstream_error(deployment: Deployment, code: ErrorCode, what: str, *, status: int | None = None) -> ApiError:
+    return ApiError.of(code, f"{_who(deployment)} {what}", status=status)
 
 
 def invalid(deployment: Deployment, detail: str) -> ApiError:
-    return _upstream_error(deployment, 502, f"sent an invalid response: {detail}", "upstream_invalid_response")
+    return upstream_invalid_response(_who(deployment), detail)
 
 
 def unavailable(deployment: Deployment, detail: str) -> ApiError:
-    return _upstream_error(deployment, 502, f"is unavailable: {detail}", "upstream_unavailable")
+    # 502, not the catalogue's 503: this deployment could not be reached; a fallback may be.
+    return _upstream_error(deployment, ErrorCode.UPSTREAM_UNAVAILABLE, f"is unavailable: {detail}", status=502)
 
 
 def timed_out(deployment: Deployment, detail: str) -> ApiError:
-    return _upstream_error(deployment, 504, f"timed out: {detail}", "upstream_timeout")
+    return _upstream_error(deployment, ErrorCode.UPSTREAM_TIMEOUT, f"timed out: {detail}")
 
 
 def truncated(deployment: Deployment, detail: str) -> ApiError:
-    return _upstream_error(deployment, 502, f"ended the stream early: {detail}", "upstream_stream_truncated")
+    return _upstream_error(deployment, ErrorCode.UPSTREAM_STREAM_TRUNCATED, f"ended the stream early: {detail}")
 
 
 def client_error(exc: BaseException, deployment: Deployment) -> ApiError:

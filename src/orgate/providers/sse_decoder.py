@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from orgate.neutral import ModelEvent
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, upstream_invalid_response
 from orgate.providers.sse import LineTooLong, SseEvent, SseParser
 
 
@@ -40,12 +40,7 @@ class SseStreamDecoder:
         try:
             events = self._sse.feed(chunk)
         except LineTooLong as exc:
-            raise ApiError(
-                502,
-                f"upstream '{self.name}' sent an invalid stream: {exc}",
-                type=SERVER_ERROR,
-                code="upstream_invalid_response",
-            ) from None
+            raise upstream_invalid_response(f"upstream '{self.name}'", str(exc), what="stream") from None
         return self._run_events(events)
 
     def close(self) -> list[ModelEvent]:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 
 from orgate.neutral import Deployment
-from orgate.protocol.errors import INVALID_REQUEST, RATE_LIMIT, SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 MAX_MESSAGE = 1000  # characters of an upstream message passed on
 REDACTED = "[redacted]"
@@ -60,48 +60,37 @@ def status_error(
 ) -> ApiError | None:
     """The ``ApiError`` for a shared upstream ``status`` (``who`` names the upstream), else None."""
     if status == 429:
-        return ApiError(
-            429,
+        return ApiError.of(
+            ErrorCode.RATE_LIMIT_EXCEEDED,
             f"{who} is rate limiting requests: {message}",
-            type=RATE_LIMIT,
-            code="rate_limit_exceeded",
             headers=retry_after(headers),
         )
     if status in (400, 413, 422):
-        return ApiError(
-            400,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_BAD_REQUEST,
             f"{who} rejected the request: {message}",
-            type=INVALID_REQUEST,
-            code="upstream_bad_request",
         )
     if status in (401, 403):
-        return ApiError(
-            502,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_AUTH_FAILED,
             f"{who} rejected our credentials (HTTP {status})",
-            type=SERVER_ERROR,
-            code="upstream_auth_failed",
         )
     if status == 404:
-        return ApiError(
-            502,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_MODEL_NOT_FOUND,
             f"{who} does not know the model or endpoint: {message}",
-            type=SERVER_ERROR,
-            code="upstream_model_not_found",
         )
     if 400 <= status < 500 and status != 408:
         # any other 4xx (405, 409, 410, 415...): the request is wrong, another try cannot fix it
-        return ApiError(
-            400,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_BAD_REQUEST,
             f"{who} rejected the request (HTTP {status}): {message}",
-            type=INVALID_REQUEST,
-            code="upstream_bad_request",
         )
     if status == 501:
         # the upstream does not implement what was asked: not retried, not fallen back
-        return ApiError(
-            501,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_ERROR,
             f"{who} does not implement this request (HTTP 501): {message}",
-            type=SERVER_ERROR,
-            code="upstream_error",
+            status=501,
         )
     return None

@@ -39,7 +39,7 @@ from orgate.neutral import (
     ToolCallStart,
     Usage,
 )
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, upstream_invalid_response
 from orgate.providers.anthropic.envelope import encode_blocks
 from orgate.providers.anthropic.errors import stream_error
 from orgate.providers.sse_decoder import SseStreamDecoder
@@ -68,12 +68,7 @@ def finish_reason(stop_reason: Any, had_tool_calls: bool) -> FinishReason:
 
 
 def bad_stream(name: str, detail: str) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{name}' (anthropic) sent an invalid stream: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_invalid_response",
-    )
+    return upstream_invalid_response(f"upstream '{name}' (anthropic)", detail, what="stream")
 
 
 @dataclass(slots=True)

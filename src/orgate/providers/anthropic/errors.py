@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.providers.upstream_errors import clip as _clip
 from orgate.providers.upstream_errors import retry_after, status_error
 
@@ -67,22 +67,22 @@ def error_for(
     """
     who = f"upstream '{name}' (anthropic)"
     if status != 429 and (status == 529 or kind == "overloaded_error"):
-        return ApiError(
-            503,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_OVERLOADED,
             f"{who} is overloaded: {message}",
-            type=SERVER_ERROR,
-            code="upstream_overloaded",
             headers=retry_after(headers),
         )
     error = status_error(status, message, who, headers)
     if error is not None:
         return error
     if status in (408, 504):
-        return ApiError(
-            504, f"{who} timed out: {message}", type=SERVER_ERROR, code="upstream_timeout"
+        return ApiError.of(
+            ErrorCode.UPSTREAM_TIMEOUT,
+            f"{who} timed out: {message}",
         )
-    return ApiError(
-        502, f"{who} failed (HTTP {status}): {message}", type=SERVER_ERROR, code="upstream_error"
+    return ApiError.of(
+        ErrorCode.UPSTREAM_ERROR,
+        f"{who} failed (HTTP {status}): {message}",
     )
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
-from orgate.protocol.errors import invalid_request
+from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain as _plain
@@ -58,7 +58,7 @@ THINKING_BUDGETS: dict[str, int] = {
 Block = dict[str, Any]
 
 
-def _unsupported(what: str, param: str, code: str = "unsupported_content") -> Exception:
+def _unsupported(what: str, param: str, code: ErrorCode = ErrorCode.UNSUPPORTED_CONTENT) -> Exception:
     return invalid_request(
         f"{what} is not supported by this model's upstream (anthropic)", param=param, code=code
     )
@@ -72,10 +72,10 @@ def _split_data_url(url: str, param: str) -> tuple[str, str]:
     header, sep, data = url[5:].partition(",")
     media, _, encoding = header.partition(";")
     if not sep or encoding.lower() != "base64" or not media:
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.INVALID_DATA_URL,
             "data URLs must have the form data:<media type>;base64,<data>",
             param=param,
-            code="invalid_data_url",
         )
     return media.lower(), data
 
@@ -186,16 +186,16 @@ def _tool_use(item: Any, param: str) -> Block:
     try:
         parsed = orjson.loads(arguments) if arguments.strip() else {}
     except orjson.JSONDecodeError as exc:
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.INVALID_FUNCTION_ARGUMENTS,
             "function_call.arguments is not valid JSON",
             param=f"{param}.arguments",
-            code="invalid_function_arguments",
         ) from exc
     if not isinstance(parsed, dict):
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.INVALID_FUNCTION_ARGUMENTS,
             "function_call.arguments must be a JSON object for this model's upstream (anthropic)",
             param=f"{param}.arguments",
-            code="invalid_function_arguments",
         )
     return {
         "type": "tool_use",
@@ -268,7 +268,7 @@ def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, A
             else:
                 raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
         else:
-            raise _unsupported(f"input items of type '{kind}'", param, code="unsupported_item")
+            raise _unsupported(f"input items of type '{kind}'", param, code=ErrorCode.UNSUPPORTED_ITEM)
     messages: list[dict[str, Any]] = []
     for role, blocks in turns:
         if role == "user":  # tool_result blocks must open the user turn
@@ -297,7 +297,7 @@ def json_instruction(fmt: TextFormat | None) -> str | None:
 def _tool(tool: Any, param: str) -> dict[str, Any]:
     kind = _get(tool, "type", "function")
     if kind != "function":
-        raise _unsupported(f"tools of type '{kind}'", param, code="unsupported_tool")
+        raise _unsupported(f"tools of type '{kind}'", param, code=ErrorCode.UNSUPPORTED_TOOL)
     out: dict[str, Any] = {"name": _get(tool, "name")}
     description = _get(tool, "description")
     if description:
@@ -343,7 +343,7 @@ def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
             mapped = {"type": _MODES.get(mode, "auto")}
         else:
             raise _unsupported(
-                f"tool_choice of type '{kind}'", "tool_choice", code="unsupported_tool_choice"
+                f"tool_choice of type '{kind}'", "tool_choice", code=ErrorCode.UNSUPPORTED_TOOL_CHOICE
             )
     if not tools:
         return
@@ -396,12 +396,12 @@ def _check_thinking_compatible(request: ModelRequest, body: dict[str, Any]) -> N
     """Extended thinking refuses other sampling and forced tool use: a clear 400 here, not the upstream's."""
     with_thinking = "with reasoning (Anthropic extended thinking)"
     if request.temperature is not None and request.temperature != 1:
-        raise _unsupported(f"'temperature' other than 1 {with_thinking}", "temperature", code="unsupported_parameter")
+        raise _unsupported(f"'temperature' other than 1 {with_thinking}", "temperature", code=ErrorCode.UNSUPPORTED_PARAMETER)
     if request.top_p is not None and request.top_p < 0.95:
-        raise _unsupported(f"'top_p' below 0.95 {with_thinking}", "top_p", code="unsupported_parameter")
+        raise _unsupported(f"'top_p' below 0.95 {with_thinking}", "top_p", code=ErrorCode.UNSUPPORTED_PARAMETER)
     forced = body.get("tool_choice", {}).get("type")
     if forced in ("any", "tool"):
-        raise _unsupported(f"a tool_choice that forces a tool call {with_thinking}", "tool_choice", code="unsupported_tool_choice")
+        raise _unsupported(f"a tool_choice that forces a tool call {with_thinking}", "tool_choice", code=ErrorCode.UNSUPPORTED_TOOL_CHOICE)
 
 
 def build_body(
@@ -419,9 +419,9 @@ def build_body(
     """
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(request, name):
-            raise _unsupported(f"'{name}'", name, code="unsupported_parameter")
+            raise _unsupported(f"'{name}'", name, code=ErrorCode.UNSUPPORTED_PARAMETER)
     if request.verbosity not in (None, "medium"):  # medium is the default: no change asked
-        raise _unsupported("'text.verbosity' other than 'medium'", "text.verbosity", code="unsupported_parameter")
+        raise _unsupported("'text.verbosity' other than 'medium'", "text.verbosity", code=ErrorCode.UNSUPPORTED_PARAMETER)
     system, messages = map_conversation(request)
     instruction = json_instruction(request.text_format)
     if instruction:

@@ -39,7 +39,7 @@ from orgate.neutral import (
     token_count,
 )
 from orgate.neutral.logprobs import LogProb, logprob_list
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, upstream_invalid_response
 from orgate.providers.openai_chat.errors import stream_error
 from orgate.providers.sse import MAX_LINE
 
@@ -61,12 +61,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 def invalid_response(name: str, detail: str) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{name}' sent an invalid response: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_invalid_response",
-    )
+    return upstream_invalid_response(f"upstream '{name}'", detail)
 
 
 def parse_usage(usage: Any) -> Usage | None:
@@ -414,11 +409,9 @@ class ChatStreamDecoder:
             # junk, or a bare [DONE]: a 200 that is not an answer, not an empty one
             raise invalid_response(self.name, "a 200 without any chat.completion.chunk")
         if not self.done and self.finish_reason is None:
-            raise ApiError(
-                502,
+            raise ApiError.of(
+                ErrorCode.UPSTREAM_STREAM_TRUNCATED,
                 f"upstream '{self.name}' ended the stream before the answer was complete",
-                type=SERVER_ERROR,
-                code="upstream_stream_truncated",
             )
         self._closed = True
         self._flush_calls()
@@ -455,11 +448,9 @@ def _content_events(delta: dict[str, Any], out: list[ModelEvent], logprobs: list
 def _finish_reason(raw: str | None, called: bool, name: str) -> FinishReason:
     """An upstream ``finish_reason`` as the neutral one (``called``: the answer made tool calls)."""
     if raw == "error":
-        raise ApiError(
-            502,
+        raise ApiError.of(
+            ErrorCode.UPSTREAM_ERROR,
             f"upstream '{name}' reported an error mid-stream",
-            type=SERVER_ERROR,
-            code="upstream_error",
         )
     reason = _FINISH.get(raw, "stop") if raw else "stop"
     if reason == "stop" and called:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.providers.upstream_errors import clip, retry_after, status_error
 
 
@@ -54,17 +54,13 @@ def error_for(status: int, message: str, headers: Mapping[str, str], name: str) 
     if error is not None:
         return error
     if status in (408, 504):
-        return ApiError(
-            504,
+        return ApiError.of(
+            ErrorCode.UPSTREAM_TIMEOUT,
             f"{who} timed out (HTTP {status}): {message}",
-            type=SERVER_ERROR,
-            code="upstream_timeout",
         )
-    return ApiError(
-        502,
+    return ApiError.of(
+        ErrorCode.UPSTREAM_ERROR,
         f"{who} failed (HTTP {status}): {message}",
-        type=SERVER_ERROR,
-        code="upstream_error",
         headers=retry_after(headers) if status == 503 else None,
     )
 
@@ -75,7 +71,7 @@ def stream_error(error: Any, name: str) -> ApiError:
         message = str(error.get("message") or error.get("type") or "unknown error")
         status: Any = error.get("code")
         if not isinstance(status, int):
-            status = error.get("status") if isinstance(error.get("status"), int) else None
+            status = error.get(ErrorCode.STATUS) if isinstance(error.get(ErrorCode.STATUS), int) else None
         if status is None:
             kind = str(error.get("type") or error.get("code") or "")
             status = 429 if "rate_limit" in kind else 400 if "invalid_request" in kind else 500

@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat
-from orgate.protocol.errors import invalid_request
+from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain
 
@@ -73,10 +73,10 @@ def _image_part(part: Any, param: str) -> dict[str, Any]:
     if not url:
         file_id = _get(part, "file_id")
         what = "file_id images are" if file_id else "an input_image without image_url is"
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_CONTENT,
             f"{what} not supported by this model's upstream; send image_url (URL or data URL)",
             param=f"{param}.image_url",
-            code="unsupported_content",
         )
     image: dict[str, Any] = {"url": url}
     detail = _get(part, "detail")
@@ -91,10 +91,10 @@ def _file_part(part: Any, param: str) -> dict[str, Any]:
     if not data:
         url = bool(_get(part, "file_url"))
         what = "an input_file with file_url is" if url else "an input_file without file_data is"
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_CONTENT,
             f"{what} not supported by this model's upstream (openai-chat); send file_data (base64 or a data URL)",
             param=f"{param}.file_url" if url else f"{param}.file_data",
-            code="unsupported_content",
         )
     if not data.startswith("data:"):
         media = (mimetypes.guess_type(filename)[0] if filename else None) or "application/pdf"
@@ -107,10 +107,10 @@ def _file_part(part: Any, param: str) -> dict[str, Any]:
 
 def _unsupported(kind: str, part: str) -> Exception:
     """400 for a content part of a type this upstream cannot take; ``part``: its path."""
-    return invalid_request(
+    return ApiError.of(
+        ErrorCode.UNSUPPORTED_CONTENT,
         f"content of type '{kind}' is not supported by this model's upstream (openai-chat)",
         param=f"{part}.type",
-        code="unsupported_content",
     )
 
 
@@ -140,11 +140,11 @@ def _user_content(
         return "".join(p["text"] for p in parts)
     if content_format == "string":
         first = next(j for j, p in enumerate(parts) if p["type"] != "text")
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_CONTENT,
             "this model's upstream takes text-only message content (chat.content_format = "
             f"\"string\"); content of type '{_get(list(content)[first], 'type')}' cannot be sent",
             param=f"{param}.content[{first}].type",
-            code="unsupported_content",
         )
     return parts
 
@@ -238,10 +238,10 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
             else:
                 raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
         else:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.UNSUPPORTED_ITEM,
                 f"input items of type '{kind}' are not supported by this model's upstream (openai-chat)",
                 param=param,
-                code="unsupported_item",
             )
     return messages
 
@@ -249,10 +249,10 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
 def _tool(tool: Any) -> dict[str, Any]:
     kind = _get(tool, "type", "function")
     if kind != "function":
-        raise invalid_request(
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_TOOL,
             f"tools of type '{kind}' are not supported by this model's upstream (openai-chat)",
             param="tools",
-            code="unsupported_tool",
         )
     function: dict[str, Any] = {"name": _get(tool, "name")}
     description = _get(tool, "description")

@@ -60,7 +60,7 @@ from orgate.neutral import (
     token_count,
 )
 from orgate.neutral.logprobs import logprob_list
-from orgate.protocol.errors import SERVER_ERROR, ApiError
+from orgate.protocol.errors import ApiError, upstream_invalid_response
 from orgate.providers.openai_responses.errors import failed_error, stream_error
 from orgate.providers.sse_decoder import SseStreamDecoder
 
@@ -74,12 +74,7 @@ SUMMARY_GAP = "\n\n"
 
 
 def bad_stream(name: str, detail: str) -> ApiError:
-    return ApiError(
-        502,
-        f"upstream '{name}' (openai-responses) sent an invalid stream: {detail}",
-        type=SERVER_ERROR,
-        code="upstream_invalid_response",
-    )
+    return upstream_invalid_response(f"upstream '{name}' (openai-responses)", detail, what="stream")
 
 
 def usage_of(response: Any) -> Usage | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orgate.protocol.errors import MODEL_ERROR, ApiError
+from orgate.protocol.errors import MODEL_ERROR, ApiError, ErrorCode
 from orgate.providers.openai_chat.errors import error_for, http_error
 from orgate.providers.upstream_errors import clip as _clip
 
@@ -50,7 +50,7 @@ def failed_error(response: Any, name: str) -> ApiError:
     """The ``ApiError`` for a ``response.failed`` event (its ``response`` object)."""
     error = response.get("error") if isinstance(response, Mapping) else None
     message = "the response failed"
-    code = "upstream_failed"
+    code: str = ErrorCode.UPSTREAM_FAILED  # or the upstream's own code, passed on
     if isinstance(error, Mapping):
         if error.get("message"):
             message = _clip(str(error["message"]))

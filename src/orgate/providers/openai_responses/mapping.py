@@ -41,7 +41,7 @@ from typing import Any
 from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
 from orgate.neutral.items import reasoning_origin
 from orgate.protocol.enums import LOGPROBS_INCLUDE
-from orgate.protocol.errors import invalid_request
+from orgate.protocol.errors import invalid_request, unsupported_parameter
 from orgate.providers.anthropic.envelope import is_anthropic_reasoning
 from orgate.providers.plain import plain as _plain
 
@@ -134,10 +134,9 @@ def build_body(
     items of another origin (or of any origin when None) are left out.
     """
     if request.stop:
-        raise invalid_request(
+        raise unsupported_parameter(
             "'stop' is not supported by this model's upstream (openai-responses)",
             param="stop",
-            code="unsupported_parameter",
         )
     body: dict[str, Any] = {"model": request.model, "input": map_input(request, origin)}
     if request.instructions:
