@@ -22,7 +22,7 @@ from orgate.chat import translate, validate
 from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
-from orgate.protocol.errors import SERVER_ERROR, ApiError, invalid_request
+from orgate.protocol.errors import SERVER_ERROR, ApiError, ErrorCode
 from orgate.server.body import check_schema_bounds, read_json
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import error_response
@@ -60,19 +60,19 @@ def make_handler(services: Services) -> Handler:
         chat = validate.parse_request(data)
         _check_schemas(data, limits)
         if len(chat.tools or ()) > limits.max_tools:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.TOO_MANY_TOOLS,
                 f"'tools' has {len(chat.tools or ())} tools, more than the limit of "
                 f"{limits.max_tools} (limits.max_tools).",
                 param="tools",
-                code="too_many_tools",
             )
         body, params = translate.translate_request(chat)
         if isinstance(body.input, list) and len(body.input) > limits.max_input_items:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.TOO_MANY_ITEMS,
                 f"'messages' translate to {len(body.input)} input items, more than the limit of "
                 f"{limits.max_input_items} (limits.max_input_items).",
                 param="messages",
-                code="too_many_items",
             )
         warnings: list[str] = []
         if not chat.stream:

@@ -13,9 +13,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from orgate.chat import wire
-from orgate.protocol.errors import ApiError, invalid_request
-
-_CODE = "unsupported_parameter"
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    invalid_request,
+    invalid_value,
+    missing_required_parameter,
+    unsupported_parameter,
+)
 
 
 def parse_request(data: Any) -> wire.ChatCompletionRequest:
@@ -39,10 +44,10 @@ def _from_validation_error(exc: ValidationError) -> ApiError:
         param = wire.param_from_loc(loc)
         field = str(loc[-1])
         where = "" if len(loc) == 1 else f" in '{wire.param_from_loc(loc[:-1])}'"
-        return invalid_request(
+        return ApiError.of(
+            ErrorCode.UNKNOWN_PARAMETER,
             f"Unrecognized request argument supplied: {field}{where}",
             param=param,
-            code="unknown_parameter",
         )
     if kind in ("chat_union_type", "chat_union_role"):
         message = err["msg"]
@@ -51,29 +56,24 @@ def _from_validation_error(exc: ValidationError) -> ApiError:
             field = kind.removeprefix("chat_union_")
             loc.append(field)
             message += f"; got {value.get(field)!r}"
-        return invalid_request(message, param=wire.param_from_loc(loc), code="invalid_value")
+        return invalid_value(message, param=wire.param_from_loc(loc))
     if kind == "missing":
-        return invalid_request(
+        return missing_required_parameter(
             f"Missing required parameter: '{wire.param_from_loc(loc)}'.",
             param=wire.param_from_loc(loc),
-            code="missing_required_parameter",
         )
     param = wire.param_from_loc(loc)
     msg = err["msg"]
-    code = (
-        "invalid_type"
-        if kind.endswith(("_type", "_parsing")) or kind == "chat_str_or_list"
-        else "invalid_value"
-    )
-    return invalid_request(
+    wrong_type = kind.endswith(("_type", "_parsing")) or kind == "chat_str_or_list"
+    return ApiError.of(
+        ErrorCode.INVALID_TYPE if wrong_type else ErrorCode.INVALID_VALUE,
         f"Invalid value for '{param}': {msg}." if param else f"Invalid request: {msg}.",
         param=param or None,
-        code=code,
     )
 
 
 def _unsupported(param: str, message: str) -> ApiError:
-    return invalid_request(message, param=param, code=_CODE)
+    return unsupported_parameter(message, param=param)
 
 
 def check_supported(req: wire.ChatCompletionRequest) -> None:
@@ -83,8 +83,9 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
             "n", "n > 1 is not supported by this gateway; send one request per choice."
         )
     if req.top_logprobs and not req.logprobs:
-        raise invalid_request(
-            "top_logprobs needs logprobs: true.", param="top_logprobs", code="invalid_value"
+        raise invalid_value(
+            "top_logprobs needs logprobs: true.",
+            param="top_logprobs",
         )
     if req.logit_bias:
         raise _unsupported("logit_bias", "logit_bias is not supported by this gateway.")
@@ -126,10 +127,10 @@ def check_supported(req: wire.ChatCompletionRequest) -> None:
     for name in ("safety_identifier", "prompt_cache_key"):
         value = getattr(req, name)
         if value is not None and len(value) > 64:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.STRING_ABOVE_MAX_LENGTH,
                 f"'{name}' must be at most 64 characters.",
                 param=name,
-                code="string_above_max_length",
             )
     if req.service_tier is not None and req.service_tier not in (
         "auto",
@@ -184,10 +185,9 @@ def _check_message(i: int, msg: wire.ChatMessage) -> None:
                         "File ids are not supported (there is no files API); send file_data.",
                     )
                 if part.file.file_data is None:
-                    raise invalid_request(
+                    raise missing_required_parameter(
                         "A file part needs 'file_data'.",
                         param=f"{at}.content[{j}].file.file_data",
-                        code="missing_required_parameter",
                     )
     if isinstance(msg, wire.AssistantMessage):
         if msg.audio is not None:
@@ -198,14 +198,12 @@ def _check_message(i: int, msg: wire.ChatMessage) -> None:
                 "The legacy assistant 'function_call' is not supported; use 'tool_calls'.",
             )
         if msg.annotations and not isinstance(msg.content, str):
-            raise invalid_request(
+            raise invalid_value(
                 "Assistant 'annotations' need a string 'content' to refer to.",
                 param=f"{at}.annotations",
-                code="invalid_value",
             )
         if msg.content is None and not msg.tool_calls and msg.refusal is None:
-            raise invalid_request(
+            raise missing_required_parameter(
                 "An assistant message needs 'content', 'refusal' or 'tool_calls'.",
                 param=f"{at}.content",
-                code="missing_required_parameter",
             )

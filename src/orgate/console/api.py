@@ -23,7 +23,7 @@ from orgate.console.guard import (
     visible_tenant,
 )
 from orgate.console.session import COOKIE, ConsoleSession, SessionSigner
-from orgate.protocol.errors import AUTHENTICATION, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, invalid_value
 from orgate.server.body import read_json
 from orgate.store import STATUSES, ResponseFilter
 
@@ -46,14 +46,14 @@ def _session_body(signer: SessionSigner, session: ConsoleSession) -> dict[str, A
 
 def _store(services: Services) -> Any:
     if services.store is None:
-        raise ApiError(404, "The response store is disabled ([store] enabled = false).", code="store_disabled")
+        raise ApiError.of(ErrorCode.STORE_DISABLED, "The response store is disabled ([store] enabled = false).")
     return services.store
 
 
 def _limit(request: Request) -> int:
     raw = request.query_params.get("limit", str(PAGE_LIMIT))
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE_LIMIT:
-        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}.", param="limit", code="invalid_value")
+        raise invalid_value(f"limit must be an integer from 1 to {MAX_PAGE_LIMIT}.", param="limit")
     return int(raw)
 
 
@@ -61,7 +61,7 @@ def _filter(request: Request, session: ConsoleSession) -> ResponseFilter:
     query = request.query_params
     status = query.get("status") or None
     if status is not None and status not in STATUSES:
-        raise ApiError(400, f"status must be one of {', '.join(STATUSES)}.", param="status", code="invalid_value")
+        raise invalid_value(f"status must be one of {', '.join(STATUSES)}.", param="status")
     return ResponseFilter(
         tenant=visible_tenant(session, query.get("tenant")),
         status=status,
@@ -79,7 +79,7 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
         data = await read_json(request, services.settings.limits)
         token = data.get("key") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token.strip():
-            raise ApiError(400, "Send {\"key\": \"<your API key>\"}.", param="key", code="missing_api_key", type=AUTHENTICATION)
+            raise ApiError.of(ErrorCode.MISSING_API_KEY, "Send {\"key\": \"<your API key>\"}.", param="key", status=400)
         caller = services.auth.authenticate(f"Bearer {token.strip()}")  # 401 for a wrong key
         cookie, session = signer.issue(keys[caller.key_name])
         response = json_response(_session_body(signer, session))
@@ -119,7 +119,7 @@ def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
                 where, limit=_limit(request), cursor=request.query_params.get("cursor") or None
             )
         except ValueError as exc:
-            raise ApiError(400, str(exc), param="cursor", code="invalid_value") from None
+            raise invalid_value(str(exc), param="cursor") from None
         rows = await asyncio.to_thread(lambda: [views.row(record) for record in page.data])
         return json_response({"object": "list", "data": rows, "next_cursor": page.next_cursor})
 
@@ -130,7 +130,7 @@ def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
         store = _store(services)
         record = await store.get(response_id, tenant)
         if record is None:
-            raise ApiError(404, f"No response found with id '{response_id}'.", param="response_id", code="not_found")
+            raise ApiError.of(ErrorCode.NOT_FOUND, f"No response found with id '{response_id}'.", param="response_id")
         page = await store.input_items(response_id, tenant, limit=100, order="asc")
         events = await store.events(response_id, tenant)
         body = views.inspection(record, input_items=page.data if page else [], events=events)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from orgate.console.session import COOKIE, CSRF_HEADER, ConsoleSession, SessionSigner
-from orgate.protocol.errors import AUTHENTICATION, ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -50,11 +50,9 @@ def session_of(signer: SessionSigner, request: Request) -> ConsoleSession | None
 def require_session(signer: SessionSigner, request: Request) -> ConsoleSession:
     session = session_of(signer, request)
     if session is None:
-        raise ApiError(
-            401,
+        raise ApiError.of(
+            ErrorCode.CONSOLE_SESSION_REQUIRED,
             "Sign in to the console first (the session is missing, expired or signed out).",
-            type=AUTHENTICATION,
-            code="console_session_required",
         )
     return session
 
@@ -72,13 +70,13 @@ def require_change_allowed(signer: SessionSigner, request: Request) -> ConsoleSe
     """The session of a state-changing request with a valid CSRF token and no foreign origin."""
     session = require_session(signer, request)
     if not same_origin(request) or not signer.csrf_ok(session, request.headers.get(CSRF_HEADER)):
-        raise ApiError(403, "Missing or invalid CSRF token.", type="invalid_request_error", code="csrf_failed")
+        raise ApiError.of(ErrorCode.CSRF_FAILED, "Missing or invalid CSRF token.")
     return session
 
 
 def require_same_origin(request: Request) -> None:
     if not same_origin(request):
-        raise ApiError(403, "Cross-origin request refused.", type="invalid_request_error", code="csrf_failed")
+        raise ApiError.of(ErrorCode.CSRF_FAILED, "Cross-origin request refused.")
 
 
 def visible_tenant(session: ConsoleSession, requested: str | None) -> str | None:

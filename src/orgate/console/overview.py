@@ -21,7 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.console.guard import json_response, require_session
 from orgate.console.session import SessionSigner
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
@@ -77,11 +77,9 @@ def overview_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
     async def overview(request: Request) -> Response:
         session = require_session(signer, request)
         if not session.admin:
-            raise ApiError(
-                403,
+            raise ApiError.of(
+                ErrorCode.ADMIN_REQUIRED,
                 "The overview shows every tenant's traffic: it needs an admin key (admin = true in [auth]).",
-                type="permission_error",
-                code="admin_required",
             )
         registry = services.metrics_view or services.metrics
         return json_response(await asyncio.to_thread(snapshot, registry))

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.console.guard import json_response, require_change_allowed, require_session
 from orgate.console.session import ConsoleSession, SessionSigner
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import invalid_value, review_not_found
 from orgate.server.body import read_json
 from orgate.server.routes import get_review, list_reviews, resolve_review
 from orgate.structured.review import ReviewItem, schema_errors
@@ -53,11 +53,11 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         review_id = request.path_params["review_id"]
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or "value" not in data:
-            raise ApiError(400, 'Send {"value": <the draft>}.', param="value", code="invalid_value")
+            raise invalid_value('Send {"value": <the draft>}.', param="value")
         queue = services.pipeline.review
         item: ReviewItem | None = await asyncio.to_thread(queue.get, review_id, tenant=_scope(session))
         if item is None:
-            raise ApiError(404, f"Review item '{review_id}' not found.", code="not_found", param="review_id")
+            raise review_not_found(review_id)
         errors = await asyncio.to_thread(schema_errors, item, data["value"])
         return json_response({"valid": not errors, "errors": errors})
 

@@ -23,7 +23,7 @@ from orgate.gate import CODES, ToolCatalog, ToolsError, check, diff, load_tools
 from orgate.gate.cli import ResponseTools, items_and_tools
 from orgate.gate.diff import as_items
 from orgate.gate.reader import InputError, read_bytes
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode, invalid_value
 from orgate.server.body import read_json
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def _text(data: Any, field: str, *, required: bool = True) -> str | None:
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value.strip()):
-        raise ApiError(400, f"'{field}' must be the file's text.", param=field, code="invalid_value")
+        raise invalid_value(f"'{field}' must be the file's text.", param=field)
     return value
 
 
@@ -46,7 +46,7 @@ def _values(text: str, name: str) -> list[Any]:
     try:
         return read_bytes(text.encode(), name)
     except InputError as exc:
-        raise ApiError(400, str(exc), param=name, code="invalid_input") from None
+        raise ApiError.of(ErrorCode.INVALID_INPUT, str(exc), param=name) from None
 
 
 def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
         try:
             cli_tools = load_tools(_values(tools_text, "tools")[0])
         except (ToolsError, IndexError) as exc:
-            raise ApiError(400, f"tools: {exc}", param="tools", code="invalid_tools") from None
+            raise ApiError.of(ErrorCode.INVALID_TOOLS, f"tools: {exc}", param="tools") from None
     response_tools = ResponseTools()
     rows: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
@@ -65,7 +65,7 @@ def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
         try:
             items, tools = items_and_tools(value, cli_tools, response_tools)
         except ToolsError as exc:
-            raise ApiError(400, f"log: value {number}: invalid tools: {exc}", param="log", code="invalid_tools") from None
+            raise ApiError.of(ErrorCode.INVALID_TOOLS, f"log: value {number}: invalid tools: {exc}", param="log") from None
         for item in items:
             verdict = check(item, tools)
             code = verdict.code.value
@@ -120,16 +120,16 @@ def eval_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         data = await read_json(request, services.settings.limits)
         files = data.get("reports") if isinstance(data, dict) else None
         if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("text"), str) for f in files):
-            raise ApiError(400, 'Send {"reports": [{"name": "...", "text": "<report JSON>"}, ...]}.', param="reports", code="invalid_value")
+            raise invalid_value('Send {"reports": [{"name": "...", "text": "<report JSON>"}, ...]}.', param="reports")
         reports = []
         for number, file in enumerate(files):
             name = str(file.get("name") or f"report {number + 1}")
             try:
                 reports.append(parse_report(orjson.loads(file["text"]), name))
             except orjson.JSONDecodeError as exc:
-                raise ApiError(400, f"{name}: invalid JSON: {exc}", param="reports", code="invalid_report") from None
+                raise ApiError.of(ErrorCode.INVALID_REPORT, f"{name}: invalid JSON: {exc}", param="reports") from None
             except ReportError as exc:
-                raise ApiError(400, str(exc), param="reports", code="invalid_report") from None
+                raise ApiError.of(ErrorCode.INVALID_REPORT, str(exc), param="reports") from None
         return json_response(eval_model(reports))
 
     return [Route("/console/api/eval", charts, methods=["POST"])]

@@ -30,7 +30,7 @@ from orgate.protocol import (
     McpCallItemParam,
     McpListToolsItemParam,
 )
-from orgate.protocol.errors import invalid_request
+from orgate.protocol.errors import invalid_value
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 _MCP_TYPES = (McpListToolsItemParam, McpCallItemParam, McpApprovalRequestItemParam, McpApprovalResponseItemParam)
@@ -78,7 +78,7 @@ def read_context(history: list[Any], new_input: list[Any]) -> tuple[list[Any], l
             where = f"input[{position - offset}].approval_request_id"
             request = requests.get(item.approval_request_id)
             if request is None:
-                raise invalid_request(f"{where}: no mcp_approval_request '{item.approval_request_id}' in this conversation.", param=where, code="invalid_value")
+                raise invalid_value(f"{where}: no mcp_approval_request '{item.approval_request_id}' in this conversation.", param=where)
             if item.approval_request_id in answered or item.approval_request_id in seen:
                 continue
             seen.add(item.approval_request_id)

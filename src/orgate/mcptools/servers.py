@@ -18,7 +18,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from orgate.protocol.errors import ApiError, invalid_request
+from orgate.protocol.errors import (
+    ApiError,
+    ErrorCode,
+    invalid_type,
+    invalid_value,
+    unsupported_parameter,
+)
 
 Approval = Literal["always", "never"]
 LABEL = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -98,8 +104,9 @@ class McpRegistry:
         for index, tool in tools:
             use = self._resolve_one(index, tool, tenant)
             if use.server.label in labels:
-                raise invalid_request(
-                    f"tools[{index}] names the MCP server '{use.server.label}' a second time.", param=f"tools[{index}].server_label", code="invalid_value"
+                raise invalid_value(
+                    f"tools[{index}] names the MCP server '{use.server.label}' a second time.",
+                    param=f"tools[{index}].server_label",
                 )
             labels.add(use.server.label)
             uses.append(use)
@@ -109,39 +116,41 @@ class McpRegistry:
         where = f"tools[{index}]"
         label = tool.get("server_label")
         if not isinstance(label, str) or not LABEL.match(label):
-            raise invalid_request(
-                f"{where}.server_label must be 1-32 letters, digits, '_' or '-'.", param=f"{where}.server_label", code="invalid_value"
+            raise invalid_value(
+                f"{where}.server_label must be 1-32 letters, digits, '_' or '-'.",
+                param=f"{where}.server_label",
             )
         url = tool.get("server_url")
         server = self.servers.get(label)
         if url is not None:
             server = self._request_server(where, label, url, tool)
         elif server is None:
-            raise invalid_request(f"{where}.server_label: no MCP server '{label}' is configured.", param=f"{where}.server_label", code="unknown_mcp_server")
+            raise ApiError.of(ErrorCode.UNKNOWN_MCP_SERVER, f"{where}.server_label: no MCP server '{label}' is configured.", param=f"{where}.server_label")
         elif tool.get("headers") is not None:
-            raise invalid_request(
-                f"{where}.headers: the MCP server '{label}' is configured by the operator, with its own headers.", param=f"{where}.headers", code="unsupported_parameter"
+            raise unsupported_parameter(
+                f"{where}.headers: the MCP server '{label}' is configured by the operator, with its own headers.",
+                param=f"{where}.headers",
             )
         if not server.allows_tenant(tenant):
-            raise ApiError(403, f"{where}.server_label: the MCP server '{label}' is not available to this API key.", param=f"{where}.server_label", code="mcp_server_forbidden")
+            raise ApiError.of(ErrorCode.MCP_SERVER_FORBIDDEN, f"{where}.server_label: the MCP server '{label}' is not available to this API key.", param=f"{where}.server_label")
         for key in ("connector_id", "authorization"):
             if tool.get(key) is not None:
-                raise invalid_request(f"{where}.{key} is not supported: MCP servers are configured by the operator.", param=f"{where}.{key}", code="unsupported_parameter")
+                raise unsupported_parameter(f"{where}.{key} is not supported: MCP servers are configured by the operator.", param=f"{where}.{key}")
         return McpUse(index, server, _allowed(where, tool.get("allowed_tools")), *_approval(where, tool.get("require_approval")))
 
     def _request_server(self, where: str, label: str, url: Any, tool: dict[str, Any]) -> McpServer:
         """A server the request names by URL: only at an origin the operator allows."""
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or origin(url) not in self.request_origins:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.MCP_ORIGIN_NOT_ALLOWED,
                 f"{where}.server_url: MCP servers are configured by the operator; this origin is not allowed for a request.",
                 param=f"{where}.server_url",
-                code="mcp_origin_not_allowed",
             )
         if label in self.servers:
-            raise invalid_request(f"{where}.server_label '{label}' is a configured server: leave out server_url.", param=f"{where}.server_url", code="invalid_value")
+            raise invalid_value(f"{where}.server_label '{label}' is a configured server: leave out server_url.", param=f"{where}.server_url")
         headers = tool.get("headers") or {}
         if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-            raise invalid_request(f"{where}.headers must map names to strings.", param=f"{where}.headers", code="invalid_type")
+            raise invalid_type(f"{where}.headers must map names to strings.", param=f"{where}.headers")
         # A server nobody configured asks before every call unless the request says otherwise.
         base = self.request_defaults or McpServer(label=label, url=url)
         return replace(base, label=label, url=url, headers=dict(headers), allowed_tools=None, require_approval="always", approval_per_tool={}, tenants=("*",))
@@ -153,7 +162,7 @@ def _allowed(where: str, value: Any) -> frozenset[str] | None:
     if isinstance(value, dict):  # OpenAI's filter form: {"tool_names": [...]}
         value = value.get("tool_names")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise invalid_request(f"{where}.allowed_tools must be a list of tool names.", param=f"{where}.allowed_tools", code="invalid_type")
+        raise invalid_type(f"{where}.allowed_tools must be a list of tool names.", param=f"{where}.allowed_tools")
     return frozenset(value)
 
 
@@ -168,6 +177,7 @@ def _approval(where: str, value: Any) -> tuple[frozenset[str] | None, bool]:
         names = always.get("tool_names") if isinstance(always, dict) else None
         if names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             return frozenset(names or ()), False
-    raise invalid_request(
-        f"{where}.require_approval must be 'always', 'never' or {{\"always\": {{\"tool_names\": [...]}}}}.", param=f"{where}.require_approval", code="invalid_value"
+    raise invalid_value(
+        f"{where}.require_approval must be 'always', 'never' or {{\"always\": {{\"tool_names\": [...]}}}}.",
+        param=f"{where}.require_approval",
     )

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from orgate.structured.net import SafetyNet
     from orgate.structured.outcome import (
         ATTEMPTS_HEADER,
-        ERROR_CODE,
         MODE_HEADER,
         OUTCOME_HEADER,
         REVIEW_ID_HEADER,
@@ -58,7 +57,6 @@ _SOURCES = {
     "plan": "orgate.structured.modes",
     "SafetyNet": "orgate.structured.net",
     "ATTEMPTS_HEADER": "orgate.structured.outcome",
-    "ERROR_CODE": "orgate.structured.outcome",
     "MODE_HEADER": "orgate.structured.outcome",
     "OUTCOME_HEADER": "orgate.structured.outcome",
     "REVIEW_ID_HEADER": "orgate.structured.outcome",
@@ -93,7 +91,6 @@ __all__ = [
     "ATTEMPTS_HEADER",
     "BODY_FIELD",
     "BUDGET_HEADER",
-    "ERROR_CODE",
     "MODE_HEADER",
     "OUTCOME_HEADER",
     "REVIEW_ID_HEADER",

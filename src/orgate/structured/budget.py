@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orgate.protocol.errors import invalid_request
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.structured.settings import FormatPolicy, StructuredSettings
 
 BUDGET_HEADER = "X-Orgate-Structured-Budget"
@@ -46,10 +46,10 @@ class BudgetOverride:
             key, sep, val = part.partition("=")
             key = key.strip()
             if not sep or key not in _KEYS:
-                raise invalid_request(
+                raise ApiError.of(
+                    ErrorCode.INVALID_STRUCTURED_BUDGET,
                     f"{BUDGET_HEADER}: {part!r} is not one of {', '.join(k + '=' for k in _KEYS)}",
                     param=BUDGET_HEADER,
-                    code="invalid_structured_budget",
                 )
             fields[key] = val.strip()
         return cls.from_mapping(fields, where=BUDGET_HEADER)
@@ -59,10 +59,10 @@ class BudgetOverride:
         """Build from the body extension object (or parsed header fields)."""
         unknown = set(data) - set(_KEYS)
         if unknown:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.INVALID_STRUCTURED_BUDGET,
                 f"{where}: unknown key(s) {', '.join(sorted(unknown))}",
                 param=where,
-                code="invalid_structured_budget",
             )
         out: dict[str, Any] = {}
         for key, val in data.items():
@@ -81,10 +81,10 @@ class BudgetOverride:
                     out[key] = num_i
             except (TypeError, ValueError):
                 kind = "a positive number" if key == "seconds" else "a non-negative integer"
-                raise invalid_request(
+                raise ApiError.of(
+                    ErrorCode.INVALID_STRUCTURED_BUDGET,
                     f"{where}: {key} must be {kind}, got {val!r}",
                     param=where,
-                    code="invalid_structured_budget",
                 ) from None
         return cls(**out)
 

@@ -27,7 +27,7 @@ import logging
 import threading
 
 from orgate.neutral import Capabilities
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.structured")
 
@@ -37,13 +37,13 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema",
 # Upstream failures that an unknown response format may cause on servers that do not
 # validate it (a 500 from inside a chat handler, a stream that ends early).
 _FAILURE_CODES = frozenset(
-    {"upstream_error", "upstream_stream_truncated", "upstream_invalid_response"}
+    {ErrorCode.UPSTREAM_ERROR, ErrorCode.UPSTREAM_STREAM_TRUNCATED, ErrorCode.UPSTREAM_INVALID_RESPONSE}
 )
 
 
 def refuses_format(error: ApiError) -> bool:
     """Whether ``error`` may be an upstream refusing the request's response format."""
-    if error.status == 400 and error.code == "upstream_bad_request":
+    if error.status == 400 and error.code == ErrorCode.UPSTREAM_BAD_REQUEST:
         message = error.message.lower()
         return any(word in message for word in _FORMAT_WORDS)
     return error.status == 502 and error.code in _FAILURE_CODES

@@ -60,14 +60,14 @@ from orgate.neutral import (
     WrapperProvider,
 )
 from orgate.protocol import UserMessageItemParam
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.providers import ProviderRegistry
 from orgate.providers.builtin import BuiltinProvider
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, FlakyProvider, MisbehaveSettings
 from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.metrics import StructuredMetrics
 from orgate.structured.net import SafetyNet
-from orgate.structured.outcome import ERROR_CODE, Outcome
+from orgate.structured.outcome import Outcome
 from orgate.structured.review import ReviewQueue
 from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
 
@@ -400,7 +400,7 @@ async def run_eval(
                     ):
                         pass
                 except ApiError as exc:
-                    if exc.code != ERROR_CODE:
+                    if exc.code != ErrorCode.STRUCTURED_OUTPUT_INVALID:
                         error = f"{exc.code}: {exc.message}"
                 elapsed = (time.perf_counter() - started) * 1000
                 status = outcome.status if error is None else "upstream_error"

@@ -53,7 +53,7 @@ from orgate.neutral import (
     batches_of_one,
     one_by_one,
 )
-from orgate.protocol.errors import MODEL_ERROR, SERVER_ERROR, ApiError, invalid_request
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.structured import modes, strict
 from orgate.structured.budget import Budget, BudgetOverride, Clock, grow_max_tokens
 from orgate.structured.downgrades import ModeDowngrades, level_of, refuses_format, without
@@ -75,7 +75,6 @@ from orgate.structured.layers import (
 )
 from orgate.structured.metrics import StructuredMetrics
 from orgate.structured.outcome import (
-    ERROR_CODE,
     AttemptRecord,
     ExhaustedBy,
     Outcome,
@@ -295,10 +294,10 @@ class SafetyNet(WrapperProvider):
         try:
             schema = self.validators.get(plan.validation_schema)
         except SchemaProblem as exc:
-            raise invalid_request(
+            raise ApiError.of(
+                ErrorCode.INVALID_JSON_SCHEMA,
                 f"text.format.schema is not a usable JSON Schema: {exc}",
                 param="text.format.schema",
-                code="invalid_json_schema",
             ) from None
         outcome.mode, outcome.format_name, outcome.strict_changes = (
             plan.mode,
@@ -425,11 +424,9 @@ class SafetyNet(WrapperProvider):
                 # A long output can take a while to check (and to word every error): off the loop.
                 result = await asyncio.to_thread(check) if len(attempt.text) > INLINE_CHECK_CHARS else check()
             except SemanticCheckError as exc:
-                raise ApiError(
-                    500,
+                raise ApiError.of(
+                    ErrorCode.SEMANTIC_CHECK_ERROR,
                     str(exc),
-                    type=SERVER_ERROR,
-                    code="semantic_check_error",
                     headers=dict(NO_CLIENT_RETRY),
                 ) from exc
 
@@ -547,9 +544,7 @@ class SafetyNet(WrapperProvider):
         # outcome, mode, attempts and review id, as on success; and no blind client retry:
         # the budget is spent (the openai SDKs otherwise retry a 500 twice, tripling the calls).
         headers = {**outcome.headers(), **NO_CLIENT_RETRY}
-        return ApiError(
-            500, message, type=MODEL_ERROR, code=ERROR_CODE, param="text.format", headers=headers
-        )
+        return ApiError.of(ErrorCode.STRUCTURED_OUTPUT_INVALID, message, param="text.format", headers=headers)
 
     def _review_entry(self, request: ModelRequest, plan: modes.Plan, outcome: Outcome) -> NewReview:
         failed = [a for a in outcome.attempts if a.stage is not None]

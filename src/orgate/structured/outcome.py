@@ -29,7 +29,6 @@ REVIEW_ID_HEADER = "X-Orgate-Review-Id"
 # The response formats the upstream refuses (``json_schema``, ``json_schema,json_object``):
 # the mode header says what was sent instead (structured/downgrades.py).
 DOWNGRADE_HEADER = "X-Orgate-Structured-Downgrade"
-ERROR_CODE = "structured_output_invalid"
 
 
 @dataclass(slots=True, frozen=True)
