@@ -80,15 +80,16 @@ class _Message:
 
 
 class _Call:
-    __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index")
+    __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index", "custom")
 
-    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int) -> None:
+    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int, custom: bool) -> None:
         self.id = item_id
         self.index = index
         self.call_id = call_id or ids.call_id()
         self.name = name
         self.chunks: list[str] = []
         self.source_index = source_index
+        self.custom = custom  # a ``custom_tool_call``: ``input`` (free-form text) instead of ``arguments``
 
 
 class _Reasoning:
@@ -101,6 +102,13 @@ class _Reasoning:
         self.summary: list[str] = []  # finished summary_text parts
         self.encrypted: str | None = None
         self.open_part: tuple[str, list[str]] | None = None  # ("content"|"summary", chunks)
+
+
+def _call_item(call: _Call, status: str, text: str) -> dict[str, Any]:
+    """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of ``arguments``)."""
+    if call.custom:
+        return {"id": call.id, "type": "custom_tool_call", "status": status, "call_id": call.call_id, "name": call.name, "input": text}
+    return {"id": call.id, "type": "function_call", "status": status, "call_id": call.call_id, "name": call.name, "arguments": text}
 
 
 class ResponseBuilder:
@@ -282,7 +290,7 @@ class ResponseBuilder:
                     call.chunks.append(arguments)
                     self._emit_delta(
                         {
-                            "type": "response.function_call_arguments.delta",
+                            "type": "response.custom_tool_call_input.delta" if call.custom else "response.function_call_arguments.delta",
                             "item_id": call.id,
                             "output_index": call.index,
                             "delta": arguments,
@@ -453,22 +461,9 @@ class ResponseBuilder:
 
     def _open_call(self, start: ToolCallStart) -> None:
         index = len(self.output)
-        call = _Call(ids.output_item_id("fc", self.id, index), index, start.call_id, start.name, start.index)
+        call = _Call(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom)
         self._open = call
-        self._emit(
-            {
-                "type": "response.output_item.added",
-                "output_index": call.index,
-                "item": {
-                    "id": call.id,
-                    "type": "function_call",
-                    "status": "in_progress",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "arguments": "",
-                },
-            }
-        )
+        self._emit({"type": "response.output_item.added", "output_index": call.index, "item": _call_item(call, "in_progress", "")})
 
     # --- reasoning ------------------------------------------------------------------------
 
@@ -609,23 +604,19 @@ class ResponseBuilder:
             done = {"id": item.id, "type": "message", "status": status, "role": "assistant", "content": item.parts}
         elif isinstance(item, _Call):
             arguments = "".join(item.chunks)
-            self._emit(
-                {
-                    "type": "response.function_call_arguments.done",
-                    "item_id": item.id,
-                    "output_index": item.index,
-                    "name": item.name,
-                    "arguments": arguments,
-                }
-            )
-            done = {
-                "id": item.id,
-                "type": "function_call",
-                "status": status,
-                "call_id": item.call_id,
-                "name": item.name,
-                "arguments": arguments,
-            }
+            if item.custom:
+                self._emit({"type": "response.custom_tool_call_input.done", "item_id": item.id, "output_index": item.index, "input": arguments})
+            else:
+                self._emit(
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "item_id": item.id,
+                        "output_index": item.index,
+                        "name": item.name,
+                        "arguments": arguments,
+                    }
+                )
+            done = _call_item(item, status, arguments)
         else:
             self._close_reasoning_part(item)
             done = {"id": item.id, "type": "reasoning", "summary": [{"type": "summary_text", "text": t} for t in item.summary]}

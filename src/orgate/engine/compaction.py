@@ -272,7 +272,9 @@ def render_item(item: Any) -> str:
         return f"{label}: {_text(_field(item, 'content'))}"
     if kind == "function_call":
         return f"assistant called {_field(item, 'name')}({_field(item, 'arguments')}) [call_id {_field(item, 'call_id')}]"
-    if kind == "function_call_output":
+    if kind == "custom_tool_call":
+        return f"assistant called {_field(item, 'name')} with input: {_field(item, 'input')} [call_id {_field(item, 'call_id')}]"
+    if kind in ("function_call_output", "custom_tool_call_output"):
         output = _field(item, "output")
         return f"tool result [call_id {_field(item, 'call_id')}]: {output if isinstance(output, str) else _text(output)}"
     if kind == "reasoning":

@@ -182,6 +182,10 @@ def as_output_item(item: Any) -> dict[str, Any]:
         if isinstance(output, list):
             output = [_output_part(part) if isinstance(part, dict) else part for part in output]
         return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": output, "status": "completed"}
+    if kind == "custom_tool_call":  # OpenAI's free-form tool call and its output, as OpenAI shapes them
+        return {"type": "custom_tool_call", "id": wire.get("id") or ids.new_id("ctc"), "call_id": wire["call_id"], "name": wire["name"], "input": wire["input"], "status": "completed"}
+    if kind == "custom_tool_call_output":
+        return {"type": "custom_tool_call_output", "id": wire.get("id") or ids.new_id("ctco"), "call_id": wire["call_id"], "output": wire["output"]}
     if kind == "reasoning":
         out = {"type": "reasoning", "id": wire.get("id") or ids.reasoning_id(), "summary": wire.get("summary", [])}
         if wire.get("encrypted_content"):

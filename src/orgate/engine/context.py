@@ -28,6 +28,7 @@ from orgate.neutral import (
 from orgate.neutral.items import ORIGIN_FIELD
 from orgate.protocol import (
     CreateResponseBody,
+    FunctionToolParam,
     HostedToolParam,
     ItemParam,
     UserMessageItemParam,
@@ -180,7 +181,9 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
 
 
 def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], list[dict[str, Any]], list[tuple[int, str]]]:
-    """``tools`` → (function tools, hosted tools for the upstream, (index, type) of those dropped).
+    """``tools`` → (function and ``custom`` tools, hosted tools for the upstream, (index, type) of
+    those dropped). Every upstream takes a ``custom`` tool (a function with one string argument
+    where the upstream has no custom tools: ``orgate.providers.custom_tools``).
 
     Hosted tools go to a deployment that runs them; elsewhere the model's ``hosted_tools``
     policy drops them (the caller warns) or refuses the request, naming the tool. Tools of
@@ -222,15 +225,17 @@ def check_tool_choice(choice: Any, tools: list[Any], *, mcp: bool = False) -> No
         if choice == "required" and not tools and not mcp:
             raise invalid_value("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice")
         return
-    names = {t.name for t in tools}
-    if choice.type == "function":
-        if choice.name not in names:
-            raise invalid_value(f"tool_choice names the function '{choice.name}', which is not in 'tools'.", param="tool_choice.name")
+    # A function choice names a function tool, a custom choice a custom tool (OpenAI's rule).
+    names = {(t.type, t.name) for t in tools}
+    what = {"function": "function", "custom": "custom tool"}
+    if choice.type in what:
+        if (choice.type, choice.name) not in names:
+            raise invalid_value(f"tool_choice names the {what[choice.type]} '{choice.name}', which is not in 'tools'.", param="tool_choice.name")
         return
     for index, allowed in enumerate(choice.tools):
-        if allowed.name not in names:
+        if (allowed.type, allowed.name) not in names:
             raise invalid_value(
-                f"tool_choice.tools[{index}] names the function '{allowed.name}', which is not in 'tools'.",
+                f"tool_choice.tools[{index}] names the {what[allowed.type]} '{allowed.name}', which is not in 'tools'.",
                 param=f"tool_choice.tools[{index}].name",
             )
 
@@ -250,11 +255,11 @@ def _tool_choice_echo(choice: Any) -> Any:
         return "auto"
     if isinstance(choice, str):
         return choice
-    if choice.type == "function":
-        return {"type": "function", "name": choice.name}
+    if choice.type in ("function", "custom"):  # ``custom``: OpenAI's extension, echoed as OpenAI does
+        return {"type": choice.type, "name": choice.name}
     return {
         "type": "allowed_tools",
-        "tools": [{"type": "function", "name": t.name} for t in choice.tools],
+        "tools": [{"type": t.type, "name": t.name} for t in choice.tools],
         "mode": choice.mode or "auto",
     }
 
@@ -394,7 +399,8 @@ def build_turn(
         "instructions": body.instructions,
         "output": None,
         "error": None,
-        "tools": [_tool_echo(t) for t in tools],
+        # The spec's ``Tool`` union has function tools only: a ``custom`` tool is not echoed.
+        "tools": [_tool_echo(t) for t in tools if type(t) is FunctionToolParam],
         "tool_choice": _tool_choice_echo(body.tool_choice),
         "truncation": body.truncation or "disabled",
         "parallel_tool_calls": body.parallel_tool_calls if body.parallel_tool_calls is not None else True,
@@ -456,7 +462,7 @@ def listed_item(item: dict[str, Any]) -> dict[str, Any] | None:
     return item
 
 
-_STATUSED = frozenset({"message", "function_call", "function_call_output"})
+_STATUSED = frozenset({"message", "function_call", "function_call_output", "custom_tool_call"})
 
 
 def item_field_part(part: Any) -> Any:

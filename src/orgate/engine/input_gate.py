@@ -5,7 +5,8 @@ input) before anything reaches a provider, under ``gate.policy``:
 
 - ``enforce``: a ``function_call_output`` whose ``call_id`` matches no earlier
   ``function_call``, a second output for one call, an output attached to a
-  call that fails the gate, and a ``function_call`` in the input whose
+  call that fails the gate (the same for OpenAI's ``custom_tool_call`` and its
+  ``custom_tool_call_output``; an output of the other kind is ``mismatched_output``), and a ``function_call`` in the input whose
   ``status`` is not ``completed``, whose ``arguments`` are not a string or do
   not parse, or fail the schema of a function tool the request defines → 400
   naming the item (``param`` = ``input[i].call_id`` / ``input[i]``) and the code.
@@ -41,7 +42,7 @@ from orgate.protocol.errors import ApiError, ErrorCode
 log = logging.getLogger("orgate.gate")
 
 Policy = Literal["enforce", "warn", "off"]
-_PAIRED_TYPES = frozenset({"function_call", "function_call_output"})
+_PAIRED_TYPES = frozenset({"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"})
 
 
 class _Dropped(str):
@@ -121,8 +122,8 @@ def without_reasoning_text(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _call_message(index: int, verdict: Verdict) -> str:
-    return f"input[{index}] is a function_call that fails the replay gate ({verdict.code.value}): {verdict.message}"
+def _call_message(index: int, verdict: Verdict, kind: str = "function_call") -> str:
+    return f"input[{index}] is a {kind} that fails the replay gate ({verdict.code.value}): {verdict.message}"
 
 
 def check_context(
@@ -164,7 +165,13 @@ def check_context(
     catalog = _catalog(tools)
     for index in range(offset, len(items)):
         item = items[index]
-        if item.get("type") != "function_call":
+        kind = item.get("type")
+        if kind == "custom_tool_call":  # free-form input: its status and input's type only
+            verdict = check(item, None, require_status=False)
+            if verdict.code is not Code.OK:
+                _report(policy, warnings, _call_message(where(index), verdict, kind), code=verdict.code.value, param=f"input[{where(index)}]")
+            continue
+        if kind != "function_call":
             continue
         # Checked against the tool's schema only when the request defines that tool (see above).
         known = catalog is not None and item.get("name") in catalog

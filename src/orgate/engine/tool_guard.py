@@ -38,7 +38,13 @@ from orgate.neutral import (
     Usage,
     WrapperProvider,
 )
-from orgate.protocol import FunctionCallItemParam, FunctionCallOutputItemParam, UserMessageItemParam
+from orgate.protocol import (
+    CustomToolCallItemParam,
+    CustomToolCallOutputItemParam,
+    FunctionCallItemParam,
+    FunctionCallOutputItemParam,
+    UserMessageItemParam,
+)
 from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.gate")
@@ -86,6 +92,7 @@ class ToolGuard(WrapperProvider):
 
     async def _guarded(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         catalog = self._catalog(request)
+        custom = frozenset(t.name for t in request.tools if getattr(t, "type", None) == "custom")
         allowed, must_call = _constraints(request)
         hold_text = must_call
         text_sent = False
@@ -122,7 +129,7 @@ class ToolGuard(WrapperProvider):
                 # Truncated arguments are not judged: the response is incomplete, the item too.
                 yield [*self._release(held, calls), Finish(finish.reason, usage)]
                 return
-            problems = self._problems(calls, catalog, allowed, must_call)
+            problems = self._problems(calls, catalog, custom, allowed, must_call)
             if not problems or self.policy == "warn":
                 for problem in problems:
                     log.warning("gate: model output passed under policy=warn: %s", problem)
@@ -154,7 +161,9 @@ class ToolGuard(WrapperProvider):
         except ToolsError as exc:
             raise ApiError.of(ErrorCode.INVALID_TOOL_SCHEMA, f"A tool's parameters are not a valid JSON Schema: {exc}", param=exc.param or "tools") from None
 
-    def _problems(self, calls: list[_Call], catalog: ToolCatalog, allowed: frozenset[str] | None, must_call: bool) -> list[str]:
+    def _problems(self, calls: list[_Call], catalog: ToolCatalog, custom: frozenset[str], allowed: frozenset[str] | None, must_call: bool) -> list[str]:
+        """What is wrong with an attempt's calls. A custom tool's call has free-form input: only
+        its name is checked (a custom tool of the request), never a schema."""
         problems: list[str] = []
         if must_call and not calls:
             problems.append("tool_choice requires a tool call, and the model called none")
@@ -164,6 +173,12 @@ class ToolGuard(WrapperProvider):
                 self._count("tool_choice")
                 allowed_text = ", ".join(sorted(allowed)) or "none"
                 problems.append(f"tool_choice does not allow calling '{name}' (allowed: {allowed_text})")
+                continue
+            if call.start.custom:
+                ok = name in custom
+                self._count(Code.OK.value if ok else Code.UNKNOWN_TOOL.value)
+                if not ok:
+                    problems.append(f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined")
                 continue
             item = {"type": "function_call", "status": "completed", "name": name, "call_id": call.start.call_id, "arguments": call.arguments}
             verdict = check(item, catalog)
@@ -194,7 +209,7 @@ class ToolGuard(WrapperProvider):
     def _release(held: list[ModelEvent], calls: list[_Call]) -> list[ModelEvent]:
         events: list[ModelEvent] = list(held)
         for index, call in enumerate(calls):
-            events.append(ToolCallStart(index, call.start.call_id, call.start.name))
+            events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom))
             events.extend(ToolCallDelta(index, d.arguments) for d in call.deltas)
         return events
 
@@ -207,7 +222,7 @@ def _constraints(request: ModelRequest) -> tuple[frozenset[str] | None, bool]:
     if choice == "required":
         return None, True
     kind = getattr(choice, "type", None)
-    if kind == "function":
+    if kind in ("function", "custom"):
         return frozenset({choice.name}), True
     if kind == "allowed_tools":
         names = frozenset(t.name for t in choice.tools)
@@ -224,14 +239,13 @@ def _with_feedback(request: ModelRequest, held: list[ModelEvent], calls: list[_C
     if calls:
         for call in calls:
             call_id = call.start.call_id or f"call_retry_{len(feedback)}"
+            rejected = "ERROR: this call was rejected and not run. " + "; ".join(problems) + ". Call the tool again with corrected arguments."
+            if call.start.custom:
+                feedback.append(CustomToolCallItemParam(call_id=call_id, name=call.start.name, input=call.arguments, status="completed"))
+                feedback.append(CustomToolCallOutputItemParam(call_id=call_id, output=rejected))
+                continue
             feedback.append(FunctionCallItemParam(type="function_call", call_id=call_id, name=call.start.name, arguments=call.arguments, status="completed"))
-            feedback.append(
-                FunctionCallOutputItemParam(
-                    type="function_call_output",
-                    call_id=call_id,
-                    output="ERROR: this call was rejected and not run. " + "; ".join(problems) + ". Call the tool again with corrected arguments.",
-                )
-            )
+            feedback.append(FunctionCallOutputItemParam(type="function_call_output", call_id=call_id, output=rejected))
     else:
         feedback.append(UserMessageItemParam(role="user", content="Your answer was rejected: " + "; ".join(problems) + ". Call one of the allowed tools."))
     return dataclasses.replace(request, input=[*request.input, *feedback])

@@ -3,7 +3,8 @@ trajectory be attached where they are?
 
 Every ``function_call_output`` must follow a ``function_call`` with the same
 ``call_id`` that passed the gate (``ok``), and there must be at most one
-output per call. Issues carry the item's index and a ``param`` such as
+output per call. The same holds for OpenAI's custom tools: a
+``custom_tool_call_output`` answers a ``custom_tool_call``. Issues carry the item's index and a ``param`` such as
 ``input[3].call_id`` that the gateway puts straight into a 400 error body.
 
 Issue kinds:
@@ -12,9 +13,11 @@ Issue kinds:
 * ``orphan_output`` — no earlier ``function_call`` has this ``call_id``
   (a call that comes *after* its output does not count);
 * ``duplicate_output`` — a second output for the same call;
+* ``mismatched_output`` — the output's kind does not answer the call's (a
+  ``function_call_output`` for a ``custom_tool_call``, or the other way round);
 * ``failed_call`` — the output attaches to a call whose verdict is not ``ok``
   (the message names the call's code); this includes provider-namespaced calls;
-* ``duplicate_call`` — a second ``function_call`` reusing an earlier ``call_id``.
+* ``duplicate_call`` — a second call (either kind) reusing an earlier ``call_id``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ PAIRING_KINDS: tuple[str, ...] = (
     "missing_call_id",
     "orphan_output",
     "duplicate_output",
+    "mismatched_output",
     "failed_call",
     "duplicate_call",
 )
@@ -82,8 +86,14 @@ class PairingResult:
         }
 
 
-def _type(item: Any) -> Any:
-    return item.get("type") if isinstance(item, dict) else None
+# Each call type and the output type that answers it.
+_OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_CALL_OF = {output: call for call, output in _OUTPUT_OF.items()}
+
+
+def _type(item: Any) -> str | None:
+    typ = item.get("type") if isinstance(item, dict) else None
+    return typ if isinstance(typ, str) else None
 
 
 def check_pairing(
@@ -103,17 +113,19 @@ def check_pairing(
     answered: dict[str, int] = {}
     issues: list[PairingIssue] = []
 
+    items_seen: list[Any] = []
     for index, item in enumerate(items):
+        items_seen.append(item)
         typ = _type(item)
         param = f"{param_prefix}[{index}].call_id"
-        if typ == "function_call":
+        if typ in _OUTPUT_OF:
             verdict = check(item, catalog, require_status=require_status)
             calls[index] = verdict
             cid = item.get("call_id")
             if not isinstance(cid, str) or not cid:
                 issues.append(
                     PairingIssue(
-                        index, "missing_call_id", None, "function_call has no call_id", param
+                        index, "missing_call_id", None, f"{typ} has no call_id", param
                     )
                 )
             elif cid in by_call_id:
@@ -129,26 +141,40 @@ def check_pairing(
                 )
             else:
                 by_call_id[cid] = index
-        elif typ == "function_call_output":
+        elif typ in _CALL_OF:
             cid = item.get("call_id")
             if not isinstance(cid, str) or not cid:
                 issues.append(
                     PairingIssue(
-                        index, "missing_call_id", None, "function_call_output has no call_id", param
+                        index, "missing_call_id", None, f"{typ} has no call_id", param
                     )
                 )
                 continue
             call_index = by_call_id.get(cid)
+            call_type = _type(items_seen[call_index]) if call_index is not None else None
             if call_index is None:
                 issues.append(
                     PairingIssue(
                         index,
                         "orphan_output",
                         cid,
-                        f"no earlier function_call has call_id {cid!r}",
+                        f"no earlier {_CALL_OF[typ]} has call_id {cid!r}",
                         param,
                     )
                 )
+            elif call_type in _OUTPUT_OF and _OUTPUT_OF[call_type] != typ:
+                issues.append(
+                    PairingIssue(
+                        index,
+                        "mismatched_output",
+                        cid,
+                        f"call {cid!r} at {param_prefix}[{call_index}] is a {call_type}: "
+                        f"its output is a {_OUTPUT_OF[call_type]}, not a {typ}",
+                        param,
+                        call_index,
+                    )
+                )
+                answered[cid] = index
             elif cid in answered:
                 issues.append(
                     PairingIssue(

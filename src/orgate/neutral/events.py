@@ -98,16 +98,22 @@ class ReasoningEncrypted:
 
 @dataclass(slots=True)
 class ToolCallStart:
-    """The model starts a function call. ``call_id`` may be empty: the builder then makes one."""
+    """The model starts a function call. ``call_id`` may be empty: the builder then makes one.
+
+    ``custom``: a call of a ``custom`` tool (OpenAI's free-form tools): its deltas are pieces
+    of the free-form ``input`` string, not of JSON arguments (``orgate.providers.custom_tools``
+    turns an upstream's function call of such a tool into one)."""
 
     index: int
     call_id: str
     name: str
+    custom: bool = False
 
 
 @dataclass(slots=True)
 class ToolCallDelta:
-    """A piece of the JSON arguments string of the call opened with the same ``index``."""
+    """A piece of the JSON arguments string (a custom call: of the ``input``) of the call opened
+    with the same ``index``."""
 
     index: int
     arguments: str

@@ -130,6 +130,26 @@ class FunctionCallOutputItemParam(ParamModel):
     status: FunctionCallStatus | None = None
 
 
+# The items of OpenAI's ``custom`` tools (not in the spec): a call carries one free-form string,
+# ``input``, instead of JSON ``arguments``; its result comes back as ``custom_tool_call_output``.
+
+
+class CustomToolCallItemParam(ParamModel):
+    id: str | None = None
+    call_id: CallId
+    type: Literal["custom_tool_call"] = "custom_tool_call"
+    name: FunctionName
+    input: LongText
+    status: FunctionCallStatus | None = None
+
+
+class CustomToolCallOutputItemParam(ParamModel):
+    id: str | None = None
+    call_id: CallId
+    type: Literal["custom_tool_call_output"] = "custom_tool_call_output"
+    output: FunctionCallOutputParamOutput
+
+
 # The items of OpenAI's hosted MCP tools (not in the spec): orgate runs MCP tools itself, and a
 # client replays these items (a full history) or answers an approval request (docs/mcp.md).
 
@@ -178,6 +198,8 @@ _TYPE_TAGS: dict[str, str] = {
     "compaction": "CompactionSummaryItemParam",
     "function_call": "FunctionCallItemParam",
     "function_call_output": "FunctionCallOutputItemParam",
+    "custom_tool_call": "CustomToolCallItemParam",
+    "custom_tool_call_output": "CustomToolCallOutputItemParam",
     "mcp_list_tools": "McpListToolsItemParam",
     "mcp_call": "McpCallItemParam",
     "mcp_approval_request": "McpApprovalRequestItemParam",
@@ -241,6 +263,8 @@ if TYPE_CHECKING:
         | AssistantMessageItemParam
         | FunctionCallItemParam
         | FunctionCallOutputItemParam
+        | CustomToolCallItemParam
+        | CustomToolCallOutputItemParam
         | McpListToolsItemParam
         | McpCallItemParam
         | McpApprovalRequestItemParam
@@ -259,6 +283,8 @@ else:
             Annotated[AssistantMessageItemParam, Tag("AssistantMessageItemParam")],
             Annotated[FunctionCallItemParam, Tag("FunctionCallItemParam")],
             Annotated[FunctionCallOutputItemParam, Tag("FunctionCallOutputItemParam")],
+            Annotated[CustomToolCallItemParam, Tag("CustomToolCallItemParam")],
+            Annotated[CustomToolCallOutputItemParam, Tag("CustomToolCallOutputItemParam")],
             Annotated[McpListToolsItemParam, Tag("McpListToolsItemParam")],
             Annotated[McpCallItemParam, Tag("McpCallItemParam")],
             Annotated[McpApprovalRequestItemParam, Tag("McpApprovalRequestItemParam")],

@@ -34,6 +34,46 @@ class SpecificFunctionParam(ParamModel):
     name: str
 
 
+# OpenAI's ``custom`` tool (not in the spec): the model calls it with one free-form string, which
+# ``format`` may constrain (a Lark or regex grammar). A native Responses upstream enforces the
+# format; elsewhere it is a function with one string argument and the format is described to the
+# model (docs/providers.md, "Tool types").
+
+
+class CustomTextFormatParam(ParamModel):
+    type: Literal["text"] = "text"
+
+
+class CustomGrammarFormatParam(ParamModel):
+    type: Literal["grammar"] = "grammar"
+    syntax: Literal["lark", "regex"]
+    definition: str
+
+
+if TYPE_CHECKING:
+    CustomToolFormatParam: TypeAlias = CustomTextFormatParam | CustomGrammarFormatParam
+else:
+    CustomToolFormatParam = type_union(CustomTextFormatParam, CustomGrammarFormatParam, unknown="UnknownCustomFormatType")
+
+
+class CustomToolParam(ParamModel):
+    type: Literal["custom"] = "custom"
+    name: FunctionName
+    description: str | None = None
+    format: CustomToolFormatParam | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The tool as OpenAI takes it (what the client sent, without nulls)."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class SpecificCustomParam(ParamModel):
+    """``tool_choice`` forcing a ``custom`` tool (OpenAI's extension)."""
+
+    type: Literal["custom"] = "custom"
+    name: str
+
+
 # Tool types OpenAI's Responses API defines beyond the spec's ``function``: tools the upstream runs
 # itself (web search, file search, code interpreter…) and ``namespace`` (a named group of tools,
 # which Codex sends). orgate passes them to an upstream that runs them and drops or refuses them
@@ -80,9 +120,15 @@ def _hosted_tag(value: Any) -> str | None:
 SpecificToolChoiceParam: TypeAlias = SpecificFunctionParam
 
 
+if TYPE_CHECKING:
+    AllowedToolParam: TypeAlias = SpecificFunctionParam | SpecificCustomParam
+else:
+    AllowedToolParam = type_union(SpecificFunctionParam, SpecificCustomParam, unknown="UnknownAllowedToolType")
+
+
 class AllowedToolsParam(ParamModel):
     type: Literal["allowed_tools"] = "allowed_tools"
-    tools: Annotated[list[SpecificToolChoiceParam], Field(min_length=1, max_length=128)]
+    tools: Annotated[list[AllowedToolParam], Field(min_length=1, max_length=128)]
     mode: ToolChoiceValueEnum | None = omittable()
 
 
@@ -91,14 +137,15 @@ def _choice_value(value: Any) -> str | None:
 
 
 if TYPE_CHECKING:
-    ResponsesToolParam: TypeAlias = FunctionToolParam | HostedToolParam
-    ToolChoiceParam: TypeAlias = SpecificToolChoiceParam | ToolChoiceValueEnum | AllowedToolsParam
+    ResponsesToolParam: TypeAlias = FunctionToolParam | CustomToolParam | HostedToolParam
+    ToolChoiceParam: TypeAlias = SpecificToolChoiceParam | SpecificCustomParam | ToolChoiceValueEnum | AllowedToolsParam
 else:
     ResponsesToolParam = type_union(
-        FunctionToolParam, unknown="UnknownToolType", extra=_hosted_tag, extra_members=((HostedToolParam, "HostedToolParam"),)
+        FunctionToolParam, CustomToolParam, unknown="UnknownToolType", extra=_hosted_tag, extra_members=((HostedToolParam, "HostedToolParam"),)
     )
     ToolChoiceParam = type_union(
         SpecificFunctionParam,
+        SpecificCustomParam,
         AllowedToolsParam,
         unknown="UnknownToolChoiceType",
         extra=_choice_value,

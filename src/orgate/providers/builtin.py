@@ -46,6 +46,7 @@ from orgate.neutral import (
     Usage,
 )
 from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.providers.custom_tools import custom_call_events, functions_only
 from orgate.providers.schema_example import example_for
 
 _WORD = re.compile(r"\S+\s*|\s+")
@@ -111,7 +112,11 @@ class BuiltinProvider(Provider):
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        # Custom tools are functions with one string argument here, as for any function-only upstream.
+        return custom_call_events(request, self._events(functions_only(request)))
+
+    async def _events(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
         usage_in = _count_input_tokens(request)

@@ -42,6 +42,7 @@ import orjson
 from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
+from orgate.providers.custom_tools import functions_only
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain as _plain
 
@@ -417,6 +418,7 @@ def build_body(
     it is the default ``max_tokens`` when the request sets no ``max_output_tokens``
     (else ``DEFAULT_MAX_TOKENS``). ``prompt_cache``: cache breakpoints (module docstring).
     """
+    request = functions_only(request)  # custom tools: functions with one string argument
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(request, name):
             raise _unsupported(f"'{name}'", name, code=ErrorCode.UNSUPPORTED_PARAMETER)

@@ -8,12 +8,14 @@ non-streaming clients alike; an upstream (or proxy) that answers
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.providers.anthropic.decoder import StreamDecoder, bad_stream, decode_message
 from orgate.providers.anthropic.errors import http_error
 from orgate.providers.anthropic.mapping import build_body
+from orgate.providers.custom_tools import custom_call_batches, custom_tool_names
 from orgate.providers.http import HttpPool
 from orgate.providers.upstream import SseProvider
 
@@ -56,6 +58,11 @@ class AnthropicProvider(SseProvider):
             max_tokens_cap=self.deployment.capabilities.max_output_tokens,
             prompt_cache=bool(self.deployment.options.get("prompt_cache")),
         )
+
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""
+        batches = super().stream_batches(request)
+        return custom_call_batches(request, batches) if custom_tool_names(request) else batches
 
     def decoder(self) -> StreamDecoder:
         return StreamDecoder(self.deployment.name)

@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
+from orgate.providers.custom_tools import functions_only
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain
 
@@ -327,6 +328,7 @@ def build_body(
 ) -> dict[str, Any]:
     """The Chat Completions request body for ``request`` (a dict ready for ``orjson.dumps``)."""
     options = options or ChatOptions()
+    request = functions_only(request)  # custom tools: functions with one string argument
     body: dict[str, Any] = {"model": request.model, "messages": map_messages(request, options)}
     map_tools(request, body)
     for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "verbosity", "service_tier"):

@@ -17,6 +17,7 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol.errors import ApiError
+from orgate.providers.custom_tools import custom_call_batches, custom_tool_names
 from orgate.providers.http import (
     STREAM,
     HttpPool,
@@ -62,8 +63,13 @@ class OpenAIChatProvider(Provider):
         headers.update(deployment.headers)
         self._headers = headers
 
-    async def stream_batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
-        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read."""
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read;
+        calls of the functions standing for custom tools come back as custom calls."""
+        batches = self._batches(request)
+        return custom_call_batches(request, batches) if custom_tool_names(request) else batches
+
+    async def _batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
         deployment = self.deployment
         payload = orjson.dumps(build_body(request, stream=True, options=self.options))
         session = self._pool.session(deployment)

@@ -13,8 +13,10 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 | ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")``; an item's summary parts are joined by a blank line |
 | ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
 | ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
+| ``response.output_item.added`` (custom_tool_call, OpenAI's free-form tool call) | ``ToolCallStart(index, call_id, name, custom=True)`` |
 | ``response.output_item.added`` (reasoning), or its ``done`` when no ``added`` came | ``ReasoningStart`` (each upstream reasoning item stays one item) |
 | ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
+| ``response.custom_tool_call_input.delta`` | ``ToolCallDelta`` (a piece of the call's ``input``) |
 | ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the spec's output union lacks → ``ExtensionItem(item, origin)`` |
 | ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")``; its ``output`` is read when no item event came before it |
 | ``response.incomplete`` | ``Finish("content_filter" if reason is content_filter else "length")`` |
@@ -23,8 +25,8 @@ sequence numbers are not forwarded (orgate's builder makes its own), except
 Usage comes from the final response (``input_tokens_details.cached_tokens``,
 ``output_tokens_details.reasoning_tokens``). Function calls reach the neutral
 stream one after another: a call whose events interleave with an earlier open
-call is buffered until that one is done. A call that ends without any arguments (a
-tool without parameters) gets ``{}``.
+call is buffered until that one is done. A function call that ends without any arguments (a
+tool without parameters) gets ``{}``; a custom tool call's ``input`` may be empty.
 
 Output items whose type the Open Responses output union does not know
 (``web_search_call``, ``file_search_call``, ``mcp_call``, ``openai:...``) are
@@ -68,6 +70,8 @@ from orgate.providers.sse_decoder import SseStreamDecoder
 _SPEC_OUTPUT = frozenset(
     {"message", "function_call", "function_call_output", "reasoning", "compaction"}
 )
+# Call items, and the field their text is in: OpenAI's custom tools take free-form ``input``.
+_CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 # Between the summary parts of one reasoning item (the neutral stream has one summary text per item).
 SUMMARY_GAP = "\n\n"
@@ -97,6 +101,7 @@ class _Call:
     buffer: list[ModelEvent] = field(default_factory=list)
     state: str = "pending"  # pending (buffered) → active (streams live) → closed
     done: bool = False
+    custom: bool = False  # a custom_tool_call: ``input`` (free-form text) instead of ``arguments``
 
 
 def _texts(parts: Any, *kinds: str) -> list[str]:
@@ -177,7 +182,7 @@ class StreamDecoder(SseStreamDecoder):
                 out.append(ReasoningDelta(str(event["delta"]), "content"))
         elif kind == "response.output_item.added":
             self._item_added(oi, event.get("item"), out)
-        elif kind == "response.function_call_arguments.delta":
+        elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
             call = self._calls.get(oi)  # type: ignore[arg-type]
             if call is not None and event.get("delta"):
                 self._args(call, str(event["delta"]), out)
@@ -185,6 +190,10 @@ class StreamDecoder(SseStreamDecoder):
             call = self._calls.get(oi)  # type: ignore[arg-type]
             if call is not None and isinstance(event.get("arguments"), str):
                 self._complete(call, event["arguments"], out)
+        elif kind == "response.custom_tool_call_input.done":
+            call = self._calls.get(oi)  # type: ignore[arg-type]
+            if call is not None and isinstance(event.get("input"), str):
+                self._complete(call, event["input"], out)
         elif kind == "response.output_item.done":
             self._item_done(oi, event.get("item"), out)
         elif kind in _TERMINAL:
@@ -196,7 +205,7 @@ class StreamDecoder(SseStreamDecoder):
     def _item_added(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
         if not isinstance(item, dict) or not isinstance(oi, int):
             raise bad_stream(self.name, "response.output_item.added without item or output_index")
-        if item.get("type") == "function_call":
+        if item.get("type") in _CALLS:
             self._open_call(oi, item, out)
         elif item.get("type") == "reasoning":
             self._start_reasoning(oi, out)
@@ -209,11 +218,12 @@ class StreamDecoder(SseStreamDecoder):
             out.append(ReasoningStart())
 
     def _open_call(self, oi: int, item: dict[str, Any], out: list[ModelEvent]) -> _Call:
-        call = _Call(index=len(self._order))
+        custom = item.get("type") == "custom_tool_call"
+        call = _Call(index=len(self._order), custom=custom)
         self._calls[oi] = call
         self._order.append(oi)
         start = ToolCallStart(
-            call.index, str(item.get("call_id") or ""), str(item.get("name") or "")
+            call.index, str(item.get("call_id") or ""), str(item.get("name") or ""), custom
         )
         if self._active is None and all(self._calls[o].state == "closed" for o in self._order[:-1]):
             call.state = "active"
@@ -221,8 +231,9 @@ class StreamDecoder(SseStreamDecoder):
             out.append(start)
         else:
             call.buffer.append(start)
-        if item.get("arguments"):
-            self._args(call, str(item["arguments"]), out)
+        text = item.get(_CALLS[item["type"]])
+        if text:
+            self._args(call, str(text), out)
         return call
 
     def _args(self, call: _Call, text: str, out: list[ModelEvent]) -> None:
@@ -240,17 +251,17 @@ class StreamDecoder(SseStreamDecoder):
         """
         if full.startswith(call.sent) and len(full) > len(call.sent):
             self._args(call, full[len(call.sent) :], out)
-        elif not full.strip() and not call.sent.strip():
+        elif not call.custom and not full.strip() and not call.sent.strip():
             self._args(call, "{}", out)
 
     def _item_done(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
         if not isinstance(item, dict) or not isinstance(oi, int):
             raise bad_stream(self.name, "response.output_item.done without item or output_index")
         kind = item.get("type")
-        if kind == "function_call":
+        if kind in _CALLS:
             call = self._calls.get(oi) or self._open_call(oi, item, out)
-            if isinstance(item.get("arguments"), str):
-                self._complete(call, item["arguments"], out)
+            if isinstance(item.get(_CALLS[kind]), str):
+                self._complete(call, item[_CALLS[kind]], out)
             call.done = True
             if self._active == oi:
                 self._advance(out)
