@@ -227,13 +227,18 @@ class ErrorCode(StrEnum):
     )
     ORPHAN_OUTPUT = (
         "orphan_output", 400, INVALID_REQUEST,
-        "A `function_call_output` follows no call with its `call_id`.",
+        "A `function_call_output` (`custom_tool_call_output`) follows no call with its `call_id`.",
         "Put the call before its output, or fix the `call_id`.",
     )
     DUPLICATE_OUTPUT = (
         "duplicate_output", 400, INVALID_REQUEST,
         "A second output for the same call.",
         "Send one output per call.",
+    )
+    MISMATCHED_OUTPUT = (
+        "mismatched_output", 400, INVALID_REQUEST,
+        "A `custom_tool_call_output` answers a `function_call`, or a `function_call_output` a `custom_tool_call`.",
+        "Answer a call with the output of its own kind.",
     )
     FAILED_CALL = (
         "failed_call", 400, INVALID_REQUEST,

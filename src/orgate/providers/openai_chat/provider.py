@@ -10,7 +10,7 @@ with ``decode_completion``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import aiohttp
 import orjson
