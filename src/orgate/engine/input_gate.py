@@ -169,7 +169,7 @@ def check_context(
         if kind == "custom_tool_call":  # free-form input: its status and input's type only
             verdict = check(item, None, require_status=False)
             if verdict.code is not Code.OK:
-                _report(policy, warnings, _call_message(where(index), verdict, kind), code=verdict.code.value, param=f"input[{where(index)}]")
+                _report(policy, warnings, _call_message(where(index), verdict, kind), code=ErrorCode(verdict.code), param=f"input[{where(index)}]")
             continue
         if kind != "function_call":
             continue
