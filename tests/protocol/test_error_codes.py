@@ -158,3 +158,12 @@ def test_the_openapi_document_lists_the_catalogue() -> None:
     answers = doc["paths"]["/responses"]["post"]["responses"]
     assert "`unknown_parameter`" in answers["400"]["description"]
     assert "`upstream_timeout`" in answers["504"]["description"]
+
+
+def test_every_catalogued_code_is_sent_somewhere() -> None:
+    """No dead rows: each code is named at a site in src/, or is one of the gate's codes (the input
+    gate sends those as ``ErrorCode(verdict.code)``)."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py") if p.name != "error_codes.py")
+    gate = {*(c.value for c in GateCode), *PAIRING_KINDS}
+    unused = [c.value for c in ErrorCode if c.value not in gate and not re.search(rf"ErrorCode\.{c.name}\b", text)]
+    assert not unused
