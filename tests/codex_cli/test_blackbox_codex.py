@@ -8,7 +8,8 @@ and ``namespace`` tools, ``reasoning.summary`` to every model) on every request,
 history (``store: false``). The scenarios run through the built-in model and through an
 ``openai-chat`` upstream (a fake), over HTTP SSE and over Codex's WebSocket transport
 (``supports_websockets`` on the provider). Shell commands run in Codex's ``read-only`` sandbox
-(its default for ``codex exec``), which works here as root.
+(its default for ``codex exec``), which works here as root. Under model names Codex knows as
+OpenAI's (``gpt-5.5``…) it also sends its ``custom`` ``apply_patch`` tool and ``reasoning.effort``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from tests.server_process import OrgateServer
 from tests.support.configs import model_block
 
 NPM_DIR = Path(__file__).resolve().parent / "npm"
+PATCH_START = "*** Begin Patch"
+PATCH = f"{PATCH_START}\n*** Add File: hello.txt\n+hello from a patch\n*** End Patch\n"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
 RUN_TIMEOUT = 300  # one `codex exec`: a few model calls, a sandboxed command
 
@@ -58,8 +61,10 @@ def codex() -> Path:
 
 
 def chat_brain(body: dict[str, Any]) -> Any:
-    """The fake chat model: ``run: CMD`` calls ``exec_command`` with CMD; a tool's output is
-    quoted; anything else is answered with one fixed sentence."""
+    """The fake chat model: ``run: CMD`` calls ``exec_command`` with CMD; a patch (``*** Begin
+    Patch`` …) calls ``apply_patch`` with it, as the function with one string argument that stands
+    for Codex's custom tool; a tool's output is quoted; anything else is answered with one fixed
+    sentence."""
     last = body["messages"][-1]
     if last["role"] == "tool":
         return text(f"The command printed: {last['content']}")
@@ -67,6 +72,8 @@ def chat_brain(body: dict[str, Any]) -> Any:
     found = re.search(r"run: (.+)", prompt)
     if found:
         return tool_calls(("exec_command", json.dumps({"cmd": found.group(1).strip()})))
+    if PATCH_START in prompt:
+        return tool_calls(("apply_patch", json.dumps({"input": prompt[prompt.index(PATCH_START) :]})))
     return text("Hello from the chat upstream.")
 
 
@@ -77,9 +84,18 @@ def chat() -> Iterator[FakeOpenAIChat]:
         yield fake
 
 
+# Model names Codex knows as OpenAI's (its catalogue): for these it sends a ``custom`` tool
+# (``apply_patch``, free-form input) and ``reasoning.effort``. Served by the built-in model and by
+# an ``openai-chat`` upstream that takes reasoning options.
+OPENAI_NAMED = model_block("gpt-5.5", "builtin", "", "echo") + model_block(
+    "gpt-5.5-mini", "openai-chat", "{chat}", "fake-model", read_timeout=30, extra="capabilities = { reasoning = true }"
+)
+
+
 @pytest.fixture(scope="module")
 def server(chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    with OrgateServer(model_block("fake-chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30)) as running:
+    config = model_block("fake-chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30) + OPENAI_NAMED.replace("{chat}", chat.base_url)
+    with OrgateServer(config) as running:
         yield running
 
 
@@ -218,3 +234,55 @@ def test_the_websocket_transport(codex: Path, server: OrgateServer, tmp_path: Pa
     assert command["exit_code"] == 0 and "codex-socket" in command["aggregated_output"]
     assert "codex-socket" in answer(events)
     assert "successfully connected to Responses WebSocket status=101" in cli.stderr
+
+
+def test_an_openai_model_name_shell_round_trip_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    cli = Codex(codex, server, tmp_path, "gpt-5.5")
+    events = cli.exec("echo named-like-openai")
+    [command] = items(events, "command_execution")
+    assert command["exit_code"] == 0 and "named-like-openai" in command["aggregated_output"]
+    assert answer(events).startswith("exec_command returned:")
+
+
+def test_an_openai_model_name_text_turn_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+    chat.requests.clear()
+    cli = Codex(codex, server, tmp_path, "gpt-5.5-mini")
+    assert answer(cli.exec("say hello")) == "Hello from the chat upstream."
+    [sent] = chat.bodies
+    assert sent["model"] == "fake-model" and sent["reasoning_effort"] == "medium"
+
+
+def test_codex_custom_apply_patch_tool_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    """Codex offers ``apply_patch`` as a ``custom`` tool for OpenAI's names: the model's call comes
+    back as a ``custom_tool_call`` and Codex applies the patch (``workspace-write``) and sends its
+    ``custom_tool_call_output``, which the model quotes."""
+    cli = Codex(codex, server, tmp_path, "gpt-5.5")
+    events = cli.exec("--sandbox", "workspace-write", PATCH)
+    [change] = items(events, "file_change")
+    assert change["status"] == "completed" and change["changes"][0]["kind"] == "add"
+    assert (cli.workdir / "hello.txt").read_text() == "hello from a patch\n"
+    said = answer(events)
+    assert said.startswith("apply_patch returned:") and "hello.txt" in said
+
+
+def test_codex_custom_apply_patch_is_refused_by_the_read_only_sandbox(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    cli = Codex(codex, server, tmp_path, "gpt-5.5")
+    said = answer(cli.exec(PATCH))
+    assert said.startswith("apply_patch returned:") and "read-only" in said
+    assert not (cli.workdir / "hello.txt").exists()
+
+
+def test_codex_custom_apply_patch_tool_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+    chat.requests.clear()
+    cli = Codex(codex, server, tmp_path, "gpt-5.5-mini")
+    events = cli.exec("--sandbox", "workspace-write", PATCH)
+    assert (cli.workdir / "hello.txt").read_text() == "hello from a patch\n"
+    assert answer(events).startswith("The command printed:") and "hello.txt" in answer(events)
+    first, second = chat.bodies[0], chat.bodies[-1]
+    assert first["reasoning_effort"] == "medium"
+    [patch_tool] = [t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch"]
+    assert patch_tool["parameters"]["required"] == ["input"] and "Lark grammar" in patch_tool["description"]
+    # The custom call and its output went back as the function call and tool message they stand for.
+    call, output = second["messages"][-2:]
+    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"input": PATCH}
+    assert output["role"] == "tool" and output["tool_call_id"] == call["tool_calls"][0]["id"]
