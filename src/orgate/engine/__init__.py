@@ -2,6 +2,7 @@
 
 The builder (``builder.py``) is the only place that makes ids, output indexes
 and sequence numbers, and the only place that folds events into the final
-response. The service (``service.py``) runs one turn: context, gates,
-provider, builder, persistence.
+response. The service (``service.py``) prepares one turn: context, gates,
+provider; the lifecycle (``lifecycle.py``) runs its response through the
+builder to the store and the client.
 """

@@ -28,6 +28,7 @@ from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
+from orgate.engine.lifecycle import Ending, ResponseStream, aclose_quietly, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
 from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
@@ -36,7 +37,6 @@ from orgate.neutral import (
     ModelEvent,
     ModelRequest,
     Provider,
-    one_by_one,
     origin_of,
 )
 from orgate.protocol import CreateResponseBody, ItemReferenceParam
@@ -44,7 +44,6 @@ from orgate.protocol.errors import (
     ApiError,
     ErrorCode,
     client_disconnected,
-    internal,
     invalid_request,
     invalid_value,
     missing_required_parameter,
@@ -63,17 +62,7 @@ from orgate.store.base import (
 
 log = logging.getLogger("orgate.engine")
 
-Encoder = Callable[[dict[str, Any]], bytes]
-
 GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
-
-#: The error code of a response the server stopped because it shuts down (past its drain time).
-
-
-def shutdown_error(what: str = "response") -> ApiError:
-    """Why a response (or request) ended unfinished when the server shut down."""
-    return ApiError.of(ErrorCode.SERVER_SHUTDOWN, f"The server is shutting down: the {what} was interrupted.")
-
 
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
 MODEL_OUTPUT_FAILURES = frozenset({ErrorCode.STRUCTURED_OUTPUT_INVALID, ErrorCode.INVALID_TOOL_ARGUMENTS, ErrorCode.TOOL_CHOICE_VIOLATION})
@@ -99,9 +88,6 @@ class Pipeline(Protocol):
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
 
-STORE_ERROR_HEADER = "X-Orgate-Store-Error"  # set when the answer was not stored (see docs/store.md)
-FOREGROUND_SAVE_GRACE = 2.0  # seconds a finished answer's save is retried while its client waits
-BACKGROUND_SAVE_RETRY = 600.0  # ... and a background response's, which nobody waits for
 _REFUSALS = (UnknownResponse, ResponseConflict, SessionBusy)  # a save the store refused: retrying cannot help
 
 
@@ -293,52 +279,66 @@ class ResponsesService:
         try:
             turn = await self.prepare(body, caller, warnings, session=session, history_override=history_override)
             turn.session_id = session_id
-            provider, turn.route = self._open(turn.deployment, session.deployment if session is not None else None)
-            outcome: Any = None
-            if self.pipeline is not None:
-                provider, outcome = self.pipeline.open(turn, provider, budget)
-                turn.outcome = outcome
-            if turn.mcp is not None:
-                assert self.mcp is not None
-                provider = McpLoop(provider, turn.mcp, self.mcp)
-            upstream = provider.stream_batches(turn.request)
+            upstream = self._call(turn, session, budget)
             if turn.background:
-                # Background work starts in its own task; nothing is awaited here.
-                stream = ResponseStream(self, turn, caller, upstream, None, session)
-                stream.builder.status = "queued"
-                # Nothing was asked of the model yet: a response that cannot be stored (so never
-                # fetched, continued nor cancelled) is refused now, 503.
-                try:
-                    await self.persist(stream.builder, turn, caller, required=True)
-                except asyncio.CancelledError:
-                    # The client left (or the server stops) during that save, which may still land:
-                    # no job will ever run this response, so it is stored failed, not left queued.
-                    stream.builder.fail(client_disconnected("started"))
-                    await asyncio.shield(self.persist(stream.builder, turn, caller))
-                    raise
-                return stream
-            failed: ApiError | None = None
-            first: list[ModelEvent] | None = None
-            try:
-                first = await anext(upstream)
-                if turn.opaque:
-                    self.report_opaque(turn)
-                turn.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
-            except StopAsyncIteration:
-                raise upstream_without_events(turn.deployment.name) from None
-            except ApiError as error:
-                await _aclose(upstream)
-                if not (turn.stream and error.code in MODEL_OUTPUT_FAILURES):
-                    raise
-                # The model answered, but never validly: a stream says so with response.failed.
-                failed = error
-            except BaseException:
-                await _aclose(upstream)
-                raise
+                return await self._queue(ResponseStream(self, turn, caller, upstream, None, session))
+            first, failed = await self._first_batch(turn, upstream)
         except BaseException:
             await self.end_session(session)
             raise
         stream = ResponseStream(self, turn, caller, upstream, first, session, failed=failed)
+        self._set_headers(stream, session_id)
+        return stream
+
+    def _call(self, turn: Turn, session: SessionTurn | None, budget: Any) -> AsyncIterator[list[ModelEvent]]:
+        """The turn's upstream call, not started yet: the routed provider inside the pipeline
+        (safety net, tool guard) and the MCP loop, as batches of model events."""
+        provider, turn.route = self._open(turn.deployment, session.deployment if session is not None else None)
+        if self.pipeline is not None:
+            provider, turn.outcome = self.pipeline.open(turn, provider, budget)
+        if turn.mcp is not None:
+            assert self.mcp is not None
+            provider = McpLoop(provider, turn.mcp, self.mcp)
+        return provider.stream_batches(turn.request)
+
+    async def _queue(self, stream: ResponseStream) -> ResponseStream:
+        """A background response stored ``queued``; its work starts in its own task, nothing is
+        asked of the model yet. One that cannot be stored (so never fetched, continued nor
+        cancelled) is refused now, 503."""
+        stream.builder.status = "queued"
+        try:
+            await self.persist(stream, required=True)
+        except asyncio.CancelledError:
+            # The client left (or the server stops) during that save, which may still land:
+            # no job will ever run this response, so it is stored failed, not left queued.
+            stream.builder.fail(client_disconnected("started"))
+            await asyncio.shield(self.persist(stream))
+            raise
+        return stream
+
+    async def _first_batch(self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]]) -> tuple[list[ModelEvent] | None, ApiError | None]:
+        """The first batch of model events, so that a failure before any output is an HTTP error;
+        or, for a stream whose model answered but never validly, the error it ends with."""
+        try:
+            first = await anext(upstream)
+        except StopAsyncIteration:
+            raise upstream_without_events(turn.deployment.name) from None
+        except ApiError as error:
+            await aclose_quietly(upstream)
+            if not (turn.stream and error.code in MODEL_OUTPUT_FAILURES):
+                raise
+            return None, error  # a stream says so with response.failed
+        except BaseException:
+            await aclose_quietly(upstream)
+            raise
+        if turn.opaque:
+            self.report_opaque(turn)
+        turn.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
+        return first, None
+
+    def _set_headers(self, stream: ResponseStream, session_id: str | None) -> None:
+        turn = stream.turn
+        outcome = turn.outcome
         # Every answer to a format says what the net did, a passed-through tool call included.
         if outcome is not None and outcome.status != "pending" and (outcome.status != "passthrough" or turn.request.text_format is not None):
             stream.headers.update(outcome.headers())
@@ -346,7 +346,6 @@ class ResponsesService:
             stream.headers[GATE_WARNINGS_HEADER] = " | ".join(turn.warnings)
         if session_id is not None:
             stream.headers["X-Session-Id"] = session_id
-        return stream
 
     def served(self, turn: Turn) -> Deployment:
         """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
@@ -365,61 +364,73 @@ class ResponsesService:
 
     async def persist(
         self,
-        builder: ResponseBuilder,
-        turn: Turn,
-        caller: Caller,
+        stream: ResponseStream,
         events: bytes | None = None,
         *,
         response: dict[str, Any] | None = None,
         required: bool = False,
         retry_for: float = 0.0,
     ) -> bool:
-        """Save the response (``response``: a snapshot of it as it stands, when the caller has one).
+        """Save the stream's response (``response``: a snapshot of it as it stands, when the caller has one).
 
         True when it is stored (or is not to be stored). A store failure is retried with
         backoff for ``retry_for`` seconds (the save is an idempotent upsert), then logged and
         False, or with ``required`` raised as 503 ``store_unavailable``."""
-        if not turn.store or self.store is None:
+        if not stream.turn.store or self.store is None:
             return True
-        expires_at = builder.created_at + self.ttl_seconds if self.ttl_seconds else None
-        if turn.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
-            input_items = [item_to_wire(item) for item in turn.new_input]
-            if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
-                input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
-            turn.record = (input_items, _request_record(turn))
-        input_items, request = turn.record
-        previous = None if turn.history_unlinked else turn.base.get("previous_response_id")
-        deadline = asyncio.get_running_loop().time() + retry_for
-        delay = 0.1
+        clock = asyncio.get_running_loop().time
+        deadline, delay = clock() + retry_for, 0.1
         while True:
             try:
-                await self.store.save(
-                    response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
-                    tenant=caller.tenant,
-                    input_items=input_items,
-                    previous_response_id=previous,
-                    session_id=turn.session_id,
-                    deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
-                    request=_with_trace(request, turn),
-                    events=events,
-                    expires_at=expires_at,
-                    output_items=self.history_output(builder, turn),
-                )
+                await self._save(stream, events, response)
                 return True
             except UnknownResponse:
                 # The previous response was deleted while this turn ran: keep the answer, unchained.
-                log.warning("previous response of %s vanished; storing it without its chain", builder.id)
-                builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
-                return await self.persist(builder, turn, caller, events, required=required, retry_for=retry_for)
+                log.warning("previous response of %s vanished; storing it without its chain", stream.builder.id)
+                stream.builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
+                response, deadline, delay = None, clock() + retry_for, 0.1
             except StoreError as exc:
-                left = deadline - asyncio.get_running_loop().time()
+                left = deadline - clock()
                 if isinstance(exc, _REFUSALS) or left <= 0:
-                    if required:
-                        raise store_failure(exc) from None
-                    log.error("could not store response %s: %s", builder.id, exc)
-                    return False
+                    return _save_failed(stream.builder.id, exc, required)
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
+
+    async def _save(self, stream: ResponseStream, events: bytes | None, response: dict[str, Any] | None) -> None:
+        """One save of the response as it stands (or ``response``), with what every save of the turn stores."""
+        assert self.store is not None
+        builder, turn = stream.builder, stream.turn
+        if stream.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
+            stream.record = _stored_request(turn)
+        input_items, request = stream.record
+        await self.store.save(
+            response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
+            tenant=stream.caller.tenant,
+            input_items=input_items,
+            previous_response_id=None if turn.history_unlinked else turn.base.get("previous_response_id"),
+            session_id=turn.session_id,
+            deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
+            request=_with_trace(request, turn),
+            events=events,
+            expires_at=builder.created_at + self.ttl_seconds if self.ttl_seconds else None,
+            output_items=self.history_output(builder, turn),
+        )
+
+
+def _save_failed(response_id: str, exc: StoreError, required: bool) -> bool:
+    """A save that failed for good: 503 when it was ``required``, else logged and False."""
+    if required:
+        raise store_failure(exc) from None
+    log.error("could not store response %s: %s", response_id, exc)
+    return False
+
+
+def _stored_request(turn: Turn) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What every save of a turn stores of its request: its input items, the request record."""
+    input_items = [item_to_wire(item) for item in turn.new_input]
+    if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
+        input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
+    return input_items, _request_record(turn)
 
 
 def _request_record(turn: Turn) -> dict[str, Any]:
@@ -456,193 +467,11 @@ def _with_trace(request: dict[str, Any], turn: Turn) -> dict[str, Any]:
     return {**request, **trace} if trace else request
 
 
-async def _aclose(agen: AsyncIterator[Any]) -> None:
-    close = getattr(agen, "aclose", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask the real error
-            log.debug("error while closing an upstream stream", exc_info=True)
-
-
-class ResponseStream:
-    """The events of one response, in order; iterate once (``events()``, ``frames()`` or ``final()``)."""
-
-    def __init__(
-        self,
-        service: ResponsesService,
-        turn: Turn,
-        caller: Caller,
-        upstream: AsyncIterator[list[ModelEvent]],
-        first: list[ModelEvent] | None,
-        session: SessionTurn | None = None,
-        *,
-        failed: ApiError | None = None,
-    ) -> None:
-        self.service = service
-        self.turn = turn
-        self.caller = caller
-        self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
-        self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
-        self.error: ApiError | None = None  # why the response failed, if it did
-        self._upstream = upstream
-        self._first = first  # None: a background response, whose upstream call starts in _run
-        self._failed = failed  # the turn already failed before its first event
-        self._session = session
-        self.cancel_requested = False  # set by the background runner before it cancels the task
-        # Set by a consumer that watches its client: False while the client is known to be there (a
-        # cancellation is then the server's own, e.g. a shutdown past its drain timeout), True once it left.
-        self.client_gone: bool | None = None
-        # Set by the server before it cancels a response it stops (a shutdown past the drain time: a
-        # background or WebSocket response): the stream then ends with this error, stored as failed.
-        self.interrupted: ApiError | None = None
-
-    @property
-    def response_id(self) -> str:
-        return self.builder.id
-
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        # a consumer that stops early (closes it) ends the turn now, not at garbage collection
-        return one_by_one(self._run(None))
-
-    def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
-        """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;
-        ``trailer`` (e.g. ``data: [DONE]``) ends the last chunk. Stored responses keep the frames for replay."""
-        return self._run(encode, trailer)  # type: ignore[return-value]
-
-    async def _run(self, encode: Encoder | None, trailer: bytes = b"") -> AsyncIterator[Any]:
-        builder = self.builder
-        saved = self.turn.store  # False too when the service has no store (build_turn): persist() is not called
-        kept: list[bytes] | None = [] if encode is not None and saved else None
-
-        def out(events: list[dict[str, Any]]) -> list[Any]:
-            """The events as one item to yield: dict mode, the list of them; encoded mode, one chunk (one write downstream)."""
-            if not events:
-                return events
-            if encode is None:
-                return [events]
-            chunk = b"".join([encode(event) for event in events])
-            if kept is not None:
-                kept.append(chunk)
-            return [chunk]
-
-        try:
-            if self._first is None and self._failed is None:
-                # Background: the upstream call has not started; the client sees the lifecycle now.
-                builder.start(queued=True)
-                builder.in_progress()
-                for item in out(builder.drain()):
-                    yield item
-            else:
-                # The lifecycle events leave together with the first batch (one write).
-                builder.start()
-                if encode is not None and self._failed is None and saved:
-                    # A streaming client learns the id from response.created: store the response
-                    # (in_progress) before that event leaves, so that it is fetchable while it runs
-                    # and, after a crash mid-stream, recovered as failed instead of lost (404).
-                    # The response.in_progress event's snapshot is the response as it stands.
-                    await self.service.persist(builder, self.turn, self.caller, response=builder.events[-1]["response"])
-            try:
-                if self._failed is not None:
-                    raise self._failed
-                if self._first is None:
-                    await self.service.persist(builder, self.turn, self.caller)
-                    try:
-                        self._first = await anext(self._upstream)
-                        if self.turn.opaque:
-                            self.service.report_opaque(self.turn)  # logged: a background turn sends no headers
-                    except StopAsyncIteration:
-                        raise upstream_without_events(self.turn.deployment.name) from None
-                feed = builder.feed
-                for model_event in self._first:
-                    feed(model_event)
-                    if builder.finished:
-                        break
-                if not builder.finished:
-                    for item in out(builder.drain()):
-                        yield item
-                    async for batch in self._upstream:
-                        for model_event in batch:
-                            feed(model_event)
-                            if builder.finished:
-                                break
-                        if builder.finished:
-                            break
-                        for item in out(builder.drain()):
-                            yield item
-                if not builder.finished:
-                    raise ApiError.of(
-                        ErrorCode.UPSTREAM_STREAM_TRUNCATED,
-                        f"upstream '{self.turn.deployment.name}' ended its answer without finishing it",
-                    )
-            except ApiError as error:
-                self.error = error
-                builder.fail(error)
-            except asyncio.CancelledError:
-                if self.client_gone is not False and self.interrupted is None:
-                    raise
-                # The server cancels a response its client still waits for (a shutdown past the drain
-                # timeout): the client gets error + response.failed (+ [DONE]), not a cut stream.
-                self.error = self.interrupted or shutdown_error()
-                builder.fail(self.error)
-                final = out(builder.drain())
-                await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None))
-                if trailer:
-                    final = [b"".join([*final, trailer])]
-                for item in final:
-                    yield item
-                raise
-            except Exception as error:  # noqa: BLE001 - any bug ends the stream cleanly, logged
-                log.exception("response %s failed: %s", builder.id, type(error).__name__)
-                self.error = internal()
-                builder.fail(self.error)
-            terminal = builder.drain()
-            final = out(terminal)
-            # Persist before the terminal event leaves: what the client sees complete is durable.
-            # A failing store gets a short grace (a background response, nobody waiting, a long
-            # one); then the answer, paid for, still goes out, marked not stored (docs/store.md).
-            retry_for = BACKGROUND_SAVE_RETRY if self.turn.background else FOREGROUND_SAVE_GRACE
-            if saved and not await self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept is not None else None, retry_for=retry_for):
-                terminal = self._not_stored(terminal)
-                final = [b"".join([encode(event) for event in terminal])] if encode is not None else [terminal]
-            if self._session is not None:
-                await self.service.end_session(self._session)
-                self._session = None
-            if trailer:
-                final = [b"".join([*final, trailer])]
-            for item in final:
-                yield item
-        finally:
-            try:
-                await _aclose(self._upstream)
-            finally:
-                # Also when a second cancellation (shutdown) interrupts the close above: never left in_progress.
-                try:
-                    if not builder.finished:
-                        if self.cancel_requested:
-                            builder.cancel()
-                        elif self.interrupted is not None:  # stopped by the server while it could not tell the client
-                            builder.fail(self.interrupted)
-                        else:
-                            # The client went away mid-stream: keep what was produced, marked failed.
-                            builder.fail(client_disconnected("finished"))
-                        out(builder.drain())  # the kept events (GET ?stream=true replay) end as the stored response does
-                        await asyncio.shield(self.service.persist(builder, self.turn, self.caller, b"".join(kept) if kept else None))
-                finally:
-                    if self._session is not None:
-                        session, self._session = self._session, None
-                        await asyncio.shield(self.service.end_session(session))
-
-    def _not_stored(self, terminal: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The terminal events of a response whose save failed: its ``store`` says false, and
-        ``X-Orgate-Store-Error`` says why (a non-streaming answer's headers are not sent yet)."""
-        self.headers[STORE_ERROR_HEADER] = "store_unavailable"
-        return [{**event, "response": {**event["response"], "store": False}} if "response" in event else event for event in terminal]
-
-    async def final(self) -> dict[str, Any]:
-        """Drain the stream and return the final response (the non-streaming path)."""
-        last: dict[str, Any] | None = None
-        async for events in self._run(None):
-            last = events[-1]
-        assert last is not None and "response" in last
-        return last["response"]
+__all__ = [  # the engine's façade: the lifecycle's types are used through it
+    "Caller",
+    "Ending",
+    "ResponseStream",
+    "ResponsesService",
+    "shutdown_error",
+    "store_failure",
+]
