@@ -55,9 +55,14 @@ NEUTRAL_FIELDS = {"client_metadata": dict, "prompt_cache_retention": str}
 _ITEMS = TypeAdapter(list[ItemParam])
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Turn:
-    """Everything one response needs before the model is called."""
+    """The plan of one response: what was asked, and what was decided before the upstream is called.
+
+    Built once by ``build_turn`` (the service makes an adjusted copy with ``dataclasses.replace``
+    while it prepares the turn) and never changed after; its lists are not changed either. What
+    happens once the upstream is called is the turn's ``TurnRun``. ``base`` is the response
+    skeleton, which the ``ResponseBuilder`` owns from the response's first event on."""
 
     deployment: Deployment
     request: ModelRequest
@@ -68,18 +73,24 @@ class Turn:
     store: bool = True
     background: bool = False
     user: str | None = None
-    warnings: list[str] = field(default_factory=list)  # gate findings under policy=warn
     response_id: str = field(default_factory=ids.response_id)
     history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
     session_id: str | None = None
-    route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
-    outcome: Any = None  # what the safety net did (structured.Outcome), when it was in the pipeline
-    opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
-    record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # (input items, request) as stored: built by the first save
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
+    opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     dropped_tools: list[tuple[int, str]] = field(default_factory=list)  # (tools index, type) of hosted tools not sent
     mcp_tools: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (tools index, tool) of type mcp: orgate runs them
     mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
+
+
+@dataclass(slots=True)
+class TurnRun:
+    """The record of a turn once it runs: which route served it, what the safety net did, and the
+    warnings a client gets in ``X-Orgate-Gate-Warnings`` (the gate's findings, then the upstream's)."""
+
+    warnings: list[str] = field(default_factory=list)
+    route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
+    outcome: Any = None  # what the safety net did (structured.Outcome), when it was in the pipeline
 
 
 def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> list[Any]:
@@ -346,8 +357,13 @@ def build_turn(
     history: list[Any],
     *,
     store_enabled: bool,
+    previous_response_id: str | None = None,
+    history_unlinked: bool = False,
+    session_id: str | None = None,
+    tenant: str = "",
 ) -> Turn:
-    """Assemble the model request and the echoed response skeleton."""
+    """Assemble the model request and the echoed response skeleton (``previous_response_id``:
+    the response the turn continues, the request's own or its session's latest)."""
     refuse_unknown_fields(body)
     context = [*history, *new_input]
     if not context:
@@ -395,7 +411,7 @@ def build_turn(
         "status": None,
         "incomplete_details": None,
         "model": body.model,
-        "previous_response_id": body.previous_response_id,
+        "previous_response_id": previous_response_id,
         "instructions": body.instructions,
         "output": None,
         "error": None,
@@ -431,6 +447,9 @@ def build_turn(
         store=store,
         background=bool(body.background),
         user=extra.get("user"),
+        history_unlinked=history_unlinked,
+        session_id=session_id,
+        tenant=tenant,
         dropped_tools=dropped_tools,
         mcp_tools=mcp_tools(list(body.tools)) if body.tools and len(tools) != len(body.tools) else [],
     )
@@ -521,6 +540,7 @@ def parse_body(data: Any) -> CreateResponseBody:
 __all__ = [
     "EXTENSION_FIELDS",
     "Turn",
+    "TurnRun",
     "as_item_field",
     "item_field_part",
     "build_turn",

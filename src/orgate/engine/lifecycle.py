@@ -42,7 +42,7 @@ from orgate.protocol.errors import (
 from orgate.store.base import SessionTurn
 
 if TYPE_CHECKING:
-    from orgate.engine.context import Turn
+    from orgate.engine.context import Turn, TurnRun
     from orgate.engine.service import Caller, ResponsesService
 
 log = logging.getLogger("orgate.engine")
@@ -90,6 +90,7 @@ class ResponseStream:
         self,
         service: ResponsesService,
         turn: Turn,
+        run: TurnRun,
         caller: Caller,
         upstream: AsyncIterator[list[ModelEvent]],
         first: list[ModelEvent] | None,
@@ -98,7 +99,8 @@ class ResponseStream:
         failed: ApiError | None = None,
     ) -> None:
         self.service = service
-        self.turn = turn
+        self.turn = turn  # the plan
+        self.run = run  # what happens: route, safety-net outcome, warnings
         self.caller = caller
         self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
         self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
@@ -217,7 +219,7 @@ class ResponseStream:
         except StopAsyncIteration:
             raise upstream_without_events(self.turn.deployment.name) from None
         if self.turn.opaque:
-            self.service.report_opaque(self.turn)  # logged: a background turn sends no headers
+            self.service.report_opaque(self.turn, self.run)  # logged: a background turn sends no headers
         return first
 
     def _feed(self, batch: list[ModelEvent]) -> bool:

@@ -26,7 +26,14 @@ from typing import Any, Protocol
 
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import expand, fit_context
-from orgate.engine.context import Turn, build_turn, item_to_wire, items_from_wire, normalize_input
+from orgate.engine.context import (
+    Turn,
+    TurnRun,
+    build_turn,
+    item_to_wire,
+    items_from_wire,
+    normalize_input,
+)
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.lifecycle import Ending, ResponseStream, aclose_quietly, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
@@ -143,8 +150,11 @@ class ResponsesService:
         warnings: list[str] | None = None,
         *,
         session: SessionTurn | None = None,
+        session_id: str | None = None,
         history_override: list[dict[str, Any]] | None = None,
     ) -> Turn:
+        """The turn's plan: model, context (history, references, compaction items), gate checks
+        (findings appended to ``warnings``), model request and response skeleton."""
         deployment = self.resolve(body.model, caller)
         own_input = normalize_input(body)
         new_input = await self.resolve_references(own_input, caller)
@@ -156,52 +166,56 @@ class ResponsesService:
         if previous is None and session is not None and session.latest_response_id:
             previous = session.latest_response_id
         history: list[Any] = []
-        if history_override is not None:
-            history = items_from_wire(history_override)
-        elif previous:
-            stored = None
-            if self.store is not None:
-                try:
-                    stored = await self.store.context(previous, caller.tenant)
-                except StoreError as exc:
-                    raise store_failure(exc) from None
-            if stored is None:
-                raise not_found(f"Previous response with id '{previous}' not found.", param="previous_response_id")
-            history = items_from_wire(stored)
+        if previous or history_override is not None:
+            history = await self._history(previous, caller, history_override)
         warnings = [] if warnings is None else warnings
         check_context(history, new_input, self.gate_policy, warnings, body.tools)
-        turn = build_turn(body, deployment, new_input, history, store_enabled=self.store is not None)
-        turn.base["previous_response_id"] = previous
-        turn.history_unlinked = history_override is not None
-        turn.warnings = warnings
-        turn.tenant = caller.tenant
-        if turn.mcp_tools or has_mcp_items(turn.request.input):
-            self._prepare_mcp(turn, body, history, new_input)
+        turn = build_turn(
+            body,
+            deployment,
+            new_input,
+            history,
+            store_enabled=self.store is not None,
+            previous_response_id=previous,
+            history_unlinked=history_override is not None,
+            session_id=session_id,
+            tenant=caller.tenant,
+        )
+        request, mcp = turn.request, None
+        if turn.mcp_tools or has_mcp_items(request.input):
+            request, mcp = self._prepare_mcp(turn, body, history, new_input)
         for index, kind in turn.dropped_tools:
             warnings.append(f"tools[{index}]: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
             log.warning("tools: dropped tools[%d] of type %s for model %s (no upstream runs it)", index, kind, deployment.name)
-        window = deployment.capabilities.context_window
-        if window is not None:  # unknown: everything goes (fit_context's own answer, without the call on the hot path)
-            fit = fit_context(
-                turn.request.input,
-                context_window=window,
-                truncation=body.truncation,
-                instructions=body.instructions,
-                reserve=body.max_output_tokens or 0,
-            )
-            if fit.dropped:  # truncation "auto": the model gets the most recent turns; storage keeps everything
-                turn.request = dataclasses.replace(turn.request, input=fit.items)
-        if history or unsealed:  # only stored items (history, references, compaction items) can be opaque
-            turn.opaque = opaque_items(turn.request.input)
+        request = _fit(request, body, deployment)
+        # only stored items (history, references, compaction items) can be opaque
+        opaque = opaque_items(request.input) if history or unsealed else ()
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
+        if request is not turn.request or mcp is not None or opaque:
+            turn = dataclasses.replace(turn, request=request, mcp=mcp, opaque=opaque)
         return turn
 
-    def _prepare_mcp(self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]) -> None:
-        """The turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals;
-        the model's input with MCP items as the function calls they were (``orgate.mcptools.items``)."""
+    async def _history(self, previous: str | None, caller: Caller, history_override: list[dict[str, Any]] | None) -> list[Any]:
+        """The turn's context before its own input: the caller's (a WebSocket connection's cache),
+        or the stored chain that ends with ``previous``."""
+        if history_override is not None:
+            return items_from_wire(history_override)
+        stored = None
+        if self.store is not None:
+            try:
+                stored = await self.store.context(previous, caller.tenant)  # type: ignore[arg-type]
+            except StoreError as exc:
+                raise store_failure(exc) from None
+        if stored is None:
+            raise not_found(f"Previous response with id '{previous}' not found.", param="previous_response_id")
+        return items_from_wire(stored)
+
+    def _prepare_mcp(self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]) -> tuple[ModelRequest, McpTurn | None]:
+        """The model request with MCP items as the function calls they were (``orgate.mcptools.items``),
+        and the turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals."""
         model_input, pending = read_context(history, new_input)
-        turn.request = dataclasses.replace(turn.request, input=model_input)
+        request = dataclasses.replace(turn.request, input=model_input)
         uses = []
         if turn.mcp_tools:
             if self.mcp is None:
@@ -215,10 +229,11 @@ class ResponsesService:
                     f"{answer.param}: the approved call is for the MCP server '{answer.request.server_label}', which is not in this request's tools.",
                     param=answer.param,
                 )
-        if uses:
-            assert self.mcp is not None
-            budget = body.max_tool_calls if body.max_tool_calls is not None else self.mcp.max_tool_calls
-            turn.mcp = McpTurn(uses, pending, budget, turn.tenant, turn.response_id)
+        if not uses:
+            return request, None
+        assert self.mcp is not None
+        budget = body.max_tool_calls if body.max_tool_calls is not None else self.mcp.max_tool_calls
+        return request, McpTurn(uses, pending, budget, turn.tenant, turn.response_id)
 
     async def resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:
@@ -276,26 +291,26 @@ class ResponsesService:
     ) -> ResponseStream:
         """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
         session = await self.begin_session(caller, session_id) if session_id is not None else None
+        run = TurnRun([] if warnings is None else warnings)
         try:
-            turn = await self.prepare(body, caller, warnings, session=session, history_override=history_override)
-            turn.session_id = session_id
-            upstream = self._call(turn, session, budget)
+            turn = await self.prepare(body, caller, run.warnings, session=session, session_id=session_id, history_override=history_override)
+            upstream = self._call(turn, run, session, budget)
             if turn.background:
-                return await self._queue(ResponseStream(self, turn, caller, upstream, None, session))
-            first, failed = await self._first_batch(turn, upstream)
+                return await self._queue(ResponseStream(self, turn, run, caller, upstream, None, session))
+            first, failed = await self._first_batch(turn, run, upstream)
         except BaseException:
             await self.end_session(session)
             raise
-        stream = ResponseStream(self, turn, caller, upstream, first, session, failed=failed)
+        stream = ResponseStream(self, turn, run, caller, upstream, first, session, failed=failed)
         self._set_headers(stream, session_id)
         return stream
 
-    def _call(self, turn: Turn, session: SessionTurn | None, budget: Any) -> AsyncIterator[list[ModelEvent]]:
+    def _call(self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: Any) -> AsyncIterator[list[ModelEvent]]:
         """The turn's upstream call, not started yet: the routed provider inside the pipeline
         (safety net, tool guard) and the MCP loop, as batches of model events."""
-        provider, turn.route = self._open(turn.deployment, session.deployment if session is not None else None)
+        provider, run.route = self._open(turn.deployment, session.deployment if session is not None else None)
         if self.pipeline is not None:
-            provider, turn.outcome = self.pipeline.open(turn, provider, budget)
+            provider, run.outcome = self.pipeline.open(turn, provider, budget)
         if turn.mcp is not None:
             assert self.mcp is not None
             provider = McpLoop(provider, turn.mcp, self.mcp)
@@ -316,7 +331,7 @@ class ResponsesService:
             raise
         return stream
 
-    async def _first_batch(self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]]) -> tuple[list[ModelEvent] | None, ApiError | None]:
+    async def _first_batch(self, turn: Turn, run: TurnRun, upstream: AsyncIterator[list[ModelEvent]]) -> tuple[list[ModelEvent] | None, ApiError | None]:
         """The first batch of model events, so that a failure before any output is an HTTP error;
         or, for a stream whose model answered but never validly, the error it ends with."""
         try:
@@ -332,35 +347,35 @@ class ResponsesService:
             await aclose_quietly(upstream)
             raise
         if turn.opaque:
-            self.report_opaque(turn)
-        turn.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
+            self.report_opaque(turn, run)
+        run.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
         return first, None
 
     def _set_headers(self, stream: ResponseStream, session_id: str | None) -> None:
-        turn = stream.turn
-        outcome = turn.outcome
+        turn, run = stream.turn, stream.run
+        outcome = run.outcome
         # Every answer to a format says what the net did, a passed-through tool call included.
         if outcome is not None and outcome.status != "pending" and (outcome.status != "passthrough" or turn.request.text_format is not None):
             stream.headers.update(outcome.headers())
-        if turn.warnings:
-            stream.headers[GATE_WARNINGS_HEADER] = " | ".join(turn.warnings)
+        if run.warnings:
+            stream.headers[GATE_WARNINGS_HEADER] = " | ".join(run.warnings)
         if session_id is not None:
             stream.headers["X-Session-Id"] = session_id
 
-    def served(self, turn: Turn) -> Deployment:
+    def served(self, turn: Turn, run: TurnRun) -> Deployment:
         """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
-        return self.providers.served(turn.deployment, turn.route.served_by if turn.route is not None else None)
+        return self.providers.served(turn.deployment, run.route.served_by if run.route is not None else None)
 
-    def history_output(self, builder: ResponseBuilder, turn: Turn) -> list[dict[str, Any]] | None:
+    def history_output(self, builder: ResponseBuilder, turn: Turn, run: TurnRun) -> list[dict[str, Any]] | None:
         """The output items the history keeps when they differ from the spec ``output`` (else None):
         extension items included, reasoning marked with the origin that made its ``encrypted_content``."""
         if not builder.history_differs:
             return None
-        return builder.output_items(origin_of(self.served(turn)))
+        return builder.output_items(origin_of(self.served(turn, run)))
 
-    def report_opaque(self, turn: Turn) -> None:
+    def report_opaque(self, turn: Turn, run: TurnRun) -> None:
         """Once the upstream answered: warn about the opaque history items its provider left out."""
-        report_opaque(turn.opaque, self.served(turn), self.gate_policy, turn.warnings)
+        report_opaque(turn.opaque, self.served(turn, run), self.gate_policy, run.warnings)
 
     async def persist(
         self,
@@ -399,7 +414,7 @@ class ResponsesService:
     async def _save(self, stream: ResponseStream, events: bytes | None, response: dict[str, Any] | None) -> None:
         """One save of the response as it stands (or ``response``), with what every save of the turn stores."""
         assert self.store is not None
-        builder, turn = stream.builder, stream.turn
+        builder, turn, run = stream.builder, stream.turn, stream.run
         if stream.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
             stream.record = _stored_request(turn)
         input_items, request = stream.record
@@ -409,12 +424,22 @@ class ResponsesService:
             input_items=input_items,
             previous_response_id=None if turn.history_unlinked else turn.base.get("previous_response_id"),
             session_id=turn.session_id,
-            deployment=(turn.route.served_by if turn.route is not None else None) or turn.deployment.name,
-            request=_with_trace(request, turn),
+            deployment=(run.route.served_by if run.route is not None else None) or turn.deployment.name,
+            request=_with_trace(request, run),
             events=events,
             expires_at=builder.created_at + self.ttl_seconds if self.ttl_seconds else None,
-            output_items=self.history_output(builder, turn),
+            output_items=self.history_output(builder, turn, run),
         )
+
+
+def _fit(request: ModelRequest, body: CreateResponseBody, deployment: Deployment) -> ModelRequest:
+    """The request within the deployment's context window: with truncation "auto" the model gets
+    the most recent turns (storage keeps everything); "disabled" fails rather than drop context."""
+    window = deployment.capabilities.context_window
+    if window is None:  # unknown: everything goes (fit_context's own answer, without the call on the hot path)
+        return request
+    fit = fit_context(request.input, context_window=window, truncation=body.truncation, instructions=body.instructions, reserve=body.max_output_tokens or 0)
+    return dataclasses.replace(request, input=fit.items) if fit.dropped else request
 
 
 def _save_failed(response_id: str, exc: StoreError, required: bool) -> bool:
@@ -447,11 +472,11 @@ def _request_record(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _with_trace(request: dict[str, Any], turn: Turn) -> dict[str, Any]:
+def _with_trace(request: dict[str, Any], run: TurnRun) -> dict[str, Any]:
     """The stored request record plus what an inspection of the response wants and no header
     keeps: the route when it took more than one upstream call (retries, fallbacks), and what
     the safety net did for a structured-output request. A plain turn adds nothing."""
-    route, outcome = turn.route, turn.outcome
+    route, outcome = run.route, run.outcome
     trace: dict[str, Any] = {}
     if route is not None and (len(route.attempts) > 1 or any(a.error for a in route.attempts)):
         trace["route"] = {"served_by": route.served_by, "attempts": [{"deployment": a.deployment, "error": a.error} for a in route.attempts]}

@@ -426,7 +426,7 @@ class Connection:
         turn = stream.turn
         # The model's full output as history keeps it: extension items (kept for their upstream, not in the
         # spec output) included, reasoning marked with its origin.
-        output = stream.service.history_output(stream.builder, turn)
+        output = stream.service.history_output(stream.builder, turn, stream.run)
         if output is None:
             output = response.get("output", [])
         items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *output]
