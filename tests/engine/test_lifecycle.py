@@ -59,6 +59,32 @@ class Scripted:
         return None
 
 
+class FailingCall:
+    """An upstream call (not a generator: its own ``aclose``) that fails on its first read."""
+
+    def __init__(self, error: ApiError) -> None:
+        self.error = error
+        self.closed = False
+
+    def __aiter__(self) -> FailingCall:
+        return self
+
+    async def __anext__(self) -> list[ModelEvent]:
+        raise self.error
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class FailingProvider(Scripted):
+    def __init__(self, error: ApiError) -> None:
+        super().__init__()
+        self.call = FailingCall(error)
+
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:  # type: ignore[override]
+        return self.call
+
+
 class FlakyStore:
     """The real store, with ``save`` failing while ``fail`` says so (a store outage)."""
 
@@ -195,6 +221,19 @@ async def test_an_upstream_error_before_any_output_is_raised_by_create(store: Re
         await start(service_with(store, provider))
     assert raised.value is UPSTREAM_DOWN
     assert provider.closed
+    await assert_session_free(store)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_that_fails_before_any_event_is_closed(store: ResponseStore, stream: bool) -> None:
+    invalid = ApiError(502, "the output never matched the schema", type="server_error", code="structured_output_invalid")
+    provider = FailingProvider(UPSTREAM_DOWN if not stream else invalid)
+    if stream:  # the model answered, never validly: the stream says so
+        assert (await (await start(service_with(store, provider), stream=True)).final())["status"] == "failed"
+    else:
+        with pytest.raises(ApiError):
+            await start(service_with(store, provider))
+    assert provider.call.closed
     await assert_session_free(store)
 
 

@@ -86,6 +86,12 @@ async def aclose_quietly(agen: AsyncIterator[Any]) -> None:
 class ResponseStream:
     """The events of one response, in order; iterate once (``events()``, ``frames()`` or ``final()``)."""
 
+    __slots__ = (
+        "service", "turn", "run", "caller", "builder", "headers", "error", "ending", "record",
+        "cancel_requested", "client_gone", "interrupted",
+        "_terminal", "_upstream", "_first", "_failed", "_session",
+    )  # fmt: skip
+
     def __init__(
         self,
         service: ResponsesService,
