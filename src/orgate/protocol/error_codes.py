@@ -182,8 +182,8 @@ class ErrorCode(StrEnum):
     # -- the replay gate: function calls and their outputs in the input (400) --------------
     NAMESPACED = (
         "namespaced", 400, INVALID_REQUEST,
-        "A call item has a provider-namespaced type.",
-        "Replay only portable items.",
+        "An input item's `type` is provider-specific (it contains `:`), or missing.",
+        "Keep the item in its original session; do not replay it to another model.",
     )
     HOSTED_CALL = (
         "hosted_call", 400, INVALID_REQUEST,
@@ -197,12 +197,12 @@ class ErrorCode(StrEnum):
     )
     STATUS = (
         "status", 400, INVALID_REQUEST,
-        "A `function_call` item's `status` is not `completed`.",
+        "A `function_call` item's `status` is not `completed` (or is missing).",
         "Replay only completed calls.",
     )
     ARGUMENTS_TYPE = (
         "arguments_type", 400, INVALID_REQUEST,
-        "A `function_call` item's `arguments` is not a string.",
+        "A `function_call` item's `arguments` is missing or not a string.",
         "Send the arguments as a JSON string.",
     )
     ARGUMENTS_PARSE = (
