@@ -23,10 +23,11 @@ from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
 from orgate.protocol.errors import SERVER_ERROR, ApiError, ErrorCode
+from orgate.server.auth import caller_of
 from orgate.server.body import check_schema_bounds, read_json
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import error_response
-from orgate.server.routes import SSE_HEADERS, authenticate
+from orgate.server.routes import SSE_HEADERS
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
@@ -55,7 +56,7 @@ def make_handler(services: Services) -> Handler:
     limits = services.settings.limits
 
     async def chat_completions(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         data = await read_json(request, limits)
         chat = validate.parse_request(data)
         _check_schemas(data, limits)

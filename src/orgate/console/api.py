@@ -80,7 +80,7 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
         token = data.get("key") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token.strip():
             raise ApiError.of(ErrorCode.MISSING_API_KEY, "Send {\"key\": \"<your API key>\"}.", param="key", status=400)
-        caller = services.auth.authenticate(f"Bearer {token.strip()}")  # 401 for a wrong key
+        caller = services.auth.check_token(token.strip())  # 401 for a wrong key
         cookie, session = signer.issue(keys[caller.key_name])
         response = json_response(_session_body(signer, session))
         response.set_cookie(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -24,7 +24,8 @@ from orgate.server import routes
 from orgate.server.compact import compact_routes
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
-from orgate.server.observability import ObservabilityMiddleware, setup_tracing
+from orgate.server.middleware import edge_middleware, wrap
+from orgate.server.observability import setup_tracing
 from orgate.server.openapi import openapi_routes
 from orgate.server.services import Services, build_services
 from orgate.server.stored import stored_routes
@@ -138,9 +139,8 @@ def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] = (), servi
     app.state.services = services
     if settings.endpoints.responses.enabled:
         app.fast_create = CreateResponse(services)
-    # Outermost, around the fast path too: request id, rate limits, access log, metrics.
-    app.observe = ObservabilityMiddleware(
-        app.dispatch,
+    # Outermost, around the fast path too: request id, access log and metrics, auth, rate limits.
+    stack = edge_middleware(
         metrics=services.http_metrics,
         auth=services.auth,
         limiter=services.limiter,
@@ -148,6 +148,7 @@ def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] = (), servi
         tracer=setup_tracing(settings.tracing.enabled, settings.tracing.service_name, settings.tracing.otlp_endpoint),
         static_routes=[path for route in table if "{" not in (path := getattr(route, "path", "{"))],
     )
+    app.edge = wrap(app.dispatch, stack)
     return app
 
 
@@ -160,7 +161,8 @@ class OrgateApp(Starlette):
     """
 
     fast_create: CreateResponse | None = None
-    observe: ObservabilityMiddleware | None = None
+    #: ``dispatch`` inside the edge middlewares (``middleware.py``), for HTTP and WebSocket scopes.
+    edge: Callable[[Any, Any, Any], Awaitable[None]] | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path = scope.get("path")
@@ -168,17 +170,17 @@ class OrgateApp(Starlette):
             # `/v1/responses/` is `/v1/responses` (before the rate limits see the path): no
             # framework redirect, whose Location says http:// behind a TLS-terminating proxy.
             scope = {**scope, "path": path.rstrip("/") or "/"}
-        if self.observe is not None and scope["type"] == "http":
-            await self.observe(scope, receive, send)
+        if self.edge is not None and scope["type"] != "lifespan":
+            await self.edge(scope, receive, send)
             return
         await self.dispatch(scope, receive, send)
 
-    async def dispatch(self, scope: Any, receive: Any, send: Any) -> None:
+    def dispatch(self, scope: Any, receive: Any, send: Any) -> Awaitable[None]:
+        """The fast path, or Starlette (the awaitable of either: no coroutine of its own)."""
         fast = self.fast_create
         if fast is not None and scope["type"] == "http" and scope["path"] == "/v1/responses" and scope["method"] == "POST":
-            await fast(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
+            return fast(scope, receive, send)
+        return super().__call__(scope, receive, send)
 
 
 __all__ = ["Route", "RouteSet", "create_app"]

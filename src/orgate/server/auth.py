@@ -1,4 +1,10 @@
-"""API-key authentication: ``Authorization: Bearer <key>``, constant-time comparison.
+"""API-key authentication: ``Authorization: Bearer <key>``, constant-time comparison; the one path.
+
+``AuthMiddleware`` (``server/middleware.py``) checks the credential of every HTTP
+request and WebSocket handshake once, with ``Authenticator.authenticate``, and
+keeps the outcome on the request's state; an endpoint that needs a key asks
+``caller_of(scope)`` (the caller, or the 401 the credential earned). The console's
+sign-in checks the key typed into its form with the same ``check_token``.
 
 A key that matched is remembered (token → caller, up to ``REMEMBERED_KEYS`` of
 them), so a client's next request skips the hashing and the comparisons with
@@ -11,13 +17,26 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import MutableMapping
+from typing import Any
 
 from orgate.config import ResolvedKey
 from orgate.engine.service import Caller
 from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.server.request_state import STATE_KEY, RequestState
 
 #: Accepted tokens remembered (the configured keys are few; the bound only caps memory).
 REMEMBERED_KEYS = 1024
+
+
+def missing_key() -> ApiError:
+    return ApiError.of(ErrorCode.MISSING_API_KEY, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.")
+
+
+def ambiguous_key() -> ApiError:
+    """A request with two different ``Authorization`` headers: refused rather than run under one
+    of them (the layers used to read headers differently, the first one or the last one)."""
+    return ApiError.of(ErrorCode.INVALID_API_KEY, "The request has more than one Authorization header; send exactly one.")
 
 
 class Authenticator:
@@ -28,15 +47,17 @@ class Authenticator:
         self._accepted: dict[str, Caller] = {}
 
     def authenticate(self, authorization: str | None) -> Caller:
+        """The caller an ``Authorization`` header value names, or a 401."""
         if not authorization:
-            raise ApiError.of(
-                ErrorCode.MISSING_API_KEY,
-                "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
-            )
+            raise missing_key()
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise ApiError.of(ErrorCode.INVALID_API_KEY, "The Authorization header must be 'Bearer <key>'.")
+        return self.check_token(token)
+
+    def check_token(self, token: str) -> Caller:
+        """The caller a bare key names, or a 401."""
         caller = self._accepted.get(token)
         if caller is None:
             caller = self._check(token)
@@ -60,3 +81,15 @@ class Authenticator:
         if match is None:
             raise ApiError.of(ErrorCode.INVALID_API_KEY, "Incorrect API key provided.")
         return Caller(key_name=match.name, tenant=match.tenant, models=match.models, admin=match.admin)
+
+
+def caller_of(scope: MutableMapping[str, Any]) -> Caller:
+    """The authenticated caller of a request, or the 401 its credential earned: what every
+    endpoint that needs a key asks (the key was checked once, by ``AuthMiddleware``)."""
+    state: RequestState = scope[STATE_KEY]
+    if state.caller is not None:
+        return state.caller
+    raise state.auth_error or missing_key()
+
+
+__all__ = ["Authenticator", "ambiguous_key", "caller_of", "missing_key"]

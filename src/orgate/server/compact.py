@@ -1,7 +1,7 @@
 """``POST /v1/responses/compact``: the HTTP edge of compaction.
 
-The route authenticates, reads the body with the server's limits, checks the
-request and answers with what the engine's ``CompactionService``
+The route takes the caller the edge authenticated, reads the body with the
+server's limits, checks the request and answers with what the engine's ``CompactionService``
 (``engine/compaction_service.py``: the use case, its ids and its sealing) made.
 The sealing key comes from the configuration (``compaction_key(settings)``):
 
@@ -38,10 +38,11 @@ from orgate.protocol.errors import (
     not_an_object,
     unknown_parameter,
 )
+from orgate.server.auth import caller_of
 from orgate.server.body import read_json
 from orgate.server.errors import error_response
-from orgate.server.observability import note_model
-from orgate.server.routes import authenticate, json_response
+from orgate.server.request_state import request_state
+from orgate.server.routes import json_response
 from orgate.store import default_sqlite_path, sqlite_path
 
 if TYPE_CHECKING:
@@ -93,10 +94,10 @@ def parse_compact_body(data: Any) -> CompactResponseMethodPublicBody:
 
 def compact_routes(services: Services) -> Sequence[BaseRoute]:
     async def compact_endpoint(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         data = await read_json(request, services.settings.limits)
         if isinstance(data, dict):
-            note_model(data.get("model"))  # the metrics' `model` label and the access log, as for /v1/responses
+            request_state(request.scope).note_model(data.get("model"))  # the metrics' `model` label and the access log, as for /v1/responses
         if isinstance(data, dict) and isinstance(data.get("input"), list):
             limit = services.settings.limits.max_input_items
             if len(data["input"]) > limit:

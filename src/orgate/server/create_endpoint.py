@@ -2,8 +2,9 @@
 
 The app factory routes this one method+path straight here (and also
 registers it as a Starlette route, so method errors and the WebSocket route
-on the same path behave as everywhere else). It authenticates, reads and
-checks the body, calls the service and sends: one JSON body, or SSE frames.
+on the same path behave as everywhere else). It takes the caller the edge
+authenticated (``auth.caller_of``), reads and checks the body, calls the
+service and sends: one JSON body, or SSE frames.
 Frames produced while the upstream's bytes are being decoded are sent
 together: one ``send`` per upstream read instead of one per event.
 A client that disconnects cancels the response (and with it the upstream call);
@@ -23,8 +24,9 @@ import orjson
 from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.padding import pads
-from orgate.engine.service import shutdown_error
+from orgate.engine.service import Caller, shutdown_error
 from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
+from orgate.server.auth import caller_of
 from orgate.server.body import (
     body_timeout_error,
     check_body_headers,
@@ -34,7 +36,7 @@ from orgate.server.body import (
 )
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import encode_headers, send_error, send_json
-from orgate.server.observability import RequestInfo, current_request, note_model
+from orgate.server.request_state import STATE_KEY, RequestState
 from orgate.server.sse import DONE, frame, openai_frame, then_done
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
 
@@ -90,12 +92,6 @@ async def send_sse(send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, 
                 log.error("closing an SSE producer failed: %r", error)
 
 
-def _client_gone(info: RequestInfo | None) -> None:
-    """Metrics and the access log say 499 for a request whose client left before any answer."""
-    if info is not None:
-        info.client_gone = True
-
-
 class CreateResponse:
     """The ASGI app of ``POST /v1/responses``."""
 
@@ -104,7 +100,7 @@ class CreateResponse:
         self.limits = services.settings.limits
         self.session_header = services.settings.sessions.header.lower()
         self.budget_header = BUDGET_HEADER.lower()
-        read = ("authorization", "content-type", "content-encoding", "content-length", self.session_header, self.budget_header)
+        read = ("content-type", "content-encoding", "content-length", self.session_header, self.budget_header)
         self.header_names = {name.encode("latin-1"): name for name in read}
         endpoint = services.settings.endpoints.responses
         self.frame = openai_frame if endpoint.event_names == "openai" else frame
@@ -120,10 +116,9 @@ class CreateResponse:
             await send_error(send, internal())
 
     async def _handle(self, scope: Scope, receive: Any, send: Any) -> None:
-        services = self.services
+        state: RequestState = scope[STATE_KEY]
+        caller = caller_of(scope)
         headers = _headers(scope, self.header_names)
-        info = current_request()
-        caller = info.caller if info is not None and info.caller is not None else services.auth.authenticate(headers.get("authorization"))
         media = check_body_headers(headers, self.limits)
         watch = DisconnectWatch(receive, body_timeout=self.limits.body_timeout)  # one timer for both
         try:
@@ -134,28 +129,28 @@ class CreateResponse:
                     raise body_timeout_error(self.limits) from None
                 raise
             if raw is None:
-                _client_gone(info)
+                state.client_gone = True  # metrics and the access log say 499
                 return  # the client went away before sending its request
             watch.body_read()
-            await self._respond(raw, headers, media, caller, send, watch)
+            await self._respond(raw, headers, media, caller, state, send, watch)
         except asyncio.CancelledError:
             if watch.absorb():
-                _client_gone(info)
+                state.client_gone = True
                 return  # the client went away before the answer: the turn was cancelled where it waited
-            if info is not None and not info.response_started:
+            if not state.response_started:
                 # The server cancels the request (shutdown past its drain timeout): answer rather than cut.
                 await send_error(send, shutdown_error("request"))
             raise
         finally:
             watch.stop()
 
-    async def _respond(self, raw: bytes, headers: dict[str, str], media: str, caller: Any, send: Any, watch: DisconnectWatch) -> None:
+    async def _respond(self, raw: bytes, headers: dict[str, str], media: str, caller: Caller, state: RequestState, send: Any, watch: DisconnectWatch) -> None:
         services = self.services
         data = parse_json(raw, media, self.limits)
         warnings: list[str] = []
         budget = None
         if isinstance(data, dict):
-            note_model(data.get("model"))
+            state.note_model(data.get("model"))
             check_request_limits(data, self.limits)
             if BODY_FIELD in data or self.budget_header in headers:
                 budget = structured_budget(data, headers.get(self.budget_header))

@@ -1,22 +1,13 @@
-"""Request ids, one structured log line per request, Prometheus metrics, optional tracing.
+"""Prometheus metrics, upstream instrumentation, log formats and optional tracing.
 
-``ObservabilityMiddleware`` is plain ASGI (no ``BaseHTTPMiddleware``): it never
-buffers a body and only wraps ``send`` to add ``X-Request-Id``, note the status
-and the time of the first body chunk of a stream. Per request it
-
-- takes a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or makes one,
-- applies the per-key rate limits (``ratelimit.py``) to model calls (the caller it
-  authenticated for them stays on ``RequestInfo``: ``POST /v1/responses`` does not check the key again),
-- logs one line on ``orgate.access`` (method, route template, status, duration,
-  model, request id; the request body only with ``[logging] bodies = true``),
-- records ``orgate_http_*`` metrics on the app's registry.
-
+``HttpMetrics`` holds the gateway's own series, which the access log middleware
+(``middleware.py``) records per request.
 ``instrument_providers()`` is a ``ProviderRegistry(wrap=...)`` hook that times
 every upstream call by deployment, counts its errors and the tokens of its
 ``Finish`` usage, and charges those tokens to the caller's rate limit.
 
-The current request (id, model, key) lives in a context variable, so that log
-lines from deeper layers carry the request id (``JsonFormatter`` adds it).
+Log lines from deeper layers carry the id of the current request
+(``request_state.current_request``; ``JsonFormatter`` and ``TextFormatter`` add it).
 
 Tracing (``[tracing] enabled = true``) imports OpenTelemetry only when enabled:
 with tracing off nothing of it is imported.
@@ -24,19 +15,16 @@ with tracing off nothing of it is imported.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from prometheus_client import CollectorRegistry
 
-from orgate.engine.ids import random_hex
 from orgate.neutral import (
     Deployment,
     Finish,
@@ -45,65 +33,21 @@ from orgate.neutral import (
     Provider,
     WrapperProvider,
 )
-from orgate.protocol.errors import ApiError, ErrorCode, internal
-from orgate.server.errors import send_error
+from orgate.protocol.errors import ApiError
 from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
 from orgate.server.log_redaction import REDACTOR, RedactingFormatter
+from orgate.server.request_state import RequestState, current_request
 
 if TYPE_CHECKING:
-    from orgate.server.auth import Authenticator
     from orgate.server.ratelimit import RateLimiter
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-access_log = logging.getLogger("orgate.access")
-log = logging.getLogger("orgate.server")
 upstream_log = logging.getLogger("orgate.upstream")
-
-REQUEST_ID_HEADER = b"x-request-id"
-_VALID_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
-# Model calls: what the per-key rate limits apply to.
-LIMITED_PATHS = frozenset({"/v1/responses", "/v1/responses/compact", "/v1/chat/completions"})
-MAX_LOGGED_BODY = 64 * 1024
 
 #: Distinct upstream error codes given their own label value (see ``HttpMetrics.error_label``).
 MAX_ERROR_CODES = 64
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
-
-
-@dataclass(slots=True)
-class RequestInfo:
-    """What is known about the request being served (shared with the layers below via a context variable)."""
-
-    request_id: str
-    method: str
-    path: str
-    model: str | None = None
-    deployment: str | None = None
-    key_name: str | None = None
-    caller: Any = None  # the authenticated Caller, when the rate limiter already checked the key
-    client_gone: bool = False  # the client left before any answer: recorded as 499, not 500
-    response_started: bool = False  # http.response.start was sent (nothing else can answer now)
-
-
-_current: contextvars.ContextVar[RequestInfo | None] = contextvars.ContextVar("orgate_request", default=None)
-
-
-def current_request() -> RequestInfo | None:
-    return _current.get()
-
-
-def note_model(model: object) -> None:
-    """Record the requested model name on the current request (for the log line and metrics)."""
-    info = _current.get()
-    if info is not None and isinstance(model, str):
-        info.model = model[:200]
 
 
 class HttpMetrics:
@@ -183,213 +127,7 @@ class HttpMetrics:
         return model if model in self.known_models else "other"
 
 
-# --- the middleware ------------------------------------------------------------------------------
-
-
-def _scan_headers(scope: Scope) -> tuple[bytes | None, bool]:
-    """One pass over a request's headers: its first ``X-Request-Id`` value, and whether it
-    has two different ``Authorization`` headers."""
-    given: bytes | None = None
-    authorization: bytes | None = None
-    conflict = False
-    for name, value in scope.get("headers") or ():
-        if name == b"authorization":
-            if authorization is None:
-                authorization = value
-            elif value != authorization:
-                conflict = True
-        elif name == REQUEST_ID_HEADER and given is None:
-            given = value
-    return given, conflict
-
-
-def _request_id(given: bytes | None) -> str:
-    """The client's ``X-Request-Id`` when it is a valid one, else a new id."""
-    if given is not None and _VALID_ID.fullmatch(given):
-        return given.decode("ascii")
-    return random_hex(16)
-
-
-def _ambiguous_key() -> ApiError:
-    return ApiError.of(ErrorCode.INVALID_API_KEY, "The request has more than one Authorization header; send exactly one.")
-
-
-def conflicting_authorization(scope: Scope) -> ApiError | None:
-    """401 for a request with two different ``Authorization`` headers.
-
-    The layers read headers differently (the first one, or the last one), so which
-    key such a request ran under depended on the route and on whether rate limits
-    were configured: refused instead, like any other ambiguous credential.
-    """
-    return _ambiguous_key() if _scan_headers(scope)[1] else None
-
-
-def _header(scope: Scope, wanted: bytes) -> str | None:
-    for name, value in scope.get("headers") or ():
-        if name == wanted:
-            return value.decode("latin-1")
-    return None
-
-
-class ObservabilityMiddleware:
-    """Pure ASGI middleware: request id, rate limits, access log line, metrics (and a span when tracing)."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        metrics: HttpMetrics,
-        auth: Authenticator | None = None,
-        limiter: RateLimiter | None = None,
-        log_bodies: bool = False,
-        tracer: Any = None,
-        static_routes: Iterable[str] = ("/v1/responses",),
-    ) -> None:
-        self.app = app
-        # Paths served without Starlette's router (no scope["route"]): their path is their template.
-        self.static_routes = frozenset(static_routes)
-        self.metrics = metrics
-        self.auth = auth
-        self.limiter = limiter
-        self.log_bodies = log_bodies
-        self.tracer = tracer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        given_id, conflict = _scan_headers(scope)
-        info = RequestInfo(_request_id(given_id), scope.get("method", ""), scope.get("path", ""))
-        token = _current.set(info)
-        id_header = (b"x-request-id", info.request_id.encode("ascii"))
-        status = 0
-        streaming = False
-        first_chunk: float | None = None
-        body_log: bytearray | None = bytearray() if self.log_bodies else None
-
-        watching = True  # False once nothing more is to be learned from the messages: the fast path
-
-        # A plain function returning the server's awaitable (what ASGI callers await): no coroutine
-        # of its own per message (hot path — see bench/instructions.py).
-        def send_wrapper(message: Message) -> Awaitable[None]:
-            nonlocal status, streaming, first_chunk, watching
-            if watching:
-                kind = message["type"]
-                if kind == "http.response.start":
-                    status = message["status"]
-                    info.response_started = True
-                    headers = list(message.get("headers") or ())
-                    headers.append(id_header)
-                    for name, value in headers:
-                        if name == b"content-type" and value.startswith(b"text/event-stream"):
-                            streaming = True
-                    watching = streaming
-                    message = {**message, "headers": headers}
-                elif kind == "http.response.body" and message.get("body"):
-                    first_chunk = time.perf_counter()
-                    watching = False
-            return send(message)
-
-        app_receive = receive
-        if body_log is not None:
-
-            async def logging_receive() -> Message:
-                message = await receive()
-                if message["type"] == "http.request" and len(body_log) < MAX_LOGGED_BODY:
-                    body_log.extend(message.get("body", b"")[: MAX_LOGGED_BODY - len(body_log)])
-                return message
-
-            app_receive = logging_receive
-
-        span = self._start_span(info) if self.tracer is not None else None
-        in_flight = self.metrics.in_flight
-        in_flight.inc()
-        try:
-            refusal = _ambiguous_key() if conflict else None
-            if refusal is None and self.limiter is not None:
-                refusal = await self._rate_limit(scope, info)
-            if refusal is not None:
-                await send_error(send_wrapper, refusal)
-            else:
-                await self.app(scope, app_receive, send_wrapper)
-        except Exception as exc:
-            if status:
-                raise  # mid-response: the server closes the connection; logged below
-            log.exception("unhandled error on %s %s", info.method, info.path, exc_info=exc)
-            await send_error(send_wrapper, internal())
-        finally:
-            in_flight.dec()
-            _current.reset(token)
-            ended = time.perf_counter()
-            if not status:
-                status = 499 if info.client_gone else 500  # nothing was sent: the client left, or a failure
-            self._record(scope, info, status, started, ended, first_chunk, body_log)
-            if span is not None:
-                span.set_attribute("http.response.status_code", status)
-                if info.model:
-                    span.set_attribute("gen_ai.request.model", info.model)
-                span.end()
-
-    async def _rate_limit(self, scope: Scope, info: RequestInfo) -> ApiError | None:
-        assert self.limiter is not None
-        if scope.get("method") != "POST" or scope.get("path") not in LIMITED_PATHS or self.auth is None:
-            return None
-        try:
-            caller = self.auth.authenticate(_header(scope, b"authorization"))
-        except ApiError:
-            return None  # the route answers 401
-        info.key_name = caller.key_name
-        info.caller = caller  # the endpoint takes it instead of checking the key again
-        refusal = await self.limiter.admit(caller.key_name)
-        if refusal is not None:
-            self.metrics.rate_limited.labels(caller.key_name).inc()
-        return refusal
-
-    def _route(self, scope: Scope) -> str:
-        route = scope.get("route")
-        path = getattr(route, "path", None)
-        if isinstance(path, str):
-            return path
-        return scope["path"] if scope.get("path") in self.static_routes else "unmatched"
-
-    def _record(self, scope: Scope, info: RequestInfo, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
-        route = self._route(scope)
-        model = self.metrics.model_label(info.model)
-        duration = ended - started
-        counter, histogram = self.metrics.request_children(route, info.method, str(status), model)
-        counter.inc()
-        histogram.observe(duration)
-        if first_chunk is not None:
-            self.metrics.first_chunk.labels(route, model).observe(first_chunk - started)
-        if not access_log.isEnabledFor(logging.INFO):
-            return
-        fields: dict[str, Any] = {
-            "request_id": info.request_id,
-            "method": info.method,
-            "route": route,
-            "status": status,
-            "duration_ms": round(duration * 1000, 3),
-        }
-        if info.model is not None:
-            fields["model"] = info.model
-        if info.deployment is not None:
-            fields["deployment"] = info.deployment
-        if first_chunk is not None:
-            fields["first_chunk_ms"] = round((first_chunk - started) * 1000, 3)
-        if body is not None:
-            fields["body"] = body.decode("utf-8", "replace")
-        access_log.info("%s %s %s %.1fms", info.method, route, status, duration * 1000, extra={"orgate": fields})
-
-    def _start_span(self, info: RequestInfo) -> Any:
-        span = self.tracer.start_span(f"{info.method} {info.path}", kind=_server_kind())
-        span.set_attribute("http.request.method", info.method)
-        span.set_attribute("url.path", info.path)
-        span.set_attribute("orgate.request_id", info.request_id)
-        return span
-
-
-def _server_kind() -> Any:
+def server_span_kind() -> Any:
     from opentelemetry.trace import SpanKind  # only reached with tracing on
 
     return SpanKind.SERVER
@@ -416,14 +154,14 @@ class InstrumentedProvider(WrapperProvider):
 
     def stream_batches(self, request: ModelRequest) -> _MeasuredBatches:
         """The inner provider's batches, measured (batches keep one write per upstream read)."""
-        info = _current.get()
+        info = current_request()
         if info is not None:
             info.deployment = self.deployment.name
             if info.model is None:
                 info.model = self.deployment.name
         return _MeasuredBatches(self, self.inner.stream_batches(request), info)
 
-    async def _count(self, event: Finish, info: RequestInfo | None) -> None:
+    async def _count(self, event: Finish, info: RequestState | None) -> None:
         usage = event.usage
         assert usage is not None
         self._tokens_in.inc(usage.input_tokens)
@@ -446,7 +184,7 @@ class _MeasuredBatches:
 
     __slots__ = ("_owner", "_inner", "_info", "_started", "_first", "_outcome", "_ended")
 
-    def __init__(self, owner: InstrumentedProvider, inner: AsyncIterator[list[ModelEvent]], info: RequestInfo | None) -> None:
+    def __init__(self, owner: InstrumentedProvider, inner: AsyncIterator[list[ModelEvent]], info: RequestState | None) -> None:
         self._ended = False
         self._owner = owner
         self._inner = inner
@@ -564,7 +302,7 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             entry.update(fields)
         else:
-            info = _current.get()
+            info = current_request()
             if info is not None:
                 entry["request_id"] = info.request_id
         for key, value in record.__dict__.items():
@@ -615,7 +353,7 @@ class TextFormatter(logging.Formatter):
             if "body" in fields:
                 line += " body=" + orjson.dumps(fields["body"]).decode()
         else:
-            info = _current.get()
+            info = current_request()
             if info is not None:
                 line += f" request_id={info.request_id}"
         return line
@@ -661,11 +399,9 @@ __all__ = [
     "HttpMetrics",
     "InstrumentedProvider",
     "JsonFormatter",
-    "ObservabilityMiddleware",
-    "RequestInfo",
+    "TextFormatter",
     "configure_logging",
-    "current_request",
     "instrument_providers",
-    "note_model",
+    "server_span_kind",
     "setup_tracing",
 ]

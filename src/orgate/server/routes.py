@@ -1,6 +1,6 @@
 """HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models (list and one), health, metrics, review queue.
 
-Each handler authenticates, parses, calls a service and renders JSON. Errors
+Each handler takes the caller the edge authenticated (``auth.caller_of``), parses, calls a service and renders JSON. Errors
 are raised as ``ApiError`` and rendered by the app's one handler.
 """
 
@@ -16,7 +16,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.engine.service import Caller
 from orgate.protocol.errors import (
     ApiError,
     ErrorCode,
@@ -24,6 +23,7 @@ from orgate.protocol.errors import (
     model_not_found,
     review_not_found,
 )
+from orgate.server.auth import caller_of
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import CreateResponse
 from orgate.structured import ReviewError, ReviewNotFound
@@ -36,10 +36,6 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
-
-
-def authenticate(services: Services, request: Request) -> Caller:
-    return services.auth.authenticate(request.headers.get("authorization"))
 
 
 # The review queue's operations, for /v1/orgate/review and the web console alike.
@@ -79,7 +75,7 @@ async def resolve_review(services: Services, tenant: str | None, review_id: str,
 
 def core_routes(services: Services) -> Sequence[BaseRoute]:
     async def list_models(request: Request) -> Response:
-        caller_models = authenticate(services, request).models
+        caller_models = caller_of(request.scope).models
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": deployment.provider}
             for name, deployment in services.deployments.items()
@@ -88,7 +84,7 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         return json_response({"object": "list", "data": data})
 
     async def retrieve_model(request: Request) -> Response:
-        caller_models = authenticate(services, request).models
+        caller_models = caller_of(request.scope).models
         name = request.path_params["model"]
         deployment = services.deployments.get(name)
         if deployment is None or (caller_models is not None and name not in caller_models):
@@ -103,7 +99,7 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
 
     def review_scope(request: Request) -> str | None:
         """The tenant whose review entries the caller sees: its own; an admin key's, every tenant's."""
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         return None if caller.admin else caller.tenant
 
     async def review_list(request: Request) -> Response:

@@ -38,8 +38,9 @@ from orgate.protocol.errors import (
     invalid_value,
     not_found,
 )
+from orgate.server.auth import caller_of
 from orgate.server.body import read_json
-from orgate.server.routes import SSE_HEADERS, authenticate, json_response
+from orgate.server.routes import SSE_HEADERS, json_response
 from orgate.server.sse import DONE, then_done
 from orgate.store import ItemsPage, ResponseStore, StoreError
 from orgate.store.base import Order
@@ -60,7 +61,7 @@ def _missing(response_id: str) -> ApiError:
 
 def stored_routes(services: Services) -> Sequence[BaseRoute]:
     async def get_response(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         response_id = request.path_params["response_id"]
         store = _store(services)
         try:
@@ -96,7 +97,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         return json_response(record.response)
 
     async def delete_response(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         response_id = request.path_params["response_id"]
         store = _store(services)
         try:
@@ -114,7 +115,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         return json_response({"id": response_id, "object": "response", "deleted": True})
 
     async def input_items(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         response_id = request.path_params["response_id"]
         params = request.query_params
         limit = _int_param(params.get("limit"), "limit", default=20, low=1, high=100)
@@ -132,7 +133,7 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         return json_response(body)
 
     async def cancel_response(request: Request) -> Response:
-        caller = authenticate(services, request)
+        caller = caller_of(request.scope)
         response_id = request.path_params["response_id"]
         if request.headers.get("content-length", "0") not in ("0", ""):
             await read_json(request, services.settings.limits)

@@ -73,10 +73,10 @@ from orgate.protocol.errors import (
     missing_required_parameter,
     unsupported_parameter,
 )
+from orgate.server.auth import caller_of
 from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
-from orgate.server.observability import conflicting_authorization
 from orgate.server.sse import openai_event
 from orgate.server.ws_limits import SocketLimits
 
@@ -464,10 +464,7 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
             )
             return
         try:
-            conflict = conflicting_authorization(ws.scope)  # as on HTTP: never pick one of two keys
-            if conflict is not None:
-                raise conflict
-            caller = services.auth.authenticate(ws.headers.get("authorization"))
+            caller = caller_of(ws.scope)  # as on HTTP (never one of two different keys)
         except ApiError as error:
             await _refuse(ws, error)
             return

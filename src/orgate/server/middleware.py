@@ -1,0 +1,330 @@
+"""The middlewares every HTTP request and WebSocket handshake passes, outermost first.
+
+- ``RequestIdMiddleware``: the request's typed state (``request_state.py``) with its
+  id — a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or a new one —
+  sent back in ``X-Request-Id``; for HTTP also the current request of the context
+  (log lines from deeper layers carry its id).
+- ``AccessLogMiddleware``: one line on ``orgate.access`` per HTTP request (method,
+  route template, status, duration, model, request id; the request body only with
+  ``[logging] bodies = true``), the ``orgate_http_*`` metrics, a span when tracing
+  is on, and the clean 500 for an error no endpoint answered.
+- ``AuthMiddleware``: the request's credential checked once (``auth.py``): the
+  caller, or the 401 it earned, kept on the state for the endpoints that need a key
+  (``auth.caller_of``); two different ``Authorization`` headers are refused at once.
+- ``RateLimitMiddleware`` (with ``[ratelimit]`` keys only): the per-key limits
+  (``ratelimit.py``) on model calls.
+
+Each is plain ASGI (no ``BaseHTTPMiddleware``): no body is buffered, ``send`` is
+wrapped only where a response is watched, and a middleware with nothing to do after
+the app returns the app's awaitable instead of awaiting it in a coroutine of its
+own (hot path — see bench/instructions.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from typing import Any
+
+from starlette.middleware import Middleware
+
+from orgate.engine.ids import random_hex
+from orgate.protocol.errors import ApiError, internal
+from orgate.server.auth import Authenticator, ambiguous_key
+from orgate.server.errors import send_error
+from orgate.server.observability import HttpMetrics, server_span_kind
+from orgate.server.ratelimit import RateLimiter
+from orgate.server.request_state import CURRENT_REQUEST, STATE_KEY, RequestState
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("orgate.access")
+log = logging.getLogger("orgate.server")
+
+REQUEST_ID_HEADER = b"x-request-id"
+_VALID_ID = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
+#: Model calls: what the per-key rate limits apply to.
+LIMITED_PATHS = frozenset({"/v1/responses", "/v1/responses/compact", "/v1/chat/completions"})
+MAX_LOGGED_BODY = 64 * 1024
+
+
+def edge_middleware(
+    *,
+    metrics: HttpMetrics,
+    auth: Authenticator,
+    limiter: RateLimiter | None,
+    log_bodies: bool,
+    tracer: Any,
+    static_routes: Iterable[str],
+) -> list[Middleware]:
+    """The stack, outermost first (build it with ``wrap``)."""
+    stack = [
+        Middleware(RequestIdMiddleware),
+        Middleware(AccessLogMiddleware, metrics=metrics, log_bodies=log_bodies, tracer=tracer, static_routes=static_routes),
+        Middleware(AuthMiddleware, auth=auth),
+    ]
+    if limiter is not None:
+        stack.append(Middleware(RateLimitMiddleware, limiter=limiter, metrics=metrics))
+    return stack
+
+
+def wrap(app: ASGIApp, stack: Sequence[Middleware]) -> ASGIApp:
+    """``app`` inside ``stack`` (outermost first), as Starlette builds its own middleware stack."""
+    for cls, args, kwargs in reversed(stack):
+        app = cls(app, *args, **kwargs)
+    return app
+
+
+# --- request id ------------------------------------------------------------------------------------
+
+
+def given_request_id(scope: Scope) -> bytes | None:
+    """The request's first ``X-Request-Id`` value."""
+    for name, value in scope.get("headers") or ():
+        if name == REQUEST_ID_HEADER:
+            return value
+    return None
+
+
+def _request_id(given: bytes | None) -> str:
+    """The client's ``X-Request-Id`` when it is a valid one, else a new id."""
+    if given is not None and _VALID_ID.fullmatch(given):
+        return given.decode("ascii")
+    return random_hex(16)
+
+
+class RequestIdMiddleware:
+    """The request's ``RequestState`` and its id, echoed in ``X-Request-Id`` on HTTP."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        state = RequestState(_request_id(given_request_id(scope)), scope.get("method", ""), scope.get("path", ""))
+        scope[STATE_KEY] = state
+        if scope["type"] != "http":
+            return self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
+        return self._serve(state, scope, receive, send)
+
+    async def _serve(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
+        id_header = (REQUEST_ID_HEADER, state.request_id.encode("ascii"))
+
+        # A plain function returning the server's awaitable: no coroutine of its own per message.
+        def send_with_id(message: Message) -> Awaitable[None]:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*(message.get("headers") or ()), id_header]}
+            return send(message)
+
+        token = CURRENT_REQUEST.set(state)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            CURRENT_REQUEST.reset(token)
+
+
+# --- access log and metrics --------------------------------------------------------------------------
+
+
+class AccessLogMiddleware:
+    """One access log line and the HTTP metrics per request (and a span when tracing)."""
+
+    def __init__(self, app: ASGIApp, *, metrics: HttpMetrics, log_bodies: bool = False, tracer: Any = None, static_routes: Iterable[str] = ("/v1/responses",)) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.log_bodies = log_bodies
+        self.tracer = tracer
+        # Paths served without Starlette's router (no scope["route"]): their path is their template.
+        self.static_routes = frozenset(static_routes)
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] != "http":
+            return self.app(scope, receive, send)
+        return self._serve(scope[STATE_KEY], scope, receive, send)
+
+    async def _serve(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        status = 0
+        streaming = False
+        first_chunk: float | None = None
+        body_log: bytearray | None = bytearray() if self.log_bodies else None
+        watching = True  # False once nothing more is to be learned from the messages: the fast path
+
+        def send_watched(message: Message) -> Awaitable[None]:
+            nonlocal status, streaming, first_chunk, watching
+            if watching:
+                kind = message["type"]
+                if kind == "http.response.start":
+                    status = message["status"]
+                    state.response_started = True
+                    for name, value in message.get("headers") or ():
+                        if name == b"content-type" and value.startswith(b"text/event-stream"):
+                            streaming = True
+                    watching = streaming
+                elif kind == "http.response.body" and message.get("body"):
+                    first_chunk = time.perf_counter()
+                    watching = False
+            return send(message)
+
+        app_receive = receive
+        if body_log is not None:
+
+            async def logging_receive() -> Message:
+                message = await receive()
+                if message["type"] == "http.request" and len(body_log) < MAX_LOGGED_BODY:
+                    body_log.extend(message.get("body", b"")[: MAX_LOGGED_BODY - len(body_log)])
+                return message
+
+            app_receive = logging_receive
+
+        span = self._start_span(state) if self.tracer is not None else None
+        in_flight = self.metrics.in_flight
+        in_flight.inc()
+        try:
+            await self.app(scope, app_receive, send_watched)
+        except Exception as exc:
+            if status:
+                raise  # mid-response: the server closes the connection; logged below
+            log.exception("unhandled error on %s %s", state.method, state.path, exc_info=exc)
+            await send_error(send_watched, internal())
+        finally:
+            in_flight.dec()
+            ended = time.perf_counter()
+            if not status:
+                status = 499 if state.client_gone else 500  # nothing was sent: the client left, or a failure
+            self._record(scope, state, status, started, ended, first_chunk, body_log)
+            if span is not None:
+                span.set_attribute("http.response.status_code", status)
+                if state.model:
+                    span.set_attribute("gen_ai.request.model", state.model)
+                span.end()
+
+    def _route(self, scope: Scope) -> str:
+        route = scope.get("route")
+        path = getattr(route, "path", None)
+        if isinstance(path, str):
+            return path
+        return scope["path"] if scope.get("path") in self.static_routes else "unmatched"
+
+    def _record(self, scope: Scope, state: RequestState, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
+        route = self._route(scope)
+        model = self.metrics.model_label(state.model)
+        duration = ended - started
+        counter, histogram = self.metrics.request_children(route, state.method, str(status), model)
+        counter.inc()
+        histogram.observe(duration)
+        if first_chunk is not None:
+            self.metrics.first_chunk.labels(route, model).observe(first_chunk - started)
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        fields: dict[str, Any] = {
+            "request_id": state.request_id,
+            "method": state.method,
+            "route": route,
+            "status": status,
+            "duration_ms": round(duration * 1000, 3),
+        }
+        if state.model is not None:
+            fields["model"] = state.model
+        if state.deployment is not None:
+            fields["deployment"] = state.deployment
+        if first_chunk is not None:
+            fields["first_chunk_ms"] = round((first_chunk - started) * 1000, 3)
+        if body is not None:
+            fields["body"] = body.decode("utf-8", "replace")
+        access_log.info("%s %s %s %.1fms", state.method, route, status, duration * 1000, extra={"orgate": fields})
+
+    def _start_span(self, state: RequestState) -> Any:
+        span = self.tracer.start_span(f"{state.method} {state.path}", kind=server_span_kind())
+        span.set_attribute("http.request.method", state.method)
+        span.set_attribute("url.path", state.path)
+        span.set_attribute("orgate.request_id", state.request_id)
+        return span
+
+
+# --- authentication ----------------------------------------------------------------------------------
+
+
+def authorization(scope: Scope) -> tuple[bytes | None, bool]:
+    """The request's first ``Authorization`` value, and whether it has two different ones."""
+    found: bytes | None = None
+    conflict = False
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization":
+            if found is None:
+                found = value
+            elif value != found:
+                conflict = True
+    return found, conflict
+
+
+class AuthMiddleware:
+    """The request's credential, checked once: the caller or the refusal, on the request's state.
+
+    Routes without a key (health, metrics, the console's pages) never look; an endpoint
+    that needs one asks ``auth.caller_of(scope)``. Two different ``Authorization``
+    headers are refused here on HTTP (and by the WebSocket route at its handshake).
+    """
+
+    def __init__(self, app: ASGIApp, *, auth: Authenticator) -> None:
+        self.app = app
+        self.auth = auth
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        state: RequestState = scope[STATE_KEY]
+        given, conflict = authorization(scope)
+        if conflict:
+            state.auth_error = ambiguous_key()
+            if scope["type"] == "http":
+                return send_error(send, state.auth_error)
+        elif given is not None:
+            try:
+                state.caller = self.auth.authenticate(given.decode("latin-1"))
+            except ApiError as refused:
+                state.auth_error = refused
+        return self.app(scope, receive, send)
+
+
+# --- rate limits -------------------------------------------------------------------------------------
+
+
+class RateLimitMiddleware:
+    """The per-key limits on model calls (``POST`` to ``LIMITED_PATHS``) of an authenticated caller;
+    a request without a valid key passes on to its route, which answers 401."""
+
+    def __init__(self, app: ASGIApp, *, limiter: RateLimiter, metrics: HttpMetrics) -> None:
+        self.app = app
+        self.limiter = limiter
+        self.metrics = metrics
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path") in LIMITED_PATHS:
+            state: RequestState = scope[STATE_KEY]
+            if state.caller is not None:
+                return self._admit(state, scope, receive, send)
+        return self.app(scope, receive, send)
+
+    async def _admit(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
+        assert state.caller is not None
+        key_name = state.key_name = state.caller.key_name  # the upstream instrumentation charges its tokens
+        refusal = await self.limiter.admit(key_name)
+        if refusal is not None:
+            self.metrics.rate_limited.labels(key_name).inc()
+            await send_error(send, refusal)
+            return
+        await self.app(scope, receive, send)
+
+
+__all__ = [
+    "AccessLogMiddleware",
+    "AuthMiddleware",
+    "RateLimitMiddleware",
+    "RequestIdMiddleware",
+    "edge_middleware",
+    "wrap",
+]
