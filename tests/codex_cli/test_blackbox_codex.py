@@ -85,9 +85,10 @@ def chat() -> Iterator[FakeOpenAIChat]:
 
 
 # Model names Codex knows as OpenAI's (its catalogue): for these it sends a ``custom`` tool
-# (``apply_patch``, free-form input) and ``reasoning.effort``. Served by the built-in model and by
-# an ``openai-chat`` upstream that takes reasoning options.
-OPENAI_NAMED = model_block("gpt-5.5", "builtin", "", "echo") + model_block(
+# (``apply_patch``, free-form input) and ``reasoning.effort``; for its newest (``gpt-6-sol``) every
+# tool in an ``additional_tools`` input item. Served by the built-in model and by an
+# ``openai-chat`` upstream that takes reasoning options.
+OPENAI_NAMED = model_block("gpt-5.5", "builtin", "", "echo") + model_block("gpt-6-sol", "builtin", "", "echo") + model_block(
     "gpt-5.5-mini", "openai-chat", "{chat}", "fake-model", read_timeout=30, extra="capabilities = { reasoning = true }"
 )
 
@@ -286,3 +287,10 @@ def test_codex_custom_apply_patch_tool_through_an_openai_chat_upstream(codex: Pa
     call, output = second["messages"][-2:]
     assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"input": PATCH}
     assert output["role"] == "tool" and output["tool_call_id"] == call["tool_calls"][0]["id"]
+
+
+def test_a_text_turn_with_tools_in_an_additional_tools_item(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+    """For its newest model names Codex sends no ``tools``: every tool (in namespaces, which only a
+    native Responses upstream runs) comes in an ``additional_tools`` input item."""
+    cli = Codex(codex, server, tmp_path, "gpt-6-sol")
+    assert answer(cli.exec("say hello")) == "say hello"

@@ -194,3 +194,37 @@ def test_a_custom_choice_naming_no_custom_tool_is_refused(client: OpenAI) -> Non
     with pytest.raises(BadRequestError) as caught:
         client.responses.create(model="orgate/echo", input="hi", tools=[TOOL], tool_choice={"type": "custom", "name": "exec"})
     assert (caught.value.code, caught.value.param) == ("invalid_value", "tool_choice.name")
+
+
+# --------------------------------------------------------------------------- additional_tools
+
+
+def test_tools_offered_by_an_additional_tools_item_reach_the_upstream(client: OpenAI, chat: FakeOpenAIChat, server: OrgateServer) -> None:
+    """OpenAI's ``additional_tools`` input item (Codex's newest models send every tool in one):
+    its tools are offered as if they were in ``tools``; the item itself is kept in the stored
+    input, and reaches no upstream as an item."""
+    item = {"type": "additional_tools", "id": "at_1", "role": "developer", "tools": [TOOL, {"type": "namespace", "name": "ns", "tools": []}]}
+    res = client.responses.with_raw_response.create(model="chat", input=[item, {"role": "user", "content": "go"}], stream=False)  # type: ignore[list-item]
+    response = res.parse()
+    assert [o.type for o in response.output] == ["custom_tool_call"] and response.output[0].input == PATCH
+    sent = chat.requests[-1].body
+    assert [t["function"]["name"] for t in sent["tools"]] == ["apply_patch"]
+    assert [m["role"] for m in sent["messages"]] == ["user"]
+    assert "input[0].tools[1]: dropped tool of type namespace" in res.headers["x-orgate-gate-warnings"]
+    listed = client.responses.input_items.list(response.id, order="asc")
+    assert [i.type for i in listed.data] == ["additional_tools", "message"]
+    # The next turn, chained: the stored item offers its tools again.
+    answer = client.responses.create(
+        model="chat", previous_response_id=response.id,
+        input=[{"type": "custom_tool_call_output", "call_id": response.output[0].call_id, "output": "fine"}],
+    )
+    assert answer.output_text == "The tool said: fine"
+    assert [t["function"]["name"] for t in chat.requests[-1].body["tools"]] == ["apply_patch"]
+
+
+def test_a_native_upstream_gets_the_additional_tools_as_tools(client: OpenAI, native: FakeResponses) -> None:
+    item = {"type": "additional_tools", "role": "developer", "tools": [TOOL, {"type": "namespace", "name": "ns", "description": "d", "tools": []}]}
+    client.responses.create(model="native", input=[item, {"role": "user", "content": "go"}], tools=[], store=False)  # type: ignore[list-item]
+    sent = native.requests[-1].body
+    assert sent["tools"] == [TOOL, {"type": "namespace", "name": "ns", "description": "d", "tools": []}]
+    assert [i.get("type", "message") for i in sent["input"]] == ["message"]

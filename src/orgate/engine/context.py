@@ -27,6 +27,7 @@ from orgate.neutral import (
 )
 from orgate.neutral.items import ORIGIN_FIELD
 from orgate.protocol import (
+    AdditionalToolsItemParam,
     CreateResponseBody,
     FunctionToolParam,
     HostedToolParam,
@@ -78,7 +79,7 @@ class Turn:
     session_id: str | None = None
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
-    dropped_tools: list[tuple[int, str]] = field(default_factory=list)  # (tools index, type) of hosted tools not sent
+    dropped_tools: list[tuple[str, str]] = field(default_factory=list)  # (param path, type) of hosted tools not sent
     mcp_tools: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (tools index, tool) of type mcp: orgate runs them
     mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
 
@@ -191,14 +192,16 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
         raise unsupported_parameter(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning.effort")
 
 
-def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], list[dict[str, Any]], list[tuple[int, str]]]:
-    """``tools`` → (function and ``custom`` tools, hosted tools for the upstream, (index, type) of
-    those dropped). Every upstream takes a ``custom`` tool (a function with one string argument
-    where the upstream has no custom tools: ``orgate.providers.custom_tools``).
+def split_tools(tools: list[Any], deployment: Deployment, paths: list[str] | None = None) -> tuple[list[Any], list[dict[str, Any]], list[tuple[str, str]]]:
+    """``tools`` → (function and ``custom`` tools, hosted tools for the upstream, (param path, type)
+    of those dropped); ``paths``: each tool's param path (default ``tools[i]``). Every upstream
+    takes a ``custom`` tool (a function with one string argument where the upstream has no
+    custom tools: ``orgate.providers.custom_tools``).
 
     Hosted tools go to a deployment that runs them; elsewhere the model's ``hosted_tools``
     policy drops them (the caller warns) or refuses the request, naming the tool. Tools of
     type ``mcp`` are none of these: orgate runs them itself, for every model (``mcp_tools``)."""
+    paths = paths or [f"tools[{i}]" for i in range(len(tools))]
     functions = [t for t in tools if type(t) is not HostedToolParam]
     if len(functions) == len(tools):
         return tools, [], []
@@ -213,9 +216,36 @@ def split_tools(tools: list[Any], deployment: Deployment) -> tuple[list[Any], li
             ErrorCode.UNSUPPORTED_TOOL_TYPE,
             f"Model '{deployment.name}' cannot run tools of type '{tool.type}' (its upstream does not host them;"
             " set hosted_tools = \"drop\" on the model to drop them with a warning).",
-            param=f"tools[{index}].type",
+            param=f"{paths[index]}.type",
         )
-    return functions, [], [(i, t.type) for i, t in hosted]
+    return functions, [], [(paths[i], t.type) for i, t in hosted]
+
+
+def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any], list[Any], list[str]]:
+    """The context without its ``additional_tools`` items, their tools (in order, a name already
+    offered left out) and each tool's param path. Every upstream gets them as offered tools:
+    the items themselves reach none. An ``mcp`` tool there is not run (only ``tools`` names
+    the MCP servers a request uses): the caller drops it like a hosted tool. ``history``: how
+    many of ``items`` came before the request's own input (their paths say ``history``)."""
+    if not any(type(item) is AdditionalToolsItemParam for item in items):
+        return items, [], []
+    kept: list[Any] = []
+    tools: list[Any] = []
+    paths: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(items):
+        if type(item) is not AdditionalToolsItemParam:
+            kept.append(item)
+            continue
+        where = f"input[{i - history}]" if i >= history else f"history[{i}]"
+        for j, tool in enumerate(item.tools):
+            key = (tool.type, str(getattr(tool, "name", None) or (tool.model_extra or {}).get("name")))
+            if key in seen:  # the same tool again (a replayed history carries its item each turn)
+                continue
+            seen.add(key)
+            tools.append(tool)
+            paths.append(f"{where}.tools[{j}]")
+    return kept, tools, paths
 
 
 def mcp_tools(tools: list[Any]) -> list[tuple[int, dict[str, Any]]]:
@@ -369,8 +399,11 @@ def build_turn(
     if not context:
         raise missing_required_parameter("'input' is required (or a previous_response_id to continue).", param="input")
     check_capabilities(deployment, new_input, body)
-    tools, hosted_tools, dropped_tools = split_tools(list(body.tools or []), deployment)
-    check_tool_choice(body.tool_choice, tools, mcp=len(tools) + len(hosted_tools) + len(dropped_tools) != len(body.tools or ()))
+    context, offered, paths = lift_additional_tools(context, len(history))
+    offered = [*(body.tools or ()), *offered]
+    tools, hosted_tools, dropped_tools = split_tools(offered, deployment, [*(f"tools[{i}]" for i in range(len(body.tools or ()))), *paths])
+    dropped_tools += [(paths[i], "mcp") for i, t in enumerate(offered[len(body.tools or ()) :]) if getattr(t, "type", None) == "mcp"]
+    check_tool_choice(body.tool_choice, tools, mcp=bool(mcp_tools(list(body.tools or ()))))
     fmt = text_format_of(body)
     extra = body.model_extra or {}
     stop = extra.get("stop")

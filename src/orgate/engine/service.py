@@ -32,6 +32,7 @@ from orgate.engine.context import (
     build_turn,
     item_to_wire,
     items_from_wire,
+    lift_additional_tools,
     normalize_input,
 )
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
@@ -184,9 +185,9 @@ class ResponsesService:
         request, mcp = turn.request, None
         if turn.mcp_tools or has_mcp_items(request.input):
             request, mcp = self._prepare_mcp(turn, body, history, new_input)
-        for index, kind in turn.dropped_tools:
-            warnings.append(f"tools[{index}]: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
-            log.warning("tools: dropped tools[%d] of type %s for model %s (no upstream runs it)", index, kind, deployment.name)
+        for path, kind in turn.dropped_tools:
+            warnings.append(f"{path}: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
+            log.warning("tools: dropped %s of type %s for model %s (no upstream runs it)", path, kind, deployment.name)
         request = _fit(request, body, deployment)
         # only stored items (history, references, compaction items) can be opaque
         opaque = opaque_items(request.input) if history or unsealed else ()
@@ -215,6 +216,7 @@ class ResponsesService:
         """The model request with MCP items as the function calls they were (``orgate.mcptools.items``),
         and the turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals."""
         model_input, pending = read_context(history, new_input)
+        model_input = lift_additional_tools(model_input)[0]  # their tools are offered already (build_turn)
         request = dataclasses.replace(turn.request, input=model_input)
         uses = []
         if turn.mcp_tools:

@@ -98,6 +98,7 @@ from orgate.protocol.events import (
     StreamingEvent,
 )
 from orgate.protocol.items import (
+    AdditionalToolsItemParam,
     AssistantMessageItemParam,
     CompactionBody,
     CompactionSummaryItemParam,
@@ -182,6 +183,7 @@ __all__ = [
     "FunctionCallOutputContent",
     "FunctionCallOutputContentParam",
     "FunctionCallOutputItemParam",
+    "AdditionalToolsItemParam",
     "CustomToolCallItemParam",
     "CustomToolCallOutputItemParam",
     "McpApprovalRequestItemParam",

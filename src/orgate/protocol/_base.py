@@ -11,7 +11,7 @@ name of its member class, so a validation location such as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, TypeAlias, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
 
@@ -27,6 +27,12 @@ def omittable(**kwargs: Any) -> Any:
     would not validate, so the key is left out instead.
     """
     return Field(default=None, exclude_if=_is_none, **kwargs)
+
+
+FunctionName: TypeAlias = Annotated[
+    str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+]
+"""A function's (or custom tool's) name, as the spec constrains it."""
 
 
 class ParamModel(BaseModel):

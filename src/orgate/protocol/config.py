@@ -89,6 +89,9 @@ class StreamOptionsParam(ParamModel):
 class ReasoningParam(ParamModel):
     effort: ReasoningEffortEnum | None = None
     summary: ReasoningSummaryEnum | None = None
+    # OpenAI's extension (Codex sends ``"all_turns"``): which turns' reasoning the model keeps.
+    # orgate sends each upstream the whole history it may read, so it is accepted and not sent.
+    context: str | None = omittable()
 
 
 # --------------------------------------------------------------------------- response side

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 from pydantic import BaseModel, Discriminator, Field, Tag, create_model
 
 from orgate.protocol._base import (
+    FunctionName,
     ParamModel,
     WireModel,
     omittable,
@@ -37,11 +38,9 @@ from orgate.protocol.enums import (
     MessageRole,
     MessageStatus,
 )
+from orgate.protocol.tools import ResponsesToolParam
 
 CallId: TypeAlias = Annotated[str, Field(min_length=1, max_length=64)]
-FunctionName: TypeAlias = Annotated[
-    str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
-]
 
 # --------------------------------------------------------------------------- request side
 
@@ -150,6 +149,17 @@ class CustomToolCallOutputItemParam(ParamModel):
     output: FunctionCallOutputParamOutput
 
 
+class AdditionalToolsItemParam(ParamModel):
+    """OpenAI's ``additional_tools`` item (not in the spec): tools offered from a place in the
+    input rather than in ``tools`` (Codex sends every tool this way for its newest models).
+    orgate offers them as if they were in ``tools`` (docs/providers.md, "Tool types")."""
+
+    type: Literal["additional_tools"] = "additional_tools"
+    id: str | None = None
+    role: str | None = None
+    tools: list[ResponsesToolParam]
+
+
 # The items of OpenAI's hosted MCP tools (not in the spec): orgate runs MCP tools itself, and a
 # client replays these items (a full history) or answers an approval request (docs/mcp.md).
 
@@ -200,6 +210,7 @@ _TYPE_TAGS: dict[str, str] = {
     "function_call_output": "FunctionCallOutputItemParam",
     "custom_tool_call": "CustomToolCallItemParam",
     "custom_tool_call_output": "CustomToolCallOutputItemParam",
+    "additional_tools": "AdditionalToolsItemParam",
     "mcp_list_tools": "McpListToolsItemParam",
     "mcp_call": "McpCallItemParam",
     "mcp_approval_request": "McpApprovalRequestItemParam",
@@ -265,6 +276,7 @@ if TYPE_CHECKING:
         | FunctionCallOutputItemParam
         | CustomToolCallItemParam
         | CustomToolCallOutputItemParam
+        | AdditionalToolsItemParam
         | McpListToolsItemParam
         | McpCallItemParam
         | McpApprovalRequestItemParam
@@ -285,6 +297,7 @@ else:
             Annotated[FunctionCallOutputItemParam, Tag("FunctionCallOutputItemParam")],
             Annotated[CustomToolCallItemParam, Tag("CustomToolCallItemParam")],
             Annotated[CustomToolCallOutputItemParam, Tag("CustomToolCallOutputItemParam")],
+            Annotated[AdditionalToolsItemParam, Tag("AdditionalToolsItemParam")],
             Annotated[McpListToolsItemParam, Tag("McpListToolsItemParam")],
             Annotated[McpCallItemParam, Tag("McpCallItemParam")],
             Annotated[McpApprovalRequestItemParam, Tag("McpApprovalRequestItemParam")],

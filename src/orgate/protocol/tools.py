@@ -6,9 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, Tag
 
-from orgate.protocol._base import ParamModel, WireModel, omittable, type_union
+from orgate.protocol._base import FunctionName, ParamModel, WireModel, omittable, type_union
 from orgate.protocol.enums import ToolChoiceValueEnum
-from orgate.protocol.items import FunctionName
 
 # --------------------------------------------------------------------------- request side
 

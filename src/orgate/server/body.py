@@ -259,16 +259,24 @@ def check_request_limits(data: Any, limits: LimitSettings) -> None:
             f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
             param="input",
         )
-    tools = data.get("tools")
-    if isinstance(tools, list):
-        if len(tools) > limits.max_tools:
-            raise ApiError.of(ErrorCode.TOO_MANY_TOOLS, f"'tools' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", param="tools")
-        for index, tool in enumerate(tools):
-            if isinstance(tool, dict):
-                _check_schema(tool.get("parameters"), f"tools[{index}].parameters", limits)
+    _check_tools(data.get("tools"), "tools", limits)
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        # OpenAI's additional_tools item offers tools too (engine/context.py): the same limits.
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            _check_tools(item.get("tools"), f"input[{index}].tools", limits)
     text = data.get("text")
     if isinstance(text, dict) and isinstance(text.get("format"), dict):
         _check_schema(text["format"].get("schema"), "text.format.schema", limits)
+
+
+def _check_tools(tools: Any, param: str, limits: LimitSettings) -> None:
+    if not isinstance(tools, list):
+        return
+    if len(tools) > limits.max_tools:
+        raise ApiError.of(ErrorCode.TOO_MANY_TOOLS, f"'{param}' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", param=param)
+    for index, tool in enumerate(tools):
+        if isinstance(tool, dict):
+            _check_schema(tool.get("parameters"), f"{param}[{index}].parameters", limits)
 
 
 def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
