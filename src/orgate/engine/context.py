@@ -580,6 +580,7 @@ __all__ = [
     "is_private",
     "item_to_wire",
     "items_from_wire",
+    "lift_additional_tools",
     "listed_item",
     "normalize_input",
     "parse_body",
