@@ -103,10 +103,11 @@ class Conn:
         self.key = key or server.api_key
         self.http = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         self.request("GET", "/healthz")  # accepted and served: the worker holds it now
-        pids = worker_pids(server.proc.pid)
         self.pid = None
-        for _ in deadline_loop(10):
-            self.pid = pid_serving(self.http.sock.getsockname()[1], server.port, pids)
+        # The workers are listed on each try: during a reload the connection may be held by a
+        # worker that started after the first look.
+        for _ in deadline_loop():
+            self.pid = pid_serving(self.http.sock.getsockname()[1], server.port, worker_pids(server.proc.pid))
             if self.pid is not None:
                 break
 
