@@ -1,0 +1,387 @@
+"""``McpLoop`` in process: a scripted model, a real MCP server (the SDK's own, in a thread).
+
+What the module docstring promises, round by round: each server's tools are listed (an
+``mcp_list_tools`` item) and offered to the model as ``<label>__<tool>`` functions; a call
+of one is held back from the client, goes through the replay gate and the approval
+policy, runs within the call budget (an ``mcp_call`` item), and the model reads the
+result as a ``function_call`` + ``function_call_output`` pair before it is asked again.
+A refused, denied or failed call is an ``mcp_call`` with an error the model reads; it
+never runs. The events are folded by the ``ResponseBuilder``, as the service does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from orgate.engine.builder import ResponseBuilder
+from orgate.engine.mcp_loop import GATE_REFUSED, CallRecord, McpLoop, McpRuntime, McpTurn
+from orgate.mcptools.client import McpClient
+from orgate.mcptools.items import Pending
+from orgate.mcptools.servers import McpRegistry, McpServer, McpUse
+from orgate.neutral import (
+    Finish,
+    ModelEvent,
+    ModelRequest,
+    Provider,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+)
+from orgate.protocol import (
+    FunctionCallItemParam,
+    FunctionCallOutputItemParam,
+    FunctionToolParam,
+    McpApprovalRequestItemParam,
+    UserMessageItemParam,
+)
+from tests.engine.helpers import base
+from tests.mcp.servers import CALLS, Running, tools_server
+
+USER = UserMessageItemParam(content="Add 2 and 3.")
+CLIENT_TOOL = FunctionToolParam(name="client_side", parameters={"type": "object"})
+
+Answer = list[ModelEvent] | Callable[[ModelRequest], list[ModelEvent]]
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    running = Running(tools_server()).start()
+    yield running.url
+    running.stop()
+
+
+class Model(Provider):
+    """A scripted model: each round answers with the next script (or what a script makes of the request)."""
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        assert self.answers, "the loop asked the model more often than scripted"
+        answer = self.answers.pop(0)
+        for event in answer(request) if callable(answer) else answer:
+            yield event
+
+
+def call(name: str, arguments: str, call_id: str = "call_1", index: int = 0) -> list[ModelEvent]:
+    return [ToolCallStart(index, call_id, name), ToolCallDelta(index, arguments)]
+
+
+#: One client for the module, as an app has one: its tool-list cache spares a listing per test.
+CLIENT = McpClient()
+
+
+class Harness:
+    """A loop over one server, its records, and the response it builds."""
+
+    def __init__(
+        self, url: str, model: Model, *, approval: str = "never", max_calls: int = 8, **use: Any
+    ) -> None:
+        self.server = McpServer(label="tools", url=url, require_approval=approval)  # type: ignore[arg-type]
+        self.records: list[CallRecord] = []
+        self.lists: list[tuple[str, str]] = []
+        self.runtime = McpRuntime(
+            registry=McpRegistry(),
+            client=CLIENT,
+            on_call=self.records.append,
+            on_list=lambda *a: self.lists.append(a),
+        )
+        self.model = model
+        self.use = McpUse(
+            index=0,
+            server=self.server,
+            allowed_tools=use.get("allowed"),
+            always=None,
+            never=approval == "never",
+        )
+        self.pending: list[Pending] = use.get("pending", [])
+        self.max_calls = max_calls
+
+    async def run(
+        self, request: ModelRequest | None = None
+    ) -> tuple[list[ModelEvent], dict[str, Any]]:
+        """The loop's events, and the final response the builder made of them."""
+        turn = McpTurn(
+            uses=[self.use],
+            pending=self.pending,
+            max_calls=self.max_calls,
+            tenant="acme",
+            response_id="resp_x",
+        )
+        loop = McpLoop(self.model, turn, self.runtime)
+        builder = ResponseBuilder(base())
+        builder.start()
+        events: list[ModelEvent] = []
+        async for batch in loop.stream_batches(request or ModelRequest(model="m", input=[USER])):
+            for event in batch:
+                events.append(event)
+                builder.feed(event)
+        builder.drain()
+        assert builder.final is not None
+        return events, builder.final
+
+
+def types(response: dict[str, Any]) -> list[str]:
+    return [item["type"] for item in response["output"]]
+
+
+def ran(since: int) -> list[str]:
+    return [name for name, _ in CALLS[since:]]
+
+
+# --- listing and offering ---------------------------------------------------------------------------------
+
+
+async def test_the_servers_tools_are_listed_and_offered_as_functions(server_url: str) -> None:
+    model = Model([TextDelta("No tools needed."), Finish("stop")])
+    harness = Harness(server_url, model)
+    _, response = await harness.run(ModelRequest(model="m", input=[USER], tools=[CLIENT_TOOL]))
+    assert types(response) == ["mcp_list_tools", "message"]
+    listed = response["output"][0]
+    assert listed["server_label"] == "tools" and "error" not in listed
+    names = {tool["name"] for tool in listed["tools"]}
+    assert {"add", "echo", "fail", "code"} <= names
+    offered = [tool.name for tool in model.requests[0].tools]
+    assert offered[0] == "client_side"  # the client's own functions first, untouched
+    assert set(offered[1:]) == {f"tools__{name}" for name in names}
+    add = next(t for t in model.requests[0].tools if t.name == "tools__add")
+    assert add.parameters["properties"].keys() == {"a", "b"}  # the tool's inputSchema
+    assert harness.lists == [("tools", "ok")] and harness.records == []
+    assert response["status"] == "completed"
+
+
+async def test_allowed_tools_narrows_what_is_offered(server_url: str) -> None:
+    model = Model([Finish("stop")])
+    _, response = await Harness(server_url, model, allowed=frozenset({"add"})).run()
+    assert [tool["name"] for tool in response["output"][0]["tools"]] == ["add"]
+    assert [tool.name for tool in model.requests[0].tools] == ["tools__add"]
+
+
+async def test_an_unreachable_server_is_a_listing_error_and_the_model_still_answers() -> None:
+    model = Model([TextDelta("Without tools, then."), Finish("stop")])
+    harness = Harness("http://127.0.0.1:9/mcp", model)  # the discard port: nothing listens
+    _, response = await harness.run()
+    listed = response["output"][0]
+    assert listed["type"] == "mcp_list_tools" and listed["tools"] == [] and listed["error"]
+    assert model.requests[0].tools == [] and harness.lists == [("tools", "failed")]
+    assert types(response) == ["mcp_list_tools", "message"] and response["status"] == "completed"
+
+
+# --- a call, run and read back ------------------------------------------------------------------------------
+
+
+async def test_a_call_runs_and_the_model_reads_its_result(server_url: str) -> None:
+    def second(request: ModelRequest) -> list[ModelEvent]:
+        return [TextDelta("It is 5."), Finish("stop", Usage(20, 3))]
+
+    model = Model(
+        [
+            TextDelta("Let me add. "),
+            *call("tools__add", '{"a": 2, "b": 3}'),
+            Finish("tool_calls", Usage(10, 5)),
+        ],
+        second,
+    )
+    harness = Harness(server_url, model)
+    before = len(CALLS)
+    events, response = await harness.run()
+    assert ran(before) == ["add"]
+    assert not any(
+        isinstance(e, ToolCallStart | ToolCallDelta) for e in events
+    )  # held back from the client
+    assert types(response) == ["mcp_list_tools", "message", "mcp_call", "message"]
+    mcp_call = response["output"][2]
+    assert (mcp_call["server_label"], mcp_call["name"], mcp_call["arguments"]) == (
+        "tools",
+        "add",
+        '{"a": 2, "b": 3}',
+    )
+    assert (mcp_call["status"], mcp_call["output"], mcp_call["error"]) == ("completed", "5", None)
+    assert response["output"][3]["content"][0]["text"] == "It is 5."
+    assert (
+        response["usage"]["input_tokens"] == 30 and response["usage"]["output_tokens"] == 8
+    )  # both rounds
+    said, fc, out = model.requests[1].input[1:]
+    assert said.role == "assistant" and said.content == "Let me add. "
+    assert isinstance(fc, FunctionCallItemParam) and isinstance(out, FunctionCallOutputItemParam)
+    assert (fc.call_id, fc.name, fc.arguments, out.call_id, out.output) == (
+        "call_1",
+        "tools__add",
+        '{"a": 2, "b": 3}',
+        "call_1",
+        "5",
+    )
+    record = harness.records[0]
+    assert (record.tenant, record.server, record.tool, record.outcome, record.response_id) == (
+        "acme",
+        "tools",
+        "add",
+        "ok",
+        "resp_x",
+    )
+    assert record.approval_request_id is None and len(record.arguments_sha256) == 64
+
+
+async def test_a_call_that_fails_the_gate_never_runs_and_the_model_is_told(server_url: str) -> None:
+    model = Model(
+        [*call("tools__code", '{"code": "toolong", "count": 9}'), Finish("tool_calls")],
+        [TextDelta("Sorry."), Finish("stop")],
+    )
+    harness = Harness(server_url, model)
+    before = len(CALLS)
+    _, response = await harness.run()
+    assert ran(before) == []
+    mcp_call = response["output"][1]
+    assert mcp_call["type"] == "mcp_call" and mcp_call["status"] == "failed"
+    assert (
+        mcp_call["error"]["code"] == GATE_REFUSED
+        and "arguments_schema" in mcp_call["error"]["message"]
+    )
+    told = model.requests[1].input[-1]
+    assert isinstance(told, FunctionCallOutputItemParam) and told.output.startswith(
+        "The tool did not run"
+    )
+    assert [r.outcome for r in harness.records] == ["refused"]
+
+
+async def test_a_tool_that_fails_is_a_failed_call_the_model_reads(server_url: str) -> None:
+    model = Model(
+        [*call("tools__fail", '{"reason": "testing"}'), Finish("tool_calls")],
+        [TextDelta("It failed."), Finish("stop")],
+    )
+    harness = Harness(server_url, model)
+    _, response = await harness.run()
+    mcp_call = response["output"][1]
+    assert (
+        mcp_call["status"] == "failed" and mcp_call["error"]["type"] == "mcp_tool_execution_error"
+    )
+    told = model.requests[1].input[-1]
+    assert told.output.startswith("The tool failed") and "testing" in told.output
+    assert [r.outcome for r in harness.records] == ["tool_error"]
+
+
+# --- what ends a response ---------------------------------------------------------------------------------------
+
+
+async def test_a_call_needing_approval_ends_the_response_with_a_request(server_url: str) -> None:
+    model = Model([*call("tools__add", '{"a": 1, "b": 1}'), Finish("tool_calls")])
+    harness = Harness(server_url, model, approval="always")
+    before = len(CALLS)
+    events, response = await harness.run()
+    assert ran(before) == [] and len(model.requests) == 1
+    assert types(response) == ["mcp_list_tools", "mcp_approval_request"]
+    request = response["output"][1]
+    assert (request["server_label"], request["name"], request["arguments"]) == (
+        "tools",
+        "add",
+        '{"a": 1, "b": 1}',
+    )
+    assert (
+        isinstance(events[-1], Finish)
+        and events[-1].reason == "stop"
+        and response["status"] == "completed"
+    )
+    assert [r.outcome for r in harness.records] == ["approval_requested"]
+
+
+async def test_the_call_budget_stops_the_response(server_url: str) -> None:
+    model = Model(
+        [
+            *call("tools__add", '{"a": 1, "b": 2}', "c1"),
+            *call("tools__add", '{"a": 3, "b": 4}', "c2", index=1),
+            Finish("tool_calls"),
+        ]
+    )
+    harness = Harness(server_url, model, max_calls=1)
+    before = len(CALLS)
+    _, response = await harness.run()
+    assert ran(before) == ["add"] and len(model.requests) == 1
+    first, second = response["output"][1:]
+    assert (
+        first["output"] == "3"
+        and second["status"] == "failed"
+        and "max_tool_calls" in second["error"]["message"]
+    )
+    assert [r.outcome for r in harness.records] == ["ok", "over_budget"]
+
+
+async def test_a_call_of_the_clients_own_function_ends_the_response_after_the_mcp_calls(
+    server_url: str,
+) -> None:
+    model = Model(
+        [
+            *call("tools__echo", '{"text": "hi"}', "c1"),
+            *call("client_side", "{}", "c2", index=1),
+            Finish("tool_calls"),
+        ]
+    )
+    events, response = await Harness(server_url, model).run(
+        ModelRequest(model="m", input=[USER], tools=[CLIENT_TOOL])
+    )
+    assert len(model.requests) == 1
+    assert types(response) == ["mcp_list_tools", "function_call", "mcp_call"]
+    assert (
+        response["output"][1]["name"] == "client_side"
+        and response["output"][2]["output"] == "echo: hi"
+    )
+    assert isinstance(events[-1], Finish) and events[-1].reason == "tool_calls"
+
+
+# --- answered approvals -------------------------------------------------------------------------------------------
+
+
+def _pending(
+    approve: bool, arguments: str = '{"a": 4, "b": 5}', reason: str | None = None
+) -> Pending:
+    request = McpApprovalRequestItemParam(
+        id="mcpr_1", server_label="tools", name="add", arguments=arguments
+    )
+    return Pending(request=request, approve=approve, reason=reason, param="input[1]")
+
+
+async def test_an_approved_call_runs_before_the_model_is_asked(server_url: str) -> None:
+    model = Model([TextDelta("9."), Finish("stop")])
+    harness = Harness(server_url, model, approval="always", pending=[_pending(True)])
+    before = len(CALLS)
+    _, response = await harness.run()
+    assert ran(before) == ["add"]
+    mcp_call = response["output"][1]
+    assert (mcp_call["output"], mcp_call["approval_request_id"]) == ("9", "mcpr_1")
+    fc, out = model.requests[0].input[1:]
+    assert (fc.call_id, fc.name, out.output) == ("mcpr_1", "tools__add", "9")
+    assert [(r.outcome, r.approval_request_id) for r in harness.records] == [("ok", "mcpr_1")]
+
+
+async def test_a_denied_call_never_runs_and_the_model_hears_why(server_url: str) -> None:
+    model = Model([TextDelta("Understood."), Finish("stop")])
+    harness = Harness(
+        server_url, model, approval="always", pending=[_pending(False, reason="not today")]
+    )
+    before = len(CALLS)
+    _, response = await harness.run()
+    assert ran(before) == []
+    mcp_call = response["output"][1]
+    assert (
+        mcp_call["status"] == "failed"
+        and "denied" in mcp_call["error"]["message"]
+        and "not today" in mcp_call["error"]["message"]
+    )
+    assert "denied" in model.requests[0].input[-1].output
+    assert [r.outcome for r in harness.records] == ["denied"]
+
+
+async def test_an_approved_call_still_goes_through_the_gate(server_url: str) -> None:
+    model = Model([Finish("stop")])
+    harness = Harness(
+        server_url, model, approval="always", pending=[_pending(True, arguments='{"a": "four"}')]
+    )
+    before = len(CALLS)
+    _, response = await harness.run()
+    assert ran(before) == [] and response["output"][1]["error"]["code"] == GATE_REFUSED
+    assert [r.outcome for r in harness.records] == ["refused"]
