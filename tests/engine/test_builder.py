@@ -694,3 +694,45 @@ def test_any_event_stream_follows_the_spec_grammar(
     validate("ResponseResource", builder.final)
     done = [e["item"] for e in events if e["type"] == "response.output_item.done"]
     assert builder.final["output"] == done
+
+
+# --- OpenAI's custom tool calls (not in the spec: OpenAI's event names and item shape) ----------------
+
+
+def test_a_custom_tool_call_streams_its_free_form_input() -> None:
+    builder = run(
+        TextDelta("Patching."),
+        ToolCallStart(0, "call_p", "apply_patch", custom=True),
+        ToolCallDelta(0, "*** Begin Patch\n"),
+        ToolCallDelta(0, "*** End Patch"),
+        Finish("tool_calls"),
+    )
+    events = builder.drain()
+    call_events = [e for e in events if e.get("output_index") == 1]
+    assert _types(call_events) == [
+        "response.output_item.added",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
+        "response.output_item.done",
+    ]
+    added = call_events[0]["item"]
+    assert added == {
+        "id": added["id"],
+        "type": "custom_tool_call",
+        "status": "in_progress",
+        "call_id": "call_p",
+        "name": "apply_patch",
+        "input": "",
+    }
+    assert added["id"].startswith("ctc_")
+    assert all(e["item_id"] == added["id"] for e in call_events[1:4])
+    assert [e["delta"] for e in call_events[1:3]] == ["*** Begin Patch\n", "*** End Patch"]
+    assert call_events[3]["input"] == "*** Begin Patch\n*** End Patch"
+    done = call_events[4]["item"]
+    assert done == {**added, "status": "completed", "input": "*** Begin Patch\n*** End Patch"}
+    assert not any(e["type"].startswith("response.function_call_arguments") for e in events)
+    assert (
+        events[-1]["type"] == "response.completed" and events[-1]["response"]["output"][1] == done
+    )
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))

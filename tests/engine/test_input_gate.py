@@ -245,3 +245,53 @@ def test_reasoning_text_content_is_left_out_under_every_policy() -> None:
         ]
     other = item | {"content": [{"type": "output_text", "text": "x"}]}
     assert without_reasoning_text(other) is other  # anything else is the parser's to refuse
+
+
+# --- OpenAI's custom tool calls and their outputs ----------------------------------------------------
+
+CUSTOM_CALL = {
+    "type": "custom_tool_call",
+    "call_id": "call_c",
+    "name": "apply_patch",
+    "input": "*** Begin Patch",
+    "status": "completed",
+}
+CUSTOM_OUTPUT = {"type": "custom_tool_call_output", "call_id": "call_c", "output": "applied"}
+PATCH_TOOL = {"type": "custom", "name": "apply_patch"}
+
+
+def test_a_custom_call_and_its_output_pass() -> None:
+    assert gate([USER, CUSTOM_CALL, CUSTOM_OUTPUT], tools=[WEATHER, PATCH_TOOL]) == []
+
+
+def test_a_custom_call_that_is_not_completed_is_refused() -> None:
+    error = refusal(
+        [USER, CUSTOM_CALL | {"status": "in_progress"}, CUSTOM_OUTPUT], tools=[PATCH_TOOL]
+    )
+    assert (error.code, error.param) == (
+        "status",
+        "input[1]",
+    ) and "custom_tool_call" in error.message
+
+
+@pytest.mark.parametrize(
+    ("items", "code", "param"),
+    [
+        ([USER, CUSTOM_OUTPUT], "orphan_output", "input[1].call_id"),
+        (
+            [USER, CUSTOM_CALL, OUTPUT | {"call_id": "call_c"}],
+            "mismatched_output",
+            "input[2].call_id",
+        ),
+        (
+            [USER, CALL, CUSTOM_OUTPUT | {"call_id": "call_1"}],
+            "mismatched_output",
+            "input[2].call_id",
+        ),
+    ],
+)
+def test_a_custom_output_pairs_with_a_custom_call_only(
+    items: list[dict[str, Any]], code: str, param: str
+) -> None:
+    error = refusal(items, tools=[WEATHER, PATCH_TOOL])
+    assert (error.code, error.param) == (code, param)

@@ -35,9 +35,13 @@ from orgate.neutral import (
 )
 from orgate.protocol import (
     AllowedToolsParam,
+    CustomToolCallItemParam,
+    CustomToolCallOutputItemParam,
+    CustomToolParam,
     FunctionCallItemParam,
     FunctionCallOutputItemParam,
     FunctionToolParam,
+    SpecificCustomParam,
     SpecificFunctionParam,
     UserMessageItemParam,
 )
@@ -619,3 +623,58 @@ async def test_refused_calls_end_the_stream_as_failed_after_the_text(
     assert final["status"] == "failed" and final["error"]["code"] == "invalid_tool_arguments"
     assert [i["type"] for i in final["output"]] == ["message"]  # the text sent before; no call
     assert "call_bad" not in json.dumps(events)
+
+
+# --- OpenAI's custom tools: free-form input, only the name is checked ----------------------------------
+
+PATCH = CustomToolParam(name="apply_patch")
+
+
+def custom_call(name: str, text: str, call_id: str = "call_c") -> list[ModelEvent]:
+    return [ToolCallStart(0, call_id, name, custom=True), ToolCallDelta(0, text)]
+
+
+async def test_a_custom_call_of_a_defined_custom_tool_passes_whatever_its_input(
+    scripted: type[Scripted],
+) -> None:
+    provider = scripted([*custom_call("apply_patch", "not JSON { at all"), Finish("stop")])
+    guard, counted = guard_for(provider)
+    out = await collect(guard, request(tools=[WEATHER, PATCH]))
+    starts = [e for e in out if isinstance(e, ToolCallStart)]
+    assert starts == [ToolCallStart(0, "call_c", "apply_patch", custom=True)]  # still a custom call
+    assert calls_of(out) == [(0, "call_c", "apply_patch", "not JSON { at all")]
+    assert finish_of(out).reason == "tool_calls" and counted == ["ok"]
+
+
+async def test_a_custom_call_of_an_unknown_name_is_sent_back_as_a_custom_pair(
+    scripted: type[Scripted],
+) -> None:
+    provider = scripted(
+        [
+            *custom_call("get_weather", "Paris"),
+            Finish("stop"),
+        ],  # a function tool's name: not a custom tool
+        [*custom_call("apply_patch", "ok"), Finish("stop")],
+    )
+    guard, counted = guard_for(provider)
+    out = await collect(guard, request(tools=[WEATHER, PATCH]))
+    assert calls_of(out) == [(0, "call_c", "apply_patch", "ok")]
+    assert counted == ["unknown_tool", "ok"]
+    sent, told = provider.requests[1].input[1:]
+    assert isinstance(sent, CustomToolCallItemParam) and isinstance(
+        told, CustomToolCallOutputItemParam
+    )
+    assert (sent.call_id, sent.name, sent.input) == ("call_c", "get_weather", "Paris")
+    assert told.call_id == "call_c" and "unknown_tool" in told.output
+
+
+async def test_a_named_custom_tool_choice_allows_that_tool_only(scripted: type[Scripted]) -> None:
+    choice = SpecificCustomParam(name="apply_patch")
+    provider = scripted(
+        [*call("get_weather", GOOD), Finish("tool_calls")],
+        [*call("get_weather", GOOD), Finish("tool_calls")],
+    )
+    guard, _ = guard_for(provider)
+    with pytest.raises(ApiError) as caught:
+        await collect(guard, request(tools=[WEATHER, PATCH], tool_choice=choice))
+    assert caught.value.code == "tool_choice_violation" and "apply_patch" in caught.value.message
