@@ -228,3 +228,25 @@ def test_a_native_upstream_gets_the_additional_tools_as_tools(client: OpenAI, na
     sent = native.requests[-1].body
     assert sent["tools"] == [TOOL, {"type": "namespace", "name": "ns", "description": "d", "tools": []}]
     assert [i.get("type", "message") for i in sent["input"]] == ["message"]
+
+
+def test_a_call_of_a_namespaced_tool_reaches_the_client_with_its_namespace(client: OpenAI, native: FakeResponses) -> None:
+    """Codex's newest models offer their tools in namespaces (a native Responses upstream runs
+    them): the model's call names its namespace, the tool guard lets it through (it has no
+    definition to check it by), and the client gets the namespace to find the tool."""
+    call = {"id": "fc_up", "type": "function_call", "status": "completed", "call_id": "call_ns", "namespace": "functions", "name": "wait", "arguments": '{"ms":1}'}
+    native.handler = lambda body: Raw([frames(
+        {"type": "response.output_item.added", "output_index": 0, "item": {**call, "status": "in_progress", "arguments": ""}},
+        {"type": "response.output_item.done", "output_index": 0, "item": call},
+        {"type": "response.completed", "response": {"id": "r", "object": "response", "status": "completed", "output": []}},
+    )])
+    try:
+        namespace = {"type": "namespace", "name": "functions", "description": "d", "tools": [{"type": "function", "name": "wait", "parameters": {"type": "object"}}]}
+        item = {"type": "additional_tools", "role": "developer", "tools": [namespace]}
+        # A function tool beside it: the tool guard checks this request's calls.
+        lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object"}}
+        response = client.responses.create(model="native", input=[item, {"role": "user", "content": "wait"}], tools=[lookup], store=False)  # type: ignore[list-item]
+    finally:
+        native.handler = native_brain
+    [out] = response.output
+    assert (out.type, out.name, out.arguments, getattr(out, "namespace", None)) == ("function_call", "wait", '{"ms":1}', "functions")

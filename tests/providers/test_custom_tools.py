@@ -148,3 +148,18 @@ def test_the_builder_emits_a_custom_tool_call_item_and_its_input_events() -> Non
     assert events[5] == {"type": "response.custom_tool_call_input.done", "item_id": added["id"], "output_index": 0, "input": "ab", "sequence_number": 5}
     assert done == {**added, "status": "completed", "input": "ab"}
     assert events[-1]["response"]["output"] == [done]
+
+
+def test_a_namespaced_call_keeps_its_namespace_from_a_native_upstream_to_the_client() -> None:
+    """A tool offered inside a ``namespace`` tool (Codex's ``functions`` namespace, its code-mode
+    ``exec``): the call names its namespace, which the client needs to find the tool."""
+    item = {"id": "ctc_up", "type": "custom_tool_call", "call_id": "call_up", "name": "exec", "namespace": "functions", "input": "text(1)"}
+    decoder = StreamDecoder("native")
+    events = decoder.feed(frames({"type": "response.output_item.done", "output_index": 0, "item": item}, {"type": "response.completed", "response": {"status": "completed", "output": []}}))
+    assert events[0] == ToolCallStart(0, "call_up", "exec", custom=True, namespace="functions")
+    builder = ResponseBuilder({}, response_id="resp_1")
+    builder.start()
+    for event in events:
+        builder.feed(event)
+    [done] = [e["item"] for e in builder.drain() if e["type"] == "response.output_item.done"]
+    assert (done["type"], done["name"], done["namespace"], done["input"]) == ("custom_tool_call", "exec", "functions", "text(1)")

@@ -80,9 +80,9 @@ class _Message:
 
 
 class _Call:
-    __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index", "custom")
+    __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index", "custom", "namespace")
 
-    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int, custom: bool) -> None:
+    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int, custom: bool, namespace: str | None = None) -> None:
         self.id = item_id
         self.index = index
         self.call_id = call_id or ids.call_id()
@@ -90,6 +90,7 @@ class _Call:
         self.chunks: list[str] = []
         self.source_index = source_index
         self.custom = custom  # a ``custom_tool_call``: ``input`` (free-form text) instead of ``arguments``
+        self.namespace = namespace  # OpenAI's namespace of the tool, when the upstream named one
 
 
 class _Reasoning:
@@ -107,8 +108,12 @@ class _Reasoning:
 def _call_item(call: _Call, status: str, text: str) -> dict[str, Any]:
     """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of ``arguments``)."""
     if call.custom:
-        return {"id": call.id, "type": "custom_tool_call", "status": status, "call_id": call.call_id, "name": call.name, "input": text}
-    return {"id": call.id, "type": "function_call", "status": status, "call_id": call.call_id, "name": call.name, "arguments": text}
+        item = {"id": call.id, "type": "custom_tool_call", "status": status, "call_id": call.call_id, "name": call.name, "input": text}
+    else:
+        item = {"id": call.id, "type": "function_call", "status": status, "call_id": call.call_id, "name": call.name, "arguments": text}
+    if call.namespace is not None:
+        item["namespace"] = call.namespace
+    return item
 
 
 class ResponseBuilder:
@@ -461,7 +466,7 @@ class ResponseBuilder:
 
     def _open_call(self, start: ToolCallStart) -> None:
         index = len(self.output)
-        call = _Call(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom)
+        call = _Call(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom, start.namespace)
         self._open = call
         self._emit({"type": "response.output_item.added", "output_index": call.index, "item": _call_item(call, "in_progress", "")})
 

@@ -163,7 +163,8 @@ class ToolGuard(WrapperProvider):
 
     def _problems(self, calls: list[_Call], catalog: ToolCatalog, custom: frozenset[str], allowed: frozenset[str] | None, must_call: bool) -> list[str]:
         """What is wrong with an attempt's calls. A custom tool's call has free-form input: only
-        its name is checked (a custom tool of the request), never a schema."""
+        its name is checked (a custom tool of the request), never a schema; a call of a tool in a
+        ``namespace`` only against ``tool_choice``."""
         problems: list[str] = []
         if must_call and not calls:
             problems.append("tool_choice requires a tool call, and the model called none")
@@ -173,6 +174,10 @@ class ToolGuard(WrapperProvider):
                 self._count("tool_choice")
                 allowed_text = ", ".join(sorted(allowed)) or "none"
                 problems.append(f"tool_choice does not allow calling '{name}' (allowed: {allowed_text})")
+                continue
+            if call.start.namespace is not None:
+                # A tool inside a ``namespace`` tool: the native upstream that runs namespaces has
+                # its definition, which orgate passes on without reading; nothing to check it by.
                 continue
             if call.start.custom:
                 ok = name in custom
@@ -209,7 +214,7 @@ class ToolGuard(WrapperProvider):
     def _release(held: list[ModelEvent], calls: list[_Call]) -> list[ModelEvent]:
         events: list[ModelEvent] = list(held)
         for index, call in enumerate(calls):
-            events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom))
+            events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom, call.start.namespace))
             events.extend(ToolCallDelta(index, d.arguments) for d in call.deltas)
         return events
 

@@ -108,6 +108,9 @@ class ToolCallStart:
     call_id: str
     name: str
     custom: bool = False
+    # OpenAI's ``namespace`` of the tool called (a tool offered inside a ``namespace`` tool, which
+    # only a native Responses upstream runs): the client needs it to find the tool.
+    namespace: str | None = None
 
 
 @dataclass(slots=True)

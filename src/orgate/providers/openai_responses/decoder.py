@@ -222,8 +222,10 @@ class StreamDecoder(SseStreamDecoder):
         call = _Call(index=len(self._order), custom=custom)
         self._calls[oi] = call
         self._order.append(oi)
+        namespace = item.get("namespace")
         start = ToolCallStart(
-            call.index, str(item.get("call_id") or ""), str(item.get("name") or ""), custom
+            call.index, str(item.get("call_id") or ""), str(item.get("name") or ""), custom,
+            namespace if isinstance(namespace, str) and namespace else None,
         )
         if self._active is None and all(self._calls[o].state == "closed" for o in self._order[:-1]):
             call.state = "active"
