@@ -1,6 +1,6 @@
 """OpenAI's ``custom`` tools through a real ``orgate serve``, with the ``openai`` SDK as the client:
-the built-in model, an ``openai-chat`` upstream (a fake: a function with one string argument) and
-a native Responses upstream (a fake streaming OpenAI's ``custom_tool_call`` events, exactly).
+the built-in model, an ``openai-chat`` and an ``anthropic`` upstream (fakes: a function with one
+string argument) and a native Responses upstream (a fake streaming OpenAI's ``custom_tool_call`` events, exactly).
 
 Each runs a round trip: the model calls the tool (a ``custom_tool_call`` with ``input``, streamed
 as ``response.custom_tool_call_input.*``), the client answers with a ``custom_tool_call_output``
@@ -16,7 +16,9 @@ from typing import Any
 import orjson
 import pytest
 from openai import BadRequestError, OpenAI
+from tests.fakes import anthropic_upstream
 from tests.fakes._base import Raw
+from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text, tool_calls
 from tests.fakes.responses_upstream import FakeResponses
 from tests.fakes.responses_upstream import text as responses_text
@@ -39,6 +41,18 @@ def chat_brain(body: dict[str, Any]) -> Any:
         return text(f"The tool said: {last['content']}")
     [tool] = body["tools"]
     return tool_calls((tool["function"]["name"], json.dumps({"input": PATCH})))
+
+
+def anthropic_brain(body: dict[str, Any]) -> Any:
+    """The Messages API model: a tool result is quoted; otherwise the one tool is used with a patch."""
+    last = body["messages"][-1]
+    results = [b for b in last["content"] if isinstance(last["content"], list) and b.get("type") == "tool_result"]
+    if results:
+        content = results[0]["content"]
+        said = content if isinstance(content, str) else " ".join(part.get("text", "") for part in content)
+        return anthropic_upstream.text(f"The tool said: {said}")
+    [tool] = body["tools"]
+    return anthropic_upstream.tool_use((tool["name"], json.dumps({"input": PATCH})))
 
 
 def frames(*events: dict[str, Any]) -> bytes:
@@ -87,8 +101,16 @@ def native() -> Iterator[FakeResponses]:
 
 
 @pytest.fixture(scope="module")
-def server(chat: FakeOpenAIChat, native: FakeResponses) -> Iterator[OrgateServer]:
+def claude() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic.start_in_thread() as fake:
+        fake.handler = anthropic_brain
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def server(chat: FakeOpenAIChat, native: FakeResponses, claude: FakeAnthropic) -> Iterator[OrgateServer]:
     config = model_block("chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30)
+    config += model_block("claude", "anthropic", claude.base_url, "claude-fake-1", api_key="k", read_timeout=30)
     config += model_block("native", "openai-responses", native.base_url, "gpt-fake-1", read_timeout=30)
     with OrgateServer(config) as running:
         yield running
@@ -105,7 +127,7 @@ def streamed(client: OpenAI, **body: Any) -> tuple[list[Any], Any]:
     return events, events[-1].response
 
 
-MODELS = ["orgate/echo", "chat", "native"]
+MODELS = ["orgate/echo", "chat", "claude", "native"]
 
 
 @pytest.mark.parametrize("model", MODELS)
