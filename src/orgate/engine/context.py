@@ -11,7 +11,7 @@ service reads the store); this module does no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -56,31 +56,32 @@ NEUTRAL_FIELDS = {"client_metadata": dict, "prompt_cache_retention": str}
 _ITEMS = TypeAdapter(list[ItemParam])
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     """The plan of one response: what was asked, and what was decided before the upstream is called.
 
-    Built once by ``build_turn`` (the service makes an adjusted copy with ``dataclasses.replace``
-    while it prepares the turn) and never changed after; its lists are not changed either. What
-    happens once the upstream is called is the turn's ``TurnRun``. ``base`` is the response
-    skeleton, which the ``ResponseBuilder`` owns from the response's first event on."""
+    Built once by ``build_turn`` (the service makes an adjusted copy with ``_replace`` while it
+    prepares the turn) and never changed after; its lists are not changed either. What happens
+    once the upstream is called is the turn's ``TurnRun``. ``base`` is the response skeleton,
+    which the ``ResponseBuilder`` owns from the response's first event on. A named tuple: as
+    immutable as a frozen dataclass, without its per-field ``object.__setattr__`` on every
+    request (hot path — see bench/instructions.py)."""
 
     deployment: Deployment
     request: ModelRequest
     base: dict[str, Any]  # response skeleton (see ResponseBuilder)
     new_input: list[Any]  # this request's own input items (protocol models), references resolved
-    history: list[Any] = field(default_factory=list)  # items from previous_response_id / session
+    history: list[Any]  # items from previous_response_id / session
+    response_id: str
+    dropped_tools: list[tuple[str, str]]  # (param path, type) of hosted tools not sent
+    mcp_tools: list[tuple[int, dict[str, Any]]]  # (tools index, tool) of type mcp: orgate runs them
     stream: bool = False
     store: bool = True
     background: bool = False
     user: str | None = None
-    response_id: str = field(default_factory=ids.response_id)
     history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
     session_id: str | None = None
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
     opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
-    dropped_tools: list[tuple[str, str]] = field(default_factory=list)  # (param path, type) of hosted tools not sent
-    mcp_tools: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (tools index, tool) of type mcp: orgate runs them
     mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
 
 
@@ -476,6 +477,7 @@ def build_turn(
         base=base,
         new_input=new_input,
         history=history,
+        response_id=ids.response_id(),
         stream=bool(body.stream),
         store=store,
         background=bool(body.background),

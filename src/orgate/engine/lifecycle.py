@@ -292,7 +292,11 @@ class ResponseStream:
         """On every way out: the upstream closed, an unfinished response ended and saved, the
         session released, each also when a second cancellation (shutdown) interrupts the one before."""
         try:
-            await aclose_quietly(self._upstream)
+            close = getattr(self._upstream, "aclose", None)
+            if close is not None:
+                await close()
+        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask how it ended
+            log.debug("error while closing an upstream stream", exc_info=True)
         finally:
             try:
                 if not self.builder.finished:

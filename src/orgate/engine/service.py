@@ -194,7 +194,7 @@ class ResponsesService:
         if turn.background and not turn.store:
             raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
         if request is not turn.request or mcp is not None or opaque:
-            turn = dataclasses.replace(turn, request=request, mcp=mcp, opaque=opaque)
+            turn = turn._replace(request=request, mcp=mcp, opaque=opaque)
         return turn
 
     async def _history(self, previous: str | None, caller: Caller, history_override: list[dict[str, Any]] | None) -> list[Any]:
@@ -299,7 +299,15 @@ class ResponsesService:
             upstream = self._call(turn, run, session, budget)
             if turn.background:
                 return await self._queue(ResponseStream(self, turn, run, caller, upstream, None, session))
-            first, failed = await self._first_batch(turn, run, upstream)
+            # The first batch, so that a failure before any output is an HTTP error.
+            first: list[ModelEvent] | None = None
+            failed: ApiError | None = None
+            try:
+                first = await anext(upstream)
+            except BaseException as exc:
+                failed = await self._no_first_batch(turn, upstream, exc)
+            else:
+                self._answered(turn, run)
         except BaseException:
             await self.end_session(session)
             raise
@@ -333,25 +341,22 @@ class ResponsesService:
             raise
         return stream
 
-    async def _first_batch(self, turn: Turn, run: TurnRun, upstream: AsyncIterator[list[ModelEvent]]) -> tuple[list[ModelEvent] | None, ApiError | None]:
-        """The first batch of model events, so that a failure before any output is an HTTP error;
-        or, for a stream whose model answered but never validly, the error it ends with."""
-        try:
-            first = await anext(upstream)
-        except StopAsyncIteration:
+    async def _no_first_batch(self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]], exc: BaseException) -> ApiError:
+        """The call failed before its first batch: raised (an HTTP error), the call closed; or,
+        for a stream whose model answered but never validly, the error the stream ends with."""
+        if isinstance(exc, StopAsyncIteration):
             raise upstream_without_events(turn.deployment.name) from None
-        except ApiError as error:
-            await aclose_quietly(upstream)
-            if not (turn.stream and error.code in MODEL_OUTPUT_FAILURES):
-                raise
-            return None, error  # a stream says so with response.failed
-        except BaseException:
-            await aclose_quietly(upstream)
-            raise
+        await aclose_quietly(upstream)
+        if isinstance(exc, ApiError) and turn.stream and exc.code in MODEL_OUTPUT_FAILURES:
+            return exc  # a stream says so with response.failed
+        raise exc
+
+    def _answered(self, turn: Turn, run: TurnRun) -> None:
+        """The upstream answered: the opaque history items its provider left out, and what the
+        provider changed to make the request acceptable, go to the warnings."""
         if turn.opaque:
             self.report_opaque(turn, run)
         run.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
-        return first, None
 
     def _set_headers(self, stream: ResponseStream, session_id: str | None) -> None:
         turn, run = stream.turn, stream.run
