@@ -54,16 +54,19 @@ class Authenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise ApiError.of(ErrorCode.INVALID_API_KEY, "The Authorization header must be 'Bearer <key>'.")
-        return self.check_token(token)
+        caller = self._accepted.get(token)  # every request asks: the remembered case without a call
+        return caller if caller is not None else self._remember(token)
 
     def check_token(self, token: str) -> Caller:
         """The caller a bare key names, or a 401."""
         caller = self._accepted.get(token)
-        if caller is None:
-            caller = self._check(token)
-            if len(self._accepted) >= REMEMBERED_KEYS:
-                self._accepted.clear()
-            self._accepted[token] = caller
+        return caller if caller is not None else self._remember(token)
+
+    def _remember(self, token: str) -> Caller:
+        caller = self._check(token)
+        if len(self._accepted) >= REMEMBERED_KEYS:
+            self._accepted.clear()
+        self._accepted[token] = caller
         return caller
 
     def _check(self, token: str) -> Caller:

@@ -3,7 +3,8 @@
 - ``RequestIdMiddleware``: the request's typed state (``request_state.py``) with its
   id — a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or a new one —
   sent back in ``X-Request-Id``; for HTTP also the current request of the context
-  (log lines from deeper layers carry its id).
+  (log lines from deeper layers carry its id), and what was answered (status, a
+  stream's first chunk) noted on the state as it leaves.
 - ``AccessLogMiddleware``: one line on ``orgate.access`` per HTTP request (method,
   route template, status, duration, model, request id; the request body only with
   ``[logging] bodies = true``), the ``orgate_http_*`` metrics, a span when tracing
@@ -11,13 +12,14 @@
 - ``AuthMiddleware``: the request's credential checked once (``auth.py``): the
   caller, or the 401 it earned, kept on the state for the endpoints that need a key
   (``auth.caller_of``); two different ``Authorization`` headers are refused at once.
-- ``RateLimitMiddleware`` (with ``[ratelimit]`` keys only): the per-key limits
+- ``RateLimitMiddleware`` (only when some key has a limit): the per-key limits
   (``ratelimit.py``) on model calls.
 
 Each is plain ASGI (no ``BaseHTTPMiddleware``): no body is buffered, ``send`` is
-wrapped only where a response is watched, and a middleware with nothing to do after
-the app returns the app's awaitable instead of awaiting it in a coroutine of its
-own (hot path — see bench/instructions.py).
+wrapped once (by the request id's middleware, which notes what the access log
+reads), and a middleware with nothing to do after the app returns the app's
+awaitable instead of awaiting it in a coroutine of its own (hot path — see
+bench/instructions.py).
 """
 
 from __future__ import annotations
@@ -105,25 +107,37 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = RequestState(_request_id(given_request_id(scope)), scope.get("method", ""), scope.get("path", ""))
         scope[STATE_KEY] = state
         if scope["type"] != "http":
-            return self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
-        return self._serve(state, scope, receive, send)
-
-    async def _serve(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
+            await self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
+            return
         id_header = (REQUEST_ID_HEADER, state.request_id.encode("ascii"))
+        watching = True  # False once nothing more is to be learned from the messages
 
-        # A plain function returning the server's awaitable: no coroutine of its own per message.
-        def send_with_id(message: Message) -> Awaitable[None]:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*(message.get("headers") or ()), id_header]}
+        # The one wrapper of ``send`` on the edge, a plain function returning the server's
+        # awaitable: no coroutine of its own per message (hot path — see bench/instructions.py).
+        def send_noted(message: Message) -> Awaitable[None]:
+            nonlocal watching
+            if watching:
+                kind = message["type"]
+                if kind == "http.response.start":
+                    state.status = message["status"]
+                    headers = [*(message.get("headers") or ()), id_header]
+                    for name, value in headers:
+                        if name == b"content-type" and value.startswith(b"text/event-stream"):
+                            state.streaming = True
+                    watching = state.streaming
+                    message = {**message, "headers": headers}
+                elif kind == "http.response.body" and message.get("body"):
+                    state.first_chunk = time.perf_counter()
+                    watching = False
             return send(message)
 
         token = CURRENT_REQUEST.set(state)
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, send_noted)
         finally:
             CURRENT_REQUEST.reset(token)
 
@@ -142,35 +156,13 @@ class AccessLogMiddleware:
         # Paths served without Starlette's router (no scope["route"]): their path is their template.
         self.static_routes = frozenset(static_routes)
 
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return self.app(scope, receive, send)
-        return self._serve(scope[STATE_KEY], scope, receive, send)
-
-    async def _serve(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
+            await self.app(scope, receive, send)
+            return
+        state: RequestState = scope[STATE_KEY]
         started = time.perf_counter()
-        status = 0
-        streaming = False
-        first_chunk: float | None = None
         body_log: bytearray | None = bytearray() if self.log_bodies else None
-        watching = True  # False once nothing more is to be learned from the messages: the fast path
-
-        def send_watched(message: Message) -> Awaitable[None]:
-            nonlocal status, streaming, first_chunk, watching
-            if watching:
-                kind = message["type"]
-                if kind == "http.response.start":
-                    status = message["status"]
-                    state.response_started = True
-                    for name, value in message.get("headers") or ():
-                        if name == b"content-type" and value.startswith(b"text/event-stream"):
-                            streaming = True
-                    watching = streaming
-                elif kind == "http.response.body" and message.get("body"):
-                    first_chunk = time.perf_counter()
-                    watching = False
-            return send(message)
-
         app_receive = receive
         if body_log is not None:
 
@@ -186,18 +178,18 @@ class AccessLogMiddleware:
         in_flight = self.metrics.in_flight
         in_flight.inc()
         try:
-            await self.app(scope, app_receive, send_watched)
+            await self.app(scope, app_receive, send)
         except Exception as exc:
-            if status:
+            if state.status:
                 raise  # mid-response: the server closes the connection; logged below
             log.exception("unhandled error on %s %s", state.method, state.path, exc_info=exc)
-            await send_error(send_watched, internal())
+            await send_error(send, internal())
         finally:
             in_flight.dec()
             ended = time.perf_counter()
-            if not status:
-                status = 499 if state.client_gone else 500  # nothing was sent: the client left, or a failure
-            self._record(scope, state, status, started, ended, first_chunk, body_log)
+            # nothing sent: the client left, or a failure
+            status = state.status or (499 if state.client_gone else 500)
+            self._record(scope, state, status, started, ended, state.first_chunk, body_log)
             if span is not None:
                 span.set_attribute("http.response.status_code", status)
                 if state.model:

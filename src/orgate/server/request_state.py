@@ -2,8 +2,8 @@
 
 ``RequestIdMiddleware`` (``server/middleware.py``) makes a ``RequestState`` and puts
 it in the ASGI scope under ``STATE_KEY``; the other middlewares fill it in (the
-caller, from ``AuthMiddleware``) and read it (the model and the outcome, for the
-access log); endpoints read it with ``request_state(scope)`` and ``auth.caller_of(scope)``.
+caller, from ``AuthMiddleware``; what was answered, from the ``send`` of
+``RequestIdMiddleware``) and read it (the model and the outcome, for the access log); endpoints read it with ``request_state(scope)`` and ``auth.caller_of(scope)``.
 
 While an HTTP request is served its state is also the current request of a context
 variable, so that log lines from deeper layers carry its request id and the upstream
@@ -37,7 +37,13 @@ class RequestState:
     auth_error: ApiError | None = None  # why the credential the request carries was refused
     key_name: str | None = None  # the caller the rate limits count (a model call, with limits on)
     client_gone: bool = False  # the client left before any answer: recorded as 499, not 500
-    response_started: bool = False  # http.response.start was sent (nothing else can answer now)
+    status: int = 0  # of the http.response.start sent (0: none yet; nothing else can answer after one)
+    streaming: bool = False  # the response is an event stream
+    first_chunk: float | None = None  # a stream's first body chunk left (``time.perf_counter``)
+
+    @property
+    def response_started(self) -> bool:
+        return self.status != 0
 
     def note_model(self, model: object) -> None:
         """Record the requested model name (for the log line and metrics)."""
