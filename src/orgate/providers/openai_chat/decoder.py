@@ -1,9 +1,9 @@
 """Pure decoders: Chat Completions SSE bytes (or one ``chat.completion`` JSON) → neutral ``ModelEvent``s.
 
 ``ChatStreamDecoder`` is fed raw network chunks in arrival order (lines may be
-split anywhere, even inside a UTF-8 character: lines are cut on ``\\n`` bytes
-and decoded as whole JSON documents) and returns the events each chunk
-completes. ``close()`` ends the stream and returns the last events, always
+split anywhere, even inside a UTF-8 character: the shared SSE splitter,
+``providers/sse.py``, cuts them on ``\\n``, ``\\r\\n`` or ``\\r`` and they are decoded
+as whole JSON documents) and returns the events each chunk completes. ``close()`` ends the stream and returns the last events, always
 ending in exactly one ``Finish``.
 
 Tool calls: upstreams send ``delta.tool_calls[]`` pieces keyed by ``index``;
@@ -41,7 +41,7 @@ from orgate.neutral import (
 from orgate.neutral.logprobs import LogProb, logprob_list
 from orgate.protocol.errors import ApiError, ErrorCode, upstream_invalid_response
 from orgate.providers.openai_chat.errors import stream_error
-from orgate.providers.sse import MAX_LINE
+from orgate.providers.sse import LineTooLong, SseLines
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -112,8 +112,7 @@ class ChatStreamDecoder:
         "error",
         "finish_reason",
         "usage",
-        "_partial",
-        "_partial_size",
+        "_split",
         "_data",
         "_out",
         "_calls",
@@ -134,8 +133,7 @@ class ChatStreamDecoder:
         self.error: ApiError | None = None
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
-        self._partial: list[bytes] = []  # pieces of an unfinished line
-        self._partial_size = 0  # bytes in _partial (bounded by MAX_LINE)
+        self._split = SseLines()
         self._data: list[bytes] = []  # data lines of the current SSE event
         self._out: list[ModelEvent] = []
         self._calls: dict[int, _Call] = {}  # upstream index → call
@@ -153,26 +151,12 @@ class ChatStreamDecoder:
         self._out = out
         if self.done:
             return out
-        if b"\n" not in chunk:
-            if chunk:
-                self._partial.append(chunk)
-                self._partial_size += len(chunk)
-                if self._partial_size > MAX_LINE:
-                    raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
+        try:
+            lines = self._split.feed(chunk)
+        except LineTooLong as exc:
+            raise invalid_response(self.name, str(exc)) from None
+        if not lines:
             return out
-        if self._partial:
-            self._partial.append(chunk)
-            chunk = b"".join(self._partial)
-            self._partial = []
-        lines = chunk.split(b"\n")
-        tail = lines.pop()
-        self._partial_size = len(tail)
-        if tail:
-            self._partial.append(tail)
-        if self._partial_size > MAX_LINE or (
-            len(chunk) > MAX_LINE and max(map(len, lines)) > MAX_LINE
-        ):
-            raise invalid_response(self.name, f"a line longer than {MAX_LINE} bytes")
         try:
             self._lines(lines)
         except ApiError as error:
@@ -207,8 +191,6 @@ class ChatStreamDecoder:
                 break
 
     def _line(self, line: bytes) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
         if not line:
             if self._data:
                 self._dispatch()
@@ -398,10 +380,7 @@ class ChatStreamDecoder:
         if self._closed:
             return out
         if not self.done:
-            if self._partial:
-                line = b"".join(self._partial)
-                self._partial = []
-                self._partial_size = 0
+            for line in self._split.close():
                 self._line(line)
             if self._data and not self.done:
                 self._dispatch()
