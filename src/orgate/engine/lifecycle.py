@@ -161,13 +161,19 @@ class ResponseStream:
                 await self._save_running()
             try:
                 batch = self._first if self._first is not None else await self._first_batch()
-                if not self._feed(batch):  # pump, inline: no generator per phase
-                    for item in sink.emit(builder.drain()):
+                if not self._feed(batch):
+                    # pump: the loop runs once per upstream read, inline (no call, no generator)
+                    feed, emit = builder.feed, sink.emit
+                    for item in emit(builder.drain()):
                         yield item
                     async for batch in self._upstream:
-                        if self._feed(batch):
+                        for model_event in batch:
+                            feed(model_event)
+                            if builder.finished:
+                                break
+                        if builder.finished:
                             break
-                        for item in sink.emit(builder.drain()):
+                        for item in emit(builder.drain()):
                             yield item
                     else:
                         self._truncated()
