@@ -112,7 +112,6 @@ class ResponseStream:
         self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
         self.error: ApiError | None = None  # why the response failed, if it did
         self.ending: Ending | None = None  # how it ended, once it has
-        self._terminal: list[dict[str, Any]] = []  # the terminal events, until they leave
         self._upstream = upstream
         self._first = first  # None: a background response, whose upstream call starts in the pump
         self._failed = failed  # the turn already failed before its first event
@@ -137,7 +136,7 @@ class ResponseStream:
     def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
         """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;
         ``trailer`` (e.g. ``data: [DONE]``) ends the last chunk. Stored responses keep the frames for replay."""
-        return self._run(FrameSink(encode, trailer, keep=self.turn.store))
+        return self._run(FrameSink(encode, trailer, self.turn.store))
 
     async def final(self) -> dict[str, Any]:
         """Drain the stream and return the final response (the non-streaming path)."""
@@ -157,8 +156,8 @@ class ResponseStream:
         try:
             for item in self._begin(sink):
                 yield item
-            if self._saves_running(sink):
-                await self._save_running()
+            if sink.keeps and self._failed is None and not self.turn.background:
+                await self._save_running()  # a stored streaming response, before its first events
             try:
                 batch = self._first if self._first is not None else await self._first_batch()
                 if not self._feed(batch):
@@ -188,7 +187,7 @@ class ResponseStream:
             except Exception as error:  # noqa: BLE001 - any bug ends the stream cleanly, logged
                 self._crash(error)
             items = self._finish(sink)
-            if self._settles():
+            if self.turn.store or self._session is not None:
                 items = await self._settle(sink, items)
             for item in sink.end(items):
                 yield item
@@ -207,11 +206,6 @@ class ResponseStream:
             return sink.emit(builder.drain())
         builder.start()
         return []
-
-    def _saves_running(self, sink: Sink) -> bool:
-        """A stored streaming response is saved ``in_progress`` before its first events leave
-        (a background one when its call starts; not one that failed before it started)."""
-        return sink.keeps and self._failed is None and not self.turn.background
 
     async def _save_running(self) -> None:
         """A streaming client learns the id from response.created: store the response
@@ -276,10 +270,6 @@ class ResponseStream:
             self.ending = _BY_STATUS[builder.status]
         self._terminal = builder.drain()
         return sink.emit(self._terminal)
-
-    def _settles(self) -> bool:
-        """There is something to do before the terminal events leave: a save, a session lease."""
-        return self.turn.store or self._session is not None
 
     async def _settle(self, sink: Sink, items: list[Any]) -> list[Any]:
         """Before the terminal events leave: the response saved (what the client sees complete is

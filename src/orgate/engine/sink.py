@@ -44,7 +44,7 @@ class FrameSink:
 
     __slots__ = ("_encode", "_trailer", "_kept", "keeps")
 
-    def __init__(self, encode: Encoder, trailer: bytes = b"", *, keep: bool = False) -> None:
+    def __init__(self, encode: Encoder, trailer: bytes = b"", keep: bool = False) -> None:
         self._encode = encode
         self._trailer = trailer
         self._kept: list[bytes] | None = [] if keep else None
