@@ -22,6 +22,7 @@ from orgate.chat import translate, validate
 from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
+from orgate.neutral import aclose
 from orgate.protocol.errors import SERVER_ERROR, ApiError, ErrorCode
 from orgate.server.auth import caller_of
 from orgate.server.body import check_schema_bounds, read_json
@@ -188,6 +189,4 @@ async def _sse(events: Any, chunks: ChunkTranslator) -> AsyncIterator[bytes]:
         for payload in chunks.close():
             yield encode(payload)
     finally:
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await aclose(iterator)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.sink import DictSink, Encoder, FrameSink, Sink
-from orgate.neutral import ModelEvent, one_by_one
+from orgate.neutral import ModelEvent, aclose_quietly, one_by_one
 from orgate.protocol.errors import (
     ApiError,
     ErrorCode,
@@ -71,16 +71,6 @@ class Ending(enum.Enum):
 
 _DICTS = DictSink()  # stateless: one for every stream
 _BY_STATUS = {"completed": Ending.COMPLETED, "incomplete": Ending.INCOMPLETE, "failed": Ending.FAILED}
-
-
-async def aclose_quietly(agen: AsyncIterator[Any]) -> None:
-    """Close an upstream stream; an error while closing is logged, never raised."""
-    close = getattr(agen, "aclose", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask the real error
-            log.debug("error while closing an upstream stream", exc_info=True)
 
 
 class ResponseStream:
@@ -288,11 +278,7 @@ class ResponseStream:
         """On every way out: the upstream closed, an unfinished response ended and saved, the
         session released, each also when a second cancellation (shutdown) interrupts the one before."""
         try:
-            close = getattr(self._upstream, "aclose", None)
-            if close is not None:
-                await close()
-        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask how it ended
-            log.debug("error while closing an upstream stream", exc_info=True)
+            await aclose_quietly(self._upstream)
         finally:
             try:
                 if not self.builder.finished:

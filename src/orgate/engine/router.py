@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol, runtime_checkable
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, aclose_quietly
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.protocol.errors import (
     MODEL_ERROR,
@@ -281,7 +281,7 @@ class RoutedProvider(Provider):
                     raise _empty(target) from None
             except ApiError as error:
                 try:
-                    await _aclose(upstream)
+                    await aclose_quietly(upstream)
                 finally:
                     router.free(state)
                 attempt.error = f"{error.status} {error.code}"
@@ -295,7 +295,7 @@ class RoutedProvider(Provider):
             except BaseException:
                 router.free(state)
                 state.abandoned()
-                await _aclose(upstream)
+                await aclose_quietly(upstream)
                 raise
 
             if state.probing:
@@ -330,7 +330,7 @@ class RoutedProvider(Provider):
             finally:
                 try:
                     # a client that went away (generator closed or cancelled) closes the upstream now
-                    await _aclose(upstream)
+                    await aclose_quietly(upstream)
                 finally:
                     router.free(state)
             return
@@ -368,15 +368,6 @@ class RoutedProvider(Provider):
             wait = backoff_delay(tries[name], policy, router.rng)
         not_before[name] = router.clock() + wait
         log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
-
-
-async def _aclose(agen: AsyncIterator[list[ModelEvent]] | None) -> None:
-    close = getattr(agen, "aclose", None)
-    if close is not None:
-        try:
-            await close()
-        except Exception:  # noqa: BLE001 - closing a failed upstream must not mask the real error
-            log.debug("error while closing an upstream stream", exc_info=True)
 
 
 class _Bound(Provider):

@@ -36,7 +36,7 @@ from orgate.engine.context import (
     normalize_input,
 )
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
-from orgate.engine.lifecycle import Ending, ResponseStream, aclose_quietly, shutdown_error
+from orgate.engine.lifecycle import Ending, ResponseStream, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
 from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
@@ -45,6 +45,7 @@ from orgate.neutral import (
     ModelEvent,
     ModelRequest,
     Provider,
+    aclose_quietly,
     origin_of,
 )
 from orgate.protocol import CreateResponseBody, ItemReferenceParam

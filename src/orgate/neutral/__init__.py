@@ -7,7 +7,7 @@ is an upstream's own item kept in history for that upstream only
 protocol each; the engine never sees a provider's wire format.
 """
 
-from orgate.neutral.batches import batches_of_one, one_by_one
+from orgate.neutral.batches import aclose, aclose_quietly, batches_of_one, one_by_one
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
     ExtensionItem,
@@ -34,6 +34,8 @@ from orgate.neutral.provider import Provider, WrapperProvider
 from orgate.neutral.request import ModelRequest, TextFormat
 
 __all__ = [
+    "aclose",
+    "aclose_quietly",
     "EXTENSION_ITEM_TYPE",
     "Capabilities",
     "Deployment",

@@ -2,15 +2,35 @@
 
 ``batches_of_one`` turns a stream of single events into batches of one event each;
 ``one_by_one`` goes the other way, for consumers of single events. Both close what they
-wrap as soon as they are closed.
+wrap as soon as they are closed. ``aclose`` and ``aclose_quietly`` close a stream now
+(an upstream call, a turn), not at garbage collection.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from orgate.neutral.events import ModelEvent
+
+log = logging.getLogger("orgate.engine")
+
+
+async def aclose(stream: Any) -> None:
+    """Close ``stream`` when it can be closed (an async generator)."""
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
+
+
+async def aclose_quietly(stream: Any) -> None:
+    """Close an upstream stream; an error while closing is logged, never raised (closing a
+    failed upstream must not mask how it ended)."""
+    try:
+        await aclose(stream)
+    except Exception:  # noqa: BLE001 - see the docstring
+        log.debug("error while closing an upstream stream", exc_info=True)
 
 
 async def batches_of_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[list[ModelEvent]]:
@@ -19,9 +39,7 @@ async def batches_of_one(events: AsyncIterator[ModelEvent]) -> AsyncIterator[lis
         async for event in events:
             yield [event]
     finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(events)
 
 
 T = TypeVar("T")
@@ -35,6 +53,4 @@ async def one_by_one(batches: AsyncIterator[list[T]]) -> AsyncIterator[T]:
             for item in batch:
                 yield item
     finally:
-        close = getattr(batches, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(batches)

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from orgate.neutral import ModelEvent, ModelRequest, ToolCallDelta, ToolCallStart
+from orgate.neutral import ModelEvent, ModelRequest, ToolCallDelta, ToolCallStart, aclose
 from orgate.protocol import (
     AllowedToolsParam,
     CustomToolCallItemParam,
@@ -148,32 +148,33 @@ class CustomCalls:
             out.append(ToolCallDelta(call.index, text))
 
 
-async def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
+def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
     """``batches`` with the request's custom tools' calls as custom calls (``batches`` itself when
-    the request has no custom tool)."""
+    the request has no custom tool: nothing is added to the stream's path)."""
     names = custom_tool_names(request)
-    calls = CustomCalls(names)
+    return _custom_batches(CustomCalls(names), batches) if names else batches
+
+
+def custom_call_events(request: ModelRequest, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
+    """The same for a stream of single events."""
+    names = custom_tool_names(request)
+    return _custom_events(CustomCalls(names), events) if names else events
+
+
+async def _custom_batches(calls: CustomCalls, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
     try:
         async for batch in batches:
-            if names:
-                batch = calls.feed(batch)
+            batch = calls.feed(batch)
             if batch:
                 yield batch
     finally:
-        close = getattr(batches, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(batches)
 
 
-async def custom_call_events(request: ModelRequest, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
-    """The same for a stream of single events."""
-    names = custom_tool_names(request)
-    calls = CustomCalls(names)
+async def _custom_events(calls: CustomCalls, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
     try:
         async for event in events:
-            for out in calls.feed([event]) if names else (event,):
+            for out in calls.feed([event]):
                 yield out
     finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(events)

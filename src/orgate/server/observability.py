@@ -32,6 +32,7 @@ from orgate.neutral import (
     ModelRequest,
     Provider,
     WrapperProvider,
+    aclose,
 )
 from orgate.protocol.errors import ApiError
 from orgate.server.local_metrics import LocalCounter, LocalGauge, LocalHistogram
@@ -258,9 +259,7 @@ class _MeasuredBatches:
     async def aclose(self) -> None:
         """Record the call (``cancelled`` if it ended before its answer) and close the inner stream."""
         self._end(self._outcome)
-        close = getattr(self._inner, "aclose", None)
-        if close is not None:
-            await close()
+        await aclose(self._inner)
 
     def __del__(self) -> None:
         # A consumer that dropped the stream without aclose(): the gauge must not stay up.

@@ -15,7 +15,7 @@ from orgate.neutral import Deployment, ModelEvent, ModelRequest
 from orgate.providers.anthropic.decoder import StreamDecoder, bad_stream, decode_message
 from orgate.providers.anthropic.errors import http_error
 from orgate.providers.anthropic.mapping import build_body
-from orgate.providers.custom_tools import custom_call_batches, custom_tool_names
+from orgate.providers.custom_tools import custom_call_batches
 from orgate.providers.http import HttpPool
 from orgate.providers.upstream import SseProvider
 
@@ -61,8 +61,7 @@ class AnthropicProvider(SseProvider):
 
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""
-        batches = super().stream_batches(request)
-        return custom_call_batches(request, batches) if custom_tool_names(request) else batches
+        return custom_call_batches(request, super().stream_batches(request))
 
     def decoder(self) -> StreamDecoder:
         return StreamDecoder(self.deployment.name)

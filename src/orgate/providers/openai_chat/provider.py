@@ -17,7 +17,7 @@ import orjson
 
 from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
 from orgate.protocol.errors import ApiError
-from orgate.providers.custom_tools import custom_call_batches, custom_tool_names
+from orgate.providers.custom_tools import custom_call_batches
 from orgate.providers.http import (
     STREAM,
     HttpPool,
@@ -66,8 +66,7 @@ class OpenAIChatProvider(Provider):
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read;
         calls of the functions standing for custom tools come back as custom calls."""
-        batches = self._batches(request)
-        return custom_call_batches(request, batches) if custom_tool_names(request) else batches
+        return custom_call_batches(request, self._batches(request))
 
     async def _batches(self, request: ModelRequest) -> AsyncGenerator[list[ModelEvent], None]:
         deployment = self.deployment
