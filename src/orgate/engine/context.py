@@ -202,10 +202,10 @@ def split_tools(tools: list[Any], deployment: Deployment, paths: list[str] | Non
     Hosted tools go to a deployment that runs them; elsewhere the model's ``hosted_tools``
     policy drops them (the caller warns) or refuses the request, naming the tool. Tools of
     type ``mcp`` are none of these: orgate runs them itself, for every model (``mcp_tools``)."""
-    paths = paths or [f"tools[{i}]" for i in range(len(tools))]
     functions = [t for t in tools if type(t) is not HostedToolParam]
     if len(functions) == len(tools):
         return tools, [], []
+    paths = paths or [f"tools[{i}]" for i in range(len(tools))]
     hosted = [(i, t) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type != "mcp"]
     if not hosted:
         return functions, [], []
@@ -400,11 +400,16 @@ def build_turn(
     if not context:
         raise missing_required_parameter("'input' is required (or a previous_response_id to continue).", param="input")
     check_capabilities(deployment, new_input, body)
-    context, offered, paths = lift_additional_tools(context, len(history))
-    offered = [*(body.tools or ()), *offered]
-    tools, hosted_tools, dropped_tools = split_tools(offered, deployment, [*(f"tools[{i}]" for i in range(len(body.tools or ()))), *paths])
-    dropped_tools += [(paths[i], "mcp") for i, t in enumerate(offered[len(body.tools or ()) :]) if getattr(t, "type", None) == "mcp"]
-    check_tool_choice(body.tool_choice, tools, mcp=bool(mcp_tools(list(body.tools or ()))))
+    sent = list(body.tools or ())
+    context, lifted, lifted_paths = lift_additional_tools(context, len(history))
+    if lifted:
+        paths = [*(f"tools[{i}]" for i in range(len(sent))), *lifted_paths]
+        tools, hosted_tools, dropped_tools = split_tools([*sent, *lifted], deployment, paths)
+        dropped_tools += [(lifted_paths[i], "mcp") for i, t in enumerate(lifted) if getattr(t, "type", None) == "mcp"]
+    else:
+        tools, hosted_tools, dropped_tools = split_tools(sent, deployment)
+    requested_mcp = mcp_tools(sent)
+    check_tool_choice(body.tool_choice, tools, mcp=bool(requested_mcp))
     fmt = text_format_of(body)
     extra = body.model_extra or {}
     stop = extra.get("stop")
@@ -486,7 +491,7 @@ def build_turn(
         session_id=session_id,
         tenant=tenant,
         dropped_tools=dropped_tools,
-        mcp_tools=mcp_tools(list(body.tools)) if body.tools and len(tools) != len(body.tools) else [],
+        mcp_tools=requested_mcp,
     )
 
 
