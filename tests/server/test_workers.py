@@ -260,11 +260,17 @@ def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> N
         assert stream.status == 200
         server.config_path.write_text(CONFIG + '\n[[models]]\nname = "added-by-reload"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\n')
         server.proc.send_signal(signal.SIGHUP)
-        probe = None
         for _ in deadline_loop():
-            probe = Conn(server)
-            status, raw = probe.request("GET", "/v1/models")
-            probe.close()
+            # A plain request, not a Conn: during the reload an old, draining worker may answer it
+            # and close the connection, so there is no worker left holding it to look up.
+            probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            try:
+                probe.request("GET", "/v1/models", headers={"Authorization": f"Bearer {server.api_key}"})
+                raw = probe.getresponse().read()
+            except OSError:
+                continue  # a connection reset while the workers change: ask again
+            finally:
+                probe.close()
             if b"added-by-reload" in raw:
                 break
         # The stream begun on an old worker ends normally: the old worker drained it.
