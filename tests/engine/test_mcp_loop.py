@@ -385,3 +385,42 @@ async def test_an_approved_call_still_goes_through_the_gate(server_url: str) -> 
     _, response = await harness.run()
     assert ran(before) == [] and response["output"][1]["error"]["code"] == GATE_REFUSED
     assert [r.outcome for r in harness.records] == ["refused"]
+
+
+# --- the rounds -----------------------------------------------------------------------------------------------------
+
+
+async def test_a_required_tool_choice_is_relaxed_once_the_model_called(server_url: str) -> None:
+    # Asked again with "required", the model could never answer: it called as it had to.
+    model = Model(
+        [*call("tools__add", '{"a": 1, "b": 1}'), Finish("tool_calls")],
+        [*call("tools__add", '{"a": 2, "b": 2}', "call_2"), Finish("tool_calls")],
+        [TextDelta("2 and 4."), Finish("stop")],
+    )
+    harness = Harness(server_url, model)
+    _, response = await harness.run(ModelRequest(model="m", input=[USER], tool_choice="required"))
+    assert [r.tool_choice for r in model.requests] == ["required", "auto", "auto"]
+    assert types(response) == ["mcp_list_tools", "mcp_call", "mcp_call", "message"]
+    pairs = [i.call_id for i in model.requests[2].input[1:]]  # both rounds' calls, in order
+    assert pairs == ["call_1", "call_1", "call_2", "call_2"]
+
+
+async def test_a_runtime_without_a_listing_hook_still_lists(server_url: str) -> None:
+    model = Model([TextDelta("Fine."), Finish("stop")])
+    harness = Harness(server_url, model)
+    harness.runtime.on_list = None
+    _, response = await harness.run()
+    assert types(response) == ["mcp_list_tools", "message"] and harness.lists == []
+
+
+async def test_text_of_only_whitespace_is_not_read_back(server_url: str) -> None:
+    model = Model(
+        [TextDelta("  \n"), *call("tools__add", '{"a": 1, "b": 2}'), Finish("tool_calls")],
+        [TextDelta("3."), Finish("stop")],
+    )
+    _, response = await Harness(server_url, model).run()
+    assert [type(i).__name__ for i in model.requests[1].input[1:]] == [
+        "FunctionCallItemParam",
+        "FunctionCallOutputItemParam",
+    ]
+    assert response["status"] == "completed"

@@ -678,3 +678,51 @@ async def test_a_named_custom_tool_choice_allows_that_tool_only(scripted: type[S
     with pytest.raises(ApiError) as caught:
         await collect(guard, request(tools=[WEATHER, PATCH], tool_choice=choice))
     assert caught.value.code == "tool_choice_violation" and "apply_patch" in caught.value.message
+
+
+# --- what the gate cannot judge ----------------------------------------------------------------------
+
+
+def namespaced_call(namespace: str, name: str, arguments: str) -> list[ModelEvent]:
+    return [ToolCallStart(0, "call_ns", name, namespace=namespace), ToolCallDelta(0, arguments)]
+
+
+async def test_a_call_inside_a_namespace_is_not_checked_against_a_schema(
+    scripted: type[Scripted],
+) -> None:
+    # The upstream that runs namespaces holds their definitions; orgate has nothing to check by.
+    provider = scripted([*namespaced_call("crm", "lookup", "not JSON"), Finish("stop")])
+    guard, counted = guard_for(provider)
+    out = await collect(guard, request())
+    starts = [e for e in out if isinstance(e, ToolCallStart)]
+    assert starts == [ToolCallStart(0, "call_ns", "lookup", namespace="crm")]
+    assert calls_of(out) == [(0, "call_ns", "lookup", "not JSON")]
+    assert finish_of(out).reason == "tool_calls" and counted == [] and len(provider.requests) == 1
+
+
+async def test_a_call_inside_a_namespace_still_answers_to_tool_choice(
+    scripted: type[Scripted],
+) -> None:
+    provider = scripted(
+        [*namespaced_call("crm", "lookup", "{}"), Finish("stop")],
+        [*call("get_weather", GOOD), Finish("stop")],
+    )
+    guard, counted = guard_for(provider)
+    out = await collect(guard, request(tool_choice=SpecificFunctionParam(name="get_weather")))
+    assert calls_of(out) == [(0, "call_1", "get_weather", GOOD)]
+    assert counted == ["tool_choice", "ok"]
+
+
+async def test_an_argument_delta_before_any_call_is_dropped(scripted: type[Scripted]) -> None:
+    provider = scripted(
+        [
+            ToolCallDelta(0, '{"stray": 1}'),
+            TextDelta("Hi."),
+            *call("get_time", "{}"),
+            Finish("stop"),
+        ]
+    )
+    guard, counted = guard_for(provider)
+    out = await collect(guard, request())
+    assert calls_of(out) == [(0, "call_1", "get_time", "{}")]
+    assert text_of(out) == "Hi." and counted == ["ok"]

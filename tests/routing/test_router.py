@@ -12,13 +12,14 @@ import pytest
 
 from orgate.engine.router import (
     RoutePolicy,
+    Router,
     RouteTrace,
     backoff_delay,
     intersect_capabilities,
     retry_after_seconds,
     retryable,
 )
-from orgate.neutral import Capabilities, Finish, TextDelta
+from orgate.neutral import Capabilities, Deployment, Finish, Provider, TextDelta
 from orgate.protocol.errors import ApiError
 from tests.routing.doubles import (
     ManualClock,
@@ -464,3 +465,75 @@ def test_retryable_classification() -> None:
 def test_trace_defaults() -> None:
     trace = RouteTrace()
     assert (trace.prefer, trace.served_by, trace.attempts) == (None, None, [])
+
+
+# --- the ways out before and after the first event ----------------------------------------------------
+
+
+async def test_a_mid_stream_client_error_does_not_count_towards_the_circuit() -> None:
+    a = Scripted("a", answer_then_fail(bad_request()))
+    policy = RoutePolicy(retries=0, circuit_failures=1)
+    router, front = make_router(a, Scripted("b"), policy=policy)
+    provider, trace = router.open(front)
+    with pytest.raises(ApiError) as info:
+        await drain(provider.stream(request()))
+    assert info.value.code == "upstream_bad_request"
+    assert [(x.deployment, x.error) for x in trace.attempts] == [("a", "400 upstream_bad_request")]
+    assert texts(await drain(router(front).stream(request()))) == "a answers"  # still closed
+
+
+async def test_cancelled_before_the_first_event_frees_the_slot_and_the_probe() -> None:
+    clock = ManualClock()
+    release = asyncio.Event()
+    a = Scripted("a", fail(server_error()), slow_start(release))
+    policy = RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=10)
+    router, front = make_router(a, Scripted("b"), limits={"a": 1}, policy=policy, clock=clock)
+    await drain(router(front).stream(request()))  # a fails (circuit open), b answers
+    clock.now += 10
+    state = router.state(router.routes["m"].targets[0])
+    probe = asyncio.create_task(drain(router(front).stream(request())))
+    while len(a.calls) < 2:
+        await asyncio.sleep(0)
+    assert state.probing and state.in_use == 1
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    assert a.calls[1].closed and state.in_use == 0
+    assert not state.probing and state.failures == 1  # no verdict on the upstream: not counted
+    assert texts(await drain(router(front).stream(request()))) == "a answers"  # the next probe
+
+
+async def test_a_provider_that_cannot_be_built_is_not_retried_and_frees_its_slot() -> None:
+    routed, front = make_router(Scripted("a"), Scripted("b"), limits={"a": 1}, policy=FAST)
+
+    def broken(d: Deployment) -> Provider:
+        raise RuntimeError(f"no provider for {d.name}")
+
+    router = Router(routed.routes, broken)
+    with pytest.raises(RuntimeError):
+        await drain(router(front).stream(request()))
+    state = router.state(router.routes["m"].targets[0])
+    assert (state.in_use, state.failures) == (0, 0)
+
+
+async def test_a_waiter_that_loses_the_freed_slot_keeps_its_queue_deadline() -> None:
+    clock = ManualClock()
+    first, second = asyncio.Event(), asyncio.Event()
+    a = Scripted("a", hold(first), hold(second))
+    policy = RoutePolicy(queue_timeout=100)
+    router, front = make_router(a, limits={"a": 1}, policy=policy, clock=clock)
+    holder = router(front).stream(request())
+    await anext(holder)
+    winner = asyncio.create_task(drain(router(front).stream(request())))
+    loser = asyncio.create_task(drain(router(front).stream(request())))
+    while router._freed is None:  # both wait for a slot
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    clock.now += 100  # the queue timeout has passed when the slot frees
+    first.set()
+    await drain(holder)
+    with pytest.raises(ApiError) as info:
+        await loser  # woken with the winner, finds the slot taken, and its deadline past
+    assert info.value.code == "too_many_concurrent_requests"
+    second.set()
+    assert texts(await winner) == "held"
