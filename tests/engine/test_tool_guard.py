@@ -726,3 +726,70 @@ async def test_an_argument_delta_before_any_call_is_dropped(scripted: type[Scrip
     out = await collect(guard, request())
     assert calls_of(out) == [(0, "call_1", "get_time", "{}")]
     assert text_of(out) == "Hi." and counted == ["ok"]
+
+
+# --- what decides the end of an attempt ------------------------------------------------------------------
+
+
+async def test_reasoning_alone_does_not_count_as_text_sent(scripted: type[Scripted]) -> None:
+    provider = scripted(
+        [ReasoningDelta("hm", "summary"), *call("get_weather", "{"), Finish("tool_calls")],
+        [TextDelta("Here it is. "), *call("get_weather", GOOD), Finish("tool_calls")],
+    )
+    guard, _ = guard_for(provider)
+    out = await collect(guard, request())
+    assert text_of(out) == "Here it is. "  # the retry's text is the first the client gets
+
+
+async def test_calls_keep_a_finish_reason_other_than_stop(scripted: type[Scripted]) -> None:
+    provider = scripted([*call("get_weather", GOOD), Finish("content_filter")])
+    guard, _ = guard_for(provider)
+    out = await collect(guard, request())
+    assert calls_of(out) == [(0, "call_1", "get_weather", GOOD)]
+    assert finish_of(out).reason == "content_filter"
+
+
+async def test_a_truncated_retry_is_paid_for_with_the_attempts_before_it(
+    scripted: type[Scripted],
+) -> None:
+    provider = scripted(
+        [*call("get_weather", "{"), Finish("tool_calls", Usage(10, 2))],
+        [*call("get_weather", '{"city": "Pa'), Finish("length", Usage(12, 9))],
+    )
+    guard, _ = guard_for(provider)
+    out = await collect(guard, request())
+    assert finish_of(out) == Finish("length", Usage(22, 11))
+
+
+async def test_tool_choice_and_argument_problems_together_are_invalid_arguments(
+    scripted: type[Scripted],
+) -> None:
+    bad = [
+        *call("get_weather", '{"city": 1}', "c0"),
+        *call("get_time", "{}", "c1", index=1),
+        Finish("tool_calls"),
+    ]
+    guard, _ = guard_for(scripted(bad, bad))
+    choice = AllowedToolsParam(tools=[SpecificFunctionParam(name="get_weather")], mode="auto")
+    with pytest.raises(ApiError) as caught:
+        await collect(guard, request(tool_choice=choice))
+    assert caught.value.code == "invalid_tool_arguments"
+    assert "tool_choice" in caught.value.message and "fail its schema" in caught.value.message
+
+
+async def test_text_sent_stays_sent_when_later_events_are_not_text(
+    scripted: type[Scripted],
+) -> None:
+    provider = scripted(
+        [
+            TextDelta("first "),
+            ReasoningDelta("a"),
+            ReasoningDelta("b"),
+            ReasoningDelta("c"),
+            *call("get_weather", "{"),
+            Finish("tool_calls"),
+        ],
+        [TextDelta("second "), *call("get_weather", GOOD), Finish("tool_calls")],
+    )
+    guard, _ = guard_for(provider)
+    assert text_of(await collect(guard, request())) == "first "

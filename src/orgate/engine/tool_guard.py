@@ -62,6 +62,58 @@ class _Call:
         return "".join(d.arguments for d in self.deltas)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Rules:
+    """What a request allows: its function tools' schemas, its custom tools' names, and its
+    ``tool_choice`` (the names it allows, None for all; whether a call is required)."""
+
+    catalog: ToolCatalog
+    custom: frozenset[str]
+    allowed: frozenset[str] | None
+    must_call: bool
+
+
+class _Attempt:
+    """One attempt of the model: its calls and the text held back with them, as they stream."""
+
+    __slots__ = ("calls", "held", "finish", "text_sent", "problems", "_hold_text", "_drop_text")
+
+    def __init__(self, *, hold_text: bool, drop_text: bool) -> None:
+        self.calls: list[_Call] = []
+        self.held: list[ModelEvent] = []  # text (and other events) held with the calls
+        self.finish: Finish | None = None
+        self.text_sent = False  # text of this attempt reached the client
+        self.problems: list[str] = []  # what the gate found wrong, once judged
+        self._hold_text = hold_text  # a call is required: the text waits for the verdict
+        self._drop_text = drop_text  # the client already has text from an earlier attempt
+
+    def sort(self, batch: list[ModelEvent]) -> list[ModelEvent]:
+        """Keep the batch's calls (and its held text) back; what may leave now."""
+        out: list[ModelEvent] = []
+        calls = self.calls
+        for event in batch:
+            if isinstance(event, ToolCallStart):
+                calls.append(_Call(event, []))
+            elif isinstance(event, ToolCallDelta):
+                if calls:
+                    calls[-1].deltas.append(event)
+            elif isinstance(event, Finish):
+                self.finish = event
+            elif self._hold_text:
+                self.held.append(event)
+            elif not self._drop_text:
+                out.append(event)
+        if out and not self.text_sent:
+            self.text_sent = any(isinstance(event, TextDelta) for event in out)
+        return out
+
+    def ended(self) -> Finish:
+        """How the attempt ended; an upstream that stopped without saying so is an upstream failure."""
+        if self.finish is None:
+            raise ApiError.of(ErrorCode.UPSTREAM_STREAM_TRUNCATED, "the upstream ended without finishing its answer")
+        return self.finish
+
+
 class ToolGuard(WrapperProvider):
     """A provider wrapper enforcing tool-call validity and ``tool_choice``."""
 
@@ -91,64 +143,48 @@ class ToolGuard(WrapperProvider):
         return self._guarded(request)
 
     async def _guarded(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        catalog = self._catalog(request)
-        custom = frozenset(t.name for t in request.tools if getattr(t, "type", None) == "custom")
-        allowed, must_call = _constraints(request)
-        hold_text = must_call
+        """Attempts until one passes (its calls released with its Finish) or the retries are spent."""
+        rules = self._rules(request)
         text_sent = False
         usage = Usage()
-        attempt_request = request
-        for attempt in range(self.retries + 1):
-            calls: list[_Call] = []
-            held: list[ModelEvent] = []
-            finish: Finish | None = None
-            earlier_text = text_sent  # text of an earlier attempt already reached the client
-            async for batch in self.inner.stream_batches(attempt_request):
-                out: list[ModelEvent] = []
-                for event in batch:
-                    if isinstance(event, ToolCallStart):
-                        calls.append(_Call(event, []))
-                    elif isinstance(event, ToolCallDelta):
-                        if calls:
-                            calls[-1].deltas.append(event)
-                    elif isinstance(event, Finish):
-                        finish = event
-                    elif hold_text:
-                        held.append(event)
-                    elif earlier_text:
-                        continue  # the client already has text from an earlier attempt
-                    else:
-                        text_sent = text_sent or isinstance(event, TextDelta)
-                        out.append(event)
+        asked = request
+        for number in range(1, self.retries + 2):
+            attempt = _Attempt(hold_text=rules.must_call, drop_text=text_sent)
+            async for batch in self.inner.stream_batches(asked):
+                out = attempt.sort(batch)
                 if out:
                     yield out
-            if finish is None:
-                raise ApiError.of(ErrorCode.UPSTREAM_STREAM_TRUNCATED, "the upstream ended without finishing its answer")
-            usage = usage + (finish.usage or Usage())
-            if finish.reason == "length":
-                # Truncated arguments are not judged: the response is incomplete, the item too.
-                yield [*self._release(held, calls), Finish(finish.reason, usage)]
+            text_sent = text_sent or attempt.text_sent
+            usage = usage + (attempt.ended().usage or Usage())
+            last = self._verdict(attempt, rules, request, usage)
+            if last is not None:
+                yield last
                 return
-            problems = self._problems(calls, catalog, custom, allowed, must_call)
-            if not problems or self.policy == "warn":
-                for problem in problems:
-                    log.warning("gate: model output passed under policy=warn: %s", problem)
-                calls = self._limit(calls, request)
-                reason = finish.reason
-                if calls and reason == "stop":
-                    reason = "tool_calls"
-                yield [*self._release(held, calls), Finish(reason, usage)]
-                return
-            log.warning("gate: attempt %d produced invalid tool calls: %s", attempt + 1, "; ".join(problems))
-            attempt_request = _with_feedback(attempt_request, held, calls, problems)
-        choice_only = all(p.startswith("tool_choice") for p in problems)
-        code = ErrorCode.TOOL_CHOICE_VIOLATION if choice_only else ErrorCode.INVALID_TOOL_ARGUMENTS
-        raise ApiError.of(
-            code,
-            f"The model produced invalid tool calls after {self.retries + 1} attempt(s): " + "; ".join(problems),
-        )
+            log.warning("gate: attempt %d produced invalid tool calls: %s", number, "; ".join(attempt.problems))
+            asked = _with_feedback(asked, attempt.held, attempt.calls, attempt.problems)
+        raise _spent(attempt.problems, self.retries + 1)
+
+    def _verdict(self, attempt: _Attempt, rules: _Rules, request: ModelRequest, usage: Usage) -> list[ModelEvent] | None:
+        """The attempt's last batch (its calls, its Finish with the usage of every attempt), or
+        None when its calls are refused (``attempt.problems`` says why): ask again."""
+        finish = attempt.ended()
+        if finish.reason == "length":
+            # Truncated arguments are not judged: the response is incomplete, the item too.
+            return [*self._release(attempt.held, attempt.calls), Finish(finish.reason, usage)]
+        attempt.problems = problems = self._problems(attempt.calls, rules)
+        if problems and self.policy != "warn":
+            return None
+        for problem in problems:
+            log.warning("gate: model output passed under policy=warn: %s", problem)
+        calls = self._limit(attempt.calls, request)
+        reason = "tool_calls" if calls and finish.reason == "stop" else finish.reason
+        return [*self._release(attempt.held, calls), Finish(reason, usage)]
 
     # --- checks ----------------------------------------------------------------------------
+
+    def _rules(self, request: ModelRequest) -> _Rules:
+        custom = frozenset(t.name for t in request.tools if getattr(t, "type", None) == "custom")
+        return _Rules(self._catalog(request), custom, *_constraints(request))
 
     def _catalog(self, request: ModelRequest) -> ToolCatalog:
         tools = [
@@ -161,41 +197,49 @@ class ToolGuard(WrapperProvider):
         except ToolsError as exc:
             raise ApiError.of(ErrorCode.INVALID_TOOL_SCHEMA, f"A tool's parameters are not a valid JSON Schema: {exc}", param=exc.param or "tools") from None
 
-    def _problems(self, calls: list[_Call], catalog: ToolCatalog, custom: frozenset[str], allowed: frozenset[str] | None, must_call: bool) -> list[str]:
-        """What is wrong with an attempt's calls. A custom tool's call has free-form input: only
-        its name is checked (a custom tool of the request), never a schema; a call of a tool in a
-        ``namespace`` only against ``tool_choice``."""
+    def _problems(self, calls: list[_Call], rules: _Rules) -> list[str]:
+        """What is wrong with an attempt's calls."""
         problems: list[str] = []
-        if must_call and not calls:
+        if rules.must_call and not calls:
             problems.append("tool_choice requires a tool call, and the model called none")
         for call in calls:
-            name = call.start.name
-            if allowed is not None and name not in allowed:
-                self._count("tool_choice")
-                allowed_text = ", ".join(sorted(allowed)) or "none"
-                problems.append(f"tool_choice does not allow calling '{name}' (allowed: {allowed_text})")
-                continue
-            if call.start.namespace is not None:
-                # A tool inside a ``namespace`` tool: the native upstream that runs namespaces has
-                # its definition, which orgate passes on without reading; nothing to check it by.
-                continue
-            if call.start.custom:
-                ok = name in custom
-                self._count(Code.OK.value if ok else Code.UNKNOWN_TOOL.value)
-                if not ok:
-                    problems.append(f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined")
-                continue
-            item = {"type": "function_call", "status": "completed", "name": name, "call_id": call.start.call_id, "arguments": call.arguments}
-            verdict = check(item, catalog)
-            self._count(verdict.code.value)
-            if verdict.code is Code.OK:
-                continue
-            if verdict.errors:
-                detail = "; ".join(f"{e.path}: {e.message}" for e in verdict.errors)
-                problems.append(f"call to '{name}' has arguments that fail its schema: {detail}")
-            else:
-                problems.append(f"call to '{name}' is invalid ({verdict.code.value}): {verdict.message}")
+            problem = self._problem(call, rules)
+            if problem is not None:
+                problems.append(problem)
         return problems
+
+    def _problem(self, call: _Call, rules: _Rules) -> str | None:
+        """What is wrong with one call, if anything. A custom tool's call has free-form input:
+        only its name is checked (a custom tool of the request), never a schema; a call of a
+        tool in a ``namespace`` only against ``tool_choice``."""
+        name = call.start.name
+        if rules.allowed is not None and name not in rules.allowed:
+            self._count("tool_choice")
+            allowed_text = ", ".join(sorted(rules.allowed)) or "none"
+            return f"tool_choice does not allow calling '{name}' (allowed: {allowed_text})"
+        if call.start.namespace is not None:
+            # A tool inside a ``namespace`` tool: the native upstream that runs namespaces has
+            # its definition, which orgate passes on without reading; nothing to check it by.
+            return None
+        if call.start.custom:
+            ok = name in rules.custom
+            self._count(Code.OK.value if ok else Code.UNKNOWN_TOOL.value)
+            return None if ok else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
+        return self._schema_problem(call, rules.catalog)
+
+    def _schema_problem(self, call: _Call, catalog: ToolCatalog) -> str | None:
+        """What is wrong with a function call by the replay gate: a defined tool, arguments that
+        parse and satisfy its schema."""
+        name = call.start.name
+        item = {"type": "function_call", "status": "completed", "name": name, "call_id": call.start.call_id, "arguments": call.arguments}
+        verdict = check(item, catalog)
+        self._count(verdict.code.value)
+        if verdict.code is Code.OK:
+            return None
+        if verdict.errors:
+            detail = "; ".join(f"{e.path}: {e.message}" for e in verdict.errors)
+            return f"call to '{name}' has arguments that fail its schema: {detail}"
+        return f"call to '{name}' is invalid ({verdict.code.value}): {verdict.message}"
 
     def _count(self, code: str) -> None:
         if self.on_verdict is not None:
@@ -217,6 +261,13 @@ class ToolGuard(WrapperProvider):
             events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom, call.start.namespace))
             events.extend(ToolCallDelta(index, d.arguments) for d in call.deltas)
         return events
+
+
+def _spent(problems: list[str], attempts: int) -> ApiError:
+    """The last attempt's calls refused too: a model error, a ``tool_choice`` one when that was all."""
+    choice_only = all(p.startswith("tool_choice") for p in problems)
+    code = ErrorCode.TOOL_CHOICE_VIOLATION if choice_only else ErrorCode.INVALID_TOOL_ARGUMENTS
+    return ApiError.of(code, f"The model produced invalid tool calls after {attempts} attempt(s): " + "; ".join(problems))
 
 
 def _constraints(request: ModelRequest) -> tuple[frozenset[str] | None, bool]:
