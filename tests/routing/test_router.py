@@ -537,3 +537,49 @@ async def test_a_waiter_that_loses_the_freed_slot_keeps_its_queue_deadline() -> 
     assert info.value.code == "too_many_concurrent_requests"
     second.set()
     assert texts(await winner) == "held"
+
+
+async def test_an_untried_deployment_comes_before_one_that_may_be_retried_at_once() -> None:
+    a, b = Scripted("a", fail(rate_limit("0"))), Scripted("b")
+    router, front = make_router(a, b, policy=RoutePolicy(retries=1))
+    provider, trace = router.open(front)
+    assert texts(await drain(provider.stream(request()))) == "b answers"
+    assert len(a.calls) == 1 and [x.deployment for x in trace.attempts] == ["a", "b"]
+
+
+async def test_a_probe_answered_with_a_client_error_frees_the_probe() -> None:
+    clock = ManualClock()
+    a = Scripted("a", fail(server_error()), fail(bad_request()))
+    policy = RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=10)
+    router, front = make_router(a, Scripted("b"), policy=policy, clock=clock)
+    await drain(router(front).stream(request()))  # a fails (circuit open), b answers
+    clock.now += 10
+    with pytest.raises(ApiError):  # the probe: a 400 says nothing about the upstream's health
+        await drain(router(front).stream(request()))
+    assert texts(await drain(router(front).stream(request()))) == "a answers"  # the next probe
+
+
+async def test_a_second_wait_for_a_slot_gets_a_queue_deadline_of_its_own() -> None:
+    clock = ManualClock()
+    first, third = asyncio.Event(), asyncio.Event()
+    busy = server_error(503, "upstream_overloaded", {"Retry-After": "1"})
+    a = Scripted("a", hold(first), fail(busy), hold(third), answer("second try"))
+    policy = RoutePolicy(queue_timeout=5, retries=1)
+    router, front = make_router(a, limits={"a": 1}, policy=policy, clock=clock)
+    holder = router(front).stream(request())
+    await anext(holder)
+    retried = asyncio.create_task(drain(router(front).stream(request())))
+    other = asyncio.create_task(drain(router(front).stream(request())))
+    while router._freed is None:  # both wait for a slot
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    clock.now += 4  # within the queue timeout, the slot frees: the first waiter's call fails,
+    first.set()  # and while it waits out the Retry-After the other waiter takes the slot
+    await drain(holder)
+    while len(a.calls) < 3:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert clock.now == 1005  # past the first wait's deadline: the second wait has its own
+    third.set()
+    assert texts(await other) == "held"
+    assert texts(await retried) == "second try"

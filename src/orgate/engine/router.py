@@ -201,6 +201,111 @@ class DeploymentState:
         self.probing = False
 
 
+# --- one request's walk over the route ------------------------------------------------------------
+
+
+class _Walk:
+    """One request's way through its route's deployments, until one answers: how often each was
+    tried, when each may be tried again, those given up on, the last failure, the queue deadline."""
+
+    __slots__ = ("route", "router", "order", "tries", "not_before", "done", "last_error", "queue_deadline")
+
+    def __init__(self, route: Route, router: Router, order: list[Target]) -> None:
+        self.route = route
+        self.router = router
+        self.order = order
+        self.tries = {t.name: 0 for t in order}
+        self.not_before = {t.name: 0.0 for t in order}
+        self.done: set[str] = set()
+        self.last_error: ApiError | None = None
+        self.queue_deadline: float | None = None
+
+    async def next(self) -> Target:
+        """The next deployment to try, its slot taken: waits out backoffs and full deployments;
+        raises when none is left (the last failure, all circuits open, or the queue timed out)."""
+        router = self.router
+        while True:
+            now = router.clock()
+            usable = self._usable(now)
+            ready = [t for t in usable if self.not_before[t.name] <= now]
+            if not ready:
+                await router.sleep(min(self.not_before[t.name] for t in usable) - now)
+                continue
+            target = self._acquire(ready)
+            if target is not None:
+                self.queue_deadline = None
+                self.tries[target.name] += 1
+                return target
+            await self._queue(usable, now)
+
+    def _usable(self, now: float) -> list[Target]:
+        """The deployments not given up on whose circuit lets a request through; when there are
+        none, the last failure, or (none failed here) a 503 until the first circuit closes."""
+        live = [t for t in self.order if t.name not in self.done]
+        usable = [t for t in live if self.router.state(t).circuit() != "open"]
+        if usable:
+            return usable
+        if self.last_error is not None:
+            raise self.last_error
+        reopen = min((self.router.state(t).open_until or now) - now for t in live) if live else 0.0
+        raise _all_open(self.route, reopen)
+
+    def _acquire(self, ready: list[Target]) -> Target | None:
+        """The first of ``ready`` with a free slot, its slot taken. Deployments not yet tried in
+        this request come first: a failure moves on to the next deployment at once, even when the
+        failed one may be retried at once too (``Retry-After: 0``, a date in the past, a tiny backoff)."""
+        ready.sort(key=lambda t: self.tries[t.name])  # stable: route order among equals
+        return next((t for t in ready if self.router.state(t).acquire()), None)
+
+    async def _queue(self, usable: list[Target], now: float) -> None:
+        """Every deployment that may be tried now is at its limit: wait, briefly, until a slot
+        frees, a backed-off deployment becomes ready, or the queue times out (then a 429)."""
+        if self.queue_deadline is None:
+            self.queue_deadline = now + self.route.policy.queue_timeout
+        if now >= self.queue_deadline:
+            raise _busy(self.route, self.route.policy.queue_timeout)
+        wake = min([self.queue_deadline, *(self.not_before[t.name] for t in usable if self.not_before[t.name] > now)])
+        await self.router.wait_for_slot(wake - now)
+
+    def failed(self, target: Target, error: ApiError) -> None:
+        """After ``target`` failed with a retryable ``error``: when (if ever) to try it again."""
+        self.last_error = error
+        policy = self.route.policy
+        name = target.name
+        # the request id is added by the log formatter (it is the current request's)
+        fields = {"event": "upstream_retry", "model": self.route.name, "deployment": name, "status": error.status, "code": error.code}
+        if self.tries[name] > policy.retries or error.code in SAME_DEPLOYMENT_FUTILE:
+            self.done.add(name)
+            log.warning("route %s: %s failed (%s %s); not trying it again", self.route.name, name, error.status, error.code, extra=fields)
+            return
+        wait = retry_after_seconds(error.headers)
+        if wait is not None and wait > policy.backoff_max:
+            self.done.add(name)
+            log.warning(
+                "route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max, extra=fields
+            )
+            return
+        if wait is None:
+            wait = backoff_delay(self.tries[name], policy, self.router.rng)
+        self.not_before[name] = self.router.clock() + wait
+        log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
+
+
+@dataclass(slots=True)
+class _Opened:
+    """A deployment that answered: its stream, its first batch, its slot and its attempt."""
+
+    target: Target
+    state: DeploymentState
+    upstream: AsyncIterator[list[ModelEvent]]
+    first: list[ModelEvent]
+    attempt: Attempt
+
+
+def _failure(error: ApiError) -> str:
+    return f"{error.status} {error.code}"
+
+
 # --- the provider over a route -----------------------------------------------------------------------
 
 
@@ -227,113 +332,87 @@ class RoutedProvider(Provider):
     async def stream_batches(
         self, request: ModelRequest, trace: RouteTrace | None = None
     ) -> AsyncIterator[list[ModelEvent]]:
+        """Deployments tried until one sends its first batch (the walk), then that one streamed."""
         trace = RouteTrace() if trace is None else trace
-        router = self._router
-        policy = self.route.policy
-        clock = router.clock
-        order = self._order(trace.served_by or trace.prefer)
-        tries = {t.name: 0 for t in order}
-        not_before = {t.name: 0.0 for t in order}
-        done: set[str] = set()
-        last_error: ApiError | None = None
-        queue_deadline: float | None = None
-
-        while True:
-            now = clock()
-            live = [t for t in order if t.name not in done]
-            usable = [t for t in live if router.state(t).circuit() != "open"]
-            if not usable:
-                if last_error is not None:
-                    raise last_error
-                reopen = min((router.state(t).open_until or now) - now for t in live) if live else 0.0
-                raise _all_open(self.route, reopen)
-            ready = [t for t in usable if not_before[t.name] <= now]
-            if not ready:
-                await router.sleep(min(not_before[t.name] for t in usable) - now)
-                continue
-            # Deployments not yet tried in this request come first: a failure moves on to the
-            # next deployment at once, even when the failed one may be retried at once too
-            # (``Retry-After: 0``, a date in the past, a tiny backoff).
-            ready.sort(key=lambda t: tries[t.name])  # stable: route order among equals
-            target = next((t for t in ready if router.state(t).acquire()), None)
-            if target is None:
-                # Every deployment that may be tried now is at its limit: queue, briefly.
-                if queue_deadline is None:
-                    queue_deadline = now + policy.queue_timeout
-                if now >= queue_deadline:
-                    raise _busy(self.route, policy.queue_timeout)
-                # wake up when a slot frees, a backed-off deployment becomes ready, or the queue times out
-                wake = min([queue_deadline, *(not_before[t.name] for t in usable if not_before[t.name] > now)])
-                await router.wait_for_slot(wake - now)
-                continue
-            queue_deadline = None
-            state = router.state(target)
-            tries[target.name] += 1
-            attempt = Attempt(target.name)
-            trace.attempts.append(attempt)
-            upstream: AsyncIterator[list[ModelEvent]] | None = None
+        walk = _Walk(self.route, self._router, self._order(trace.served_by or trace.prefer))
+        opened = None
+        while opened is None:
+            opened = await self._open(await walk.next(), request, walk, trace)
+        self._serving(opened, trace)
+        upstream = opened.upstream
+        try:
+            yield opened.first
+            async for batch in upstream:
+                yield batch
+        except ApiError as error:
+            # After the first event nothing is retried: the engine fails the stream cleanly.
+            opened.attempt.error = _failure(error)
+            if retryable(error):
+                self._failed(opened.target, opened.state)
+            raise
+        finally:
             try:
-                provider = self._providers(target.deployment)
-                upstream = provider.stream_batches(dataclasses.replace(request, model=target.deployment.upstream_model))
-                try:
-                    first = await anext(upstream)
-                except StopAsyncIteration:
-                    raise _empty(target) from None
-            except ApiError as error:
-                try:
-                    await aclose_quietly(upstream)
-                finally:
-                    router.free(state)
-                attempt.error = f"{error.status} {error.code}"
-                if not retryable(error):
-                    state.abandoned()
-                    raise
-                self._failed(target, state)
-                last_error = error
-                self._plan_retry(target, error, tries, not_before, done)
-                continue
-            except BaseException:
-                router.free(state)
-                state.abandoned()
+                # a client that went away (generator closed or cancelled) closes the upstream now
                 await aclose_quietly(upstream)
-                raise
-
-            if state.probing:
-                log.warning(
-                    "route %s: circuit of %s closed (its probe request succeeded)",
-                    self.route.name,
-                    target.name,
-                    extra={"event": "circuit_closed", "model": self.route.name, "deployment": target.name},
-                )
-            if len(trace.attempts) > 1:
-                log.warning(
-                    "route %s: served by %s after %d failed attempt(s) (%s)",
-                    self.route.name,
-                    target.name,
-                    len(trace.attempts) - 1,
-                    ", ".join(f"{a.deployment}: {a.error}" for a in trace.attempts[:-1]),
-                    extra={"event": "fallback", "model": self.route.name, "deployment": target.name},
-                )
-            state.succeeded()
-            trace.served_by = target.name
-            assert upstream is not None
-            try:
-                yield first
-                async for batch in upstream:
-                    yield batch
-            except ApiError as error:
-                # After the first event nothing is retried: the engine fails the stream cleanly.
-                attempt.error = f"{error.status} {error.code}"
-                if retryable(error):
-                    self._failed(target, state)
-                raise
             finally:
-                try:
-                    # a client that went away (generator closed or cancelled) closes the upstream now
-                    await aclose_quietly(upstream)
-                finally:
-                    router.free(state)
-            return
+                self._router.free(opened.state)
+
+    async def _open(self, target: Target, request: ModelRequest, walk: _Walk, trace: RouteTrace) -> _Opened | None:
+        """Call ``target`` (its slot taken) and read its first batch. None: it failed as another try
+        may not (the walk plans the next); any other failure frees the slot and propagates."""
+        router = self._router
+        state = router.state(target)
+        attempt = Attempt(target.name)
+        trace.attempts.append(attempt)
+        upstream: AsyncIterator[list[ModelEvent]] | None = None
+        try:
+            provider = self._providers(target.deployment)
+            upstream = provider.stream_batches(dataclasses.replace(request, model=target.deployment.upstream_model))
+            try:
+                first = await anext(upstream)
+            except StopAsyncIteration:
+                raise _empty(target) from None
+        except ApiError as error:
+            try:
+                await aclose_quietly(upstream)
+            finally:
+                router.free(state)
+            attempt.error = _failure(error)
+            if not retryable(error):
+                state.abandoned()
+                raise
+            self._failed(target, state)
+            walk.failed(target, error)
+            return None
+        except BaseException:
+            router.free(state)
+            state.abandoned()
+            await aclose_quietly(upstream)
+            raise
+        assert upstream is not None
+        return _Opened(target, state, upstream, first, attempt)
+
+    def _serving(self, opened: _Opened, trace: RouteTrace) -> None:
+        """The deployment that answered: its circuit closed, the trace told, a fallback logged."""
+        name = opened.target.name
+        if opened.state.probing:
+            log.warning(
+                "route %s: circuit of %s closed (its probe request succeeded)",
+                self.route.name,
+                name,
+                extra={"event": "circuit_closed", "model": self.route.name, "deployment": name},
+            )
+        if len(trace.attempts) > 1:
+            log.warning(
+                "route %s: served by %s after %d failed attempt(s) (%s)",
+                self.route.name,
+                name,
+                len(trace.attempts) - 1,
+                ", ".join(f"{a.deployment}: {a.error}" for a in trace.attempts[:-1]),
+                extra={"event": "fallback", "model": self.route.name, "deployment": name},
+            )
+        opened.state.succeeded()
+        trace.served_by = name
 
     def _failed(self, target: Target, state: DeploymentState) -> None:
         if state.failed(self.route.policy):
@@ -345,29 +424,6 @@ class RoutedProvider(Provider):
                 state.failures,
                 extra={"event": "circuit_opened", "model": self.route.name, "deployment": target.name},
             )
-
-    def _plan_retry(self, target: Target, error: ApiError, tries: dict[str, int], not_before: dict[str, float], done: set[str]) -> None:
-        """After ``target`` failed with a retryable ``error``: when (if ever) to try it again."""
-        policy = self.route.policy
-        router = self._router
-        name = target.name
-        # the request id is added by the log formatter (it is the current request's)
-        fields = {"event": "upstream_retry", "model": self.route.name, "deployment": name, "status": error.status, "code": error.code}
-        if tries[name] > policy.retries or error.code in SAME_DEPLOYMENT_FUTILE:
-            done.add(name)
-            log.warning("route %s: %s failed (%s %s); not trying it again", self.route.name, name, error.status, error.code, extra=fields)
-            return
-        wait = retry_after_seconds(error.headers)
-        if wait is not None and wait > policy.backoff_max:
-            done.add(name)
-            log.warning(
-                "route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max, extra=fields
-            )
-            return
-        if wait is None:
-            wait = backoff_delay(tries[name], policy, router.rng)
-        not_before[name] = router.clock() + wait
-        log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
 
 
 class _Bound(Provider):
