@@ -370,3 +370,331 @@ def test_strictify_property(schema: dict[str, Any]) -> None:
     Draft202012Validator.check_schema(result.schema)
     assert check(result.schema) == []
     assert strictify(result.schema).schema == result.schema
+
+
+def _violations(schema: Any) -> list[tuple[str, str, str, bool]]:
+    return [(v.path, v.rule, v.message, v.fixable) for v in check(schema)]
+
+
+def test_a_boolean_sub_schema_allows_any_value() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": True},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        (
+            "/properties/a",
+            "any",
+            "schema true allows any value; strict mode needs a typed schema",
+            False,
+        )
+    ]
+    assert strictify(schema).partial["properties"]["a"] is True
+
+
+def test_unknown_and_vendor_keywords_are_removed() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "x-ui": "wide", "flavour": 1}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        (
+            "/properties/a/x-ui",
+            "annotation",
+            "unknown keyword 'x-ui' removed (ignored by validation)",
+            True,
+        ),
+        (
+            "/properties/a/flavour",
+            "annotation",
+            "unknown keyword 'flavour' removed (ignored by validation)",
+            True,
+        ),
+    ]
+    assert strictify(schema).schema == {**schema, "properties": {"a": {"type": "string"}}}
+
+
+def test_an_unsupported_format_joins_the_narrowing_note_after_the_description() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "link": {"type": "string", "format": "uri", "maxLength": 9, "description": "A link."},
+            "when": {"type": "string", "format": "date-time"},
+            "bare": {"type": "string", "format": "uri"},
+        },
+        "required": ["link", "when", "bare"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        (
+            "/properties/link/maxLength",
+            "narrowing",
+            "'maxLength' is not supported; moved to the description and enforced by validation",
+            True,
+        ),
+        (
+            "/properties/link/format",
+            "narrowing",
+            "format 'uri' is not supported; moved to the description",
+            True,
+        ),
+        (
+            "/properties/bare/format",
+            "narrowing",
+            "format 'uri' is not supported; moved to the description",
+            True,
+        ),
+    ]
+    out = strictify(schema).schema
+    assert out is not None
+    assert out["properties"]["link"] == {
+        "type": "string",
+        "description": 'A link. Constraints: maxLength=9, format="uri".',
+    }
+    assert out["properties"]["when"] == {"type": "string", "format": "date-time"}
+    assert out["properties"]["bare"] == {
+        "type": "string",
+        "description": 'Constraints: format="uri".',
+    }
+
+
+def test_a_ref_to_a_non_schema_with_siblings_is_kept_and_reported() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/flag", "type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "$defs": {"flag": True},
+    }
+    assert _violations(schema) == [
+        ("/properties/a", "ref-siblings", "$ref with sibling keywords is inlined", True),
+        (
+            "/$defs/flag",
+            "any",
+            "schema true allows any value; strict mode needs a typed schema",
+            False,
+        ),
+    ]
+    assert strictify(schema).partial["properties"]["a"] == {
+        "$ref": "#/$defs/flag",
+        "type": "string",
+    }
+
+
+def test_a_ref_with_only_a_description_is_not_inlined() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A", "description": "d", "title": "t"}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "$defs": {"A": {"type": "string"}},
+    }
+    assert check(schema) == []
+
+
+def test_inlining_a_ref_unites_both_required_lists() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {
+                "$ref": "#/$defs/A",
+                "properties": {"w": {"type": "string"}},
+                "required": ["w", "v"],
+            }
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+        "$defs": {
+            "A": {
+                "type": "object",
+                "properties": {"v": {"type": "integer"}},
+                "required": ["v"],
+                "additionalProperties": False,
+            }
+        },
+    }
+    out = strictify(schema).schema
+    assert out is not None and out["properties"]["a"]["required"] == ["v", "w"]
+
+
+@pytest.mark.parametrize("any_of", [[], "string"])
+def test_an_empty_or_malformed_any_of_has_no_strict_equivalent(any_of: Any) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"anyOf": any_of}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        ("/properties/a/anyOf", "anyOf", "anyOf must be a non-empty list", False)
+    ]
+
+
+def test_an_allof_sharing_a_key_with_its_parent_is_not_merged() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "allOf": [{"type": "string"}]}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        (
+            "/properties/a/allOf",
+            "unsupported",
+            "'allOf' is not supported in strict mode and has no strict equivalent",
+            False,
+        )
+    ]
+
+
+def test_malformed_objects_and_arrays_are_explained() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "o": {"type": "object", "properties": ["x"]},
+            "t": {"type": "array", "items": [{"type": "string"}]},
+        },
+        "required": ["o", "t"],
+        "additionalProperties": False,
+    }
+    assert _violations(schema) == [
+        ("/properties/o/properties", "properties", "properties must be an object", False),
+        ("/properties/t/items", "items", "tuple-form items (a list) is not supported", False),
+    ]
+
+
+def test_const_values_definition_names_and_the_root_count_towards_the_limits() -> None:
+    long = "x" * 60_001
+    schema = {
+        "type": "object",
+        "properties": {"c": {"const": long}},
+        "required": ["c"],
+        "additionalProperties": False,
+        "$defs": {long: {"type": "string"}},
+    }
+    assert _violations(schema) == [
+        ("#", "limit", "120003 characters of names and values exceed 120000", False)
+    ]
+    assert _violations(["not", "a", "schema"]) == [
+        ("#", "root", "the root must be an object schema", False)
+    ]
+
+
+def test_definitions_are_walked_as_top_level_objects() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for i in range(10):
+        deep = {
+            "type": "object",
+            "properties": {f"l{i}": deep},
+            "required": [f"l{i}"],
+            "additionalProperties": False,
+        }
+    root = {
+        "type": "object",
+        "properties": {"d": {"$ref": "#/definitions/deep"}},
+        "required": ["d"],
+        "additionalProperties": False,
+        "definitions": {"deep": deep},
+    }
+    assert check(root) == []  # depth restarts at 1 under definitions
+    nested = {**root, "definitions": {"deep": {**deep, "x-note": 1}}}
+    assert [v.path for v in check(nested)] == ["/definitions/deep/x-note"]
+
+
+def test_denull_ignores_what_is_no_schema() -> None:
+    assert denull({"a": None}, True) == {"a": None}
+    value = {"a": None}
+    assert denull(value, {"type": "object", "properties": {"a": {"type": "string"}}}) == {}
+    assert denull(value, {"allOf": [{"allOf": [{"properties": {"a": {"type": "string"}}}]}]}) == {}
+
+
+def test_denull_stops_at_its_depth_limit() -> None:
+    value: Any = None
+    schema: Any = {"type": "string"}
+    for _ in range(70):
+        value = {"a": value}
+        schema = {"type": "object", "properties": {"a": schema}}
+    # the innermost null sits 70 levels down: past the limit it is kept as it is
+    inner = denull(value, schema)
+    for _ in range(65):
+        inner = inner["a"]
+    assert inner == {"a": {"a": {"a": {"a": {"a": None}}}}}
+    shallow = {"a": {"a": None}}
+    assert denull(shallow, {"properties": {"a": {"properties": {"a": {"type": "string"}}}}}) == {
+        "a": {}
+    }
+
+
+def test_denull_follows_refs_branches_and_all_of() -> None:
+    root = {
+        "$defs": {
+            "obj": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "flag": True,
+        },
+        "type": "object",
+        "properties": {
+            "r": {"$ref": "#/$defs/obj"},
+            "bad": {"$ref": "#/$defs/flag", "properties": {"a": {"type": "string"}}},
+            "missing": {"$ref": "#/$defs/none"},
+            "one": {"oneOf": [{"type": "integer"}, {"$ref": "#/$defs/obj"}]},
+            "num": {"anyOf": [{"type": "number"}, {"type": "string"}]},
+            "int": {"anyOf": [True, {"type": "number"}]},
+            "nomatch": {"anyOf": [{"type": "string"}], "properties": {"a": {"type": "string"}}},
+            "untyped": {"anyOf": [{"properties": {"a": {"type": "string"}}}]},
+            "all": {
+                "allOf": [
+                    {"properties": {"a": {"type": "string"}}},
+                    {"properties": {"b": {"type": "string"}}},
+                ]
+            },
+            "list": {"type": "array", "items": {"$ref": "#/$defs/obj"}},
+            "tuple": {"type": "array", "items": [{"$ref": "#/$defs/obj"}]},
+            "nullable": {"type": ["string", "null"]},
+            "req": {"type": "string"},
+        },
+        "required": ["req"],
+    }
+    value = {
+        "r": {"a": None, "z": None},
+        "bad": {"a": None},
+        "missing": {"a": None},
+        "one": {"a": None},
+        "num": 1.5,
+        "int": 3,
+        "nomatch": {"a": None},
+        "untyped": {"a": None},
+        "all": {"a": None, "b": None, "c": None},
+        "list": [{"a": None}, {"a": "x"}],
+        "tuple": [{"a": None}],
+        "nullable": None,
+        "req": None,
+        "extra": None,
+    }
+    assert denull(value, root) == {
+        "r": {"z": None},
+        "bad": {},
+        "missing": {"a": None},
+        "one": {},
+        "num": 1.5,
+        "int": 3,
+        "nomatch": {},
+        "untyped": {},
+        "all": {"c": None},
+        "list": [{}, {"a": "x"}],
+        "tuple": [{"a": None}],
+        "nullable": None,
+        "req": None,
+        "extra": None,
+    }
+
+
+def test_denull_without_a_dict_root_finds_no_ref_that_admits_null() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/x"}, "b": {"type": ["string", "null"]}},
+    }
+    assert denull({"a": None, "b": None}, schema, root=[]) == {"b": None}
