@@ -213,6 +213,7 @@ class _Walker:
         self.violations.append(Violation(path or "#", rule, message, fixable))
 
     def walk(self, node: Any, path: str, depth: int) -> Any:
+        """``node`` made strict-compatible where it can be; every rule it breaks is recorded."""
         self.steps += 1
         if self.steps > MAX_WALK:
             raise _TooComplex
@@ -224,7 +225,25 @@ class _Walker:
                 False,
             )
             return node
-        out = dict(node)
+        out = self._merge_single_allof(dict(node), path)
+        self._rewrite_unsupported_keywords(out, path)
+        inlined = self._inlined_ref(out, path)
+        if inlined is not None:
+            return self.walk(inlined, path, depth)
+        self._any_of(out, path, depth)
+        self._count_values(out, path)
+        types = _types(out)
+        if not types and not ({"enum", "const", "anyOf", "$ref"} & set(out)):
+            self.add(path, "type", "no 'type': strict mode needs every schema to be typed", False)
+        if "object" in types:
+            out = self._object(out, path, depth)
+        if "array" in types:
+            out = self._array(out, path, depth)
+        self._definitions(out, path)
+        return out
+
+    def _merge_single_allof(self, out: dict[str, Any], path: str) -> dict[str, Any]:
+        """``out`` with an ``allOf`` of one member merged in, when no key would be overwritten."""
         one = out.get("allOf")
         if (
             isinstance(one, list)
@@ -239,53 +258,14 @@ class _Walker:
                 True,
             )
             out.update(out.pop("allOf")[0])
+        return out
+
+    def _rewrite_unsupported_keywords(self, out: dict[str, Any], path: str) -> None:
+        """Apply the rule of each keyword outside the subset; narrowing ones join the description."""
         narrowing: list[str] = []
         for key in list(out):
-            if key in SUPPORTED:
-                continue
-            if key == "oneOf":
-                self.add(
-                    _ptr(path, key), "oneOf", "oneOf is not supported; anyOf is used instead", True
-                )
-                out["anyOf"] = out.pop("oneOf")
-            elif key in ANNOTATIONS:
-                self.add(
-                    _ptr(path, key),
-                    "annotation",
-                    f"'{key}' is not permitted; removed (annotation only)",
-                    True,
-                )
-                del out[key]
-            elif key in NARROWING:
-                self.add(
-                    _ptr(path, key),
-                    "narrowing",
-                    f"'{key}' is not supported; moved to the description and enforced by validation",
-                    True,
-                )
-                narrowing.append(f"{key}={json.dumps(out.pop(key))}")
-            elif key in SHAPE:
-                self.add(
-                    _ptr(path, key),
-                    "unsupported",
-                    f"'{key}' is not supported in strict mode and has no strict equivalent",
-                    False,
-                )
-            elif key.startswith("x-") or key not in _KNOWN_VALIDATION:
-                self.add(
-                    _ptr(path, key),
-                    "annotation",
-                    f"unknown keyword '{key}' removed (ignored by validation)",
-                    True,
-                )
-                del out[key]
-            else:  # pragma: no cover - every validation keyword is classified above
-                self.add(
-                    _ptr(path, key),
-                    "unsupported",
-                    f"'{key}' is not supported in strict mode",
-                    False,
-                )
+            if key not in SUPPORTED and (note := self._unsupported_keyword(out, key, path)):
+                narrowing.append(note)
         fmt = out.get("format")
         if isinstance(fmt, str) and fmt not in SUPPORTED_FORMATS:
             self.add(
@@ -299,47 +279,81 @@ class _Walker:
             note = "Constraints: " + ", ".join(narrowing) + "."
             out["description"] = f"{out['description']} {note}" if out.get("description") else note
 
+    def _unsupported_keyword(self, out: dict[str, Any], key: str, path: str) -> str | None:
+        """Rewrite, remove or report ``key``; the ``key=value`` note for a narrowing keyword."""
+        at = _ptr(path, key)
+        if key == "oneOf":
+            self.add(at, "oneOf", "oneOf is not supported; anyOf is used instead", True)
+            out["anyOf"] = out.pop("oneOf")
+        elif key in ANNOTATIONS:
+            self.add(at, "annotation", f"'{key}' is not permitted; removed (annotation only)", True)
+            del out[key]
+        elif key in NARROWING:
+            self.add(
+                at,
+                "narrowing",
+                f"'{key}' is not supported; moved to the description and enforced by validation",
+                True,
+            )
+            return f"{key}={json.dumps(out.pop(key))}"
+        elif key in SHAPE:
+            self.add(
+                at,
+                "unsupported",
+                f"'{key}' is not supported in strict mode and has no strict equivalent",
+                False,
+            )
+        else:  # vendor extensions (x-…) and keywords no validator knows
+            self.add(
+                at, "annotation", f"unknown keyword '{key}' removed (ignored by validation)", True
+            )
+            del out[key]
+        return None
+
+    def _inlined_ref(self, out: dict[str, Any], path: str) -> dict[str, Any] | None:
+        """The ``$ref`` target merged with its siblings when they must be inlined, else None."""
         ref = out.get("$ref")
-        if isinstance(ref, str):
-            target = resolve_ref(self.root, ref)
-            if target is None:
-                self.add(
-                    _ptr(path, "$ref"),
-                    "ref",
-                    f"$ref {ref!r} is not a local reference that resolves",
-                    False,
-                )
-            elif len(set(out) - {"$ref", "description", "title"}) > 0:
-                self.add(path, "ref-siblings", "$ref with sibling keywords is inlined", True)
-                if isinstance(target, dict):
-                    return self.walk(
-                        _merge(target, {k: v for k, v in out.items() if k != "$ref"}), path, depth
-                    )
-        if "anyOf" in out:
-            if not isinstance(out["anyOf"], list) or not out["anyOf"]:
-                self.add(_ptr(path, "anyOf"), "anyOf", "anyOf must be a non-empty list", False)
-            else:
-                out["anyOf"] = [
-                    self.walk(b, _ptr(path, "anyOf", i), depth) for i, b in enumerate(out["anyOf"])
-                ]
+        if not isinstance(ref, str):
+            return None
+        target = resolve_ref(self.root, ref)
+        if target is None:
+            self.add(
+                _ptr(path, "$ref"),
+                "ref",
+                f"$ref {ref!r} is not a local reference that resolves",
+                False,
+            )
+        elif len(set(out) - {"$ref", "description", "title"}) > 0:
+            self.add(path, "ref-siblings", "$ref with sibling keywords is inlined", True)
+            if isinstance(target, dict):
+                return _merge(target, {k: v for k, v in out.items() if k != "$ref"})
+        return None
+
+    def _any_of(self, out: dict[str, Any], path: str, depth: int) -> None:
+        if "anyOf" not in out:
+            return
+        if not isinstance(out["anyOf"], list) or not out["anyOf"]:
+            self.add(_ptr(path, "anyOf"), "anyOf", "anyOf must be a non-empty list", False)
+        else:
+            out["anyOf"] = [
+                self.walk(b, _ptr(path, "anyOf", i), depth) for i, b in enumerate(out["anyOf"])
+            ]
+
+    def _count_values(self, out: dict[str, Any], path: str) -> None:
+        """Count ``enum`` and ``const`` values towards the schema-wide limits."""
         if "enum" in out and isinstance(out["enum"], list):
             self._count_enum(out["enum"], _ptr(path, "enum"))
         if "const" in out:
             self.chars += len(str(out["const"]))
-        types = _types(out)
-        if not types and not ({"enum", "const", "anyOf", "$ref"} & set(out)):
-            self.add(path, "type", "no 'type': strict mode needs every schema to be typed", False)
-        if "object" in types:
-            out = self._object(out, path, depth)
-        if "array" in types:
-            out = self._array(out, path, depth)
+
+    def _definitions(self, out: dict[str, Any], path: str) -> None:
+        """Walk ``$defs`` and ``definitions``; each definition starts at nesting depth 1."""
         for defs_key in ("$defs", "definitions"):
             if isinstance(out.get(defs_key), dict):
                 self.chars += sum(len(k) for k in out[defs_key])
                 out[defs_key] = {
                     k: self.walk(v, _ptr(path, defs_key, k), 1) for k, v in out[defs_key].items()
                 }
-        return out
 
     def _count_enum(self, values: list[Any], path: str) -> None:
         self.enum_values += len(values)
@@ -436,9 +450,6 @@ def _merge(target: dict[str, Any], siblings: dict[str, Any]) -> dict[str, Any]:
     elif isinstance(target.get("required"), list):
         out["required"] = target["required"]
     return out
-
-
-_KNOWN_VALIDATION = SUPPORTED | NARROWING | SHAPE | {"oneOf", "allOf"}
 
 
 def _walk(schema: Any) -> tuple[Any, _Walker]:
