@@ -613,20 +613,19 @@ def test_denull_ignores_what_is_no_schema() -> None:
 
 
 def test_denull_stops_at_its_depth_limit() -> None:
-    value: Any = None
-    schema: Any = {"type": "string"}
+    value: Any = {}
+    schema: Any = {"type": "object"}
     for _ in range(70):
-        value = {"a": value}
-        schema = {"type": "object", "properties": {"a": schema}}
-    # the innermost null sits 70 levels down: past the limit it is kept as it is
-    inner = denull(value, schema)
-    for _ in range(65):
-        inner = inner["a"]
-    assert inner == {"a": {"a": {"a": {"a": {"a": None}}}}}
-    shallow = {"a": {"a": None}}
-    assert denull(shallow, {"properties": {"a": {"properties": {"a": {"type": "string"}}}}}) == {
-        "a": {}
-    }
+        value = {"a": value, "n": None}
+        schema = {"type": "object", "properties": {"a": schema, "n": {"type": "string"}}}
+    out = denull(value, schema)
+    kept = []
+    for level in range(70):
+        if "n" in out:
+            kept.append(level)
+        out = out["a"]
+    # objects nested 65 levels and deeper are left as they are
+    assert kept == list(range(65, 70))
 
 
 def test_denull_follows_refs_branches_and_all_of() -> None:
@@ -634,6 +633,7 @@ def test_denull_follows_refs_branches_and_all_of() -> None:
         "$defs": {
             "obj": {"type": "object", "properties": {"a": {"type": "string"}}},
             "flag": True,
+            "maybe": {"type": ["string", "null"]},
         },
         "type": "object",
         "properties": {
@@ -654,6 +654,7 @@ def test_denull_follows_refs_branches_and_all_of() -> None:
             "list": {"type": "array", "items": {"$ref": "#/$defs/obj"}},
             "tuple": {"type": "array", "items": [{"$ref": "#/$defs/obj"}]},
             "nullable": {"type": ["string", "null"]},
+            "maybe": {"$ref": "#/$defs/maybe"},
             "req": {"type": "string"},
         },
         "required": ["req"],
@@ -671,6 +672,7 @@ def test_denull_follows_refs_branches_and_all_of() -> None:
         "list": [{"a": None}, {"a": "x"}],
         "tuple": [{"a": None}],
         "nullable": None,
+        "maybe": None,
         "req": None,
         "extra": None,
     }
@@ -687,6 +689,7 @@ def test_denull_follows_refs_branches_and_all_of() -> None:
         "list": [{}, {"a": "x"}],
         "tuple": [{"a": None}],
         "nullable": None,
+        "maybe": None,
         "req": None,
         "extra": None,
     }

@@ -528,37 +528,55 @@ def denull(value: Any, schema: Any, root: Any | None = None, _depth: int = 0) ->
     root = schema if root is None else root
     if not isinstance(schema, dict) or _depth > 64:
         return value
+    value = _denull_subschemas(value, schema, root, _depth + 1)
+    if isinstance(value, dict):
+        return _denull_object(value, schema, root, _depth + 1)
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [denull(v, schema["items"], root, _depth + 1) for v in value]
+    return value
+
+
+def _denull_subschemas(value: Any, schema: dict[str, Any], root: Any, depth: int) -> Any:
+    """``value`` denulled along the ``$ref`` target, the ``anyOf``/``oneOf`` branch its type
+    picks and every ``allOf`` member of ``schema``."""
     ref = schema.get("$ref")
     if isinstance(ref, str) and isinstance(root, dict):
         target = resolve_ref(root, ref)
         if isinstance(target, dict):
-            value = denull(value, target, root, _depth + 1)
+            value = denull(value, target, root, depth)
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list):
             branch = _pick_branch(value, branches, root)
             if branch is not None:
-                value = denull(value, branch, root, _depth + 1)
-    for member in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-        value = denull(value, member, root, _depth + 1)
-    if isinstance(value, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = set(schema.get("required", []))
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            sub = props.get(k)
-            if (
-                sub is not None
-                and k not in required
-                and v is None
-                and not _accepts_null(sub, root if isinstance(root, dict) else {})
-            ):
-                continue
-            out[k] = denull(v, sub, root, _depth + 1) if sub is not None else v
-        return out
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [denull(v, schema["items"], root, _depth + 1) for v in value]
+                value = denull(value, branch, root, depth)
+    members = schema.get("allOf")
+    for member in members if isinstance(members, list) else []:
+        value = denull(value, member, root, depth)
     return value
+
+
+def _denull_object(
+    value: dict[str, Any], schema: dict[str, Any], root: Any, depth: int
+) -> dict[str, Any]:
+    """The object without the strict-mode ``null``s of its optional properties, each value denulled."""
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = set(schema.get("required", []))
+    refs = root if isinstance(root, dict) else {}
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        sub = props.get(k)
+        if sub is None:
+            out[k] = v
+        elif not _strict_mode_null(v, sub, k in required, refs):
+            out[k] = denull(v, sub, root, depth)
+    return out
+
+
+def _strict_mode_null(value: Any, sub: Any, required: bool, root: dict[str, Any]) -> bool:
+    """Whether ``value`` is a ``null`` that only strict mode allowed: an optional property whose
+    own schema ``sub`` does not admit null."""
+    return value is None and not required and not _accepts_null(sub, root)
 
 
 def _pick_branch(value: Any, branches: list[Any], root: Any) -> Any:
