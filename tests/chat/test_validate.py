@@ -224,3 +224,103 @@ def test_logprobs_become_the_responses_include_and_top_logprobs() -> None:
     assert body.include == ["message.output_text.logprobs"] and body.top_logprobs == 3
     plain = translate.to_create_response_body(validate.parse_request(base(logprobs=False, top_logprobs=0)))
     assert plain.include is None and plain.top_logprobs is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"moderation": {}}, "moderation"),
+        ({"service_tier": "premium"}, "service_tier"),
+        ({"prompt_cache_retention": "24h"}, "prompt_cache_retention"),
+        ({"prompt_cache_options": {}}, "prompt_cache_options"),
+        ({"modalities": []}, "modalities"),
+        ({"prompt_cache_key": "k" * 65}, "prompt_cache_key"),
+        ({"metadata": {"k" * 65: "v"}}, "metadata"),
+        ({"metadata": {"k": "v" * 513}}, "metadata.k"),
+        (
+            {"messages": [{"role": "assistant", "content": "x", "audio": {"id": "a"}}]},
+            "messages[0].audio",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": "x"}],
+                        "annotations": [
+                            {
+                                "type": "url_citation",
+                                "url_citation": {
+                                    "url": "https://a.example",
+                                    "title": "a",
+                                    "start_index": 0,
+                                    "end_index": 1,
+                                },
+                            }
+                        ],
+                    }
+                ]
+            },
+            "messages[0].annotations",
+        ),
+    ],
+)
+def test_more_unsupported_fields_are_refused_before_translation(
+    fields: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(ApiError) as info:
+        validate.parse_request(base(**fields))
+    assert info.value.status == 400
+    assert info.value.param == param
+
+
+def test_allowed_values_pass_the_checks() -> None:
+    req = validate.parse_request(
+        base(
+            n=1,
+            modalities=["text"],
+            logit_bias={},
+            service_tier="flex",
+            prompt_cache_key="k" * 64,
+            metadata={"k" * 64: "v" * 512},
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert req.service_tier == "flex"
+
+
+# Each refused field with the field reported before it, in the order the checks run: a request
+# carrying all of them is refused for the first, and so on down the list.
+_REFUSAL_ORDER: list[tuple[dict[str, Any], str]] = [
+    ({"n": 2}, "n"),
+    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logit_bias": {"1": 1}}, "logit_bias"),
+    ({"seed": 7}, "seed"),
+    ({"audio": {"voice": "alloy"}}, "audio"),
+    ({"modalities": ["audio"]}, "modalities"),
+    ({"prediction": {}}, "prediction"),
+    ({"functions": []}, "functions"),
+    ({"function_call": "auto"}, "function_call"),
+    ({"web_search_options": {}}, "web_search_options"),
+    ({"moderation": {}}, "moderation"),
+    ({"prompt_cache_retention": "24h"}, "prompt_cache_retention"),
+    ({"prompt_cache_options": {}}, "prompt_cache_options"),
+    ({"max_tokens": 5, "max_completion_tokens": 5}, "max_tokens"),
+    ({"stream_options": {}}, "stream_options"),
+    ({"safety_identifier": "s" * 65}, "safety_identifier"),
+    ({"prompt_cache_key": "k" * 65}, "prompt_cache_key"),
+    ({"service_tier": "scale"}, "service_tier"),
+    ({"metadata": {"k": "v" * 513}}, "metadata.k"),
+    ({"messages": [{"role": "user", "name": "bob", "content": "x"}]}, "messages[0].name"),
+]
+
+
+@pytest.mark.parametrize("first", range(len(_REFUSAL_ORDER)))
+def test_the_first_refusal_in_check_order_is_reported(first: int) -> None:
+    fields: dict[str, Any] = {}
+    for more, _ in _REFUSAL_ORDER[first:]:
+        fields.update(more)
+    with pytest.raises(ApiError) as info:
+        validate.parse_request(base(**fields))
+    assert info.value.param == _REFUSAL_ORDER[first][1]

@@ -8,6 +8,7 @@ models, known-but-unsupported ones fail in ``check_supported``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -77,75 +78,108 @@ def _unsupported(param: str, message: str) -> ApiError:
 
 
 def check_supported(req: wire.ChatCompletionRequest) -> None:
-    """Refuse fields that are valid Chat Completions but have no honest translation."""
-    if req.n is not None and req.n > 1:
-        raise _unsupported(
-            "n", "n > 1 is not supported by this gateway; send one request per choice."
-        )
-    if req.top_logprobs and not req.logprobs:
-        raise invalid_value(
-            "top_logprobs needs logprobs: true.",
-            param="top_logprobs",
-        )
-    if req.logit_bias:
-        raise _unsupported("logit_bias", "logit_bias is not supported by this gateway.")
-    if req.seed is not None:
-        raise _unsupported("seed", "seed is not supported: /v1/responses has no seed parameter.")
-    if req.audio is not None:
-        raise _unsupported("audio", "Audio output is not supported by this gateway.")
-    if req.modalities is not None and any(m != "text" for m in req.modalities):
-        raise _unsupported("modalities", "Only the 'text' modality is supported.")
-    if req.prediction is not None:
-        raise _unsupported("prediction", "Predicted outputs are not supported by this gateway.")
-    if req.functions is not None:
-        raise _unsupported(
-            "functions", "The legacy 'functions' parameter is not supported; use 'tools'."
-        )
-    if req.function_call is not None:
-        raise _unsupported(
-            "function_call",
-            "The legacy 'function_call' parameter is not supported; use 'tool_choice'.",
-        )
-    if req.web_search_options is not None:
-        raise _unsupported("web_search_options", "Web search is not supported by this gateway.")
-    if req.moderation is not None:
-        raise _unsupported("moderation", "moderation is not supported by this gateway.")
-    if req.prompt_cache_retention is not None:
-        raise _unsupported("prompt_cache_retention", "prompt_cache_retention is not supported.")
-    if req.prompt_cache_options is not None:
-        raise _unsupported("prompt_cache_options", "prompt_cache_options is not supported.")
-    if req.max_tokens is not None and req.max_completion_tokens is not None:
-        raise _unsupported(
-            "max_tokens", "Set only one of 'max_tokens' and 'max_completion_tokens'."
-        )
-    if req.stream_options is not None and not req.stream:
-        raise _unsupported(
-            "stream_options", "'stream_options' is only allowed when 'stream' is true."
-        )
-    if req.modalities is not None and not req.modalities:
-        raise invalid_request("'modalities' must not be empty.", param="modalities")
-    for name in ("safety_identifier", "prompt_cache_key"):
-        value = getattr(req, name)
-        if value is not None and len(value) > 64:
-            raise ApiError.of(
-                ErrorCode.STRING_ABOVE_MAX_LENGTH,
-                f"'{name}' must be at most 64 characters.",
-                param=name,
-            )
-    if req.service_tier is not None and req.service_tier not in (
-        "auto",
-        "default",
-        "flex",
-        "priority",
-    ):
-        raise _unsupported(
-            "service_tier",
-            f"service_tier {req.service_tier!r} is not supported; use auto, default, flex or priority.",
-        )
+    """Refuse fields that are valid Chat Completions but have no honest translation.
+
+    The first refusal wins, in this order: the request's options, then its metadata, then each
+    message."""
+    refusal = _option_refusal(req)
+    if refusal is not None:
+        raise refusal
     if req.metadata is not None:
         _check_metadata(req.metadata)
     for i, msg in enumerate(req.messages):
         _check_message(i, msg)
+
+
+def _option_refusal(req: wire.ChatCompletionRequest) -> ApiError | None:
+    """The first request option the adapter refuses, or ``None``."""
+    return (
+        _untranslatable_option(req)
+        or _conflicting_options(req)
+        or _string_too_long(req)
+        or _unknown_service_tier(req.service_tier)
+    )
+
+
+def _is_set(value: Any) -> bool:
+    return True
+
+
+def _has_non_text(modalities: list[str]) -> bool:
+    return any(m != "text" for m in modalities)
+
+
+# Options with no translation to /v1/responses, in the order they are reported: the field, when
+# a value (never ``None``) is refused, and why.
+_UNTRANSLATABLE: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("logit_bias", bool, "logit_bias is not supported by this gateway."),
+    ("seed", _is_set, "seed is not supported: /v1/responses has no seed parameter."),
+    ("audio", _is_set, "Audio output is not supported by this gateway."),
+    ("modalities", _has_non_text, "Only the 'text' modality is supported."),
+    ("prediction", _is_set, "Predicted outputs are not supported by this gateway."),
+    ("functions", _is_set, "The legacy 'functions' parameter is not supported; use 'tools'."),
+    (
+        "function_call",
+        _is_set,
+        "The legacy 'function_call' parameter is not supported; use 'tool_choice'.",
+    ),
+    ("web_search_options", _is_set, "Web search is not supported by this gateway."),
+    ("moderation", _is_set, "moderation is not supported by this gateway."),
+    ("prompt_cache_retention", _is_set, "prompt_cache_retention is not supported."),
+    ("prompt_cache_options", _is_set, "prompt_cache_options is not supported."),
+)
+
+
+def _untranslatable_option(req: wire.ChatCompletionRequest) -> ApiError | None:
+    if req.n is not None and req.n > 1:
+        return _unsupported(
+            "n", "n > 1 is not supported by this gateway; send one request per choice."
+        )
+    if req.top_logprobs and not req.logprobs:
+        return invalid_value("top_logprobs needs logprobs: true.", param="top_logprobs")
+    for name, refused, message in _UNTRANSLATABLE:
+        value = getattr(req, name)
+        if value is not None and refused(value):
+            return _unsupported(name, message)
+    return None
+
+
+def _conflicting_options(req: wire.ChatCompletionRequest) -> ApiError | None:
+    if req.max_tokens is not None and req.max_completion_tokens is not None:
+        return _unsupported(
+            "max_tokens", "Set only one of 'max_tokens' and 'max_completion_tokens'."
+        )
+    if req.stream_options is not None and not req.stream:
+        return _unsupported(
+            "stream_options", "'stream_options' is only allowed when 'stream' is true."
+        )
+    if req.modalities is not None and not req.modalities:
+        return invalid_request("'modalities' must not be empty.", param="modalities")
+    return None
+
+
+def _string_too_long(req: wire.ChatCompletionRequest) -> ApiError | None:
+    for name in ("safety_identifier", "prompt_cache_key"):
+        value = getattr(req, name)
+        if value is not None and len(value) > 64:
+            return ApiError.of(
+                ErrorCode.STRING_ABOVE_MAX_LENGTH,
+                f"'{name}' must be at most 64 characters.",
+                param=name,
+            )
+    return None
+
+
+_SERVICE_TIERS = ("auto", "default", "flex", "priority")
+
+
+def _unknown_service_tier(tier: str | None) -> ApiError | None:
+    if tier is None or tier in _SERVICE_TIERS:
+        return None
+    return _unsupported(
+        "service_tier",
+        f"service_tier {tier!r} is not supported; use auto, default, flex or priority.",
+    )
 
 
 def _check_metadata(metadata: dict[str, str]) -> None:
@@ -161,49 +195,66 @@ def _check_metadata(metadata: dict[str, str]) -> None:
 
 
 def _check_message(i: int, msg: wire.ChatMessage) -> None:
-    at = f"messages[{i}]"
+    refusal = _message_refusal(f"messages[{i}]", msg)
+    if refusal is not None:
+        raise refusal
+
+
+def _message_refusal(at: str, msg: wire.ChatMessage) -> ApiError | None:
+    """Why the message at ``at`` cannot be translated, or ``None``."""
     if isinstance(msg, wire.FunctionMessage):
-        raise _unsupported(
+        return _unsupported(
             f"{at}.role",
             "The legacy 'function' role is not supported; use 'tool' messages with a tool_call_id.",
         )
     if getattr(msg, "name", None) is not None:
-        raise _unsupported(
+        return _unsupported(
             f"{at}.name",
             "Message 'name' is not supported: /v1/responses messages carry no participant name.",
         )
     if isinstance(msg, wire.UserMessage) and isinstance(msg.content, list):
-        for j, part in enumerate(msg.content):
-            if isinstance(part, wire.InputAudioPart):
-                raise _unsupported(
-                    f"{at}.content[{j}]", "Audio input is not supported by this gateway."
-                )
-            if isinstance(part, wire.FilePart):
-                if part.file.file_id is not None:
-                    raise _unsupported(
-                        f"{at}.content[{j}].file.file_id",
-                        "File ids are not supported (there is no files API); send file_data.",
-                    )
-                if part.file.file_data is None:
-                    raise missing_required_parameter(
-                        "A file part needs 'file_data'.",
-                        param=f"{at}.content[{j}].file.file_data",
-                    )
+        return _user_parts_refusal(at, msg.content)
     if isinstance(msg, wire.AssistantMessage):
-        if msg.audio is not None:
-            raise _unsupported(f"{at}.audio", "Assistant audio is not supported by this gateway.")
-        if msg.function_call is not None:
-            raise _unsupported(
-                f"{at}.function_call",
-                "The legacy assistant 'function_call' is not supported; use 'tool_calls'.",
+        return _assistant_refusal(at, msg)
+    return None
+
+
+def _user_parts_refusal(at: str, parts: list[wire.UserPart]) -> ApiError | None:
+    for j, part in enumerate(parts):
+        if isinstance(part, wire.InputAudioPart):
+            return _unsupported(
+                f"{at}.content[{j}]", "Audio input is not supported by this gateway."
             )
-        if msg.annotations and not isinstance(msg.content, str):
-            raise invalid_value(
-                "Assistant 'annotations' need a string 'content' to refer to.",
-                param=f"{at}.annotations",
-            )
-        if msg.content is None and not msg.tool_calls and msg.refusal is None:
-            raise missing_required_parameter(
-                "An assistant message needs 'content', 'refusal' or 'tool_calls'.",
-                param=f"{at}.content",
-            )
+        if isinstance(part, wire.FilePart):
+            if part.file.file_id is not None:
+                return _unsupported(
+                    f"{at}.content[{j}].file.file_id",
+                    "File ids are not supported (there is no files API); send file_data.",
+                )
+            if part.file.file_data is None:
+                return missing_required_parameter(
+                    "A file part needs 'file_data'.",
+                    param=f"{at}.content[{j}].file.file_data",
+                )
+    return None
+
+
+def _assistant_refusal(at: str, msg: wire.AssistantMessage) -> ApiError | None:
+    if msg.audio is not None:
+        return _unsupported(f"{at}.audio", "Assistant audio is not supported by this gateway.")
+    if msg.function_call is not None:
+        return _unsupported(
+            f"{at}.function_call",
+            "The legacy assistant 'function_call' is not supported; use 'tool_calls'.",
+        )
+    if msg.annotations and not isinstance(msg.content, str):
+        return invalid_value(
+            "Assistant 'annotations' need a string 'content' to refer to.",
+            param=f"{at}.annotations",
+        )
+    if msg.content is None and not msg.tool_calls and msg.refusal is None:
+        return missing_required_parameter(
+            "An assistant message needs 'content', 'refusal' or 'tool_calls'.",
+            param=f"{at}.content",
+        )
+    return None
