@@ -12,6 +12,7 @@ import pytest
 from tests.support import spec
 
 from orgate.chat import translate, validate
+from orgate.protocol.errors import ApiError
 from orgate.protocol.request import CreateResponseBody
 
 
@@ -412,3 +413,37 @@ def test_param_map_names_chat_fields() -> None:
     assert to_chat("reasoning.effort") == "reasoning_effort"
     assert to_chat("tool_choice.name") == "tool_choice.function.name"
     assert to_chat("temperature") == "temperature"
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_tokens", 1), ("max_completion_tokens", 15)])
+def test_max_tokens_below_the_responses_minimum_is_kept(field: str, value: int) -> None:
+    data: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    body = translate.to_create_response_body(validate.parse_request({**data, field: value}))
+    assert body.max_output_tokens == value
+    assert "max_output_tokens" not in body_of()
+
+
+def test_logprobs_without_top_logprobs_ask_for_the_tokens_only() -> None:
+    wire = body_of(logprobs=True)
+    assert wire["include"] == ["message.output_text.logprobs"]
+    assert "top_logprobs" not in wire
+
+
+def test_store_defaults_to_false_and_text_is_left_out_when_unset() -> None:
+    wire = body_of()
+    assert wire["store"] is False
+    assert "text" not in wire and "reasoning" not in wire and "tools" not in wire
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"temperature": 3}, "temperature"),
+        ({"verbosity": "loud"}, "verbosity"),
+    ],
+)
+def test_a_body_the_protocol_refuses_names_the_chat_field(fields: dict[str, Any], param: str) -> None:
+    data: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
+    with pytest.raises(ApiError) as info:
+        translate.translate_request(validate.parse_request(data))
+    assert info.value.param == param

@@ -42,9 +42,31 @@ def to_create_response_body(req: wire.ChatCompletionRequest) -> CreateResponseBo
 
 def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBody, ParamMap]:
     """The ``CreateResponseBody`` and the map of its params back to chat params."""
+    items, sources = _input_items(req.messages)
+    max_tokens = (
+        req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    )
+    params = ParamMap(
+        sources,
+        "max_tokens" if req.max_tokens is not None else "max_completion_tokens",
+    )
+    try:
+        parsed = CreateResponseBody.model_validate(_request_body(req, items, max_tokens))
+    except ValidationError as exc:
+        err = from_validation_error(exc)
+        err.param = params.to_chat(err.param)
+        raise err from None
+    if max_tokens is not None:
+        parsed.max_output_tokens = max_tokens  # no re-validation: below 16 is fine here
+    return parsed, params
+
+
+def _input_items(messages: list[wire.ChatMessage]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Responses input items of the chat messages, and the chat path of each (for error
+    params: a tool call is its own item)."""
     items: list[dict[str, Any]] = []
-    sources: list[str] = []  # the chat path of each input item, for error params
-    for i, msg in enumerate(req.messages):
+    sources: list[str] = []
+    for i, msg in enumerate(messages):
         calls = 0
         for item in _message_items(msg):
             items.append(item)
@@ -53,72 +75,94 @@ def translate_request(req: wire.ChatCompletionRequest) -> tuple[CreateResponseBo
                 calls += 1
             else:
                 sources.append(f"messages[{i}]")
+    return items, sources
 
-    body: dict[str, Any] = {"model": req.model, "input": items}
+
+# Chat fields sent under the same name when set, before and after ``max_output_tokens``.
+_SAME_NAME = (
+    "temperature",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "parallel_tool_calls",
+    "metadata",
+    "prompt_cache_key",
+    "service_tier",
+)
+# ``user`` is an extension field, passed to ModelRequest.user.
+_SAME_NAME_AFTER = ("safety_identifier", "user")
+
+
+def _request_body(
+    req: wire.ChatCompletionRequest, items: list[dict[str, Any]], max_tokens: int | None
+) -> dict[str, Any]:
+    """The ``/v1/responses`` body, as JSON, before validation."""
     # Chat Completions does not store by default; /v1/responses does.
-    body["store"] = req.store if req.store is not None else False
+    body: dict[str, Any] = {
+        "model": req.model,
+        "input": items,
+        "store": req.store if req.store is not None else False,
+    }
     if req.stream:
         body["stream"] = True
-    for name in (
-        "temperature",
-        "top_p",
-        "presence_penalty",
-        "frequency_penalty",
-        "parallel_tool_calls",
-        "metadata",
-        "prompt_cache_key",
-        "service_tier",
-    ):
-        value = getattr(req, name)
-        if value is not None:
-            body[name] = value
-    max_tokens = (
-        req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-    )
+    _copy_set(req, _SAME_NAME, body)
     if max_tokens is not None:
         # /v1/responses wants at least 16; chat allows 1 (health checks send it): validated as
-        # 16, then set to the client's value below.
+        # 16, then set to the client's value (translate_request).
         body["max_output_tokens"] = max(max_tokens, RESPONSES_MIN_OUTPUT_TOKENS)
-    if req.safety_identifier is not None:
-        body["safety_identifier"] = req.safety_identifier
-    if req.user is not None:
-        body["user"] = req.user  # extension field, passed to ModelRequest.user
+    _copy_set(req, _SAME_NAME_AFTER, body)
     if req.reasoning_effort is not None:
         # "minimal" is the chat name of the lowest non-zero effort; Responses has "low".
         effort = "low" if req.reasoning_effort == "minimal" else req.reasoning_effort
         body["reasoning"] = {"effort": effort}
+    body.update(_text_fields(req))
+    body.update(_tool_fields(req))
+    body.update(_logprob_fields(req))
+    body.update(_stop_field(req.stop))
+    return body
+
+
+def _copy_set(
+    req: wire.ChatCompletionRequest, names: tuple[str, ...], body: dict[str, Any]
+) -> None:
+    for name in names:
+        value = getattr(req, name)
+        if value is not None:
+            body[name] = value
+
+
+def _text_fields(req: wire.ChatCompletionRequest) -> dict[str, Any]:
     text: dict[str, Any] = {}
     if req.response_format is not None:
         text["format"] = _text_format(req.response_format)
     if req.verbosity is not None:
         text["verbosity"] = req.verbosity
-    if text:
-        body["text"] = text
+    return {"text": text} if text else {}
+
+
+def _tool_fields(req: wire.ChatCompletionRequest) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
     if req.tools is not None:
-        body["tools"] = [_tool(t) for t in req.tools]
+        fields["tools"] = [_tool(t) for t in req.tools]
     if req.tool_choice is not None:
-        body["tool_choice"] = _tool_choice(req.tool_choice)
-    if req.logprobs:
-        body["include"] = [LOGPROBS_INCLUDE]
-        if req.top_logprobs is not None:
-            body["top_logprobs"] = req.top_logprobs
-    if req.stop is not None:
-        stops = [req.stop] if isinstance(req.stop, str) else list(req.stop)
-        if stops:
-            body["stop"] = stops  # extension field, passed to ModelRequest.stop
-    params = ParamMap(
-        sources,
-        "max_tokens" if req.max_tokens is not None else "max_completion_tokens",
-    )
-    try:
-        parsed = CreateResponseBody.model_validate(body)
-    except ValidationError as exc:
-        err = from_validation_error(exc)
-        err.param = params.to_chat(err.param)
-        raise err from None
-    if max_tokens is not None:
-        parsed.max_output_tokens = max_tokens  # no re-validation: below 16 is fine here
-    return parsed, params
+        fields["tool_choice"] = _tool_choice(req.tool_choice)
+    return fields
+
+
+def _logprob_fields(req: wire.ChatCompletionRequest) -> dict[str, Any]:
+    if not req.logprobs:
+        return {}
+    if req.top_logprobs is None:
+        return {"include": [LOGPROBS_INCLUDE]}
+    return {"include": [LOGPROBS_INCLUDE], "top_logprobs": req.top_logprobs}
+
+
+def _stop_field(stop: str | list[str] | None) -> dict[str, Any]:
+    """``stop`` as a list (an extension field, passed to ModelRequest.stop); none when empty."""
+    if stop is None:
+        return {}
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    return {"stop": stops} if stops else {}
 
 
 #: The smallest ``max_output_tokens`` ``/v1/responses`` accepts (chat's ``max_tokens`` may be less).
