@@ -350,3 +350,43 @@ def test_recorded_sequence() -> None:
 def test_encode() -> None:
     assert encode(DONE) == b"data: [DONE]\n\n"
     assert encode({"a": 1}) == b'data: {"a":1}\n\n'
+
+
+def test_events_that_add_nothing_send_nothing() -> None:
+    t = ChunkTranslator()
+    t.feed({"type": "response.created", "response": {"id": "resp_q", "created_at": 3, "model": "m"}})
+    assert t.feed({"type": "response.output_text.delta", "output_index": 0, "delta": ""}) == []
+    assert t.feed({"type": "response.refusal.delta", "output_index": 0, "delta": ""}) == []
+    # Arguments of a call that never started, and an empty piece of a call that did.
+    assert t.feed({"type": "response.function_call_arguments.delta", "output_index": 5, "delta": "{"}) == []
+    item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": ""}
+    assert len(t.feed({"type": "response.output_item.added", "output_index": 1, "item": item})) == 1
+    assert t.feed({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": ""}) == []
+    # Items other than calls, and events with no chat counterpart.
+    message = {"type": "message", "role": "assistant", "content": []}
+    assert t.feed({"type": "response.output_item.added", "output_index": 2, "item": message}) == []
+    assert t.feed({"type": "response.output_item.done", "output_index": 2, "item": message}) == []
+    assert t.feed({"type": "response.reasoning_summary_text.delta", "delta": "x"}) == []
+    assert t.feed({"no": "type"}) == []
+    assert not t.done
+    # The role chunk was sent with the call: the finish chunk carries no second one.
+    payloads = t.feed({"type": "response.completed", "response": {"id": "resp_q", "status": "completed"}})
+    assert [c["choices"][0]["finish_reason"] for c in payloads[:-1]] == ["tool_calls"]
+    assert payloads[-1] == DONE and t.done
+    assert payloads[0]["id"] == "chatcmpl-q" and payloads[0]["created"] == 3
+
+
+def test_queued_and_in_progress_adopt_the_response_too() -> None:
+    t = ChunkTranslator()
+    assert t.feed({"type": "response.queued", "response": {"id": "resp_a", "model": "m1"}}) == []
+    assert t.feed({"type": "response.in_progress", "response": {"service_tier": "flex"}}) == []
+    chunk = t.feed({"type": "response.output_text.delta", "output_index": 0, "delta": "hi"})[-1]
+    assert (chunk["id"], chunk["model"], chunk["service_tier"]) == ("chatcmpl-a", "m1", "flex")
+
+
+def test_an_error_event_then_the_end_of_the_stream_sends_one_error() -> None:
+    t = ChunkTranslator()
+    sent = t.feed({"type": "error", "error": {"type": "server_error", "message": "x"}})
+    assert len(sent) == 1 and "error" in sent[0]
+    assert t.close() == [DONE]
+    assert t.fail(ApiError(500, "late", type="server_error")) == []

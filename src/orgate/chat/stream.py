@@ -71,53 +71,76 @@ class ChunkTranslator:
         """The chat payloads for one Responses event (possibly none)."""
         if self._done:
             return []
-        kind = event.get("type")
-        out: list[Payload] = []
-        if kind in ("response.created", "response.queued", "response.in_progress"):
-            # The role chunk waits for the first output: its ``content`` is ``""`` before
-            # text and ``null`` before a refusal or a tool call, as OpenAI sends it.
-            self._adopt(event.get("response") or {})
-        elif kind == "response.output_text.delta":
-            tokens = event.get("logprobs") if self.logprobs else None
-            if event.get("delta") or tokens:  # tokens without text (a piece of a character) too
-                self._role(out)
-                logprobs = translate.choice_logprobs(tokens or []) if self.logprobs else None
-                out.append(self._chunk(wire.Delta(content=event["delta"]), logprobs=logprobs))
-        elif kind == "response.refusal.delta":
-            if event.get("delta"):
-                self._role(out, content=None)
-                out.append(self._chunk(wire.Delta(refusal=event["delta"])))
-        elif kind == "response.output_item.added":
-            item = event.get("item") or {}
-            if item.get("type") == "function_call":
-                out.append(self._start_call(event.get("output_index", -1), item))
-        elif kind == "response.function_call_arguments.delta":
-            call = self._calls.get(event.get("output_index", -1))
-            if call is not None and event.get("delta"):
-                out.append(self._args(call, event["delta"]))
-        elif kind == "response.output_item.done":
-            item = event.get("item") or {}
-            if item.get("type") == "function_call":
-                out.extend(self._finish_call(event.get("output_index", -1), item))
-        elif kind in ("response.completed", "response.incomplete"):
-            response = event.get("response") or {}
-            self._adopt(response)
-            self._role(out)
-            reason = translate.finish_reason(response, saw_tool_call=bool(self._calls))
-            out.append(self._chunk(wire.Delta(), finish_reason=reason))
-            if self.include_usage:
-                out.append(self._usage_chunk(response))
-            out.append(self._end())
-        elif kind == "error":
-            self._errored = True
-            out.append(self._error(translate.error_from_payload(event.get("error") or {})))
-        elif kind == "response.failed":
-            if not self._errored:
-                response = event.get("response") or {}
-                out.append(self._error(translate.error_from_payload(response.get("error") or {})))
-            out.append(self._end())
-        # Every other event (content parts, *.done, reasoning, annotations,
+        # Every event without a handler (content parts, *.done, reasoning, annotations,
         # provider-specific slugs) has no chat counterpart.
+        handler = _HANDLERS.get(event.get("type"))
+        return handler(self, event) if handler is not None else []
+
+    # ------------------------------------------------------------------ one per event type
+
+    def _on_started(self, event: dict[str, Any]) -> list[Payload]:
+        # The role chunk waits for the first output: its ``content`` is ``""`` before
+        # text and ``null`` before a refusal or a tool call, as OpenAI sends it.
+        self._adopt(event.get("response") or {})
+        return []
+
+    def _on_text_delta(self, event: dict[str, Any]) -> list[Payload]:
+        out: list[Payload] = []
+        tokens = event.get("logprobs") if self.logprobs else None
+        if event.get("delta") or tokens:  # tokens without text (a piece of a character) too
+            self._role(out)
+            logprobs = translate.choice_logprobs(tokens or []) if self.logprobs else None
+            out.append(self._chunk(wire.Delta(content=event["delta"]), logprobs=logprobs))
+        return out
+
+    def _on_refusal_delta(self, event: dict[str, Any]) -> list[Payload]:
+        out: list[Payload] = []
+        if event.get("delta"):
+            self._role(out, content=None)
+            out.append(self._chunk(wire.Delta(refusal=event["delta"])))
+        return out
+
+    def _on_item_added(self, event: dict[str, Any]) -> list[Payload]:
+        item = event.get("item") or {}
+        if item.get("type") != "function_call":
+            return []
+        return [self._start_call(event.get("output_index", -1), item)]
+
+    def _on_arguments_delta(self, event: dict[str, Any]) -> list[Payload]:
+        call = self._calls.get(event.get("output_index", -1))
+        if call is None or not event.get("delta"):
+            return []
+        return [self._args(call, event["delta"])]
+
+    def _on_item_done(self, event: dict[str, Any]) -> list[Payload]:
+        item = event.get("item") or {}
+        if item.get("type") != "function_call":
+            return []
+        return self._finish_call(event.get("output_index", -1), item)
+
+    def _on_finished(self, event: dict[str, Any]) -> list[Payload]:
+        """``response.completed`` / ``response.incomplete``: the finish chunk, usage, ``[DONE]``."""
+        out: list[Payload] = []
+        response = event.get("response") or {}
+        self._adopt(response)
+        self._role(out)
+        reason = translate.finish_reason(response, saw_tool_call=bool(self._calls))
+        out.append(self._chunk(wire.Delta(), finish_reason=reason))
+        if self.include_usage:
+            out.append(self._usage_chunk(response))
+        out.append(self._end())
+        return out
+
+    def _on_error(self, event: dict[str, Any]) -> list[Payload]:
+        self._errored = True
+        return [self._error(translate.error_from_payload(event.get("error") or {}))]
+
+    def _on_failed(self, event: dict[str, Any]) -> list[Payload]:
+        out: list[Payload] = []
+        if not self._errored:
+            response = event.get("response") or {}
+            out.append(self._error(translate.error_from_payload(response.get("error") or {})))
+        out.append(self._end())
         return out
 
     def close(self) -> list[Payload]:
@@ -233,9 +256,7 @@ class ChunkTranslator:
             id=self.id,
             created=self.created,
             model=self.model,
-            choices=[
-                wire.ChunkChoice(delta=delta, finish_reason=finish_reason, logprobs=logprobs)
-            ],
+            choices=[wire.ChunkChoice(delta=delta, finish_reason=finish_reason, logprobs=logprobs)],
             service_tier=self.service_tier,
         ).model_dump(mode="json")
         if not self.include_usage:
@@ -262,6 +283,29 @@ class ChunkTranslator:
         return DONE
 
 
+_Handler = Callable[[ChunkTranslator, dict[str, Any]], list[Payload]]
+
+# The Responses events that have a chat counterpart, and what becomes of each.
+_HANDLERS: dict[Any, _Handler] = {
+    "response.created": ChunkTranslator._on_started,
+    "response.queued": ChunkTranslator._on_started,
+    "response.in_progress": ChunkTranslator._on_started,
+    "response.output_text.delta": ChunkTranslator._on_text_delta,
+    "response.refusal.delta": ChunkTranslator._on_refusal_delta,
+    "response.output_item.added": ChunkTranslator._on_item_added,
+    "response.function_call_arguments.delta": ChunkTranslator._on_arguments_delta,
+    "response.output_item.done": ChunkTranslator._on_item_done,
+    "response.completed": ChunkTranslator._on_finished,
+    "response.incomplete": ChunkTranslator._on_finished,
+    "error": ChunkTranslator._on_error,
+    "response.failed": ChunkTranslator._on_failed,
+}
+
+
 def _text_of(delta: wire.Delta) -> str:
     """What a delta adds to the answer: its content, refusal or tool-call arguments."""
-    return delta.content or delta.refusal or "".join(call.function.arguments or "" for call in delta.tool_calls or ())
+    return (
+        delta.content
+        or delta.refusal
+        or "".join(call.function.arguments or "" for call in delta.tool_calls or ())
+    )
