@@ -315,3 +315,49 @@ def test_a_custom_tool_call_is_checked_for_status_and_a_string_input() -> None:
     assert check({k: v for k, v in good.items() if k != "status"}, require_status=False).code is Code.OK
     assert check({k: v for k, v in good.items() if k != "name"}).code is Code.UNKNOWN_TOOL
     assert check({"type": "custom_tool_call_output", "call_id": "c1", "output": "done"}).code is Code.NOT_FUNCTION_CALL
+
+
+def test_each_check_in_turn_is_the_first_failure(tools: Any) -> None:
+    # One item failing every check; mending one check at a time moves the verdict down the order.
+    item: dict[str, Any] = {
+        "type": "x:function_call",
+        "status": "in_progress",
+        "arguments": {"region": "global"},
+        "name": "nope",
+    }
+    steps: list[tuple[Code, dict[str, Any]]] = [
+        (Code.NAMESPACED, {"type": "message"}),
+        (Code.NOT_FUNCTION_CALL, {"type": "function_call"}),
+        (Code.STATUS, {"status": "completed"}),
+        (Code.ARGUMENTS_TYPE, {"arguments": '{"region": '}),
+        (Code.ARGUMENTS_PARSE, {"arguments": '{"region": "global"}'}),
+        (Code.UNKNOWN_TOOL, {"name": "get_latest_sales_report"}),
+        (Code.ARGUMENTS_SCHEMA, {"arguments": '{"region": "apac"}'}),
+    ]
+    for code, mend in steps:
+        assert check(item, tools).code is code
+        item.update(mend)
+    assert check(item, tools).code is Code.OK
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        ("in_progress", "still streaming"),
+        ("incomplete", "truncated"),
+        ("failed", "'failed', not 'completed'"),
+        (None, "None, not 'completed'"),
+    ],
+)
+def test_status_messages_say_what_is_wrong(status: Any, words: str, tools: Any) -> None:
+    item = call()
+    item["status"] = status
+    assert words in check(item, tools).message
+    del item["status"]
+    assert check(item, tools).message == "status is missing (must be 'completed')"
+
+
+def test_a_value_of_no_json_type_is_named_by_its_class() -> None:
+    verdict = check({1, 2})
+    assert verdict.code is Code.NAMESPACED and verdict.message.startswith("item is set")
+    assert check({"type": 1.5}).message == "type is number, not a string"

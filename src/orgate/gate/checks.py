@@ -105,8 +105,40 @@ def check(
     if id_.__class__ is not str:
         id_ = None
     typ = item.get("type")
+    # 1.-2. a function_call (the common case, tested first) or the verdict for any other type
+    if typ != "function_call" or typ.__class__ is not str:
+        return _other_type(item, typ, name, call_id, id_, require_status)
+    # 3. status
+    status = item.get("status")
+    if status != "completed" and (require_status or "status" in item):
+        return Verdict(_STATUS, _status_problem(item, status), (), name, call_id, id_)
+    # 4. arguments must be a JSON string
+    arguments = item.get("arguments")
+    if arguments.__class__ is not str:
+        what = "missing" if "arguments" not in item else f"{_kind(arguments)}"
+        return Verdict(
+            _ARGUMENTS_TYPE, f"arguments is {what}, not a JSON string", (), name, call_id, id_
+        )
+    # 5. arguments must parse
+    try:
+        parsed = _loads(arguments)
+    except ValueError as exc:  # orjson.JSONDecodeError
+        return Verdict(
+            _ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
+        )
+    return _tool_verdict(parsed, tools, name, call_id, id_)
 
-    # 1. namespaced / not portable
+
+def _other_type(
+    item: dict[str, Any],
+    typ: Any,
+    name: str | None,
+    call_id: str | None,
+    id_: str | None,
+    require_status: bool,
+) -> Verdict:
+    """Steps 1 and 2 for an item whose ``type`` is not ``function_call``: namespaced (or no
+    string type), a hosted tool's item, a ``custom_tool_call`` (checked on), or not a call."""
     if typ.__class__ is not str:
         if typ is None and "type" not in item and isinstance(item.get("role"), str):
             return Verdict(
@@ -141,36 +173,24 @@ def check(
     # 2. function_call (and custom_tool_call: free-form input) only
     if typ == "custom_tool_call":
         return _custom_call(item, name, call_id, id_, require_status)
-    if typ != "function_call":
-        return Verdict(
-            _NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_
-        )
-    # 3. status
-    status = item.get("status")
-    if status != "completed" and (require_status or "status" in item):
-        if status == "in_progress":
-            msg = "status is 'in_progress': the call is still streaming"
-        elif status == "incomplete":
-            msg = "status is 'incomplete': the arguments may be truncated"
-        elif "status" not in item:
-            msg = "status is missing (must be 'completed')"
-        else:
-            msg = f"status is {status!r}, not 'completed'"
-        return Verdict(_STATUS, msg, (), name, call_id, id_)
-    # 4. arguments must be a JSON string
-    arguments = item.get("arguments")
-    if arguments.__class__ is not str:
-        what = "missing" if "arguments" not in item else f"{_kind(arguments)}"
-        return Verdict(
-            _ARGUMENTS_TYPE, f"arguments is {what}, not a JSON string", (), name, call_id, id_
-        )
-    # 5. arguments must parse
-    try:
-        parsed = _loads(arguments)
-    except ValueError as exc:  # orjson.JSONDecodeError
-        return Verdict(
-            _ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
-        )
+    return Verdict(_NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_)
+
+
+def _status_problem(item: dict[str, Any], status: Any) -> str:
+    """Why a function call's status (not ``completed``) fails step 3."""
+    if status == "in_progress":
+        return "status is 'in_progress': the call is still streaming"
+    if status == "incomplete":
+        return "status is 'incomplete': the arguments may be truncated"
+    if "status" not in item:
+        return "status is missing (must be 'completed')"
+    return f"status is {status!r}, not 'completed'"
+
+
+def _tool_verdict(
+    parsed: Any, tools: Any, name: str | None, call_id: str | None, id_: str | None
+) -> Verdict:
+    """Steps 6 to 8 for a call whose arguments parsed: the named tool, then its schema."""
     # 6. the named tool must exist
     if name is None:
         return Verdict(
