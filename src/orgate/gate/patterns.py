@@ -122,6 +122,15 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
     as ``jsonschema`` computes them, with ``patternProperties`` matched by this engine)."""
     if not isinstance(schema, dict):
         return set()
+    return (
+        _keys_through_refs(validator, instance, schema)
+        | _keys_of_own_keywords(validator, instance, schema)
+        | _keys_through_subschemas(validator, instance, schema)
+    )
+
+
+def _keys_through_refs(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    """The keys the schemas ``$ref`` and ``$dynamicRef`` point to evaluate."""
     keys: set[str] = set()
     for ref_keyword in ("$ref", "$dynamicRef"):
         ref = schema.get(ref_keyword)
@@ -129,6 +138,13 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
             resolved = validator._resolver.lookup(ref)
             inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
             keys |= _evaluated_keys(inner, instance, resolved.contents)
+    return keys
+
+
+def _keys_of_own_keywords(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    """The keys ``properties``, ``patternProperties`` and the valid members under
+    ``additionalProperties`` / ``unevaluatedProperties`` evaluate."""
+    keys: set[str] = set()
     properties = schema.get("properties")
     if isinstance(properties, dict):
         keys |= properties.keys() & instance.keys()
@@ -138,6 +154,14 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
             keys |= {k for k, v in instance.items() if _no_error(validator.descend(v, sub))}
     for pattern in schema.get("patternProperties") or {}:
         keys |= {k for k in instance if search(pattern, k)}
+    return keys
+
+
+def _keys_through_subschemas(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+    """The keys evaluated by the subschemas that apply to ``instance``: ``dependentSchemas`` of
+    present keys, the valid branches of ``allOf`` / ``oneOf`` / ``anyOf``, and ``if`` with
+    ``then`` or ``else``."""
+    keys: set[str] = set()
     for name, sub in (schema.get("dependentSchemas") or {}).items():
         if name in instance:
             keys |= _evaluated_keys(validator, instance, sub)
