@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator, FormatChecker
 
 from orgate.structured.layers import (
     Accepted,
@@ -15,6 +16,7 @@ from orgate.structured.layers import (
     SemanticCheckError,
     ValidatorCache,
     check_output,
+    describe_error,
     format_path,
     parse_layer,
     semantic_layer,
@@ -207,3 +209,106 @@ def test_many_errors_are_capped() -> None:
 def test_any_json_value_parses(value: Any) -> None:
     parsed = parse_layer(json.dumps(value))
     assert not isinstance(parsed, Failure) and parsed[0] == value
+
+
+_EVERY_KEYWORD: list[tuple[dict[str, Any], Any, list[str]]] = [
+    ({"required": ["a", "b"]}, {"b": 1}, ["missing required key a"]),
+    ({"properties": {"o": {"required": ["a"]}}}, {"o": {}}, ["missing required key a in o"]),
+    (
+        {"properties": {"a": {}}, "patternProperties": {"^x": {}}, "additionalProperties": False},
+        {"a": 1, "x1": 2, "b": 3},
+        ["unexpected key b"],
+    ),
+    (
+        {"properties": {"a": {}}, "unevaluatedProperties": False},
+        {"a": 1, "b": 2},
+        ["unexpected key b"],
+    ),
+    (
+        {"properties": {"a": {"type": "string"}}, "unevaluatedProperties": False},
+        {"a": 1},
+        ["a: expected string, got integer 1"],
+    ),
+    (
+        {"enum": list(range(25))},
+        99,
+        ["expected one of " + ", ".join(str(i) for i in range(20)) + ", …, got 99"],
+    ),
+    ({"properties": {"c": {"const": "a"}}}, {"c": "b"}, ['c: expected "a", got "b"']),
+    ({"minLength": 2}, "a", ['"a" is too short (expected at least 2 characters, got 1)']),
+    ({"maxLength": 1}, "ab", ['"ab" is too long (expected at most 1 character, got 2)']),
+    ({"minItems": 1}, [], ["[] is too short (expected at least 1 item, got 0)"]),
+    ({"maxItems": 1}, [1, 2], ["[1,2] is too long (expected at most 1 item, got 2)"]),
+    (
+        {"maxProperties": 1},
+        {"a": 1, "b": 2},
+        ['{"a":1,"b":2} has too many keys (expected at most 1 key, got 2)'],
+    ),
+    ({"minProperties": 2}, {}, ["{} has too few keys (expected at least 2 keys, got 0)"]),
+    ({"minLength": 2.0}, "a", ["'a' is too short"]),
+    ({"pattern": "^a"}, "b", ['"b" does not match the pattern "^a"']),
+    (
+        {"properties": {"e": {"format": "email"}}},
+        {"e": "x"},
+        ['e: expected a string in format email, got "x"'],
+    ),
+    ({"uniqueItems": True}, [1, 1], ["expected unique items, got duplicates in [1,1]"]),
+    (
+        {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        1.5,
+        [
+            "must match exactly one alternative (expected string, got number 1.5;"
+            " expected integer, got number 1.5)"
+        ],
+    ),
+    (
+        {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+        1,
+        ["1 is valid under each of {'type': 'number'}, {'type': 'integer'}"],
+    ),
+    (
+        {"anyOf": [{"type": t} for t in ("string", "boolean", "null", "array", "object")]},
+        1.5,
+        [
+            "none of the allowed alternatives matched (expected string, got number 1.5;"
+            " expected boolean, got number 1.5; expected null, got number 1.5;"
+            " expected array, got number 1.5)"
+        ],
+    ),
+    (
+        {
+            "properties": {
+                "a": {
+                    "anyOf": [
+                        {"type": "object", "required": ["x"]},
+                        {"type": "object", "required": ["x"]},
+                        {"type": "string"},
+                    ]
+                }
+            }
+        },
+        {"a": {"y": 1}},
+        [
+            "a: none of the allowed alternatives matched"
+            " (missing required key x; expected string, got object)"
+        ],
+    ),
+    (
+        {"items": {"anyOf": [{"properties": {"b": {"type": "string"}}}, {"type": "string"}]}},
+        [{"b": 1}],
+        [
+            "[0]: none of the allowed alternatives matched"
+            " (b: expected string, got integer 1; expected string, got object)"
+        ],
+    ),
+    ({"minimum": 3}, 1, ["1 is less than the minimum of 3"]),
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "messages"), _EVERY_KEYWORD)
+def test_every_keyword_has_its_message(
+    schema: dict[str, Any], instance: Any, messages: list[str]
+) -> None:
+    validator = Draft202012Validator(schema, format_checker=FormatChecker())
+    found = sorted(validator.iter_errors(instance), key=lambda e: e.message)
+    assert [m for error in found for m in describe_error(error)] == messages
