@@ -302,6 +302,14 @@ _EVERY_KEYWORD: list[tuple[dict[str, Any], Any, list[str]]] = [
         ],
     ),
     ({"minimum": 3}, 1, ["1 is less than the minimum of 3"]),
+    (  # a schema for the other keys, not False: jsonschema's own words
+        {"properties": {"o": {"unevaluatedProperties": {"type": "string"}}}},
+        {"o": {"a": 1}},
+        [
+            "o: Unevaluated properties are not valid under the given schema"
+            " ('a' was unevaluated and invalid)"
+        ],
+    ),
 ]
 
 

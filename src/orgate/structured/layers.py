@@ -241,65 +241,115 @@ _SIZE_WORDS: dict[str, tuple[str, str, str]] = {
 def describe_error(error: ValidationError, *, relative: bool = False) -> list[str]:
     """One or more precise messages for one jsonschema error (``relative``: path from its parent error)."""
     path = format_path(error.relative_path if relative else error.absolute_path)
-    at = "" if path == "$" else f"{path}: "
+    describe = _DESCRIBERS.get(error.validator)
+    messages = describe(error, path) if describe is not None else None
+    return messages if messages is not None else [f"{_at(path)}{error.message}"]
+
+
+def _at(path: str) -> str:
+    """The prefix naming where a message applies (nothing at the root)."""
+    return "" if path == "$" else f"{path}: "
+
+
+def _missing_keys(error: ValidationError, path: str) -> list[str] | None:
+    required = error.validator_value if isinstance(error.validator_value, list) else []
+    instance = error.instance if isinstance(error.instance, dict) else {}
     where = "" if path == "$" else f" in {path}"
-    kind = error.validator
-    if kind == "required":
-        required = error.validator_value if isinstance(error.validator_value, list) else []
-        instance = error.instance if isinstance(error.instance, dict) else {}
-        return [f"missing required key {k}{where}" for k in required if k not in instance]
-    if kind in ("additionalProperties", "unevaluatedProperties") and error.validator_value is False:
-        return [f"unexpected key {k}{where}" for k in _undeclared_keys(error)] or [
-            f"{at}{error.message}"
-        ]
-    if kind == "type":
-        return [
-            f"{at}expected {_expected_types(error.validator_value)}, got {_got(error.instance)}"
-        ]
-    if kind == "enum":
-        options = ", ".join(render_value(v, 40) for v in error.validator_value[:20])
-        more = ", …" if len(error.validator_value) > 20 else ""
-        return [f"{at}expected one of {options}{more}, got {render_value(error.instance)}"]
-    if kind == "const":
-        return [
-            f"{at}expected {render_value(error.validator_value)}, got {render_value(error.instance)}"
-        ]
-    if kind in _SIZE_WORDS and isinstance(error.validator_value, int):
-        noun, least, most = _SIZE_WORDS[kind]
-        bound = error.validator_value
-        size = len(error.instance) if isinstance(error.instance, str | list | dict) else 0
-        words = least if kind.startswith("min") else most
-        unit = noun if bound == 1 else noun + "s"
-        if noun == "key":
-            verdict = "has too few keys" if kind.startswith("min") else "has too many keys"
-        else:
-            verdict = "is too short" if kind.startswith("min") else "is too long"
-        return [
-            f"{at}{render_value(error.instance)} {verdict} (expected {words} {bound} {unit}, got {size})"
-        ]
-    if kind == "pattern":
-        return [
-            f"{at}{render_value(error.instance)} does not match the pattern {json.dumps(error.validator_value)}"
-        ]
-    if kind == "format":
-        return [
-            f"{at}expected a string in format {error.validator_value}, got {render_value(error.instance)}"
-        ]
-    if kind == "uniqueItems" and isinstance(error.instance, list):
-        return [f"{at}expected unique items, got duplicates in {render_value(error.instance)}"]
-    if kind in ("anyOf", "oneOf") and error.context:
-        subs: list[str] = []
-        for sub in sorted(
-            error.context, key=lambda e: (list(e.relative_schema_path)[:1], len(e.relative_path))
-        )[:4]:
-            subs.extend(describe_error(sub, relative=True))
-        label = (
-            "none of the allowed alternatives matched"
-            if kind == "anyOf"
-            else "must match exactly one alternative"
-        )
-        return [f"{at}{label} ({'; '.join(dict.fromkeys(subs))})"]
-    return [f"{at}{error.message}"]
+    return [f"missing required key {k}{where}" for k in required if k not in instance]
+
+
+def _unexpected_keys(error: ValidationError, path: str) -> list[str] | None:
+    if error.validator_value is not False:
+        return None
+    where = "" if path == "$" else f" in {path}"
+    return [f"unexpected key {k}{where}" for k in _undeclared_keys(error)] or None
+
+
+def _wrong_type(error: ValidationError, path: str) -> list[str] | None:
+    return [f"{_at(path)}expected {_expected_types(error.validator_value)}, got {_got(error.instance)}"]
+
+
+def _not_in_enum(error: ValidationError, path: str) -> list[str] | None:
+    options = ", ".join(render_value(v, 40) for v in error.validator_value[:20])
+    more = ", …" if len(error.validator_value) > 20 else ""
+    return [f"{_at(path)}expected one of {options}{more}, got {render_value(error.instance)}"]
+
+
+def _not_const(error: ValidationError, path: str) -> list[str] | None:
+    return [
+        f"{_at(path)}expected {render_value(error.validator_value)}, got {render_value(error.instance)}"
+    ]
+
+
+def _wrong_size(error: ValidationError, path: str) -> list[str] | None:
+    """``minLength``/``maxItems``/``minProperties``…: the size found against the bound."""
+    bound = error.validator_value
+    if not isinstance(bound, int):
+        return None
+    kind = str(error.validator)
+    noun, least, most = _SIZE_WORDS[kind]
+    size = len(error.instance) if isinstance(error.instance, str | list | dict) else 0
+    words = least if kind.startswith("min") else most
+    unit = noun if bound == 1 else noun + "s"
+    if noun == "key":
+        verdict = "has too few keys" if kind.startswith("min") else "has too many keys"
+    else:
+        verdict = "is too short" if kind.startswith("min") else "is too long"
+    return [
+        f"{_at(path)}{render_value(error.instance)} {verdict} (expected {words} {bound} {unit}, got {size})"
+    ]
+
+
+def _no_pattern_match(error: ValidationError, path: str) -> list[str] | None:
+    return [
+        f"{_at(path)}{render_value(error.instance)} does not match the pattern {json.dumps(error.validator_value)}"
+    ]
+
+
+def _wrong_format(error: ValidationError, path: str) -> list[str] | None:
+    return [
+        f"{_at(path)}expected a string in format {error.validator_value}, got {render_value(error.instance)}"
+    ]
+
+
+def _duplicates(error: ValidationError, path: str) -> list[str] | None:
+    if not isinstance(error.instance, list):
+        return None
+    return [f"{_at(path)}expected unique items, got duplicates in {render_value(error.instance)}"]
+
+
+def _no_alternative(error: ValidationError, path: str) -> list[str] | None:
+    """``anyOf``/``oneOf``: what each of the first four alternatives found wrong."""
+    if not error.context:
+        return None
+    subs: list[str] = []
+    for sub in sorted(
+        error.context, key=lambda e: (list(e.relative_schema_path)[:1], len(e.relative_path))
+    )[:4]:
+        subs.extend(describe_error(sub, relative=True))
+    label = (
+        "none of the allowed alternatives matched"
+        if error.validator == "anyOf"
+        else "must match exactly one alternative"
+    )
+    return [f"{_at(path)}{label} ({'; '.join(dict.fromkeys(subs))})"]
+
+
+# The messages of one keyword; None falls back to jsonschema's own message.
+_DESCRIBERS: dict[str, Callable[[ValidationError, str], list[str] | None]] = {
+    "required": _missing_keys,
+    "additionalProperties": _unexpected_keys,
+    "unevaluatedProperties": _unexpected_keys,
+    "type": _wrong_type,
+    "enum": _not_in_enum,
+    "const": _not_const,
+    **dict.fromkeys(_SIZE_WORDS, _wrong_size),
+    "pattern": _no_pattern_match,
+    "format": _wrong_format,
+    "uniqueItems": _duplicates,
+    "anyOf": _no_alternative,
+    "oneOf": _no_alternative,
+}
 
 
 def _path_key(error: ValidationError) -> tuple[str, ...]:
