@@ -6,7 +6,9 @@ decoded from the same chunk is held back (``failed``) and raised by the next
 ``feed`` / ``close``, so the events before it still reach the client.
 ``recognized`` turns true with the first event of the provider's wire format:
 a body that ends without one was not that format at all (a junk 200), one
-that ends after it without the terminal event was cut short.
+that ends after it without the terminal event was cut short. Nothing of these wire formats
+follows their terminal event, so the answer is ``complete`` and the stream has ``ended`` once
+it is ``finished`` (the protocol of ``upstream.UpstreamDecoder``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ class SseStreamDecoder:
         self.skipped: Counter[str] = Counter()
         self._sse = SseParser()
         self._pending: ApiError | None = None
+
+    @property
+    def complete(self) -> bool:
+        """The answer is complete (its terminal event came)."""
+        return self.finished
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more is decoded: what follows the terminal event is only the body's end."""
+        return self.finished
 
     @property
     def failed(self) -> bool:

@@ -1,26 +1,35 @@
-"""The streaming HTTP exchange shared by the SSE providers (``anthropic``, ``openai-responses``).
+"""The streaming HTTP exchange of every HTTP provider (``openai-chat``, ``openai-responses``,
+``anthropic``).
 
-``SseProvider`` is the I/O class both are: it holds the deployment's URL,
+``SseProvider`` is the I/O class all three are: it holds the deployment's URL,
 headers and timeouts, and ``stream_batches`` POSTs the body (``body``), maps an HTTP
-error reply with the provider's ``http_error``, decodes an
-``application/json`` reply (an upstream that ignored ``stream: true``) with
-``decode_json``, and otherwise feeds the SSE bytes to a fresh incremental
-``decoder()`` until it has finished (or holds an error), handing on the events
-of each network read as one batch. A stream that ends
-before the decoder has finished is truncated, or invalid when not one event of
-the wire format came (a 200 that is not an answer); after the terminal event the
-rest of the body is read (``drain``) so the pooled connection is reused.
-aiohttp / asyncio / OS errors become ``ApiError`` through ``client_error``.
-What the decoder skipped (items with no neutral event) is logged.
+error reply with the provider's ``http_error``, decodes an ``application/json``
+reply (an upstream that ignored ``stream: true``) with ``decode_json``, and
+otherwise feeds the event stream to a fresh incremental ``decoder(request)``,
+handing on the events of each network read as one batch.
 
-``drain`` is also used by ``openai-chat``, whose batching loop stays its own.
+The end of a stream has one shape for every provider. Once the decoder says the
+answer is ``complete``, what may still come is a trailer (``openai-chat``'s usage
+chunk and ``data: [DONE]``; for the others nothing but the end of the body): it is
+read until the decoder has ``ended``, for at most ``TRAILER_TIMEOUT`` (a server that
+keeps the connection open without it must not turn a complete answer into a read
+timeout), and a connection closed within it loses nothing. Then the rest of the body
+is read (``drain``) so the pooled connection is reused, and only then is the final
+batch — the events from the read that completed the answer on, ending in the
+``Finish`` — handed on: a consumer that stops at the final event (they all do) has
+no request to unwind.
+
+A stream that ends before the answer is complete is truncated, or invalid when not
+one event of the wire format came (a 200 that is not an answer). aiohttp / asyncio /
+OS errors become ``ApiError`` through ``client_error``; the deployment's secrets are
+cut out of every error. What the decoder skipped (items with no neutral event) is
+logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -41,32 +50,50 @@ from orgate.providers.http import (
 )
 from orgate.providers.upstream_errors import redact_secrets
 
-DRAIN_TIMEOUT = 0.25  # seconds to wait for the end of the body after the terminal event
+#: Seconds to wait, once the answer is complete, for its trailer (usage, ``[DONE]``).
+TRAILER_TIMEOUT = 2.0
+#: Seconds to wait for the end of the body once nothing more is decoded.
+DRAIN_TIMEOUT = 0.25
 
 
-class SseDecoder(Protocol):
-    """What ``SseProvider`` needs of a provider's incremental decoder."""
-
-    finished: bool
-    recognized: bool
-    skipped: Counter[str]
+class UpstreamDecoder(Protocol):
+    """What ``SseProvider`` needs of a provider's incremental stream decoder."""
 
     @property
-    def failed(self) -> bool: ...
+    def complete(self) -> bool:
+        """The answer is complete: only a trailer (usage, ``[DONE]``, the body's end) may follow."""
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more is to be decoded: the rest of the body is not read for events."""
+
+    @property
+    def failed(self) -> bool:
+        """An upstream error is pending after some output: ``close`` raises it."""
+
+    @property
+    def recognized(self) -> bool:
+        """An event of the wire format came (else a 200 that ends was not an answer)."""
+
+    @property
+    def skipped(self) -> Mapping[str, int]:
+        """What was skipped (no neutral event), by kind, for the log."""
 
     def feed(self, chunk: bytes) -> list[ModelEvent]: ...
 
-    def close(self) -> list[ModelEvent]: ...
+    def close(self) -> list[ModelEvent]:
+        """End of the stream: the last events (ending in the ``Finish`` if the answer is
+        complete); raises a pending error."""
 
 
 class SseProvider(Provider):
-    """One deployment of an SSE upstream; a subclass names its wire protocol's pieces.
+    """One deployment of a streaming HTTP upstream; a subclass names its wire protocol's pieces.
 
-    Class attributes: ``terminal`` (the event a complete stream ends with, for
-    the truncation message), ``wire`` (the wire format's name, for the message
-    on a body that holds none of its events), ``skipped`` (what its decoder skips, for the log
-    line), ``http_error`` and ``bad_stream`` (the provider's error mappings),
-    ``log``. Hooks: ``body(request)``, ``decoder()``, ``decode_json(body, name)``.
+    Class attributes: ``terminal`` (what a complete stream ends with, for the truncation
+    message), ``wire`` (the wire format's name, for the message on a body that holds none
+    of its events), ``skipped`` (what its decoder skips, for the log line), ``http_error``
+    and ``bad_stream`` (the provider's error mappings), ``log``. Hooks: ``body(request)``,
+    ``decoder(request)``, ``decode_json(body, name)``.
     """
 
     terminal: ClassVar[str]
@@ -90,8 +117,8 @@ class SseProvider(Provider):
         """The upstream request body (pure; exposed for tests and debugging)."""
         raise NotImplementedError
 
-    def decoder(self) -> SseDecoder:
-        """A fresh incremental decoder for one stream."""
+    def decoder(self, request: ModelRequest) -> UpstreamDecoder:
+        """A fresh incremental decoder for the stream answering ``request``."""
         raise NotImplementedError
 
     def decode_json(self, body: Any, name: str) -> Iterable[ModelEvent]:
@@ -99,11 +126,13 @@ class SseProvider(Provider):
         raise NotImplementedError
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read."""
+        """The upstream's answer as neutral events, ending in one ``Finish``: one batch per read,
+        the last one once the connection is released."""
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
-        decoder = self.decoder()
         session = self._pool.session(deployment)
+        decoder: UpstreamDecoder | None = None
+        final: list[ModelEvent]  # the batch with the Finish: handed on once the request is over
         try:
             async with await post(
                 session, deployment, self._url,
@@ -111,42 +140,73 @@ class SseProvider(Provider):
             ) as resp:
                 body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
                 if body is not STREAM:
-                    yield list(self.decode_json(body, deployment.name))
-                    return
-                feed = decoder.feed
-                try:
-                    async for chunk in resp.content.iter_any():
-                        events = feed(chunk)
-                        if events:
-                            yield events
-                        if decoder.finished or decoder.failed:
-                            break
-                except aiohttp.ClientPayloadError as exc:
-                    raise truncated(deployment, "the connection was closed mid-stream") from exc
-                if not decoder.finished:
-                    events = decoder.close()
-                    if events:
-                        yield events
-                if not decoder.finished and not decoder.recognized:
-                    raise invalid(deployment, f"a 200 without any {self.wire} event")
-                if not decoder.finished:
-                    raise truncated(deployment, f"no {self.terminal} event")
-                if not resp.content.at_eof():
-                    await drain(resp)
+                    final = list(self.decode_json(body, deployment.name))
+                else:
+                    decoder = self.decoder(request)
+                    final = []
+                    feed = decoder.feed
+                    try:
+                        async for chunk in resp.content.iter_any():
+                            events = feed(chunk)
+                            if decoder.complete or decoder.failed:
+                                final = events
+                                break
+                            if events:
+                                yield events
+                    except aiohttp.ClientPayloadError as exc:
+                        raise truncated(deployment, "the connection was closed mid-stream") from exc
+                    try:
+                        if decoder.complete and not decoder.ended:
+                            final += await read_trailer(resp, decoder)
+                        rest = decoder.close()
+                    except ApiError:
+                        if final:  # the output before the error, then the error
+                            yield final
+                        raise
+                    if not decoder.complete:
+                        if rest:
+                            yield rest
+                        if not decoder.recognized:
+                            raise invalid(deployment, f"a 200 without any {self.wire} event")
+                        raise truncated(deployment, f"no {self.terminal} event")
+                    final += rest
+                    if not resp.content.at_eof():
+                        await drain(resp)
         except ApiError as error:
             redact_secrets(error, deployment)  # an upstream may echo the key or headers
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc
-        if decoder.skipped:
+        if decoder is not None and decoder.skipped:
             self.log.info(
                 "upstream '%s': skipped %s %s", deployment.name, self.skipped, dict(decoder.skipped)
             )
+        # Out of the ``async with``: the connection is back in the pool before the last batch.
+        yield final
 
+
+async def read_trailer(resp: aiohttp.ClientResponse, decoder: UpstreamDecoder) -> list[ModelEvent]:
+    """What follows a complete answer until the decoder has ended (usage, ``[DONE]``), read for
+    at most ``TRAILER_TIMEOUT``: a server that sends none of it and keeps the connection open
+    leaves the answer complete (its connection is then not reused), and so does one that closes
+    the connection meanwhile. Returns the events decoded (usually none: the usage goes into the
+    ``Finish`` that ``close`` makes)."""
+    events: list[ModelEvent] = []
+    try:
+        async with asyncio.timeout(TRAILER_TIMEOUT):
+            while not decoder.ended:
+                chunk = await resp.content.readany()
+                if not chunk:
+                    break
+                events += decoder.feed(chunk)
+    except (TimeoutError, aiohttp.ClientPayloadError):
+        pass
+    return events
 
 
 async def drain(resp: aiohttp.ClientResponse, timeout: float = DRAIN_TIMEOUT) -> None:
-    """Read what follows the terminal event (normally just the chunked terminator) so the connection is reused."""
+    """Read what follows the decoded stream (normally just the chunked terminator) so the
+    connection is reused."""
     try:
         async with asyncio.timeout(timeout):
             while await resp.content.readany():

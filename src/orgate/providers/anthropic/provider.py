@@ -63,7 +63,7 @@ class AnthropicProvider(SseProvider):
         """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""
         return custom_call_batches(request, super().stream_batches(request))
 
-    def decoder(self) -> StreamDecoder:
+    def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.deployment.name)
 
     def decode_json(self, body: Any, name: str) -> list[ModelEvent]:

@@ -22,7 +22,9 @@ in order at the end. Neutral indexes count calls from 0 in emission order.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import orjson
 
@@ -104,12 +106,17 @@ class _Call:
 
 
 class ChatStreamDecoder:
-    """Incremental decoder of one Chat Completions SSE stream."""
+    """Incremental decoder of one Chat Completions SSE stream (an ``upstream.UpstreamDecoder``):
+    the answer is ``complete`` at its ``finish_reason`` (or ``[DONE]``); the usage chunk and
+    ``[DONE]`` may follow, and the stream has ``ended`` (``done``) with them."""
 
     __slots__ = (
         "name",
         "done",
+        "complete",
         "error",
+        "failed",
+        "recognized",
         "finish_reason",
         "usage",
         "_split",
@@ -121,16 +128,21 @@ class ChatStreamDecoder:
         "_active",
         "_closed",
         "_logprobs",
-        "_answered",
     )
+
+    skipped: ClassVar[Mapping[str, int]] = MappingProxyType({})  # every chunk has its events
 
     def __init__(self, name: str = "openai-chat", *, logprobs: bool = False) -> None:
         self.name = name  # the deployment, for error messages
         self._logprobs = logprobs  # asked for: each choice's ``logprobs.content`` goes with its text
         self.done = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
-        #: An upstream error that came after some output in the same read: raised once that
-        #: output is delivered (``feed`` returns the output and sets ``done``).
+        self.complete = False  # the finish_reason (or ``[DONE]``) came: the answer is whole
+        #: An upstream error that came after some output in the same read: raised by ``close``
+        #: once that output is delivered (``feed`` returns the output, sets ``done`` and
+        #: ``failed``).
         self.error: ApiError | None = None
+        self.failed = False
+        self.recognized = False  # a chunk with choices came: the body is this wire format
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self._split = SseLines()
@@ -141,7 +153,11 @@ class ChatStreamDecoder:
         self._order: list[_Call] = []  # neutral order
         self._active = 0  # position in _order of the call streaming live
         self._closed = False
-        self._answered = False  # a chunk with choices came: the body is this wire format
+
+    @property
+    def ended(self) -> bool:
+        """Nothing more is to be read (``done``)."""
+        return self.done
 
     # -- bytes → lines → events -------------------------------------------------
 
@@ -163,7 +179,7 @@ class ChatStreamDecoder:
             if not out:
                 raise
             self.error = error
-            self.done = True
+            self.done = self.failed = True
         return out
 
     def _lines(self, lines: list[bytes]) -> None:
@@ -208,7 +224,7 @@ class ChatStreamDecoder:
         data = pending[0] if len(pending) == 1 else b"\n".join(pending)
         pending.clear()
         if data == b"[DONE]":
-            self.done = True
+            self.done = self.complete = True
             return
         try:
             obj = orjson.loads(data)
@@ -234,7 +250,7 @@ class ChatStreamDecoder:
             raise stream_error(error, self.name)
         choices = obj.get("choices")
         if choices:
-            self._answered = True
+            self.recognized = True
             for choice in choices:
                 if choice.get("index", 0) == 0:
                     delta = choice.get("delta")
@@ -250,6 +266,7 @@ class ChatStreamDecoder:
                     reason = choice.get("finish_reason")
                     if reason:
                         self.finish_reason = _reason(reason)
+                        self.complete = True
         usage = obj.get("usage")
         if not usage and self.finish_reason is not None:
             # Groq: the streamed usage is in ``x_groq.usage`` of the finish chunk (only looked
@@ -370,11 +387,13 @@ class ChatStreamDecoder:
     def close(self) -> list[ModelEvent]:
         """End of the upstream body: the remaining events and the one ``Finish``.
 
-        Raises ``ApiError`` 502 ``upstream_invalid_response`` if no chunk with
-        ``choices`` came (a 200 that is not this wire format), 502
-        ``upstream_stream_truncated`` if the body ended with neither a
-        ``finish_reason`` nor ``[DONE]``.
+        Raises the pending upstream error (``failed``), ``ApiError`` 502
+        ``upstream_invalid_response`` if no chunk with ``choices`` came (a 200 that is
+        not this wire format), 502 ``upstream_stream_truncated`` if the body ended
+        with neither a ``finish_reason`` nor ``[DONE]``.
         """
+        if self.error is not None:
+            raise self.error
         out: list[ModelEvent] = []
         self._out = out
         if self._closed:
@@ -384,7 +403,7 @@ class ChatStreamDecoder:
                 self._line(line)
             if self._data and not self.done:
                 self._dispatch()
-        if self.finish_reason is None and not self._answered:
+        if self.finish_reason is None and not self.recognized:
             # junk, or a bare [DONE]: a 200 that is not an answer, not an empty one
             raise invalid_response(self.name, "a 200 without any chat.completion.chunk")
         if not self.done and self.finish_reason is None:

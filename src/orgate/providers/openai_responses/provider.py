@@ -55,7 +55,7 @@ class OpenAIResponsesProvider(SseProvider):
             origin=self.origin,
         )
 
-    def decoder(self) -> StreamDecoder:
+    def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.deployment.name, self.origin)
 
     def decode_json(self, body: Any, name: str) -> list[ModelEvent]:
