@@ -93,7 +93,9 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-class _Call:
+class _StreamedCall:
+    """One tool call as its pieces arrive: what is known of it and whether it went out."""
+
     __slots__ = ("index", "call_id", "name", "args", "started", "closed")
 
     def __init__(self, index: int) -> None:
@@ -148,9 +150,9 @@ class ChatStreamDecoder:
         self._split = SseLines()
         self._data: list[bytes] = []  # data lines of the current SSE event
         self._out: list[ModelEvent] = []
-        self._calls: dict[int, _Call] = {}  # upstream index → call
-        self._by_id: dict[str, _Call] = {}
-        self._order: list[_Call] = []  # neutral order
+        self._calls: dict[int, _StreamedCall] = {}  # upstream index → call
+        self._by_id: dict[str, _StreamedCall] = {}
+        self._order: list[_StreamedCall] = []  # neutral order
         self._active = 0  # position in _order of the call streaming live
         self._closed = False
 
@@ -290,7 +292,7 @@ class ChatStreamDecoder:
 
     # -- tool calls -----------------------------------------------------------------
 
-    def _call_for(self, piece: dict[str, Any]) -> _Call:
+    def _call_for(self, piece: dict[str, Any]) -> _StreamedCall:
         index = piece.get("index")
         raw_id = piece.get("id")
         call_id = raw_id if raw_id is None or isinstance(raw_id, str) else str(raw_id)
@@ -304,7 +306,7 @@ class ChatStreamDecoder:
                 return self._order[-1]
         call = self._calls.get(index)
         if call is None:
-            call = _Call(len(self._order))
+            call = _StreamedCall(len(self._order))
             self._calls[index] = call
             self._order.append(call)
         if call_id and not call.call_id:
@@ -352,7 +354,7 @@ class ChatStreamDecoder:
                 nxt.closed = True
                 self._active += 1
 
-    def _start(self, call: _Call) -> None:
+    def _start(self, call: _StreamedCall) -> None:
         """Open ``call`` if its name is known, with everything buffered so far."""
         if not call.name:
             return
@@ -456,7 +458,7 @@ def _finish_reason(raw: str | None, called: bool, name: str) -> FinishReason:
     return reason
 
 
-def _complete(call: _Call) -> bool:
+def _complete(call: _StreamedCall) -> bool:
     """Whether the call's arguments so far are one complete JSON value."""
     if not call.args:
         return False

@@ -95,7 +95,10 @@ def usage_of(response: Any) -> Usage | None:
 
 
 @dataclass(slots=True)
-class _Call:
+class _OrderedCall:
+    """One function (or custom tool) call, passed on in order: its events are buffered until
+    the calls before it are closed."""
+
     index: int
     sent: str = ""  # the arguments passed on so far (emitted or buffered)
     buffer: list[ModelEvent] = field(default_factory=list)
@@ -128,7 +131,7 @@ class StreamDecoder(SseStreamDecoder):
     def __init__(self, name: str = "openai-responses", origin: str = "") -> None:
         super().__init__(name)
         self.origin = origin  # put on ExtensionItem events: the deployment's origin_of
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, _OrderedCall] = {}
         self._order: list[int] = []  # output indexes of calls, in neutral order
         self._active: int | None = None
         self._streamed: set[int] = set()  # output indexes whose content came as deltas
@@ -158,70 +161,73 @@ class StreamDecoder(SseStreamDecoder):
         kind = event.get("type")
         if isinstance(kind, str) and kind.startswith("response."):
             self.recognized = True
-        oi = event.get("output_index")
-        if oi is not None:
+        output_index = event.get("output_index")
+        if output_index is not None:
             self._items = True
         if kind == "response.output_text.delta":
             if event.get("delta"):
-                self._streamed.add(oi)  # type: ignore[arg-type]
+                self._streamed.add(output_index)  # type: ignore[arg-type]
                 out.append(TextDelta(str(event["delta"]), logprob_list(event.get("logprobs")) or None))
         elif kind == "response.refusal.delta":
             if event.get("delta"):
-                self._streamed.add(oi)  # type: ignore[arg-type]
+                self._streamed.add(output_index)  # type: ignore[arg-type]
                 out.append(RefusalDelta(str(event["delta"])))
         elif kind == "response.reasoning_summary_text.delta":
             if event.get("delta"):
-                self._streamed.add(oi)  # type: ignore[arg-type]
-                key = (oi, event.get("summary_index"))
+                self._streamed.add(output_index)  # type: ignore[arg-type]
+                key = (output_index, event.get("summary_index"))
                 last, self._summary = self._summary, key
-                gap = SUMMARY_GAP if last is not None and last[0] == oi and last != key else ""
+                same_item = last is not None and last[0] == output_index
+                gap = SUMMARY_GAP if same_item and last != key else ""
                 out.append(ReasoningDelta(gap + str(event["delta"]), "summary"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning.delta"):
             if event.get("delta"):
-                self._streamed.add(oi)  # type: ignore[arg-type]
+                self._streamed.add(output_index)  # type: ignore[arg-type]
                 out.append(ReasoningDelta(str(event["delta"]), "content"))
         elif kind == "response.output_item.added":
-            self._item_added(oi, event.get("item"), out)
+            self._item_added(output_index, event.get("item"), out)
         elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
-            call = self._calls.get(oi)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)  # type: ignore[arg-type]
             if call is not None and event.get("delta"):
                 self._args(call, str(event["delta"]), out)
         elif kind == "response.function_call_arguments.done":
-            call = self._calls.get(oi)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)  # type: ignore[arg-type]
             if call is not None and isinstance(event.get("arguments"), str):
                 self._complete(call, event["arguments"], out)
         elif kind == "response.custom_tool_call_input.done":
-            call = self._calls.get(oi)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)  # type: ignore[arg-type]
             if call is not None and isinstance(event.get("input"), str):
                 self._complete(call, event["input"], out)
         elif kind == "response.output_item.done":
-            self._item_done(oi, event.get("item"), out)
+            self._item_done(output_index, event.get("item"), out)
         elif kind in _TERMINAL:
             self._terminal(str(kind), event.get("response"), out)
         elif kind == "error":
             raise stream_error(event, self.name)
         # lifecycle events (created, in_progress, content_part.*, *.done...) carry nothing new.
 
-    def _item_added(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
-        if not isinstance(item, dict) or not isinstance(oi, int):
+    def _item_added(self, output_index: Any, item: Any, out: list[ModelEvent]) -> None:
+        if not isinstance(item, dict) or not isinstance(output_index, int):
             raise bad_stream(self.name, "response.output_item.added without item or output_index")
         if item.get("type") in _CALLS:
-            self._open_call(oi, item, out)
+            self._open_call(output_index, item, out)
         elif item.get("type") == "reasoning":
-            self._start_reasoning(oi, out)
+            self._start_reasoning(output_index, out)
         # anything else is passed on (or skipped) when it is done
 
-    def _start_reasoning(self, oi: int, out: list[ModelEvent]) -> None:
+    def _start_reasoning(self, output_index: int, out: list[ModelEvent]) -> None:
         """Each upstream reasoning item is one item here too (its own encrypted_content)."""
-        if oi not in self._reasoning:
-            self._reasoning.add(oi)
+        if output_index not in self._reasoning:
+            self._reasoning.add(output_index)
             out.append(ReasoningStart())
 
-    def _open_call(self, oi: int, item: dict[str, Any], out: list[ModelEvent]) -> _Call:
+    def _open_call(
+        self, output_index: int, item: dict[str, Any], out: list[ModelEvent]
+    ) -> _OrderedCall:
         custom = item.get("type") == "custom_tool_call"
-        call = _Call(index=len(self._order), custom=custom)
-        self._calls[oi] = call
-        self._order.append(oi)
+        call = _OrderedCall(index=len(self._order), custom=custom)
+        self._calls[output_index] = call
+        self._order.append(output_index)
         namespace = item.get("namespace")
         start = ToolCallStart(
             call.index, str(item.get("call_id") or ""), str(item.get("name") or ""), custom,
@@ -229,7 +235,7 @@ class StreamDecoder(SseStreamDecoder):
         )
         if self._active is None and all(self._calls[o].state == "closed" for o in self._order[:-1]):
             call.state = "active"
-            self._active = oi
+            self._active = output_index
             out.append(start)
         else:
             call.buffer.append(start)
@@ -238,7 +244,7 @@ class StreamDecoder(SseStreamDecoder):
             self._args(call, str(text), out)
         return call
 
-    def _args(self, call: _Call, text: str, out: list[ModelEvent]) -> None:
+    def _args(self, call: _OrderedCall, text: str, out: list[ModelEvent]) -> None:
         call.sent += text
         event = ToolCallDelta(call.index, text)
         if call.state == "active":
@@ -246,7 +252,7 @@ class StreamDecoder(SseStreamDecoder):
         else:
             call.buffer.append(event)
 
-    def _complete(self, call: _Call, full: str, out: list[ModelEvent]) -> None:
+    def _complete(self, call: _OrderedCall, full: str, out: list[ModelEvent]) -> None:
         """Pass on what the final ``arguments`` hold beyond the deltas seen (servers that send none).
 
         A call without any arguments (a tool without parameters) gets ``{}``.
@@ -256,19 +262,19 @@ class StreamDecoder(SseStreamDecoder):
         elif not call.custom and not full.strip() and not call.sent.strip():
             self._args(call, "{}", out)
 
-    def _item_done(self, oi: Any, item: Any, out: list[ModelEvent]) -> None:
-        if not isinstance(item, dict) or not isinstance(oi, int):
+    def _item_done(self, output_index: Any, item: Any, out: list[ModelEvent]) -> None:
+        if not isinstance(item, dict) or not isinstance(output_index, int):
             raise bad_stream(self.name, "response.output_item.done without item or output_index")
         kind = item.get("type")
         if kind in _CALLS:
-            call = self._calls.get(oi) or self._open_call(oi, item, out)
+            call = self._calls.get(output_index) or self._open_call(output_index, item, out)
             if isinstance(item.get(_CALLS[kind]), str):
                 self._complete(call, item[_CALLS[kind]], out)
             call.done = True
-            if self._active == oi:
+            if self._active == output_index:
                 self._advance(out)
         elif kind == "message":
-            if oi not in self._streamed:
+            if output_index not in self._streamed:
                 for part in item.get("content") or ():
                     if not isinstance(part, dict):
                         continue
@@ -277,8 +283,8 @@ class StreamDecoder(SseStreamDecoder):
                     elif part.get("type") == "refusal" and part.get("refusal"):
                         out.append(RefusalDelta(str(part["refusal"])))
         elif kind == "reasoning":
-            self._start_reasoning(oi, out)
-            if oi not in self._streamed:
+            self._start_reasoning(output_index, out)
+            if output_index not in self._streamed:
                 summary = _texts(item.get("summary"), "summary_text")
                 if summary:
                     out.append(ReasoningDelta(SUMMARY_GAP.join(summary), "summary"))
@@ -286,8 +292,8 @@ class StreamDecoder(SseStreamDecoder):
                     out.append(ReasoningDelta(text, "content"))
             if item.get("encrypted_content"):
                 out.append(ReasoningEncrypted(str(item["encrypted_content"])))
-        elif oi not in self._others:
-            self._others.add(oi)
+        elif output_index not in self._others:
+            self._others.add(output_index)
             if isinstance(kind, str) and kind not in _SPEC_OUTPUT:
                 self._extension(ExtensionItem(item, self.origin), out)
             else:
@@ -305,8 +311,8 @@ class StreamDecoder(SseStreamDecoder):
         if self._active is not None:
             self._calls[self._active].state = "closed"
             self._active = None
-        for oi in self._order:
-            call = self._calls[oi]
+        for output_index in self._order:
+            call = self._calls[output_index]
             if call.state == "closed":
                 continue
             out.extend(call.buffer)
@@ -315,7 +321,7 @@ class StreamDecoder(SseStreamDecoder):
                 call.state = "closed"
                 continue
             call.state = "active"
-            self._active = oi
+            self._active = output_index
             return
         out.extend(self._held)  # every call is closed: the extension items that waited follow
         self._held.clear()
@@ -327,10 +333,11 @@ class StreamDecoder(SseStreamDecoder):
             raise bad_stream(self.name, f"{kind} without its response object")
         if not self._items:
             # a server that streams no item events: the output is only in the final response
-            for oi, item in enumerate(response.get("output") or ()):
-                self._item_done(oi, item, out)
-        for oi in self._order:  # calls never marked done: pass on what they have, in order
-            self._calls[oi].done = True
+            for output_index, item in enumerate(response.get("output") or ()):
+                self._item_done(output_index, item, out)
+        # calls never marked done: pass on what they have, in order
+        for output_index in self._order:
+            self._calls[output_index].done = True
         self._advance(out)
         if kind == "response.incomplete":
             details = response.get("incomplete_details")
@@ -355,8 +362,9 @@ def decode_response(
         raise bad_stream(name, "a JSON reply that is not a response object (object and output)")
     decoder = StreamDecoder(name, origin)
     out: list[ModelEvent] = []
-    for oi, item in enumerate(body["output"]):
-        decoder.handle({"type": "response.output_item.done", "output_index": oi, "item": item}, out)
+    for output_index, item in enumerate(body["output"]):
+        event = {"type": "response.output_item.done", "output_index": output_index, "item": item}
+        decoder.handle(event, out)
     status = body.get("status")
     if status == "failed":
         kind = "response.failed"
