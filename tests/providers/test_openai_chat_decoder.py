@@ -151,7 +151,7 @@ def test_nothing_after_done_is_read() -> None:
     assert decoder.feed(sse(chunk({"content": "x"}), chunk({}, "stop")) + b"data: garbage\n\n") == [
         TextDelta("x")
     ]
-    assert decoder.done
+    assert decoder.ended
     assert decoder.close() == [Finish("stop")]
 
 
@@ -212,7 +212,7 @@ def test_error_object_in_stream(error: dict[str, Any], status: int, code: str) -
     # After some output in the same read: the output first, then the error (the provider raises it).
     decoder = ChatStreamDecoder("dep")
     assert decoder.feed(sse(chunk({"content": "x"}), done=False) + data) == [TextDelta("x")]
-    assert decoder.done and decoder.error is not None
+    assert decoder.ended and decoder.error is not None
     assert decoder.error.status == status and decoder.error.code == code
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 import aiohttp
@@ -121,7 +121,7 @@ class SseProvider(Provider):
         """A fresh incremental decoder for the stream answering ``request``."""
         raise NotImplementedError
 
-    def decode_json(self, body: Any, name: str) -> Iterable[ModelEvent]:
+    def decode_json(self, body: Any, name: str) -> list[ModelEvent]:
         """The events of a non-streaming (``application/json``) reply."""
         raise NotImplementedError
 
@@ -131,7 +131,6 @@ class SseProvider(Provider):
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
         session = self._pool.session(deployment)
-        decoder: UpstreamDecoder | None = None
         final: list[ModelEvent]  # the batch with the Finish: handed on once the request is over
         try:
             async with await post(
@@ -140,7 +139,7 @@ class SseProvider(Provider):
             ) as resp:
                 body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
                 if body is not STREAM:
-                    final = list(self.decode_json(body, deployment.name))
+                    final = self.decode_json(body, deployment.name)
                 else:
                     decoder = self.decoder(request)
                     final = []
@@ -170,6 +169,11 @@ class SseProvider(Provider):
                             raise invalid(deployment, f"a 200 without any {self.wire} event")
                         raise truncated(deployment, f"no {self.terminal} event")
                     final += rest
+                    if decoder.skipped:
+                        self.log.info(
+                            "upstream '%s': skipped %s %s",
+                            deployment.name, self.skipped, dict(decoder.skipped),
+                        )
                     if not resp.content.at_eof():
                         await drain(resp)
         except ApiError as error:
@@ -177,10 +181,6 @@ class SseProvider(Provider):
             raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise client_error(exc, deployment) from exc
-        if decoder is not None and decoder.skipped:
-            self.log.info(
-                "upstream '%s': skipped %s %s", deployment.name, self.skipped, dict(decoder.skipped)
-            )
         # Out of the ``async with``: the connection is back in the pool before the last batch.
         yield final
 

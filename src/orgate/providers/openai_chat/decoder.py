@@ -110,11 +110,11 @@ class _StreamedCall:
 class ChatStreamDecoder:
     """Incremental decoder of one Chat Completions SSE stream (an ``upstream.UpstreamDecoder``):
     the answer is ``complete`` at its ``finish_reason`` (or ``[DONE]``); the usage chunk and
-    ``[DONE]`` may follow, and the stream has ``ended`` (``done``) with them."""
+    ``[DONE]`` may follow, and the stream has ``ended`` with them."""
 
     __slots__ = (
         "name",
-        "done",
+        "ended",
         "complete",
         "error",
         "failed",
@@ -137,10 +137,10 @@ class ChatStreamDecoder:
     def __init__(self, name: str = "openai-chat", *, logprobs: bool = False) -> None:
         self.name = name  # the deployment, for error messages
         self._logprobs = logprobs  # asked for: each choice's ``logprobs.content`` goes with its text
-        self.done = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
+        self.ended = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
         self.complete = False  # the finish_reason (or ``[DONE]``) came: the answer is whole
         #: An upstream error that came after some output in the same read: raised by ``close``
-        #: once that output is delivered (``feed`` returns the output, sets ``done`` and
+        #: once that output is delivered (``feed`` returns the output, sets ``ended`` and
         #: ``failed``).
         self.error: ApiError | None = None
         self.failed = False
@@ -156,18 +156,13 @@ class ChatStreamDecoder:
         self._active = 0  # position in _order of the call streaming live
         self._closed = False
 
-    @property
-    def ended(self) -> bool:
-        """Nothing more is to be read (``done``)."""
-        return self.done
-
     # -- bytes → lines → events -------------------------------------------------
 
     def feed(self, chunk: bytes) -> list[ModelEvent]:
         """Decode one network chunk; returns the events it completes (often empty or one)."""
         out: list[ModelEvent] = []
         self._out = out
-        if self.done:
+        if self.ended:
             return out
         try:
             lines = self._split.feed(chunk)
@@ -181,7 +176,7 @@ class ChatStreamDecoder:
             if not out:
                 raise
             self.error = error
-            self.done = self.failed = True
+            self.ended = self.failed = True
         return out
 
     def _lines(self, lines: list[bytes]) -> None:
@@ -199,13 +194,13 @@ class ChatStreamDecoder:
                     else:
                         if type(obj) is dict:
                             self.chunk(obj)
-                            if self.done:
+                            if self.ended:
                                 break
                             continue
                 elif not line:
                     continue  # the blank line after an event already dispatched
             self._line(line)
-            if self.done:
+            if self.ended:
                 break
 
     def _line(self, line: bytes) -> None:
@@ -226,7 +221,7 @@ class ChatStreamDecoder:
         data = pending[0] if len(pending) == 1 else b"\n".join(pending)
         pending.clear()
         if data == b"[DONE]":
-            self.done = self.complete = True
+            self.ended = self.complete = True
             return
         try:
             obj = orjson.loads(data)
@@ -235,7 +230,7 @@ class ChatStreamDecoder:
                 for piece in data.split(b"\n"):
                     self._data.append(piece)
                     self._dispatch()
-                    if self.done:
+                    if self.ended:
                         break
                 return
             raise invalid_response(self.name, f"non-JSON data line {data[:80]!r}") from None
@@ -247,9 +242,10 @@ class ChatStreamDecoder:
 
     def chunk(self, obj: dict[str, Any]) -> None:
         """Apply one parsed ``chat.completion.chunk`` (events go to the current output list)."""
-        error = obj.get("error")
-        if error is not None:
-            raise stream_error(error, self.name)
+        if "error" in obj:  # a membership test, not a get: nearly no chunk holds one
+            error = obj["error"]
+            if error is not None:
+                raise stream_error(error, self.name)
         choices = obj.get("choices")
         if choices:
             self.recognized = True
@@ -270,16 +266,16 @@ class ChatStreamDecoder:
                         self.finish_reason = _reason(reason)
                         self.complete = True
         usage = obj.get("usage")
-        if not usage and self.finish_reason is not None:
+        if not usage and self.complete:
             # Groq: the streamed usage is in ``x_groq.usage`` of the finish chunk (only looked
             # for once the answer finished, not on every chunk)
             groq = obj.get("x_groq")
             usage = groq.get("usage") if type(groq) is dict else None
         if usage:
             self.usage = parse_usage(usage)
-            if not choices and self.finish_reason is not None:
-                # the usage chunk is the last one: done, even if no [DONE] nor end of body follows
-                self.done = True
+            if not choices and self.complete:
+                # the usage chunk is the last one: ended, even if no [DONE] nor end of body follows
+                self.ended = True
 
     def _delta(self, delta: dict[str, Any], logprobs: list[LogProb] | None = None) -> None:
         _content_events(delta, self._out, logprobs)
@@ -400,15 +396,15 @@ class ChatStreamDecoder:
         self._out = out
         if self._closed:
             return out
-        if not self.done:
+        if not self.ended:
             for line in self._split.close():
                 self._line(line)
-            if self._data and not self.done:
+            if self._data and not self.ended:
                 self._dispatch()
         if self.finish_reason is None and not self.recognized:
             # junk, or a bare [DONE]: a 200 that is not an answer, not an empty one
             raise invalid_response(self.name, "a 200 without any chat.completion.chunk")
-        if not self.done and self.finish_reason is None:
+        if not self.ended and self.finish_reason is None:
             raise ApiError.of(
                 ErrorCode.UPSTREAM_STREAM_TRUNCATED,
                 f"upstream '{self.name}' ended the stream before the answer was complete",
@@ -500,6 +496,6 @@ def decode_completion(obj: Any, name: str = "openai-chat") -> list[ModelEvent]:
     decoder.finish_reason = _reason(choice.get("finish_reason") or "stop")
     if obj.get("usage"):
         decoder.usage = parse_usage(obj["usage"])
-    decoder.done = True
+    decoder.ended = True
     out.extend(decoder.close())
     return out
