@@ -159,6 +159,20 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
     # level takes a bracket), only the duplicate-key count is left: over the objects alone.
     if len(raw) <= max_string and raw.count(b"{") + raw.count(b"[") <= max_depth and raw.count(b":") == _members(data):
         return
+    members, strings = _walk(data, max_depth)
+    _check_string_sizes(strings, max_string)
+    if _may_repeat_a_key(raw, members, strings):
+        duplicate = find_duplicate_key(raw)
+        if duplicate is not None:
+            raise ApiError.of(
+                ErrorCode.DUPLICATE_KEY,
+                f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.",
+            )
+
+
+def _walk(data: Any, max_depth: int) -> tuple[int, list[str]]:
+    """The number of object members and every string (keys too) of a parsed body; raises when
+    it is nested deeper than ``max_depth``."""
     members = 0
     strings: list[str] = []
     stack: list[tuple[Any, int]] = [(data, 1)]
@@ -182,6 +196,10 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
                     strings.append(value)
         elif isinstance(node, str):
             strings.append(node)
+    return members, strings
+
+
+def _check_string_sizes(strings: list[str], max_string: int) -> None:
     # A str of n characters is at most 4n UTF-8 bytes and at least n: only measure when it matters.
     for text in strings:
         if len(text) * 4 > max_string and len(text.encode("utf-8", "surrogatepass")) > max_string:
@@ -189,19 +207,17 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
                 ErrorCode.STRING_TOO_LONG,
                 f"A string in the request body is longer than the limit of {max_string} bytes (limits.max_string_bytes).",
             )
+
+
+def _may_repeat_a_key(raw: bytes, members: int, strings: list[str]) -> bool:
+    """Whether the raw body has more ``:`` outside strings than the parsed objects have members
+    (then a key was given twice and orjson kept the last)."""
     colons = raw.count(b":")
     if colons == members:
-        return
+        return False
     inside = sum(text.count(":") for text in strings if ":" in text)
     escaped = raw.count(b"\\u003a") + raw.count(b"\\u003A")  # may over-count (never under-count): errs towards the exact pass
-    if colons - inside + escaped <= members:
-        return
-    duplicate = find_duplicate_key(raw)
-    if duplicate is not None:
-        raise ApiError.of(
-            ErrorCode.DUPLICATE_KEY,
-            f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.",
-        )
+    return colons - inside + escaped > members
 
 
 def _members(node: Any) -> int:
