@@ -40,7 +40,9 @@ def encode(payload: Payload) -> bytes:
 
 
 @dataclass(slots=True)
-class _Call:
+class _ChatToolCall:
+    """A tool call as the chat stream numbers it, with the arguments sent so far."""
+
     index: int  # the chat tool-call index
     arguments: str = ""
 
@@ -59,7 +61,7 @@ class ChunkTranslator:
     model: str = ""
     service_tier: str | None = None
     _role_sent: bool = False
-    _calls: dict[int, _Call] = field(default_factory=dict)  # by Responses output_index
+    _calls: dict[int, _ChatToolCall] = field(default_factory=dict)  # by Responses output_index
     _errored: bool = False
     _done: bool = False
 
@@ -200,7 +202,7 @@ class ChunkTranslator:
 
     def _start_call(self, output_index: int, item: dict[str, Any]) -> Payload:
         """A call's first delta; when nothing came before it, it carries the role too."""
-        call = _Call(index=len(self._calls), arguments=item.get("arguments") or "")
+        call = _ChatToolCall(index=len(self._calls), arguments=item.get("arguments") or "")
         self._calls[output_index] = call
         chunk = self._chunk(
             wire.Delta(
@@ -221,7 +223,7 @@ class ChunkTranslator:
         self._role_sent = True
         return self._with_role(chunk)
 
-    def _args(self, call: _Call, delta: str) -> Payload:
+    def _args(self, call: _ChatToolCall, delta: str) -> Payload:
         call.arguments += delta
         return self._chunk(
             wire.Delta(

@@ -79,7 +79,7 @@ class _Message:
         self.logprobs: list[dict[str, Any]] = []  # the open output_text part's token log probabilities
 
 
-class _Call:
+class _ToolCallItem:
     __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index", "custom", "namespace")
 
     def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int, custom: bool, namespace: str | None = None) -> None:
@@ -105,7 +105,7 @@ class _Reasoning:
         self.open_part: tuple[str, list[str]] | None = None  # ("content"|"summary", chunks)
 
 
-def _call_item(call: _Call, status: str, text: str) -> dict[str, Any]:
+def _call_item(call: _ToolCallItem, status: str, text: str) -> dict[str, Any]:
     """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of ``arguments``)."""
     if call.custom:
         item = {"id": call.id, "type": "custom_tool_call", "status": status, "call_id": call.call_id, "name": call.name, "input": text}
@@ -141,7 +141,7 @@ class ResponseBuilder:
         self.extensions: list[tuple[int, dict[str, Any]]] = []
         self.sealed_reasoning = False  # a reasoning item carries encrypted_content (only its origin may read it)
         self._seq = 0
-        self._open: _Message | _Call | _Reasoning | None = None
+        self._open: _Message | _ToolCallItem | _Reasoning | None = None
         self._mcp_open: dict[str, Any] | None = None  # an MCP item between its start and done events
         self.finished = False  # a terminal event was emitted (read only: the builder sets it)
         self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
@@ -286,7 +286,7 @@ class ResponseBuilder:
                 self._open_call(event)
             case ToolCallDelta(index=index, arguments=arguments):
                 call = self._open
-                if not isinstance(call, _Call) or call.source_index != index:
+                if not isinstance(call, _ToolCallItem) or call.source_index != index:
                     raise ApiError.of(
                         ErrorCode.UPSTREAM_INVALID_RESPONSE,
                         f"the upstream sent arguments for tool call {index}, which is not the open call",
@@ -466,7 +466,7 @@ class ResponseBuilder:
 
     def _open_call(self, start: ToolCallStart) -> None:
         index = len(self.output)
-        call = _Call(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom, start.namespace)
+        call = _ToolCallItem(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom, start.namespace)
         self._open = call
         self._emit({"type": "response.output_item.added", "output_index": call.index, "item": _call_item(call, "in_progress", "")})
 
@@ -607,7 +607,7 @@ class ResponseBuilder:
         if isinstance(item, _Message):
             self._close_part(item)
             done = {"id": item.id, "type": "message", "status": status, "role": "assistant", "content": item.parts}
-        elif isinstance(item, _Call):
+        elif isinstance(item, _ToolCallItem):
             arguments = "".join(item.chunks)
             if item.custom:
                 self._emit({"type": "response.custom_tool_call_input.done", "item_id": item.id, "output_index": item.index, "input": arguments})

@@ -53,7 +53,7 @@ VerdictHook = Callable[[str], None]
 
 
 @dataclasses.dataclass(slots=True)
-class _Call:
+class _HeldCall:
     start: ToolCallStart
     deltas: list[ToolCallDelta]
 
@@ -79,7 +79,7 @@ class _Attempt:
     __slots__ = ("calls", "held", "finish", "text_sent", "problems", "_hold_text", "_drop_text")
 
     def __init__(self, *, hold_text: bool, drop_text: bool) -> None:
-        self.calls: list[_Call] = []
+        self.calls: list[_HeldCall] = []
         self.held: list[ModelEvent] = []  # text (and other events) held with the calls
         self.finish: Finish | None = None
         self.text_sent = False  # text of this attempt reached the client
@@ -93,7 +93,7 @@ class _Attempt:
         calls = self.calls
         for event in batch:
             if isinstance(event, ToolCallStart):
-                calls.append(_Call(event, []))
+                calls.append(_HeldCall(event, []))
             elif isinstance(event, ToolCallDelta):
                 if calls:
                     calls[-1].deltas.append(event)
@@ -197,7 +197,7 @@ class ToolGuard(WrapperProvider):
         except ToolsError as exc:
             raise ApiError.of(ErrorCode.INVALID_TOOL_SCHEMA, f"A tool's parameters are not a valid JSON Schema: {exc}", param=exc.param or "tools") from None
 
-    def _problems(self, calls: list[_Call], rules: _Rules) -> list[str]:
+    def _problems(self, calls: list[_HeldCall], rules: _Rules) -> list[str]:
         """What is wrong with an attempt's calls."""
         problems: list[str] = []
         if rules.must_call and not calls:
@@ -208,7 +208,7 @@ class ToolGuard(WrapperProvider):
                 problems.append(problem)
         return problems
 
-    def _problem(self, call: _Call, rules: _Rules) -> str | None:
+    def _problem(self, call: _HeldCall, rules: _Rules) -> str | None:
         """What is wrong with one call, if anything. A custom tool's call has free-form input:
         only its name is checked (a custom tool of the request), never a schema; a call of a
         tool in a ``namespace`` only against ``tool_choice``."""
@@ -227,7 +227,7 @@ class ToolGuard(WrapperProvider):
             return None if ok else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
         return self._schema_problem(call, rules.catalog)
 
-    def _schema_problem(self, call: _Call, catalog: ToolCatalog) -> str | None:
+    def _schema_problem(self, call: _HeldCall, catalog: ToolCatalog) -> str | None:
         """What is wrong with a function call by the replay gate: a defined tool, arguments that
         parse and satisfy its schema."""
         name = call.start.name
@@ -245,7 +245,7 @@ class ToolGuard(WrapperProvider):
         if self.on_verdict is not None:
             self.on_verdict(code)
 
-    def _limit(self, calls: list[_Call], request: ModelRequest) -> list[_Call]:
+    def _limit(self, calls: list[_HeldCall], request: ModelRequest) -> list[_HeldCall]:
         limit = request.max_tool_calls
         if request.parallel_tool_calls is False:  # at most one call, also when the upstream ignores the flag
             limit = 1
@@ -255,7 +255,7 @@ class ToolGuard(WrapperProvider):
         return calls
 
     @staticmethod
-    def _release(held: list[ModelEvent], calls: list[_Call]) -> list[ModelEvent]:
+    def _release(held: list[ModelEvent], calls: list[_HeldCall]) -> list[ModelEvent]:
         events: list[ModelEvent] = list(held)
         for index, call in enumerate(calls):
             events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom, call.start.namespace))
@@ -289,7 +289,7 @@ def _constraints(request: ModelRequest) -> tuple[frozenset[str] | None, bool]:
     return None, False
 
 
-def _with_feedback(request: ModelRequest, held: list[ModelEvent], calls: list[_Call], problems: list[str]) -> ModelRequest:
+def _with_feedback(request: ModelRequest, held: list[ModelEvent], calls: list[_HeldCall], problems: list[str]) -> ModelRequest:
     """The next attempt: the failed calls, each answered with the precise errors."""
     feedback: list[Any] = []
     if calls:
