@@ -91,7 +91,7 @@ class Caller:
 ProviderFactory = Callable[[Deployment], Provider]
 
 
-class Pipeline(Protocol):
+class TurnWrappers(Protocol):
     """Wraps a deployment's provider for one turn (safety net, tool guard); returns the provider and its outcome."""
 
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
@@ -119,7 +119,7 @@ class ResponsesService:
         providers: TurnProviders | ProviderFactory,
         store: ResponseStore | None = None,
         gate_policy: Policy = "enforce",
-        pipeline: Pipeline | None = None,
+        pipeline: TurnWrappers | None = None,
         ttl_seconds: float | None = None,
         compaction_key: bytes | None = None,
         mcp: McpRuntime | None = None,

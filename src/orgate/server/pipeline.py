@@ -41,8 +41,9 @@ class _NetCall(Provider):
         return self.net.stream_batches(request, outcome=self.outcome, budget=self.budget)
 
 
-class Pipeline:
-    """Composes the wrappers every provider call goes through."""
+class OutputChecks:
+    """The checks of model output every provider call goes through (safety net, tool guard):
+    composes their wrappers for one turn (``open``)."""
 
     def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
         self.settings = settings

@@ -33,7 +33,7 @@ from orgate.server.compact import compaction_key
 from orgate.server.log_redaction import REDACTOR, url_password
 from orgate.server.mcp_runtime import build_mcp_runtime
 from orgate.server.observability import HttpMetrics, instrument_providers
-from orgate.server.pipeline import Pipeline
+from orgate.server.pipeline import OutputChecks
 from orgate.server.ratelimit import RateLimiter, build_limiter
 from orgate.server.shutdown import Shutdown
 from orgate.server.worker_metrics import WorkersView
@@ -53,7 +53,7 @@ class Services:
     responses: ResponsesService
     compaction: CompactionService
     metrics: CollectorRegistry
-    pipeline: Pipeline
+    pipeline: OutputChecks
     http_metrics: HttpMetrics
     limiter: RateLimiter | None = None
     #: What ``/metrics`` exposes: the registry, or every worker's numbers (``worker_metrics``).
@@ -71,7 +71,7 @@ def build_services(settings: Settings) -> Services:
     keys = resolve_api_keys(settings)
     table = deployments(settings)
     metrics = CollectorRegistry()
-    pipeline = Pipeline(settings, metrics)
+    pipeline = OutputChecks(settings, metrics)
     http_metrics = HttpMetrics(metrics, known_models=table)
     worker = worker_context()
     shared = worker.ratelimit_file if worker else None
