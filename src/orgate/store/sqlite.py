@@ -252,24 +252,25 @@ class SqliteStore(ResponseStore):
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
         return conn
 
-    def _q(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _execute_on(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """One statement on ``conn``, counted in ``query_count``."""
         self.query_count += 1
         return conn.execute(sql, params)
 
-    def _x(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        """``_q`` on the database thread's connection."""
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        """One counted statement on the database thread's connection."""
         assert self._conn is not None
-        return self._q(self._conn, sql, params)
+        return self._execute_on(self._conn, sql, params)
 
     def _write(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on error)."""
-        self._x("BEGIN IMMEDIATE")
+        self._execute("BEGIN IMMEDIATE")
         try:
             result = fn()
         except BaseException:
-            self._x("ROLLBACK")
+            self._execute("ROLLBACK")
             raise
-        self._x("COMMIT")
+        self._execute("COMMIT")
         return result
 
     def _set_wal(self) -> None:
@@ -278,7 +279,7 @@ class SqliteStore(ResponseStore):
         deadline = time.monotonic() + 10.0
         while True:
             try:
-                self._x("PRAGMA journal_mode = WAL")
+                self._execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -299,15 +300,15 @@ class SqliteStore(ResponseStore):
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
             )
             self._conn = self._worker.conn = conn
-            self._x("PRAGMA busy_timeout = 30000")
+            self._execute("PRAGMA busy_timeout = 30000")
             self._set_wal()
-            self._x("PRAGMA synchronous = NORMAL")
-            self._x("PRAGMA foreign_keys = OFF")
-            self._x("PRAGMA wal_autocheckpoint = 20000")  # a safety net: checkpoints run aside
-            self._x("PRAGMA journal_size_limit = 67108864")
+            self._execute("PRAGMA synchronous = NORMAL")
+            self._execute("PRAGMA foreign_keys = OFF")
+            self._execute("PRAGMA wal_autocheckpoint = 20000")  # a safety net: checkpoints run aside
+            self._execute("PRAGMA journal_size_limit = 67108864")
             self._migrate_sync()
             now = time.time()
-            self._x(
+            self._execute(
                 "INSERT INTO owners (owner_id, started_at, heartbeat_at) VALUES (?, ?, ?)",
                 (self.owner_id, now, now),
             )
@@ -321,16 +322,16 @@ class SqliteStore(ResponseStore):
 
     def _migrate_sync(self) -> None:
         def migrate() -> None:
-            self._x("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = self._x("SELECT max(version) FROM schema_version").fetchone()
+            self._execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = self._execute("SELECT max(version) FROM schema_version").fetchone()
             current = row[0] or 0
             if current > SQLITE_SCHEMA_VERSION:
                 raise SchemaTooNew(current, SQLITE_SCHEMA_VERSION, f"sqlite://{self.path}")
             for version in range(current + 1, SQLITE_SCHEMA_VERSION + 1):
                 for statement in SQLITE_MIGRATIONS[version]:
-                    self._x(statement)
-                self._x("DELETE FROM schema_version")
-                self._x("INSERT INTO schema_version (version) VALUES (?)", (version,))
+                    self._execute(statement)
+                self._execute("DELETE FROM schema_version")
+                self._execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
         self._write(migrate)
 
@@ -396,7 +397,7 @@ class SqliteStore(ResponseStore):
         chain: list[str] = []
         base_len = 0
         if previous_response_id is not None:
-            parent = self._q(
+            parent = self._execute_on(
                 conn,
                 f"SELECT chain, history_len FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
                 (previous_response_id, tenant, rows.now),
@@ -408,7 +409,7 @@ class SqliteStore(ResponseStore):
                 raise UnknownResponse(previous_response_id)
             # else: a save again of a response whose parent has gone since; its chain stays.
         chain.append(rows.id)
-        inserted = self._q(
+        inserted = self._execute_on(
             conn,
             f"""INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
                 previous_response_id, session_id, deployment, chain, depth,
@@ -443,7 +444,7 @@ class SqliteStore(ResponseStore):
             old_keys = self._owned_items(conn, rows.id, tenant)
             if old_keys is None:
                 raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
-            updated = self._q(
+            updated = self._execute_on(
                 conn,
                 f"""UPDATE responses SET status = ?, model = ?, updated_at = ?,
                     session_id = ?, deployment = ?, owner = ?, expires_at = ?,
@@ -486,14 +487,14 @@ class SqliteStore(ResponseStore):
                 [(tenant, item_id, rows.id, seq) for item_id, seq in new_keys],
             )
         if events is not None:
-            self._q(
+            self._execute_on(
                 conn,
                 """INSERT INTO response_events (response_id, tenant, data) VALUES (?, ?, ?)
                 ON CONFLICT (response_id) DO UPDATE SET data = excluded.data""",
                 (rows.id, tenant, events),
             )
         if session_id is not None:
-            self._q(
+            self._execute_on(
                 conn,
                 """INSERT INTO sessions (tenant, session_id, latest_response_id, deployment, updated_at)
                 VALUES (?, ?, ?, ?, ?)
@@ -506,7 +507,7 @@ class SqliteStore(ResponseStore):
 
     def _owned_items(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> list[str] | None:
         """The indexed ids of a stored response's items, or None when it is not this tenant's (or absent)."""
-        row = self._q(
+        row = self._execute_on(
             conn,
             "SELECT input_ids, outputs, response FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
@@ -517,7 +518,7 @@ class SqliteStore(ResponseStore):
         return await self._run(Kind.READ, self._get_sync, response_id, tenant)
 
     def _get_sync(self, response_id: str, tenant: str) -> StoredResponse | None:
-        row = self._x(
+        row = self._execute(
             f"SELECT {_RESPONSE_COLUMNS} FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
             (response_id, tenant, time.time()),
         ).fetchone()
@@ -530,9 +531,9 @@ class SqliteStore(ResponseStore):
         keys = self._owned_items(conn, response_id, tenant)
         if keys is None:
             return False
-        self._q(conn, "DELETE FROM responses WHERE id = ?", (response_id,))
+        self._execute_on(conn, "DELETE FROM responses WHERE id = ?", (response_id,))
         self._forget_items(conn, [(tenant, item_id, response_id) for item_id in keys])
-        self._q(conn, "DELETE FROM response_events WHERE response_id = ?", (response_id,))
+        self._execute_on(conn, "DELETE FROM response_events WHERE response_id = ?", (response_id,))
         return True
 
     def _forget_items(self, conn: sqlite3.Connection, keys: list[tuple[str, str, str]]) -> None:
@@ -547,7 +548,7 @@ class SqliteStore(ResponseStore):
 
     def _context_sync(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
         now = time.time()
-        rows = self._x(
+        rows = self._execute(
             f"""SELECT x.tenant, x.expires_at, x.inputs, {_OUTPUTS.format("x.")}
             FROM responses AS r, json_each(r.chain) AS p
                 LEFT JOIN responses AS x ON x.id = p.value
@@ -583,7 +584,7 @@ class SqliteStore(ResponseStore):
     def _input_items_sync(
         self, response_id: str, tenant: str, limit: int, order: Order, after: str | None
     ) -> ItemsPage | None:
-        row = self._x(
+        row = self._execute(
             f"SELECT inputs, input_ids FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}",
             (response_id, tenant, time.time()),
         ).fetchone()
@@ -607,7 +608,7 @@ class SqliteStore(ResponseStore):
         if location is not None:  # a derived id: found through its response's row
             response_id, position = location
             output = position >= OUTPUT_POSITIONS
-            row = self._x(
+            row = self._execute(
                 f"""SELECT {_OUTPUTS.format("") if output else "inputs"}
                 FROM responses WHERE id = ? AND tenant = ? AND {_LIVE}""",
                 (response_id, tenant, now),
@@ -617,7 +618,7 @@ class SqliteStore(ResponseStore):
                 index = position - OUTPUT_POSITIONS if output else position
                 if index < len(items) and item_id_for(items[index], response_id, position) == item_id:
                     return with_id(items[index], item_id)
-        row = self._x(
+        row = self._execute(
             f"""SELECT i.seq, json_array_length(r.input_ids), r.inputs, {_OUTPUTS.format("r.")}
             FROM item_ids AS i JOIN responses AS r ON r.id = i.response_id
             WHERE i.tenant = ? AND i.item_id = ? AND r.tenant = i.tenant
@@ -638,7 +639,7 @@ class SqliteStore(ResponseStore):
         return await self._run(Kind.READ, self._events_sync, response_id, tenant)
 
     def _events_sync(self, response_id: str, tenant: str) -> bytes | None:
-        row = self._x(
+        row = self._execute(
             "SELECT data FROM response_events WHERE response_id = ? AND tenant = ?",
             (response_id, tenant),
         ).fetchone()
@@ -659,7 +660,7 @@ class SqliteStore(ResponseStore):
         if before is not None:
             clauses.append("rowid < ?")
             params.append(before)
-        rows = self._x(
+        rows = self._execute(
             f"SELECT {_RESPONSE_COLUMNS}, rowid FROM responses WHERE {' AND '.join(clauses)}"
             " ORDER BY rowid DESC LIMIT ?",
             (*params, limit + 1),
@@ -688,14 +689,14 @@ class SqliteStore(ResponseStore):
         status: str,
         error: dict[str, Any] | None,
     ) -> bool:
-        row = self._q(
+        row = self._execute_on(
             conn,
             "SELECT response FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         ).fetchone()
         if row is None:
             return False
-        self._q(
+        self._execute_on(
             conn,
             "UPDATE responses SET status = ?, response = ?, updated_at = ? WHERE id = ?",
             (status, rewrite_status(row[0], status, error), time.time(), response_id),
@@ -706,7 +707,7 @@ class SqliteStore(ResponseStore):
         return await self._write_op(self._request_cancel_sync, response_id, tenant)
 
     def _request_cancel_sync(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> bool:
-        cur = self._q(
+        cur = self._execute_on(
             conn,
             "UPDATE responses SET cancel_requested = 1 WHERE id = ? AND tenant = ?",
             (response_id, tenant),
@@ -717,7 +718,7 @@ class SqliteStore(ResponseStore):
         return await self._run(Kind.READ, self._cancel_requested_sync, response_id, tenant)
 
     def _cancel_requested_sync(self, response_id: str, tenant: str) -> bool:
-        row = self._x(
+        row = self._execute(
             "SELECT cancel_requested FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         ).fetchone()
@@ -728,7 +729,7 @@ class SqliteStore(ResponseStore):
 
     def _heartbeat_sync(self) -> None:
         now = time.time()
-        self._x(
+        self._execute(
             """INSERT INTO owners (owner_id, started_at, heartbeat_at) VALUES (?, ?, ?)
             ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at""",
             (self.owner_id, now, now),
@@ -739,10 +740,10 @@ class SqliteStore(ResponseStore):
 
     def _recover_sync(self, stale_after: float) -> list[str]:
         now = time.time()
-        owners = self._x("SELECT owner_id, heartbeat_at, stopped_at FROM owners").fetchall()
+        owners = self._execute("SELECT owner_id, heartbeat_at, stopped_at FROM owners").fetchall()
         alive = live_owners(owners, self.owner_id, now, stale_after)
         marks = ", ".join("?" * len(ACTIVE_STATUSES))
-        rows = self._x(
+        rows = self._execute(
             f"SELECT id, owner, response FROM responses WHERE status IN ({marks})",
             ACTIVE_STATUSES,
         ).fetchall()
@@ -750,7 +751,7 @@ class SqliteStore(ResponseStore):
         for response_id, owner, body in rows:
             if owner in alive:
                 continue
-            self._x(
+            self._execute(
                 "UPDATE responses SET status = 'failed', response = ?, updated_at = ? WHERE id = ?",
                 (rewrite_status(body, "failed", INTERRUPTED_ERROR), now, response_id),
             )
@@ -758,7 +759,7 @@ class SqliteStore(ResponseStore):
         dead = [owner for owner, _, _ in owners if owner not in alive]
         if dead:
             marks = ", ".join("?" * len(dead))
-            self._x(
+            self._execute(
                 f"""UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
                     lease_expires_at = NULL WHERE lease_owner IN ({marks})""",
                 dead,
@@ -772,7 +773,7 @@ class SqliteStore(ResponseStore):
 
     def _session_latest_sync(self, tenant: str, session_id: str) -> SessionState | None:
         now = time.time()
-        row = self._x(
+        row = self._execute(
             """SELECT latest_response_id, deployment, updated_at,
                 lease_token IS NOT NULL AND lease_expires_at > ?
             FROM sessions WHERE tenant = ? AND session_id = ?""",
@@ -793,7 +794,7 @@ class SqliteStore(ResponseStore):
         now = time.time()
         token = uuid.uuid4().hex
         expires = now + lease_seconds
-        row = self._q(
+        row = self._execute_on(
             conn,
             """INSERT INTO sessions (tenant, session_id, updated_at, lease_token, lease_owner,
                 lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -811,7 +812,7 @@ class SqliteStore(ResponseStore):
         await self._write_op(self._end_turn_sync, turn)
 
     def _end_turn_sync(self, conn: sqlite3.Connection, turn: SessionTurn) -> None:
-        self._q(
+        self._execute_on(
             conn,
             """UPDATE sessions SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL
             WHERE tenant = ? AND session_id = ? AND lease_token = ?""",
@@ -830,11 +831,11 @@ class SqliteStore(ResponseStore):
         # saved, right after it is created), so the old ones sit at the start: find
         # the first row that is not old, then collect the old rows before it. A row
         # inserted out of order around the cutoff is left for the next prune.
-        row = self._x(
+        row = self._execute(
             "SELECT rowid FROM responses WHERE created_at >= ? ORDER BY rowid LIMIT 1", (cutoff,)
         ).fetchone()
         boundary = row[0] if row is not None else 1 << 62
-        doomed = self._x(
+        doomed = self._execute(
             """SELECT id, tenant, input_ids, outputs, response FROM responses
                 WHERE rowid < ? AND created_at < ?
             UNION ALL
@@ -860,12 +861,12 @@ class SqliteStore(ResponseStore):
             conn.executemany(
                 "DELETE FROM response_events WHERE response_id = ?", [(row[0],) for row in batch]
             )
-        self._x(
+        self._execute(
             """DELETE FROM sessions WHERE updated_at < ?
             AND (lease_token IS NULL OR lease_expires_at <= ?)""",
             (cutoff, now),
         )
-        self._x(
+        self._execute(
             "DELETE FROM owners WHERE owner_id != ? AND heartbeat_at < ?",
             (self.owner_id, min(cutoff, now - 86400)),
         )
@@ -874,7 +875,7 @@ class SqliteStore(ResponseStore):
     async def tenants(self) -> dict[str, int]:
         rows = await self._run(
             Kind.READ,
-            lambda: self._x(
+            lambda: self._execute(
                 """SELECT tenant, sum(n) FROM (
                     SELECT tenant, count(*) AS n FROM responses GROUP BY tenant
                     UNION ALL SELECT tenant, 0 FROM sessions GROUP BY tenant
@@ -887,18 +888,18 @@ class SqliteStore(ResponseStore):
         return await self._run(Kind.WRITE, self._rename_tenant_sync, old, new)
 
     def _rename_tenant_sync(self, old: str, new: str) -> int:
-        if self._x(
+        if self._execute(
             "SELECT 1 FROM responses WHERE tenant = ? UNION ALL SELECT 1 FROM sessions WHERE tenant = ? LIMIT 1",
             (new, new),
         ).fetchone():
             raise TenantInUse(f"tenant {new!r} already holds data: two tenants' data are never merged")
-        if self._x(
+        if self._execute(
             "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', 'in_progress') LIMIT 1", (old,)
         ).fetchone():
             raise TenantInUse(f"tenant {old!r} has a response in progress: stop the servers that use this store first")
-        moved = self._x("UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)).rowcount
+        moved = self._execute("UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)).rowcount
         for table in ("item_ids", "response_events", "sessions"):
-            self._x(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
+            self._execute(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
         return int(moved)
 
     async def count_prunable(self, *, older_than: float) -> int:
@@ -906,7 +907,7 @@ class SqliteStore(ResponseStore):
 
     def _count_prunable_sync(self, older_than: float) -> int:
         now = time.time()
-        row = self._x(
+        row = self._execute(
             "SELECT count(*) FROM responses WHERE created_at < ?"
             " OR (expires_at IS NOT NULL AND expires_at <= ?)",
             (now - older_than, now),
@@ -918,17 +919,17 @@ class SqliteStore(ResponseStore):
 
     def _stats_sync(self) -> StoreStats:
         by_status = dict(
-            self._x("SELECT status, count(*) FROM responses GROUP BY status").fetchall()
+            self._execute("SELECT status, count(*) FROM responses GROUP BY status").fetchall()
         )
-        oldest, newest = self._x(
+        oldest, newest = self._execute(
             "SELECT min(created_at), max(created_at) FROM responses"
         ).fetchone()
         count = {
-            table: self._x(f"SELECT count(*) FROM {table}").fetchone()[0]
+            table: self._execute(f"SELECT count(*) FROM {table}").fetchone()[0]
             for table in ("sessions", "response_events")
         }
-        items = self._x("SELECT coalesce(sum(own_items), 0) FROM responses").fetchone()[0]
-        version = self._x("SELECT max(version) FROM schema_version").fetchone()[0]
+        items = self._execute("SELECT coalesce(sum(own_items), 0) FROM responses").fetchone()[0]
+        version = self._execute("SELECT max(version) FROM schema_version").fetchone()[0]
         size = 0
         if self.path != ":memory:":
             for suffix in ("", "-wal"):
@@ -982,7 +983,7 @@ class SqliteStore(ResponseStore):
         if self._conn is None:
             return
         try:
-            self._x(
+            self._execute(
                 "UPDATE owners SET stopped_at = ? WHERE owner_id = ?", (time.time(), self.owner_id)
             )
         finally:
