@@ -6,7 +6,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from orgate.store import ResponseStore
+from orgate.store import ResponseStore, SessionTurn
 
 PG_URL = os.environ.get("ORGATE_TEST_PG_URL")
 PG_SKIP = 'ORGATE_TEST_PG_URL is unset: run `eval "$(.ci/postgres.sh)"` to test PostgreSQL'
@@ -46,3 +46,11 @@ def assistant(item_id: str, text: str) -> dict[str, Any]:
         "status": "completed",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
     }
+
+
+async def session_pointer(store: ResponseStore, tenant: str, session_id: str) -> tuple[str | None, str | None]:
+    """The session's latest response and deployment, as the next turn would see them (the turn
+    is claimed and released)."""
+    turn: SessionTurn = await store.begin_session_turn(tenant, session_id)
+    await store.end_session_turn(turn)
+    return turn.latest_response_id, turn.deployment

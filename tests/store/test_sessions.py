@@ -7,17 +7,15 @@ import asyncio
 import pytest
 
 from orgate.store import ResponseStore, SessionBusy
-from tests.store.helpers import OpenStore, response, user
+from tests.store.helpers import OpenStore, response, session_pointer, user
 
 
-async def test_session_latest_follows_saves(store: ResponseStore) -> None:
-    assert await store.session_latest("t", "s1") is None
+async def test_the_session_pointer_follows_saves(store: ResponseStore) -> None:
+    assert await session_pointer(store, "t", "s1") == (None, None)
     await store.save(
         response("resp_1"), tenant="t", input_items=[user("a")], session_id="s1", deployment="d1"
     )
-    state = await store.session_latest("t", "s1")
-    assert state is not None
-    assert (state.latest_response_id, state.deployment, state.busy) == ("resp_1", "d1", False)
+    assert await session_pointer(store, "t", "s1") == ("resp_1", "d1")
     # a save without a deployment keeps the session's affinity
     await store.save(
         response("resp_2"),
@@ -26,12 +24,10 @@ async def test_session_latest_follows_saves(store: ResponseStore) -> None:
         previous_response_id="resp_1",
         session_id="s1",
     )
-    state = await store.session_latest("t", "s1")
-    assert state is not None and (state.latest_response_id, state.deployment) == ("resp_2", "d1")
     turn = await store.begin_session_turn("t", "s1")
     assert (turn.latest_response_id, turn.deployment) == ("resp_2", "d1")
-    state = await store.session_latest("t", "s1")
-    assert state is not None and state.busy
+    with pytest.raises(SessionBusy):  # the session is busy while its turn is held
+        await store.begin_session_turn("t", "s1")
     await store.end_session_turn(turn)
 
 
@@ -42,10 +38,11 @@ async def test_claim_is_exclusive_until_released(store: ResponseStore) -> None:
     assert caught.value.session_id == "s"
     await store.begin_session_turn("t", "other")  # other sessions are independent
     await store.end_session_turn(turn)
-    async with store.session_turn("t", "s") as again:
-        assert again.token != turn.token
-        with pytest.raises(SessionBusy):
-            await store.begin_session_turn("t", "s")
+    again = await store.begin_session_turn("t", "s")
+    assert again.token != turn.token
+    with pytest.raises(SessionBusy):
+        await store.begin_session_turn("t", "s")
+    await store.end_session_turn(again)
     await store.end_session_turn(await store.begin_session_turn("t", "s"))
 
 

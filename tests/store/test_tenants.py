@@ -10,7 +10,7 @@ import pytest
 from orgate.store import ResponseStore
 from orgate.store.base import TenantInUse
 from orgate.store.cli import register
-from tests.store.helpers import assistant, response, user
+from tests.store.helpers import assistant, response, session_pointer, user
 
 
 async def _two_tenants(store: ResponseStore) -> None:
@@ -34,8 +34,8 @@ async def test_rename_moves_every_record_of_the_tenant(store: ResponseStore) -> 
     assert await store.get_item("msg_a1", "team-a") is not None
     assert await store.events("resp_a1", "team-a") is not None
     assert await store.context("resp_a1", "team-a") is not None
-    assert await store.session_latest("team-a", "s1") is not None
-    assert await store.session_latest("key0", "s1") is None
+    assert (await session_pointer(store, "team-a", "s1"))[0] == "resp_a1"
+    assert await session_pointer(store, "key0", "s1") == (None, None)
     assert await store.get("resp_b1", "key1") is not None  # the other tenant is untouched
 
 

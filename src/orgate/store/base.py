@@ -18,8 +18,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -169,18 +168,6 @@ class ResponseFilter:
     status: str | None = None
     model: str | None = None
     session_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SessionState:
-    """What a session points at: its latest response and the deployment that served it."""
-
-    tenant: str
-    session_id: str
-    latest_response_id: str | None
-    deployment: str | None
-    updated_at: float
-    busy: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -535,17 +522,6 @@ class ResponseStore(abc.ABC):
     # -- background mode
 
     @abc.abstractmethod
-    async def set_status(
-        self,
-        response_id: str,
-        tenant: str,
-        status: str,
-        *,
-        error: dict[str, Any] | None = None,
-    ) -> bool:
-        """Set a response's status (column and body ``status``/``error``); True if found."""
-
-    @abc.abstractmethod
     async def request_cancel(self, response_id: str, tenant: str) -> bool:
         """Raise the cancel flag of a response; True if found."""
 
@@ -568,10 +544,6 @@ class ResponseStore(abc.ABC):
         """
 
     # -- sessions
-
-    @abc.abstractmethod
-    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
-        """The session's latest response and deployment, or None if unknown."""
 
     @abc.abstractmethod
     async def begin_session_turn(
@@ -603,17 +575,6 @@ class ResponseStore(abc.ABC):
     def lease_releases(self) -> LeaseReleases:
         """The leases whose release failed, released again in the background (closed by ``close``)."""
         return LeaseReleases(self._end_turn)
-
-    @asynccontextmanager
-    async def session_turn(
-        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
-    ) -> AsyncIterator[SessionTurn]:
-        """``begin_session_turn`` … ``end_session_turn`` as an async context manager."""
-        turn = await self.begin_session_turn(tenant, session_id, lease_seconds=lease_seconds)
-        try:
-            yield turn
-        finally:
-            await self.end_session_turn(turn)
 
     # -- retention and lifecycle
 

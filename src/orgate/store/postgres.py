@@ -38,7 +38,6 @@ from orgate.store.base import (
     ResponseStore,
     SchemaTooNew,
     SessionBusy,
-    SessionState,
     SessionTurn,
     StoredResponse,
     StoreError,
@@ -517,35 +516,6 @@ class PostgresStore(ResponseStore):
 
     # ------------------------------------------------------------------ background mode
 
-    async def set_status(
-        self,
-        response_id: str,
-        tenant: str,
-        status: str,
-        *,
-        error: dict[str, Any] | None = None,
-    ) -> bool:
-        async def update(conn: asyncpg.Connection) -> bool:
-            self.query_count += 1
-            body = await conn.fetchval(
-                "SELECT response FROM responses WHERE id = $1 AND tenant = $2 FOR UPDATE",
-                response_id,
-                tenant,
-            )
-            if body is None:
-                return False
-            self.query_count += 1
-            await conn.execute(
-                "UPDATE responses SET status = $2, response = $3, updated_at = $4 WHERE id = $1",
-                response_id,
-                status,
-                rewrite_status(body, status, error),
-                time.time(),
-            )
-            return True
-
-        return await self._in_tx(update)
-
     async def request_cancel(self, response_id: str, tenant: str) -> bool:
         result = await self._execute(
             "UPDATE responses SET cancel_requested = true WHERE id = $1 AND tenant = $2",
@@ -611,26 +581,6 @@ class PostgresStore(ResponseStore):
         return await self._in_tx(recover)
 
     # ------------------------------------------------------------------ sessions
-
-    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
-        row = await self._fetchrow(
-            """SELECT latest_response_id, deployment, updated_at,
-                coalesce(lease_token IS NOT NULL AND lease_expires_at > $3, false) AS busy
-            FROM sessions WHERE tenant = $1 AND session_id = $2""",
-            tenant,
-            session_id,
-            time.time(),
-        )
-        if row is None:
-            return None
-        return SessionState(
-            tenant,
-            session_id,
-            row["latest_response_id"],
-            row["deployment"],
-            row["updated_at"],
-            row["busy"],
-        )
 
     async def begin_session_turn(
         self, tenant: str, session_id: str, *, lease_seconds: float = 600.0

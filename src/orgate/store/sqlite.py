@@ -39,7 +39,6 @@ from orgate.store.base import (
     ResponseStore,
     SchemaTooNew,
     SessionBusy,
-    SessionState,
     SessionTurn,
     StoredResponse,
     StoreError,
@@ -671,38 +670,6 @@ class SqliteStore(ResponseStore):
 
     # ------------------------------------------------------------------ background mode
 
-    async def set_status(
-        self,
-        response_id: str,
-        tenant: str,
-        status: str,
-        *,
-        error: dict[str, Any] | None = None,
-    ) -> bool:
-        return await self._write_op(self._set_status_sync, response_id, tenant, status, error)
-
-    def _set_status_sync(
-        self,
-        conn: sqlite3.Connection,
-        response_id: str,
-        tenant: str,
-        status: str,
-        error: dict[str, Any] | None,
-    ) -> bool:
-        row = self._execute_on(
-            conn,
-            "SELECT response FROM responses WHERE id = ? AND tenant = ?",
-            (response_id, tenant),
-        ).fetchone()
-        if row is None:
-            return False
-        self._execute_on(
-            conn,
-            "UPDATE responses SET status = ?, response = ?, updated_at = ? WHERE id = ?",
-            (status, rewrite_status(row[0], status, error), time.time(), response_id),
-        )
-        return True
-
     async def request_cancel(self, response_id: str, tenant: str) -> bool:
         return await self._write_op(self._request_cancel_sync, response_id, tenant)
 
@@ -767,21 +734,6 @@ class SqliteStore(ResponseStore):
         return failed
 
     # ------------------------------------------------------------------ sessions
-
-    async def session_latest(self, tenant: str, session_id: str) -> SessionState | None:
-        return await self._run(Kind.READ, self._session_latest_sync, tenant, session_id)
-
-    def _session_latest_sync(self, tenant: str, session_id: str) -> SessionState | None:
-        now = time.time()
-        row = self._execute(
-            """SELECT latest_response_id, deployment, updated_at,
-                lease_token IS NOT NULL AND lease_expires_at > ?
-            FROM sessions WHERE tenant = ? AND session_id = ?""",
-            (now, tenant, session_id),
-        ).fetchone()
-        if row is None:
-            return None
-        return SessionState(tenant, session_id, row[0], row[1], row[2], bool(row[3]))
 
     async def begin_session_turn(
         self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
