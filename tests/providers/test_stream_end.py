@@ -248,3 +248,25 @@ async def test_a_connection_closed_before_the_terminal_event_is_truncated(
                 events.append(event)
     assert (caught.value.status, caught.value.code) == (502, "upstream_stream_truncated")
     assert text_of(events) == "Hi"  # what came before the cut was handed on
+
+
+# --- what the exchange reads of a decoder ---------------------------------------------------
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=str)
+async def test_a_decoder_is_complete_at_the_terminal_event_and_ended_after_its_trailer(
+    wire: Wire, pool: HttpPool
+) -> None:
+    decoder = provider(wire, 1, pool).decoder(request())
+    events = decoder.feed(wire.opening)
+    assert not decoder.complete and not decoder.ended and decoder.recognized
+    events += decoder.feed(wire.terminal)
+    assert decoder.complete
+    # openai-chat: its usage chunk and [DONE] may follow; the others: nothing but the body's end
+    assert decoder.ended is (wire is not _CHAT)
+    events += decoder.feed(wire.trailer)
+    assert decoder.ended and not decoder.failed
+    events += decoder.close()  # openai-chat's Finish comes here, the others' with the terminal
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.usage is not None and finish.usage.output_tokens == 1
+    assert [e for e in events if isinstance(e, Finish)] == [finish]
