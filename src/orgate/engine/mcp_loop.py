@@ -126,6 +126,71 @@ class _Held:
     chunks: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Offer:
+    """The MCP tools offered to the model in this response, by function name, and their
+    schemas loaded together for the replay gate."""
+
+    tools: dict[str, _Offered] = field(default_factory=dict)
+    catalog: Any = None
+
+    def functions(self) -> list[FunctionToolParam]:
+        return [FunctionToolParam(name=name, description=o.tool.description, parameters=o.tool.input_schema) for name, o in self.tools.items()]
+
+
+class _Round:
+    """One round of the model: its MCP calls held back from the client as they stream, whether it
+    also called the client's own functions, what it said, and how it ended."""
+
+    __slots__ = ("offered", "held", "client_calls", "said", "finish")
+
+    def __init__(self, offered: dict[str, _Offered]) -> None:
+        self.offered = offered
+        self.held: dict[int, _Held] = {}
+        self.client_calls = False  # the model also called the client's own functions: those end the response
+        self.said: list[str] = []  # the round's text, which the model reads back before its calls
+        self.finish: Finish | None = None
+
+    def sort(self, batch: list[ModelEvent]) -> list[ModelEvent]:
+        """Hold the batch's MCP calls (and its Finish) back; what leaves now."""
+        out: list[ModelEvent] = []
+        held = self.held
+        for event in batch:
+            if isinstance(event, ToolCallStart) and event.name in self.offered:
+                held[event.index] = _Held(event)
+            elif isinstance(event, ToolCallDelta) and event.index in held:
+                held[event.index].chunks.append(event.arguments)
+            elif isinstance(event, Finish):
+                self.finish = event
+            else:
+                if isinstance(event, TextDelta):
+                    self.said.append(event.text)
+                elif isinstance(event, ToolCallStart):
+                    self.client_calls = True
+                out.append(event)
+        return out
+
+    def paid(self, usage: Usage) -> Usage:
+        """``usage`` with this round's added."""
+        assert self.finish is not None, "a provider stream ends with Finish"
+        return usage + (self.finish.usage or Usage())
+
+    def read_back(self) -> list[Any]:
+        """What the model said in this round, as it reads it back before its calls' results."""
+        said = "".join(self.said)
+        return [AssistantMessageItemParam(content=said)] if said.strip() else []
+
+    def ending(self, stopped: bool) -> str | None:
+        """The finish reason of the response when this round ends it (no MCP call; a call asked
+        for approval or spent the budget; the client's own functions were called), else None."""
+        if not self.held:
+            assert self.finish is not None
+            return self.finish.reason
+        if self.client_calls:
+            return "tool_calls"
+        return "stop" if stopped else None
+
+
 class McpLoop(WrapperProvider):
     """A provider wrapper that runs the MCP tools of one turn (see the module docstring)."""
 
@@ -137,67 +202,61 @@ class McpLoop(WrapperProvider):
         self.stop = False  # a call of this round ends the response (approval asked, budget spent)
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        offered: dict[str, _Offered] = {}
-        for use in self.turn.uses:
-            yield [McpListStart(use.server.label)]
-            listed = await self.runtime.client.list_tools(use.server)
-            tools = [t for t in listed.tools if use.offers(t.name) and _FUNCTION_NAME.match(use.function_name(t.name))]
-            for tool in tools:
-                offered[use.function_name(tool.name)] = _Offered(use, tool)
-            if self.runtime.on_list is not None:
-                self.runtime.on_list(use.server.label, "failed" if listed.error else "ok")
-            yield [McpListDone([t.wire() for t in tools], listed.error)]
-        functions = [
-            FunctionToolParam(name=name, description=o.tool.description, parameters=o.tool.input_schema) for name, o in offered.items()
-        ]
-        request = dataclasses.replace(request, tools=[*request.tools, *functions])
-        catalog = _catalog(offered)
-        extra: list[Any] = []
-        for pending in self.turn.pending:
-            async for batch in self._answered(pending, offered, catalog, extra):
-                yield batch
+        """list → offer → the answered approvals → rounds of the model and its calls."""
+        offer = _Offer()
+        extra: list[Any] = []  # what the model reads next: the calls run and their results
+        async for batch in self._prepare(offer, extra):
+            yield batch
+        request = dataclasses.replace(request, tools=[*request.tools, *offer.functions()])
         usage = Usage()
         while True:
             if extra:
                 request = dataclasses.replace(request, input=[*request.input, *extra])
-                extra = []
-            held: dict[int, _Held] = {}
-            client_calls = False  # the model also called the client's own functions: those end the response
-            said: list[str] = []  # the round's text, which the model reads back before its calls
-            finish: Finish | None = None
+            round_ = _Round(offer.tools)
             async for batch in self.inner.stream_batches(request):
-                out: list[ModelEvent] = []
-                for event in batch:
-                    if isinstance(event, ToolCallStart) and event.name in offered:
-                        held[event.index] = _Held(event)
-                    elif isinstance(event, ToolCallDelta) and event.index in held:
-                        held[event.index].chunks.append(event.arguments)
-                    elif isinstance(event, Finish):
-                        finish = event
-                    else:
-                        client_calls = client_calls or isinstance(event, ToolCallStart)
-                        if isinstance(event, TextDelta):
-                            said.append(event.text)
-                        out.append(event)
+                out = round_.sort(batch)
                 if out:
                     yield out
-            assert finish is not None, "a provider stream ends with Finish"
-            usage = usage + (finish.usage or Usage())
-            if not held:
-                yield [Finish(finish.reason, usage)]
-                return
-            self.stop = False
-            if "".join(said).strip():
-                extra.append(AssistantMessageItemParam(content="".join(said)))
-            for call in held.values():
-                async for batch in self._model_call(call, offered, catalog, extra):
+            usage = round_.paid(usage)
+            if round_.held:
+                extra = round_.read_back()
+                async for batch in self._run_calls(round_, offer, extra):
                     yield batch
-            if self.stop or client_calls:
-                yield [Finish("tool_calls" if client_calls else "stop", usage)]
+            reason = round_.ending(self.stop)
+            if reason is not None:
+                yield [Finish(reason, usage)]
                 return
             if request.tool_choice == "required":
                 # The model called as it was required to; asked again, it may answer.
                 request = dataclasses.replace(request, tool_choice="auto")
+
+    async def _prepare(self, offer: _Offer, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+        """Before the model is asked: each server's tools listed into ``offer``, then the calls
+        the client approved run (or those it denied told), their results into ``extra``."""
+        for use in self.turn.uses:
+            yield [McpListStart(use.server.label)]
+            yield [await self._list(use, offer)]
+        offer.catalog = _catalog(offer.tools)
+        for pending in self.turn.pending:
+            async for batch in self._answered(pending, offer.tools, offer.catalog, extra):
+                yield batch
+
+    async def _run_calls(self, round_: _Round, offer: _Offer, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+        """The MCP calls the model made in a round, in order; ``self.stop`` once one ends the response."""
+        self.stop = False
+        for call in round_.held.values():
+            async for batch in self._model_call(call, offer.tools, offer.catalog, extra):
+                yield batch
+
+    async def _list(self, use: McpUse, offer: _Offer) -> McpListDone:
+        """List a server's tools and offer those the operator and the request allow."""
+        listed = await self.runtime.client.list_tools(use.server)
+        tools = [t for t in listed.tools if use.offers(t.name) and _FUNCTION_NAME.match(use.function_name(t.name))]
+        for tool in tools:
+            offer.tools[use.function_name(tool.name)] = _Offered(use, tool)
+        if self.runtime.on_list is not None:
+            self.runtime.on_list(use.server.label, "failed" if listed.error else "ok")
+        return McpListDone([t.wire() for t in tools], listed.error)
 
     async def _model_call(self, call: _Held, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
         """One call the model made: gate, permission, budget, then run it."""
