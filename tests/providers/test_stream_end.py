@@ -247,8 +247,42 @@ async def test_a_connection_closed_before_the_terminal_event_is_truncated(
             async for event in provider(wire, up.port, pool).stream(request()):
                 events.append(event)
     assert (caught.value.status, caught.value.code) == (502, "upstream_stream_truncated")
+    assert "ended the stream early: the connection was closed mid-stream" in caught.value.message
     assert text_of(events) == "Hi"  # what came before the cut was handed on
 
+
+
+# What each provider says of a body that ends cleanly too early, and of one in another format.
+_CUT_SHORT = {
+    "openai-chat": "upstream 'm' ended the stream before the answer was complete",
+    "openai-responses": "ended the stream early: no response.completed event",
+    "anthropic": "ended the stream early: no message_stop event",
+}
+_NOT_THIS_FORMAT = {
+    "openai-chat": "a 200 without any chat.completion.chunk",
+    "openai-responses": "a 200 without any Responses API stream event",
+    "anthropic": "a 200 without any Messages API stream event",
+}
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=str)
+async def test_a_body_that_ends_before_the_terminal_event_is_truncated(wire: Wire, pool: HttpPool) -> None:
+    async with RawUpstream(wire.opening) as up:  # the body ends properly, the answer does not
+        with pytest.raises(ApiError) as caught:
+            await until_finish(provider(wire, up.port, pool).stream_batches(request()))
+    assert (caught.value.status, caught.value.code) == (502, "upstream_stream_truncated")
+    assert _CUT_SHORT[wire.provider] in caught.value.message
+    assert up.connections == 1
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=str)
+async def test_a_body_without_one_event_of_the_wire_format_is_invalid(wire: Wire, pool: HttpPool) -> None:
+    async with RawUpstream(b'data: {"status": "ok"}\n\n') as up:
+        with pytest.raises(ApiError) as caught:
+            await until_finish(provider(wire, up.port, pool).stream_batches(request()))
+    assert (caught.value.status, caught.value.code) == (502, "upstream_invalid_response")
+    assert _NOT_THIS_FORMAT[wire.provider] in caught.value.message
+    assert "closed mid-stream" not in caught.value.message
 
 # --- what the exchange reads of a decoder ---------------------------------------------------
 

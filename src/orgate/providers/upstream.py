@@ -165,9 +165,7 @@ class SseProvider(Provider):
                     if not decoder.complete:
                         if rest:
                             yield rest
-                        if not decoder.recognized:
-                            raise invalid(deployment, f"a 200 without any {self.wire} event")
-                        raise truncated(deployment, f"no {self.terminal} event")
+                        raise self._cut_short(decoder)
                     final += rest
                     if decoder.skipped:
                         self.log.info(
@@ -183,6 +181,14 @@ class SseProvider(Provider):
             raise client_error(exc, deployment) from exc
         # Out of the ``async with``: the connection is back in the pool before the last batch.
         yield final
+
+
+    def _cut_short(self, decoder: UpstreamDecoder) -> ApiError:
+        """The error for a body that ended before the answer was complete: invalid when not one
+        event of the wire format came (a 200 that is not an answer), else truncated."""
+        if not decoder.recognized:
+            return invalid(self.deployment, f"a 200 without any {self.wire} event")
+        return truncated(self.deployment, f"no {self.terminal} event")
 
 
 async def read_trailer(resp: aiohttp.ClientResponse, decoder: UpstreamDecoder) -> list[ModelEvent]:
