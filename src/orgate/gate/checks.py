@@ -25,10 +25,19 @@ from typing import Any
 import orjson
 
 from orgate.gate.tools import ToolCatalog, load_tools
-from orgate.gate.verdict import Code, Verdict
+from orgate.gate.verdict import (
+    ARGUMENTS_PARSE,
+    ARGUMENTS_SCHEMA,
+    ARGUMENTS_TYPE,
+    HOSTED_CALL,
+    NAMESPACED,
+    NOT_FUNCTION_CALL,
+    OK,
+    STATUS,
+    UNKNOWN_TOOL,
+    Verdict,
+)
 
-_NAMESPACED = Code.NAMESPACED
-_HOSTED_CALL = Code.HOSTED_CALL
 # Items of OpenAI's hosted tools: calls the upstream ran itself, and their results. Not in the
 # spec; a native Responses upstream returns them (Codex replays them in its history).
 HOSTED_CALL_TYPES = frozenset(
@@ -53,13 +62,6 @@ HOSTED_CALL_TYPES = frozenset(
         "tool_search_output",
     }
 )
-_NOT_FUNCTION_CALL = Code.NOT_FUNCTION_CALL
-_STATUS = Code.STATUS
-_ARGUMENTS_TYPE = Code.ARGUMENTS_TYPE
-_ARGUMENTS_PARSE = Code.ARGUMENTS_PARSE
-_UNKNOWN_TOOL = Code.UNKNOWN_TOOL
-_ARGUMENTS_SCHEMA = Code.ARGUMENTS_SCHEMA
-_OK = Code.OK
 _loads = orjson.loads
 
 
@@ -94,7 +96,7 @@ def check(
     ``completed`` still fails.
     """
     if not isinstance(item, dict):
-        return Verdict(_NAMESPACED, f"item is {_kind(item)}, not an object with a type")
+        return Verdict(NAMESPACED, f"item is {_kind(item)}, not an object with a type")
     name = item.get("name")
     if name.__class__ is not str:
         name = None
@@ -111,20 +113,20 @@ def check(
     # 3. status
     status = item.get("status")
     if status != "completed" and (require_status or "status" in item):
-        return Verdict(_STATUS, _status_problem(item, status), (), name, call_id, id_)
+        return Verdict(STATUS, _status_problem(item, status), (), name, call_id, id_)
     # 4. arguments must be a JSON string
     arguments = item.get("arguments")
     if arguments.__class__ is not str:
         what = "missing" if "arguments" not in item else f"{_kind(arguments)}"
         return Verdict(
-            _ARGUMENTS_TYPE, f"arguments is {what}, not a JSON string", (), name, call_id, id_
+            ARGUMENTS_TYPE, f"arguments is {what}, not a JSON string", (), name, call_id, id_
         )
     # 5. arguments must parse
     try:
         parsed = _loads(arguments)
     except ValueError as exc:  # orjson.JSONDecodeError
         return Verdict(
-            _ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
+            ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
         )
     return _tool_verdict(parsed, tools, name, call_id, id_)
 
@@ -142,7 +144,7 @@ def _other_type(
     if typ.__class__ is not str:
         if typ is None and "type" not in item and isinstance(item.get("role"), str):
             return Verdict(
-                _NOT_FUNCTION_CALL,
+                NOT_FUNCTION_CALL,
                 "message (role shorthand), not a function_call",
                 (),
                 name,
@@ -150,10 +152,10 @@ def _other_type(
                 id_,
             )
         msg = "item has no type" if "type" not in item else f"type is {_kind(typ)}, not a string"
-        return Verdict(_NAMESPACED, msg, (), name, call_id, id_)
+        return Verdict(NAMESPACED, msg, (), name, call_id, id_)
     if ":" in typ:
         return Verdict(
-            _NAMESPACED,
+            NAMESPACED,
             f"{typ!r} is a provider extension: keep it in its original session",
             (),
             name,
@@ -163,7 +165,7 @@ def _other_type(
     # 1b. a hosted tool's call: run by whoever hosts the tool (an upstream, or orgate for MCP), never by a client
     if typ in HOSTED_CALL_TYPES:
         return Verdict(
-            _HOSTED_CALL,
+            HOSTED_CALL,
             f"{typ!r} is a hosted tool's item (run by the upstream or the gateway, not by a client): keep it in its original session",
             (),
             name,
@@ -173,7 +175,7 @@ def _other_type(
     # 2. function_call (and custom_tool_call: free-form input) only
     if typ == "custom_tool_call":
         return _custom_call(item, name, call_id, id_, require_status)
-    return Verdict(_NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_)
+    return Verdict(NOT_FUNCTION_CALL, f"{typ!r} is not a function_call", (), name, call_id, id_)
 
 
 def _status_problem(item: dict[str, Any], status: Any) -> str:
@@ -194,24 +196,24 @@ def _tool_verdict(
     # 6. the named tool must exist
     if name is None:
         return Verdict(
-            _UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_
+            UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_
         )
     if tools is None:
         return Verdict(
-            _OK, "ok (no tool catalogue: name and schema not checked)", (), name, call_id, id_
+            OK, "ok (no tool catalogue: name and schema not checked)", (), name, call_id, id_
         )
     catalog = tools if isinstance(tools, ToolCatalog) else load_tools(tools)
     tool = catalog.get(name)
     if tool is None:
-        return Verdict(_UNKNOWN_TOOL, f"no tool named {name!r} is defined", (), name, call_id, id_)
+        return Verdict(UNKNOWN_TOOL, f"no tool named {name!r} is defined", (), name, call_id, id_)
     # 7. the arguments must match the tool's schema (never "fixed")
     errors = tool.schema.validate(parsed)
     if errors:
         first = errors[0]
         return Verdict(
-            _ARGUMENTS_SCHEMA, f"{first.path}: {first.message}", errors, name, call_id, id_
+            ARGUMENTS_SCHEMA, f"{first.path}: {first.message}", errors, name, call_id, id_
         )
-    return Verdict(_OK, "ok", (), name, call_id, id_)
+    return Verdict(OK, "ok", (), name, call_id, id_)
 
 
 def _custom_call(item: dict[str, Any], name: str | None, call_id: str | None, id_: str | None, require_status: bool) -> Verdict:
@@ -219,11 +221,11 @@ def _custom_call(item: dict[str, Any], name: str | None, call_id: str | None, id
     status and the input's type are checked as a function call's are; a string input is ``ok``."""
     status = item.get("status")
     if status != "completed" and (require_status or "status" in item):
-        return Verdict(_STATUS, f"status is {status!r}, not 'completed'" if "status" in item else "status is missing (must be 'completed')", (), name, call_id, id_)
+        return Verdict(STATUS, f"status is {status!r}, not 'completed'" if "status" in item else "status is missing (must be 'completed')", (), name, call_id, id_)
     value = item.get("input")
     if value.__class__ is not str:
         what = "missing" if "input" not in item else _kind(value)
-        return Verdict(_ARGUMENTS_TYPE, f"input is {what}, not a string", (), name, call_id, id_)
+        return Verdict(ARGUMENTS_TYPE, f"input is {what}, not a string", (), name, call_id, id_)
     if name is None:
-        return Verdict(_UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_)
-    return Verdict(_OK, "ok (custom tool: free-form input, no schema to check)", (), name, call_id, id_)
+        return Verdict(UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_)
+    return Verdict(OK, "ok (custom tool: free-form input, no schema to check)", (), name, call_id, id_)
