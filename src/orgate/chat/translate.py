@@ -122,13 +122,12 @@ def _request_body(
     return body
 
 
-def _copy_set(
-    req: wire.ChatCompletionRequest, names: tuple[str, ...], body: dict[str, Any]
-) -> None:
+def _copy_set(source: Any, names: tuple[str, ...], into: dict[str, Any]) -> None:
+    """Copy ``source``'s attributes ``names`` that are set (not ``None``) under the same names."""
     for name in names:
-        value = getattr(req, name)
+        value = getattr(source, name)
         if value is not None:
-            body[name] = value
+            into[name] = value
 
 
 def _text_fields(req: wire.ChatCompletionRequest) -> dict[str, Any]:
@@ -351,14 +350,8 @@ def _text_format(fmt: wire.ResponseFormat) -> dict[str, Any]:
 
 
 def _tool(tool: wire.FunctionTool) -> dict[str, Any]:
-    fn = tool.function
-    out: dict[str, Any] = {"type": "function", "name": fn.name}
-    if fn.description is not None:
-        out["description"] = fn.description
-    if fn.parameters is not None:
-        out["parameters"] = fn.parameters
-    if fn.strict is not None:
-        out["strict"] = fn.strict
+    out: dict[str, Any] = {"type": "function", "name": tool.function.name}
+    _copy_set(tool.function, ("description", "parameters", "strict"), out)
     return out
 
 
