@@ -62,7 +62,7 @@ class _HeldCall:
         return "".join(d.arguments for d in self.deltas)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class _Rules:
     """What a request allows: its function tools' schemas, its custom tools' names, and its
     ``tool_choice`` (the names it allows, None for all; whether a call is required)."""
@@ -78,7 +78,7 @@ class _Attempt:
 
     __slots__ = ("calls", "held", "finish", "text_sent", "problems", "_hold_text", "_drop_text")
 
-    def __init__(self, *, hold_text: bool, drop_text: bool) -> None:
+    def __init__(self, hold_text: bool, drop_text: bool) -> None:
         self.calls: list[_HeldCall] = []
         self.held: list[ModelEvent] = []  # text (and other events) held with the calls
         self.finish: Finish | None = None
@@ -92,18 +92,25 @@ class _Attempt:
         out: list[ModelEvent] = []
         calls = self.calls
         for event in batch:
-            if isinstance(event, ToolCallStart):
+            kind = type(event)  # the neutral events are final classes: an identity test, not isinstance
+            if kind is ToolCallStart:
                 calls.append(_HeldCall(event, []))
-            elif isinstance(event, ToolCallDelta):
+            elif kind is ToolCallDelta:
                 if calls:
                     calls[-1].deltas.append(event)
-            elif isinstance(event, Finish):
+            elif kind is Finish:
                 self.finish = event
-            elif self._hold_text:
-                self.held.append(event)
-            elif not self._drop_text:
+            else:
                 out.append(event)
-        if out and not self.text_sent:
+        # what is not a call is held, dropped or sent as a whole batch: no test per event
+        if not out:
+            return out
+        if self._hold_text:
+            self.held += out
+            return []
+        if self._drop_text:
+            return []
+        if not self.text_sent:
             self.text_sent = any(isinstance(event, TextDelta) for event in out)
         return out
 
@@ -149,14 +156,15 @@ class ToolGuard(WrapperProvider):
         usage = Usage()
         asked = request
         for number in range(1, self.retries + 2):
-            attempt = _Attempt(hold_text=rules.must_call, drop_text=text_sent)
+            attempt = _Attempt(rules.must_call, text_sent)
             async for batch in self.inner.stream_batches(asked):
                 out = attempt.sort(batch)
                 if out:
                     yield out
             text_sent = text_sent or attempt.text_sent
-            usage = usage + (attempt.ended().usage or Usage())
-            last = self._verdict(attempt, rules, request, usage)
+            finish = attempt.ended()
+            usage = usage + (finish.usage or Usage())
+            last = self._verdict(attempt, finish, rules, request, usage)
             if last is not None:
                 yield last
                 return
@@ -164,10 +172,9 @@ class ToolGuard(WrapperProvider):
             asked = _with_feedback(asked, attempt.held, attempt.calls, attempt.problems)
         raise _spent(attempt.problems, self.retries + 1)
 
-    def _verdict(self, attempt: _Attempt, rules: _Rules, request: ModelRequest, usage: Usage) -> list[ModelEvent] | None:
+    def _verdict(self, attempt: _Attempt, finish: Finish, rules: _Rules, request: ModelRequest, usage: Usage) -> list[ModelEvent] | None:
         """The attempt's last batch (its calls, its Finish with the usage of every attempt), or
         None when its calls are refused (``attempt.problems`` says why): ask again."""
-        finish = attempt.ended()
         if finish.reason == "length":
             # Truncated arguments are not judged: the response is incomplete, the item too.
             return [*self._release(attempt.held, attempt.calls), Finish(finish.reason, usage)]
