@@ -156,18 +156,21 @@ class _Round:
         out: list[ModelEvent] = []
         held = self.held
         for event in batch:
-            if isinstance(event, ToolCallStart) and event.name in self.offered:
-                held[event.index] = _Held(event)
-            elif isinstance(event, ToolCallDelta) and event.index in held:
+            kind = type(event)  # the neutral events are final classes: an identity test, not isinstance
+            if kind is TextDelta:
+                self.said.append(event.text)
+            elif kind is ToolCallStart:
+                if event.name in self.offered:
+                    held[event.index] = _Held(event)
+                    continue
+                self.client_calls = True
+            elif kind is ToolCallDelta and event.index in held:
                 held[event.index].chunks.append(event.arguments)
-            elif isinstance(event, Finish):
+                continue
+            elif kind is Finish:
                 self.finish = event
-            else:
-                if isinstance(event, TextDelta):
-                    self.said.append(event.text)
-                elif isinstance(event, ToolCallStart):
-                    self.client_calls = True
-                out.append(event)
+                continue
+            out.append(event)
         return out
 
     def paid(self, usage: Usage) -> Usage:
