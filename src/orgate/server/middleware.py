@@ -2,7 +2,8 @@
 
 - ``RequestIdMiddleware``: the request's typed state (``request_state.py``) with its
   id — a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or a new one —
-  sent back in ``X-Request-Id``; for HTTP also the current request of the context
+  sent back in ``X-Request-Id``, and the credential it carries (the headers the edge
+  reads are scanned once, here); for HTTP also the current request of the context
   (log lines from deeper layers carry its id), and what was answered (status, a
   stream's first chunk) noted on the state as it leaves.
 - ``AccessLogMiddleware``: one line on ``orgate.access`` per HTTP request (method,
@@ -28,6 +29,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from starlette.middleware import Middleware
@@ -86,12 +88,20 @@ def wrap(app: ASGIApp, stack: Sequence[Middleware]) -> ASGIApp:
 # --- request id ------------------------------------------------------------------------------------
 
 
-def given_request_id(scope: Scope) -> bytes | None:
-    """The request's first ``X-Request-Id`` value."""
-    for name, value in scope.get("headers") or ():
-        if name == REQUEST_ID_HEADER:
-            return value
-    return None
+def edge_headers(scope: Scope) -> tuple[bytes | None, bytes | None, bool]:
+    """The request's first ``X-Request-Id`` value, its first ``Authorization`` value, and whether
+    it has two different ``Authorization`` values. Hot path (every request): one pass over the
+    headers in C (a dict of each name's first value), a Python loop only for a repeated
+    ``Authorization`` (see bench/instructions.py)."""
+    headers = scope.get("headers") or ()
+    if type(headers) is not list:
+        headers = list(headers)  # any iterable of pairs (ASGI), read twice below
+    first = dict(reversed(headers))
+    credential = first.get(b"authorization")
+    conflict = False
+    if credential is not None and list(map(itemgetter(0), headers)).count(b"authorization") > 1:
+        conflict = any(value != credential for name, value in headers if name == b"authorization")
+    return first.get(REQUEST_ID_HEADER), credential, conflict
 
 
 def _request_id(given: bytes | None) -> str:
@@ -108,7 +118,8 @@ class RequestIdMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = RequestState(_request_id(given_request_id(scope)), scope.get("method", ""), scope.get("path", ""))
+        given_id, credential, conflict = edge_headers(scope)
+        state = RequestState(_request_id(given_id), scope.get("method", ""), scope.get("path", ""), credential, conflict)
         scope[STATE_KEY] = state
         if scope["type"] != "http":
             await self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
@@ -198,10 +209,12 @@ class AccessLogMiddleware:
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
-        path = getattr(route, "path", None)
-        if isinstance(path, str):
-            return path
-        return scope["path"] if scope.get("path") in self.static_routes else "unmatched"
+        if route is not None:
+            template = getattr(route, "path", None)
+            if isinstance(template, str):
+                return template
+        path = scope["path"]
+        return path if path in self.static_routes else "unmatched"
 
     def _record(self, scope: Scope, state: RequestState, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
         route = self._route(scope)
@@ -242,19 +255,6 @@ class AccessLogMiddleware:
 # --- authentication ----------------------------------------------------------------------------------
 
 
-def authorization(scope: Scope) -> tuple[bytes | None, bool]:
-    """The request's first ``Authorization`` value, and whether it has two different ones."""
-    found: bytes | None = None
-    conflict = False
-    for name, value in scope.get("headers") or ():
-        if name == b"authorization":
-            if found is None:
-                found = value
-            elif value != found:
-                conflict = True
-    return found, conflict
-
-
 class AuthMiddleware:
     """The request's credential, checked once: the caller or the refusal, on the request's state.
 
@@ -269,14 +269,13 @@ class AuthMiddleware:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         state: RequestState = scope[STATE_KEY]
-        given, conflict = authorization(scope)
-        if conflict:
+        if state.credential_conflict:
             state.auth_error = ambiguous_key()
             if scope["type"] == "http":
                 return send_error(send, state.auth_error)
-        elif given is not None:
+        elif state.credential is not None:
             try:
-                state.caller = self.auth.authenticate(given.decode("latin-1"))
+                state.caller = self.auth.authenticate(state.credential.decode("latin-1"))
             except ApiError as refused:
                 state.auth_error = refused
         return self.app(scope, receive, send)

@@ -31,6 +31,8 @@ class RequestState:
     request_id: str
     method: str
     path: str
+    credential: bytes | None = None  # the first ``Authorization`` value as sent
+    credential_conflict: bool = False  # two different ``Authorization`` values: refused (401)
     model: str | None = None  # the requested model (the log line and the metrics' label)
     deployment: str | None = None  # the deployment that answered
     caller: Caller | None = None  # who sent a valid key (``AuthMiddleware``)
