@@ -403,14 +403,17 @@ def build_turn(
         raise missing_required_parameter("'input' is required (or a previous_response_id to continue).", param="input")
     check_capabilities(deployment, new_input, body)
     sent = list(body.tools or ())
-    context, lifted, lifted_paths = lift_additional_tools(context, len(history))
+    lifted: list[Any] = []
+    lifted_paths: list[str] = []
+    if AdditionalToolsItemParam in map(type, context):  # compared in C: hot path
+        context, lifted, lifted_paths = lift_additional_tools(context, len(history))
     if lifted:
         paths = [*(f"tools[{i}]" for i in range(len(sent))), *lifted_paths]
         tools, hosted_tools, dropped_tools = split_tools([*sent, *lifted], deployment, paths)
         dropped_tools += [(lifted_paths[i], "mcp") for i, t in enumerate(lifted) if getattr(t, "type", None) == "mcp"]
     else:
         tools, hosted_tools, dropped_tools = split_tools(sent, deployment)
-    requested_mcp = mcp_tools(sent)
+    requested_mcp = mcp_tools(sent) if sent else []
     check_tool_choice(body.tool_choice, tools, mcp=bool(requested_mcp))
     fmt = text_format_of(body)
     extra = body.model_extra or {}

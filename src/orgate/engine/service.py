@@ -357,7 +357,8 @@ class ResponsesService:
         provider changed to make the request acceptable, go to the warnings."""
         if turn.opaque:
             self.report_opaque(turn, run)
-        run.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
+        if turn.request.notices:
+            run.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
 
     def _set_headers(self, stream: ResponseStream, session_id: str | None) -> None:
         turn, run = stream.turn, stream.run

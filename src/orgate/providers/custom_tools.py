@@ -158,8 +158,9 @@ class CustomCalls:
 def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
     """``batches`` with the request's custom tools' calls as custom calls (``batches`` itself when
     the request has no custom tool: nothing is added to the stream's path)."""
-    names = custom_tool_names(request)
-    return _custom_batches(CustomCalls(names), batches) if names else batches
+    if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
+        return batches
+    return _custom_batches(CustomCalls(custom_tool_names(request)), batches)
 
 
 def custom_call_events(request: ModelRequest, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:

@@ -275,11 +275,14 @@ def check_request_limits(data: Any, limits: LimitSettings) -> None:
             f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
             param="input",
         )
-    _check_tools(data.get("tools"), "tools", limits)
-    for index, item in enumerate(items if isinstance(items, list) else ()):
-        # OpenAI's additional_tools item offers tools too (engine/context.py): the same limits.
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            _check_tools(item.get("tools"), f"input[{index}].tools", limits)
+    tools = data.get("tools")
+    if tools is not None:
+        _check_tools(tools, "tools", limits)
+    if isinstance(items, list):
+        for index, item in enumerate(items):
+            # OpenAI's additional_tools item offers tools too (engine/context.py): the same limits.
+            if isinstance(item, dict) and item.get("type") == "additional_tools":
+                _check_tools(item.get("tools"), f"input[{index}].tools", limits)
     text = data.get("text")
     if isinstance(text, dict) and isinstance(text.get("format"), dict):
         _check_schema(text["format"].get("schema"), "text.format.schema", limits)
