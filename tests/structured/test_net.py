@@ -486,3 +486,117 @@ async def test_a_retry_offers_no_tool_call_but_keeps_the_tools() -> None:
     assert outcome.status == "recovered"
     assert provider.requests[0].tool_choice == "auto"
     assert provider.requests[1].tool_choice == "none" and provider.requests[1].tools == [tool]
+
+
+async def test_a_second_call_on_the_same_outcome_counts_its_own_attempts() -> None:
+    registry = CollectorRegistry()
+    metrics = StructuredMetrics(registry)
+    bad = answer('{"sku": 1, "price": 1}')
+    net, provider = make_net([bad, answer(GOOD), answer(GOOD)], metrics=metrics)
+    outcome = Outcome()
+    [e async for e in net.stream(request(), outcome=outcome)]
+    assert outcome.status == "recovered"
+    events = [e async for e in net.stream(request(), outcome=outcome)]
+    assert text_of(events) == GOOD
+    assert outcome.status == "ok"  # the first attempt of this call was valid
+    assert [a.number for a in outcome.attempts] == [1, 2, 3]
+    labels = {"model": "gpt-test", "format": "product"}
+    modes = registry.get_sample_value(
+        "orgate_structured_mode_total", {**labels, "mode": "json_schema_strict"}
+    )
+    assert modes == 1  # the mode of a request is counted on its first call only
+    assert metrics.rates(model="gpt-test").first_attempt_failures == 1
+    assert provider.calls == 3
+
+
+async def test_a_schema_without_strict_equivalent_is_sent_non_strict_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    schema = {"type": "object", "patternProperties": {"^x": {"type": "string"}}}
+    net, provider = make_net([answer('{"x1": "a"}')], caps=Capabilities(strict_json_schema=True))
+    with caplog.at_level(logging.INFO, logger="orgate.structured"):
+        _, outcome = await run(net, request(TextFormat("json_schema", "free", schema, True)))
+    assert outcome.status == "ok" and outcome.mode != "strict"
+    assert any("schema free sent non-strict" in r.getMessage() for r in caplog.records)
+
+
+class _TimesOut(ScriptedProvider):
+    """Answers ``script`` and then raises the upstream's own ``TimeoutError``."""
+
+    async def stream(self, request: ModelRequest) -> Any:
+        if len(self.requests) >= len(self.script):
+            self.requests.append(request)
+            raise TimeoutError
+        async for ev in super().stream(request):
+            yield ev
+
+
+@pytest.mark.parametrize("answers", [0, 1])
+async def test_the_upstreams_own_timeout_is_not_the_time_budget(answers: int) -> None:
+    provider = _TimesOut([answer("nope")] * answers)
+    dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
+    policy = StructuredPolicy.from_settings(StructuredSettings(seconds=None))  # no time budget
+    net = SafetyNet(provider, dep, policy)
+    outcome = Outcome()
+    with pytest.raises(TimeoutError):
+        [e async for e in net.stream(request(), outcome=outcome)]
+    assert provider.calls == answers + 1
+    assert outcome.exhausted_by is None and len(outcome.attempts) == answers
+
+
+async def test_truncation_retries_are_a_budget_of_their_own() -> None:
+    cut = answer("{", "length", tokens=10)
+    settings = StructuredSettings(truncation_retries=1)
+    net, provider = make_net([cut, cut, cut], settings=settings)
+    outcome = Outcome()
+    with pytest.raises(ApiError) as info:
+        [e async for e in net.stream(request(max_output_tokens=10), outcome=outcome)]
+    assert provider.calls == 2 and [r.max_output_tokens for r in provider.requests] == [10, 20]
+    assert outcome.exhausted_by == "truncation_retries"
+    assert "kept being cut at max_output_tokens" in info.value.message
+
+
+async def test_the_time_budget_stops_a_truncation_retry() -> None:
+    net, provider = make_net([answer("{", "length", chunk=100)] * 2, delay=0.05)
+    outcome = Outcome()
+    with pytest.raises(ApiError):
+        [
+            e
+            async for e in net.stream(
+                request(), outcome=outcome, budget=BudgetOverride(seconds=0.05)
+            )
+        ]
+    assert provider.calls == 1 and outcome.exhausted_by == "seconds"
+    assert [a.stage for a in outcome.attempts] == ["truncation"]
+
+
+async def test_review_without_a_queue_is_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    settings = StructuredSettings(on_exhaustion="review", retries=0)
+    net, _ = make_net([answer("{}")], settings=settings)
+    outcome = Outcome()
+    with caplog.at_level(logging.WARNING, logger="orgate.structured"), pytest.raises(ApiError):
+        [e async for e in net.stream(request(), outcome=outcome)]
+    assert outcome.status == "error" and outcome.review_id is None
+    assert any("no review queue is configured" in r.getMessage() for r in caplog.records)
+
+
+async def test_every_attempt_is_recorded_with_its_stage_and_limit() -> None:
+    script = [
+        answer("{", "length", tokens=50),
+        answer('{"sku": "A1"}'),
+        answer(GOOD),
+    ]
+    net, _ = make_net(script)
+    events, outcome = await run(net, request(max_output_tokens=50))
+    assert [
+        (a.number, a.finish_reason, a.stage, a.max_output_tokens) for a in outcome.attempts
+    ] == [
+        (1, "length", "truncation", 50),
+        (2, "stop", "schema", 100),
+        (3, "stop", None, 100),
+    ]
+    assert [a.text for a in outcome.attempts] == ["{", '{"sku": "A1"}', GOOD]
+    assert outcome.attempts[0].errors == ("the output was cut at max_output_tokens=50",)
+    assert outcome.attempts[1].errors == ("missing required key price",)
+    assert outcome.status == "recovered" and outcome.value == {"sku": "A1", "price": 12.5}
+    assert events[-1] == Finish("stop", Usage(300, 70))
