@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -600,3 +602,99 @@ async def test_every_attempt_is_recorded_with_its_stage_and_limit() -> None:
     assert outcome.attempts[1].errors == ("missing required key price",)
     assert outcome.status == "recovered" and outcome.value == {"sku": "A1", "price": 12.5}
     assert events[-1] == Finish("stop", Usage(300, 70))
+
+
+async def test_the_semantic_budget_counts_semantic_failures_only() -> None:
+    bad_schema, low = answer('{"sku": 1, "price": 5}'), answer('{"sku": "A1", "price": 0.5}')
+    settings = StructuredSettings(retries=3, semantic_retries=1)
+    checks = {"product": [price_positive]}
+    net, _ = make_net([bad_schema, low, answer(GOOD)], settings=settings, checks=checks)
+    _, outcome = await run(net, request())
+    assert [a.stage for a in outcome.attempts] == ["schema", "semantic", None]
+    settings = StructuredSettings(retries=3, semantic_retries=0)
+    net, _ = make_net([bad_schema, answer(GOOD)], settings=settings, checks=checks)
+    _, outcome = await run(net, request())
+    assert outcome.status == "recovered"
+
+
+async def test_a_refusal_beside_text_is_checked_and_a_content_filter_passes() -> None:
+    net, _ = make_net([[RefusalDelta("hm"), *answer(GOOD)]])
+    _, outcome = await run(net, request())
+    assert outcome.status == "ok" and outcome.passthrough_reason is None
+    net, _ = make_net([answer('{"sku"', "content_filter")])
+    events, outcome = await run(net, request())
+    assert outcome.status == "passthrough" and outcome.passthrough_reason == "content_filter"
+    assert text_of(events) == '{"sku"'
+
+
+class _RefusesJsonSchema(ScriptedProvider):
+    """Fails every request with a ``json_schema`` response format, answers the others from
+    ``script``."""
+
+    async def stream(self, request: ModelRequest) -> Any:
+        if request.text_format is not None and request.text_format.type == "json_schema":
+            raise ApiError(
+                502,
+                "upstream 'm' failed (HTTP 500): Internal Server Error",
+                type="server_error",
+                code="upstream_error",
+            )
+        async for ev in super().stream(request):
+            yield ev
+
+
+async def test_after_a_downgrade_retries_build_on_the_plan_that_was_answered() -> None:
+    provider = _RefusesJsonSchema([answer('{"sku": "A1", "price": 1, "note": null}'), answer(GOOD)])
+    dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
+    net = SafetyNet(provider, dep, StructuredPolicy.from_settings(StructuredSettings()))
+    _, outcome = await run(net, request())
+    # strict mode's nulls are not removed from a json_object answer: the schema rejects them
+    assert [a.stage for a in outcome.attempts] == ["schema", None]
+    assert outcome.attempts[0].errors == ("note: expected string, got null",)
+    retry = provider.requests[1]
+    assert retry.text_format is not None and retry.text_format.type == "json_object"
+    assert retry.input[: len(provider.requests[0].input)] == provider.requests[0].input
+    assert "note" in feedback_of(retry)
+
+
+async def test_a_retry_cut_by_the_time_budget_is_recorded_as_a_timeout() -> None:
+    class _RetryHangs(ScriptedProvider):
+        async def stream(self, request: ModelRequest) -> Any:
+            if self.requests:
+                self.requests.append(request)
+                await asyncio.Event().wait()
+            async for ev in super().stream(request):
+                yield ev
+
+    provider = _RetryHangs([answer("nope")])
+    dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
+    policy = StructuredPolicy.from_settings(StructuredSettings(seconds=1.0))
+    net = SafetyNet(provider, dep, policy)
+    outcome = Outcome()
+    with pytest.raises(ApiError):
+        [e async for e in net.stream(request(), outcome=outcome)]
+    assert [a.stage for a in outcome.attempts] == ["parse", "timeout"]
+    assert outcome.exhausted_by == "seconds" and provider.calls == 2
+
+
+async def test_a_long_output_is_checked_off_the_event_loop() -> None:
+    threads: list[bool] = []
+
+    def on_main_thread(value: Any) -> list[str]:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return []
+
+    long = json.dumps({"sku": "A1", "price": 2, "note": "x" * 20_000})
+    net, _ = make_net([answer(GOOD), answer(long)], checks={"product": [on_main_thread]})
+    await run(net, request())
+    await run(net, request())
+    assert threads == [True, False]
+
+
+async def test_a_truncation_after_feedback_keeps_the_feedback() -> None:
+    script = [answer('{"sku": 1}'), answer("{", "length", tokens=10), answer(GOOD)]
+    net, provider = make_net(script)
+    _, outcome = await run(net, request(max_output_tokens=10))
+    assert [a.stage for a in outcome.attempts] == ["schema", "truncation", None]
+    assert provider.requests[2].input == provider.requests[1].input
+    assert provider.requests[2].max_output_tokens == 20
