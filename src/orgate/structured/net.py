@@ -41,7 +41,6 @@ from orgate.neutral import (
     Capabilities,
     Deployment,
     Finish,
-    FinishReason,
     ModelEvent,
     ModelRequest,
     Provider,
@@ -130,6 +129,65 @@ def _release(
         else:
             out.append(ev)
     return out
+
+
+@dataclass(slots=True)
+class _Guard:
+    """One guarded request: what was planned for it, and what its attempts have spent so far."""
+
+    request: ModelRequest
+    outcome: Outcome
+    caps: Capabilities
+    plan: modes.Plan
+    fpol: FormatPolicy
+    budget: Budget
+    schema: OutputSchema
+    #: undoes strict mode's nullable optional fields (None unless strict mode made them)
+    normalize: Callable[[Any], Any] | None
+    cap: int  # the model's output token cap
+    clock: Clock
+    #: this call's first attempt is attempt ``start + 1`` (the tool guard may call again)
+    start: int
+    base: ModelRequest  # the planned request, which feedback is appended to
+    req: ModelRequest  # the request of the next attempt
+    usage: Usage | None = None
+    retries: int = 0
+    semantic: int = 0
+    truncations: int = 0
+
+
+def _passthrough_reason(attempt: _Attempt) -> str | None:
+    """Why an attempt is released unchecked (tool calls, content filter, a bare refusal), or None."""
+    reason = attempt.finish.reason
+    if reason == "tool_calls" or attempt.tool_calls:
+        return "tool_calls"
+    if reason == "content_filter":
+        return "content_filter"
+    if attempt.refusal and not attempt.text.strip():
+        return "refusal"
+    return None
+
+
+def _truncation_stop(grown: int | None, guard: _Guard) -> ExhaustedBy | None:
+    """The budget that forbids asking again after a cut output, or None to ask with ``grown``."""
+    if grown is None:
+        return "truncation_cap"
+    if guard.truncations >= guard.budget.truncation_retries:
+        return "truncation_retries"
+    if guard.clock.expired():
+        return "seconds"
+    return None
+
+
+def _failure_stop(failure: Failure, guard: _Guard) -> ExhaustedBy | None:
+    """The budget that forbids a retry with feedback after ``failure``, or None to retry."""
+    if guard.retries >= guard.budget.retries:
+        return "retries"
+    if failure.stage == "semantic" and guard.semantic >= guard.budget.semantic_retries:
+        return "semantic_retries"
+    if guard.clock.expired():
+        return "seconds"
+    return None
 
 
 class SafetyNet(WrapperProvider):
@@ -284,6 +342,39 @@ class SafetyNet(WrapperProvider):
     async def _guarded(
         self, request: ModelRequest, outcome: Outcome, override: BudgetOverride | None
     ) -> AsyncIterator[ModelEvent]:
+        """Ask until an attempt passes, passes through, or a budget is spent; release only that."""
+        guard = self._begin(request, outcome, override)
+        while True:
+            number = len(outcome.attempts) + 1
+            attempt = await self._next_attempt(guard, number)
+            if attempt is None:
+                exhausted_by: ExhaustedBy = "seconds"
+                break
+            guard.usage = _add_usage(guard.usage, attempt.finish.usage)
+            why = _passthrough_reason(attempt)
+            if why is not None:
+                for ev in self._pass_through(guard, number, attempt, why):
+                    yield ev
+                return
+            if attempt.finish.reason == "length":
+                stop = self._after_truncation(guard, number, attempt)
+            else:
+                result = await self._check(guard, attempt)
+                if isinstance(result, Accepted):
+                    for ev in self._accept(guard, number, attempt, result):
+                        yield ev
+                    return
+                stop = self._after_failure(guard, number, attempt, result)
+            if stop is not None:
+                exhausted_by = stop
+                break
+        async for ev in self._exhausted(guard, exhausted_by):
+            yield ev
+
+    def _begin(
+        self, request: ModelRequest, outcome: Outcome, override: BudgetOverride | None
+    ) -> _Guard:
+        """Plan the request (mode, policy, budget, compiled schema) and note it on ``outcome``."""
         settings = self.policy.settings
         name = self.deployment.name
         caps = self.downgrades.apply(name, self.deployment.capabilities)
@@ -316,187 +407,193 @@ class SafetyNet(WrapperProvider):
         normalize: Callable[[Any], Any] | None = (
             functools.partial(strict.denull, schema=plan.validation_schema) if plan.denull else None
         )
-        cap = caps.max_output_tokens or settings.default_output_cap
-        clock = Clock(budget.seconds)
-        base = req = plan.request
-        usage: Usage | None = None
-        retries = semantic = truncations = 0
-        exhausted_by: ExhaustedBy
+        return _Guard(
+            request,
+            outcome,
+            caps,
+            plan,
+            fpol,
+            budget,
+            schema,
+            normalize,
+            cap=caps.max_output_tokens or settings.default_output_cap,
+            clock=Clock(budget.seconds),
+            start=start,
+            base=plan.request,
+            req=plan.request,
+        )
 
-        while True:
-            number = len(outcome.attempts) + 1
-            # The first attempt is bounded by the deployment's own timeouts; retries by the clock.
-            left = clock.remaining()
-            timeout = None if number == start + 1 or left is None else max(left, 0.0)
-            try:
-                if number == start + 1:
-                    first, attempt = await self._first_attempt(request, plan, caps, outcome)
-                    if first is not plan:
-                        plan = first
-                        outcome.mode = plan.mode
-                        base = req = plan.request
-                        normalize = None  # only strict mode makes optional fields nullable
-                else:
-                    attempt = await self._attempt(req, timeout)
-            except TimeoutError:
-                if timeout is None:  # not ours: the provider's own timeout
-                    raise
-                record = AttemptRecord(
-                    number,
-                    None,
-                    "timeout",
-                    ("the time budget ran out during this attempt",),
-                    req.max_output_tokens,
-                )
-                outcome.attempts.append(record)
-                self._log(plan, record, logging.WARNING)
-                exhausted_by = "seconds"
-                break
-            usage = _add_usage(usage, attempt.finish.usage)
-            reason: FinishReason = attempt.finish.reason
+    async def _next_attempt(self, guard: _Guard, number: int) -> _Attempt | None:
+        """The next attempt; None when the time budget ran out during it (recorded)."""
+        if number == guard.start + 1:
+            return await self._first(guard)
+        # The first attempt is bounded by the deployment's own timeouts; retries by the clock.
+        left = guard.clock.remaining()
+        timeout = None if left is None else max(left, 0.0)
+        try:
+            return await self._attempt(guard.req, timeout)
+        except TimeoutError:
+            if timeout is None:  # not ours: the provider's own timeout
+                raise
+        record = AttemptRecord(
+            number,
+            None,
+            "timeout",
+            ("the time budget ran out during this attempt",),
+            guard.req.max_output_tokens,
+        )
+        guard.outcome.attempts.append(record)
+        self._log(guard.plan, record, logging.WARNING)
+        return None
 
-            if (
-                reason == "tool_calls"
-                or attempt.tool_calls
-                or reason == "content_filter"
-                or (attempt.refusal and not attempt.text.strip())
-            ):
-                why = (
-                    "tool_calls"
-                    if (reason == "tool_calls" or attempt.tool_calls)
-                    else ("content_filter" if reason == "content_filter" else "refusal")
-                )
-                outcome.attempts.append(
-                    AttemptRecord(number, reason, None, (), req.max_output_tokens, attempt.text)
-                )
-                outcome.status, outcome.passthrough_reason = "passthrough", why
-                self._count("passthrough", plan, reason=why)
-                for ev in _release(attempt.events, usage):
-                    yield ev
-                return
+    async def _first(self, guard: _Guard) -> _Attempt:
+        """The first attempt; the plan is the one answered if the upstream refused a format."""
+        first, attempt = await self._first_attempt(
+            guard.request, guard.plan, guard.caps, guard.outcome
+        )
+        if first is not guard.plan:
+            guard.plan = first
+            guard.outcome.mode = first.mode
+            guard.base = guard.req = first.request
+            guard.normalize = None  # only strict mode makes optional fields nullable
+        return attempt
 
-            if reason == "length":
-                failure = Failure(
-                    "truncation",
-                    (
-                        f"the output was cut at max_output_tokens={req.max_output_tokens or 'provider default'}",
-                    ),
-                )
-                record = AttemptRecord(
-                    number,
-                    reason,
-                    "truncation",
-                    failure.errors,
-                    req.max_output_tokens,
-                    attempt.text,
-                )
-                outcome.attempts.append(record)
-                self._log(plan, record, logging.WARNING)
-                self._count("failures", plan, stage="truncation")
-                used = attempt.finish.usage.output_tokens if attempt.finish.usage else None
-                grown = grow_max_tokens(
-                    req.max_output_tokens, used, cap, settings.truncation_growth
-                )
-                if grown is None:
-                    exhausted_by = "truncation_cap"
-                    break
-                if truncations >= budget.truncation_retries:
-                    exhausted_by = "truncation_retries"
-                    break
-                if clock.expired():
-                    exhausted_by = "seconds"
-                    break
-                truncations += 1
-                self._count("retries", plan, stage="truncation")
-                req = dataclasses.replace(req, max_output_tokens=grown)
-                continue
-
-            check = functools.partial(
-                check_output,
-                attempt.text,
-                schema=schema,
-                checks=fpol.checks,
-                strip_fences=settings.strip_fences,
-                strip_prose=settings.strip_prose,
-                normalize=normalize,
+    def _pass_through(
+        self, guard: _Guard, number: int, attempt: _Attempt, why: str
+    ) -> list[ModelEvent]:
+        """Record an attempt released unchecked; its events."""
+        guard.outcome.attempts.append(
+            AttemptRecord(
+                number, attempt.finish.reason, None, (), guard.req.max_output_tokens, attempt.text
             )
-            try:
-                # A long output can take a while to check (and to word every error): off the loop.
-                result = await asyncio.to_thread(check) if len(attempt.text) > INLINE_CHECK_CHARS else check()
-            except SemanticCheckError as exc:
-                raise ApiError.of(
-                    ErrorCode.SEMANTIC_CHECK_ERROR,
-                    str(exc),
-                    headers=dict(NO_CLIENT_RETRY),
-                ) from exc
+        )
+        guard.outcome.status, guard.outcome.passthrough_reason = "passthrough", why
+        self._count("passthrough", guard.plan, reason=why)
+        return _release(attempt.events, guard.usage)
 
-            if isinstance(result, Accepted):
-                record = AttemptRecord(
-                    number, reason, None, (), req.max_output_tokens, attempt.text
-                )
-                outcome.attempts.append(record)
-                self._log(plan, record)
-                outcome.status = "ok" if number == start + 1 else "recovered"
-                outcome.value = result.value
-                self._verdict(plan, outcome, start)
-                for ev in _release(attempt.events, usage, result.text if result.changed else None):
-                    yield ev
-                return
+    def _after_truncation(
+        self, guard: _Guard, number: int, attempt: _Attempt
+    ) -> ExhaustedBy | None:
+        """Record a cut output; the budget that stops here, or None with the next request
+        asking for more output tokens (without feedback)."""
+        req = guard.req
+        failure = Failure(
+            "truncation",
+            (
+                f"the output was cut at max_output_tokens={req.max_output_tokens or 'provider default'}",
+            ),
+        )
+        record = AttemptRecord(
+            number,
+            attempt.finish.reason,
+            "truncation",
+            failure.errors,
+            req.max_output_tokens,
+            attempt.text,
+        )
+        guard.outcome.attempts.append(record)
+        self._log(guard.plan, record, logging.WARNING)
+        self._count("failures", guard.plan, stage="truncation")
+        used = attempt.finish.usage.output_tokens if attempt.finish.usage else None
+        grown = grow_max_tokens(
+            req.max_output_tokens, used, guard.cap, self.policy.settings.truncation_growth
+        )
+        stop = _truncation_stop(grown, guard)
+        if stop is None:
+            guard.truncations += 1
+            self._count("retries", guard.plan, stage="truncation")
+            guard.req = dataclasses.replace(req, max_output_tokens=grown)
+        return stop
 
-            record = AttemptRecord(
-                number, reason, result.stage, result.errors, req.max_output_tokens, attempt.text
-            )
-            outcome.attempts.append(record)
-            self._log(plan, record, logging.WARNING)
-            self._count("failures", plan, stage=result.stage)
-            if retries >= budget.retries:
-                exhausted_by = "retries"
-                break
-            if result.stage == "semantic" and semantic >= budget.semantic_retries:
-                exhausted_by = "semantic_retries"
-                break
-            if clock.expired():
-                exhausted_by = "seconds"
-                break
-            retries += 1
-            semantic += result.stage == "semantic"
-            self._count("retries", plan, stage=result.stage)
-            items = self.feedback_items(
-                clip_output(attempt.text, settings.max_feedback_chars), feedback_text(result)
-            )
-            # The feedback asks for the corrected JSON only: a retry offers no tool to call (a
-            # call would carry the feedback as its arguments). The tools stay, for the history.
-            req = dataclasses.replace(
-                base,
-                input=[*base.input, *items],
-                max_output_tokens=req.max_output_tokens,
-                tool_choice="none" if base.tools else base.tool_choice,
-            )
+    async def _check(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
+        """The attempt's output through parse, schema and semantic checks."""
+        settings = self.policy.settings
+        check = functools.partial(
+            check_output,
+            attempt.text,
+            schema=guard.schema,
+            checks=guard.fpol.checks,
+            strip_fences=settings.strip_fences,
+            strip_prose=settings.strip_prose,
+            normalize=guard.normalize,
+        )
+        try:
+            # A long output can take a while to check (and to word every error): off the loop.
+            if len(attempt.text) > INLINE_CHECK_CHARS:
+                return await asyncio.to_thread(check)
+            return check()
+        except SemanticCheckError as exc:
+            raise ApiError.of(
+                ErrorCode.SEMANTIC_CHECK_ERROR,
+                str(exc),
+                headers=dict(NO_CLIENT_RETRY),
+            ) from exc
 
-        async for ev in self._exhausted(
-            request, plan, fpol, schema, outcome, exhausted_by, usage, cap, start
-        ):
-            yield ev
+    def _accept(
+        self, guard: _Guard, number: int, attempt: _Attempt, result: Accepted
+    ) -> list[ModelEvent]:
+        """Record the accepted attempt and the verdict; its events, text normalised if changed."""
+        outcome = guard.outcome
+        record = AttemptRecord(
+            number, attempt.finish.reason, None, (), guard.req.max_output_tokens, attempt.text
+        )
+        outcome.attempts.append(record)
+        self._log(guard.plan, record)
+        outcome.status = "ok" if number == guard.start + 1 else "recovered"
+        outcome.value = result.value
+        self._verdict(guard.plan, outcome, guard.start)
+        return _release(attempt.events, guard.usage, result.text if result.changed else None)
+
+    def _after_failure(
+        self, guard: _Guard, number: int, attempt: _Attempt, result: Failure
+    ) -> ExhaustedBy | None:
+        """Record a failed check; the budget that stops here, or None with the next request
+        carrying the failed output and the feedback."""
+        req = guard.req
+        record = AttemptRecord(
+            number,
+            attempt.finish.reason,
+            result.stage,
+            result.errors,
+            req.max_output_tokens,
+            attempt.text,
+        )
+        guard.outcome.attempts.append(record)
+        self._log(guard.plan, record, logging.WARNING)
+        self._count("failures", guard.plan, stage=result.stage)
+        stop = _failure_stop(result, guard)
+        if stop is not None:
+            return stop
+        guard.retries += 1
+        guard.semantic += result.stage == "semantic"
+        self._count("retries", guard.plan, stage=result.stage)
+        items = self.feedback_items(
+            clip_output(attempt.text, self.policy.settings.max_feedback_chars),
+            feedback_text(result),
+        )
+        # The feedback asks for the corrected JSON only: a retry offers no tool to call (a
+        # call would carry the feedback as its arguments). The tools stay, for the history.
+        base = guard.base
+        guard.req = dataclasses.replace(
+            base,
+            input=[*base.input, *items],
+            max_output_tokens=req.max_output_tokens,
+            tool_choice="none" if base.tools else base.tool_choice,
+        )
+        return None
 
     async def _exhausted(
-        self,
-        request: ModelRequest,
-        plan: modes.Plan,
-        fpol: FormatPolicy,
-        schema: OutputSchema,
-        outcome: Outcome,
-        exhausted_by: ExhaustedBy,
-        usage: Usage | None,
-        cap: int,
-        start: int = 0,
+        self, guard: _Guard, exhausted_by: ExhaustedBy
     ) -> AsyncIterator[ModelEvent]:
+        """The budget is spent: the configured default, else a review entry or only the error."""
+        request, plan, fpol, outcome = guard.request, guard.plan, guard.fpol, guard.outcome
         outcome.exhausted_by = exhausted_by
         action = fpol.on_exhaustion
         if action == "default" and fpol.has_default:
-            problem = schema.validate(fpol.default)
+            problem = guard.schema.validate(fpol.default)
             if problem is None:
                 outcome.status, outcome.value = "default", fpol.default
-                self._verdict(plan, outcome, start)
+                self._verdict(plan, outcome, guard.start)
                 log.warning(
                     "structured budget spent for %s/%s: returning the configured default",
                     self.deployment.name,
@@ -508,7 +605,7 @@ class SafetyNet(WrapperProvider):
                     },
                 )
                 yield TextDelta(dump_json(fpol.default))
-                yield Finish("stop", usage)
+                yield Finish("stop", guard.usage)
                 return
             log.error(
                 "configured default for %s does not match the request's schema: %s",
@@ -524,8 +621,8 @@ class SafetyNet(WrapperProvider):
             if action == "review":
                 log.warning("on_exhaustion = review but no review queue is configured")
             outcome.status = "error"
-        self._verdict(plan, outcome, start)
-        raise self._error(outcome, exhausted_by, cap)
+        self._verdict(plan, outcome, guard.start)
+        raise self._error(outcome, exhausted_by, guard.cap)
 
     def _error(self, outcome: Outcome, exhausted_by: ExhaustedBy, cap: int) -> ApiError:
         failed = [a for a in outcome.attempts if a.stage is not None and a.stage != "timeout"]
