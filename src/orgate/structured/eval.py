@@ -121,50 +121,58 @@ class CaseFile:
     misbehave: MisbehaveSettings | None = None
 
 
+_CASE_KEYS = frozenset(
+    {"name", "prompt", "format", "semantic", "max_output_tokens", "instructions", "temperature"}
+)
+
+
 def _case(raw: Any, where: str) -> Case:
+    """One case of a case file; ``where`` names it in the ``CaseError`` when it is malformed."""
     if not isinstance(raw, dict):
         raise CaseError(f"{where}: a case must be a mapping")
-    unknown = set(raw) - {
-        "name",
-        "prompt",
-        "format",
-        "semantic",
-        "max_output_tokens",
-        "instructions",
-        "temperature",
-    }
+    unknown = set(raw) - _CASE_KEYS
     if unknown:
         raise CaseError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     for key in ("name", "prompt", "format"):
         if key not in raw:
             raise CaseError(f"{where}: missing {key!r}")
-    fmt = raw["format"]
+    semantic = raw.get("semantic") or []
+    return Case(
+        name=str(raw["name"]),
+        prompt=str(raw["prompt"]),
+        format=dict(_text_format(raw["format"], where)),
+        semantic=tuple(str(s) for s in ([semantic] if isinstance(semantic, str) else semantic)),
+        max_output_tokens=_max_output_tokens(raw.get("max_output_tokens"), where),
+        instructions=raw.get("instructions"),
+        temperature=_temperature(raw.get("temperature"), where),
+    )
+
+
+def _text_format(fmt: Any, where: str) -> dict[str, Any]:
+    """A case's ``format``: a ``json_schema`` (with a name and a schema) or ``json_object``."""
     if not isinstance(fmt, dict) or fmt.get("type") not in ("json_schema", "json_object"):
         raise CaseError(f"{where}: format must be a json_schema or json_object text.format object")
     if fmt["type"] == "json_schema" and (
         not isinstance(fmt.get("schema"), dict) or not fmt.get("name")
     ):
         raise CaseError(f"{where}: a json_schema format needs `name` and a `schema` object")
-    semantic = raw.get("semantic") or []
-    if isinstance(semantic, str):
-        semantic = [semantic]
-    limit = raw.get("max_output_tokens")
+    return fmt
+
+
+def _max_output_tokens(limit: Any, where: str) -> int | None:
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise CaseError(f"{where}: max_output_tokens must be a positive integer")
-    temperature = raw.get("temperature")
+    return limit
+
+
+def _temperature(temperature: Any, where: str) -> float | None:
     if temperature is not None and (
-        not isinstance(temperature, int | float) or isinstance(temperature, bool) or not 0 <= temperature <= 2
+        not isinstance(temperature, int | float)
+        or isinstance(temperature, bool)
+        or not 0 <= temperature <= 2
     ):
         raise CaseError(f"{where}: temperature must be a number from 0 to 2")
-    return Case(
-        name=str(raw["name"]),
-        prompt=str(raw["prompt"]),
-        format=dict(fmt),
-        semantic=tuple(str(s) for s in semantic),
-        max_output_tokens=limit,
-        instructions=raw.get("instructions"),
-        temperature=temperature,
-    )
+    return temperature
 
 
 def load_cases(path: str | Path) -> CaseFile:
