@@ -447,3 +447,25 @@ def test_a_body_the_protocol_refuses_names_the_chat_field(fields: dict[str, Any]
     with pytest.raises(ApiError) as info:
         translate.translate_request(validate.parse_request(data))
     assert info.value.param == param
+
+
+def test_param_map_names_the_nested_chat_fields_of_tools_and_allowed_tools() -> None:
+    req = validate.parse_request(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 20}
+    )
+    to_chat = translate.translate_request(req)[1].to_chat
+    assert to_chat("max_output_tokens") == "max_completion_tokens"
+    assert to_chat("tool_choice.tools") == "tool_choice.allowed_tools.tools"
+    assert to_chat("tool_choice.tools[1]") == "tool_choice.allowed_tools.tools[1]"
+    assert to_chat("tool_choice.tools[1].type") == "tool_choice.allowed_tools.tools[1].type"
+    assert to_chat("tool_choice.tools[1].name") == "tool_choice.allowed_tools.tools[1].function.name"
+    assert to_chat("tool_choice.mode") == "tool_choice.allowed_tools.mode"
+    assert to_chat("tools[2]") == "tools[2]"
+    assert to_chat("tools[2].type") == "tools[2].type"
+    assert to_chat("tools[2].strict") == "tools[2].function.strict"
+    assert to_chat("input[0]") == "messages[0]"
+    assert to_chat("input[0].content[0].text") == "messages[0].content[0].text"
+    assert to_chat("input[1]") == to_chat("input[7].content") == "messages"  # no such item
+    assert to_chat("text") == "response_format"
+    assert to_chat("textual") == "textual"  # a prefix only when a whole segment
+    assert to_chat("") == ""

@@ -208,25 +208,17 @@ class ParamMap:
             return self.max_tokens
         allowed = _ALLOWED_TOOL.match(param)
         if allowed is not None:
-            index, field, rest = allowed.groups()
-            chat = "tool_choice.allowed_tools.tools"
-            if index is not None:
-                chat += f"[{index}]"
-                if field is not None:
-                    chat += f".{field}" if field == "type" else f".function.{field}"
-            return chat + rest
+            return _allowed_tool_param(*allowed.groups())
         m = _INDEXED.match(param)
         if m is None:
-            for prefix, chat in _TOP_LEVEL.items():
-                if param == prefix or param.startswith(prefix + "."):
-                    return chat + param[len(prefix) :]
-            return param
+            return _top_level_param(param)
         kind, index, rest = m.group(1), int(m.group(2)), m.group(3)
         if kind == "tools":
-            field = rest.removeprefix(".")
-            if field and field != "type":
-                return f"tools[{index}].function.{field}"
-            return param
+            return _tool_param(param, index, rest)
+        return self._item_param(index, rest)
+
+    def _item_param(self, index: int, rest: str) -> str:
+        """``input[index]<rest>`` → the chat message (or tool call) the item came from."""
         if index >= len(self.sources):
             return "messages"
         source = self.sources[index]
@@ -238,6 +230,31 @@ class ParamMap:
         if renamed is not None:
             field = renamed + bracket + after + dot + tail
         return f"{source}.{field}" if field else source
+
+
+def _allowed_tool_param(index: str | None, field: str | None, rest: str) -> str:
+    """``tool_choice.tools[i].name`` (flat) → ``tool_choice.allowed_tools.tools[i].function.name``."""
+    chat = "tool_choice.allowed_tools.tools"
+    if index is not None:
+        chat += f"[{index}]"
+        if field is not None:
+            chat += f".{field}" if field == "type" else f".function.{field}"
+    return chat + rest
+
+
+def _top_level_param(param: str) -> str:
+    for prefix, chat in _TOP_LEVEL.items():
+        if param == prefix or param.startswith(prefix + "."):
+            return chat + param[len(prefix) :]
+    return param
+
+
+def _tool_param(param: str, index: int, rest: str) -> str:
+    """``tools[i].<field>`` → ``tools[i].function.<field>`` (``type`` stays where it is)."""
+    field = rest.removeprefix(".")
+    if field and field != "type":
+        return f"tools[{index}].function.{field}"
+    return param
 
 
 def _text(content: str | list[wire.TextPart]) -> str | list[dict[str, Any]]:
