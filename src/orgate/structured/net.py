@@ -359,7 +359,12 @@ class SafetyNet(WrapperProvider):
             if attempt.finish.reason == "length":
                 stop = self._after_truncation(guard, number, attempt)
             else:
-                result = await self._check(guard, attempt)
+                # A long output can take a while to check (and to word every error): off the loop.
+                result = (
+                    await asyncio.to_thread(self._check, guard, attempt)
+                    if len(attempt.text) > INLINE_CHECK_CHARS
+                    else self._check(guard, attempt)
+                )
                 if isinstance(result, Accepted):
                     for ev in self._accept(guard, number, attempt, result):
                         yield ev
@@ -426,7 +431,11 @@ class SafetyNet(WrapperProvider):
     async def _next_attempt(self, guard: _Guard, number: int) -> _Attempt | None:
         """The next attempt; None when the time budget ran out during it (recorded)."""
         if number == guard.start + 1:
-            return await self._first(guard)
+            first, attempt = await self._first_attempt(
+                guard.request, guard.plan, guard.caps, guard.outcome
+            )
+            self._adopt(guard, first)
+            return attempt
         # The first attempt is bounded by the deployment's own timeouts; retries by the clock.
         left = guard.clock.remaining()
         timeout = None if left is None else max(left, 0.0)
@@ -446,17 +455,14 @@ class SafetyNet(WrapperProvider):
         self._log(guard.plan, record, logging.WARNING)
         return None
 
-    async def _first(self, guard: _Guard) -> _Attempt:
-        """The first attempt; the plan is the one answered if the upstream refused a format."""
-        first, attempt = await self._first_attempt(
-            guard.request, guard.plan, guard.caps, guard.outcome
-        )
+    @staticmethod
+    def _adopt(guard: _Guard, first: modes.Plan) -> None:
+        """Go on with the plan the first attempt was answered in (lower if a format was refused)."""
         if first is not guard.plan:
             guard.plan = first
             guard.outcome.mode = first.mode
             guard.base = guard.req = first.request
             guard.normalize = None  # only strict mode makes optional fields nullable
-        return attempt
 
     def _pass_through(
         self, guard: _Guard, number: int, attempt: _Attempt, why: str
@@ -505,23 +511,18 @@ class SafetyNet(WrapperProvider):
             guard.req = dataclasses.replace(req, max_output_tokens=grown)
         return stop
 
-    async def _check(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
+    def _check(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
         """The attempt's output through parse, schema and semantic checks."""
         settings = self.policy.settings
-        check = functools.partial(
-            check_output,
-            attempt.text,
-            schema=guard.schema,
-            checks=guard.fpol.checks,
-            strip_fences=settings.strip_fences,
-            strip_prose=settings.strip_prose,
-            normalize=guard.normalize,
-        )
         try:
-            # A long output can take a while to check (and to word every error): off the loop.
-            if len(attempt.text) > INLINE_CHECK_CHARS:
-                return await asyncio.to_thread(check)
-            return check()
+            return check_output(
+                attempt.text,
+                schema=guard.schema,
+                checks=guard.fpol.checks,
+                strip_fences=settings.strip_fences,
+                strip_prose=settings.strip_prose,
+                normalize=guard.normalize,
+            )
         except SemanticCheckError as exc:
             raise ApiError.of(
                 ErrorCode.SEMANTIC_CHECK_ERROR,
