@@ -97,7 +97,7 @@ def test_the_report_counts_stages_retries_outcomes_and_latency() -> None:
         RunResult("a", 2, "recovered", ["schema", None], None, 30.0),
         RunResult("a", 3, "error", ["parse", "schema", "schema"], "retries", 50.0),
         RunResult("b", 1, "recovered", ["truncation", "semantic", None], None, 20.0),
-        RunResult("b", 2, "passthrough", [None], None, 40.0),
+        RunResult("b", 2, "passthrough", ["schema", None], None, 40.0),
         RunResult("b", 3, "upstream_error", [], None, 5.0, "upstream_error: down"),
         RunResult("b", 4, "default", ["schema"], "retries", 60.0),
     ]
@@ -124,8 +124,8 @@ def test_the_report_counts_stages_retries_outcomes_and_latency() -> None:
         "budget_exhaustion_rate": 0.2,
     }
     # every failed attempt, and those followed by a retry
-    assert report.failures_by_stage == {"parse": 1, "schema": 4, "semantic": 1, "truncation": 1}
-    assert report.retries_by_stage == {"parse": 1, "schema": 2, "semantic": 1, "truncation": 1}
+    assert report.failures_by_stage == {"parse": 1, "schema": 5, "semantic": 1, "truncation": 1}
+    assert report.retries_by_stage == {"parse": 1, "schema": 3, "semantic": 1, "truncation": 1}
     # judged requests only: pass-throughs and upstream errors are not the net's verdicts
     assert report.retries_used == {"0": 2, "1": 1, "2": 2}
     assert report.outcomes == {
@@ -153,7 +153,7 @@ def test_the_report_counts_stages_retries_outcomes_and_latency() -> None:
             "requests": 2,
             "first_attempt_failure_rate": 1.0,
             "budget_exhaustion_rate": 0.5,
-            "retries": 2,
+            "retries": 3,  # a pass-through's retries too
             "p50_ms": 20.0,
         },
         {

@@ -285,35 +285,8 @@ def build_report(
     misbehave: MisbehaveSettings | None,
 ) -> EvalReport:
     rates = metrics.rates(model=model)
-    failures: Counter[str] = Counter()
-    retries: Counter[str] = Counter()
-    for r in results:
-        for index, stage in enumerate(r.stages):
-            if stage is not None:
-                failures[stage] += 1
-                if index + 1 < len(r.stages):
-                    retries[stage] += 1
-    judged = [r for r in results if r.status not in ("passthrough", "upstream_error")]
-    latencies = [r.latency_ms for r in results]
-    per_case = []
-    for case in cases:
-        mine = [r for r in results if r.case == case.name]
-        judged_mine = [r for r in mine if r in judged]
-        n = len(judged_mine) or 1
-        per_case.append(
-            {
-                "name": case.name,
-                "format": case.format_name,
-                "requests": len(judged_mine),
-                "first_attempt_failure_rate": sum(r.stages[0] is not None for r in judged_mine) / n,
-                "budget_exhaustion_rate": sum(
-                    r.status not in ("ok", "recovered") for r in judged_mine
-                )
-                / n,
-                "retries": sum(r.retries for r in mine),
-                "p50_ms": round(_percentile([r.latency_ms for r in mine], 50), 3),
-            }
-        )
+    failures, retries = _stages(results)
+    judged = [r for r in results if _judged(r)]
     return EvalReport(
         model=model,
         cases_file=cases_file,
@@ -331,13 +304,51 @@ def build_report(
         retries_by_stage=dict(sorted(retries.items())),
         retries_used={str(k): v for k, v in sorted(Counter(r.retries for r in judged).items())},
         outcomes=dict(sorted(Counter(r.status for r in results).items())),
-        latency_ms={
-            "p50": round(_percentile(latencies, 50), 3),
-            "p95": round(_percentile(latencies, 95), 3),
-            "max": round(max(latencies, default=0.0), 3),
-        },
-        per_case=per_case,
+        latency_ms=_latency([r.latency_ms for r in results]),
+        per_case=[_case_row(case, results) for case in cases],
     )
+
+
+def _judged(result: RunResult) -> bool:
+    """Whether the net gave a verdict (pass-throughs and upstream errors are not its verdicts)."""
+    return result.status not in ("passthrough", "upstream_error")
+
+
+def _stages(results: list[RunResult]) -> tuple[Counter[str], Counter[str]]:
+    """Failed attempts by stage, and those of them that were retried."""
+    failures: Counter[str] = Counter()
+    retries: Counter[str] = Counter()
+    for r in results:
+        for index, stage in enumerate(r.stages):
+            if stage is not None:
+                failures[stage] += 1
+                if index + 1 < len(r.stages):
+                    retries[stage] += 1
+    return failures, retries
+
+
+def _latency(latencies: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(_percentile(latencies, 50), 3),
+        "p95": round(_percentile(latencies, 95), 3),
+        "max": round(max(latencies, default=0.0), 3),
+    }
+
+
+def _case_row(case: Case, results: list[RunResult]) -> dict[str, Any]:
+    """One case's line of the report: its rates over its judged requests."""
+    mine = [r for r in results if r.case == case.name]
+    judged = [r for r in mine if _judged(r)]
+    n = len(judged) or 1
+    return {
+        "name": case.name,
+        "format": case.format_name,
+        "requests": len(judged),
+        "first_attempt_failure_rate": sum(r.stages[0] is not None for r in judged) / n,
+        "budget_exhaustion_rate": sum(r.status not in ("ok", "recovered") for r in judged) / n,
+        "retries": sum(r.retries for r in mine),
+        "p50_ms": round(_percentile([r.latency_ms for r in mine], 50), 3),
+    }
 
 
 # --------------------------------------------------------------------------- running
