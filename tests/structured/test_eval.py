@@ -292,3 +292,33 @@ def test_logs_are_quiet_unless_verbose(
     code, _, _ = run_cli(capsys, str(cases_file), "--model", "orgate/echo", "-q", "--json")
     assert code == 0 and not logger.propagate
     assert any(isinstance(h, logging.NullHandler) for h in logger.handlers)
+
+
+def test_the_html_report_charts_the_baseline_as_the_earlier_run(
+    capsys: pytest.CaptureFixture[str], cases_file: Path, tmp_path: Path
+) -> None:
+    def charted_runs(html: Path) -> int:
+        text = html.read_text(encoding="utf-8")
+        start = text.index('id="eval-model">') + len('id="eval-model">')
+        return len(json.loads(text[start : text.index("</script>", start)])["runs"])
+
+    first = tmp_path / "first.json"
+    code, _, err = run_cli(
+        capsys, str(cases_file), "--model", "orgate/echo", "-q", "--save", str(first)
+    )
+    assert code == 0, err
+    assert charted_runs(first.with_suffix(".html")) == 1
+    second = tmp_path / "second.json"
+    code, _, err = run_cli(
+        capsys,
+        str(cases_file),
+        "--model",
+        "orgate/echo",
+        "-q",
+        "--save",
+        str(second),
+        "--baseline",
+        str(first),
+    )
+    assert code == 0, err
+    assert charted_runs(second.with_suffix(".html")) == 2

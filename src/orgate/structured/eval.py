@@ -643,9 +643,20 @@ def _html_path(json_path: Path) -> Path:
 # --------------------------------------------------------------------------- command
 
 
+@dataclass(slots=True)
+class _EvalInputs:
+    """What one ``orgate eval`` command runs: read and resolved before anything is asked."""
+
+    case_file: CaseFile
+    settings: Settings
+    deployment: Deployment
+    make_provider: Callable[[], Provider]
+    misbehave: MisbehaveSettings | None  # of orgate/flaky, as reported
+    baseline: EvalReport | None
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True, soft_wrap=True)  # one message, one line (not cut at 80 columns in a log)
     out = Console(width=max(100, Console().width))
@@ -656,66 +667,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if folder not in sys.path:  # semantic checks next to the case file are importable
         sys.path.insert(0, folder)
     try:
-        case_file = load_cases(args.cases)
-        settings = load_settings(args.config)
-        misbehave = (
-            MisbehaveSettings.parse(args.misbehave) if args.misbehave else case_file.misbehave
-        )
-        if args.seed is not None:
-            base = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
-            misbehave = base.model_copy(update={"seed": args.seed})
-        deployment, make_provider, rates = resolve_target(settings, args.model, misbehave)
-        baseline = None
-        if args.baseline:
-            baseline = EvalReport.from_dict(
-                json.loads(Path(args.baseline).read_text(encoding="utf-8"))
-            )
+        inputs = _eval_inputs(args)
     except (CaseError, ConfigError, ValueError, OSError, TypeError) as exc:
         terminal.error(str(exc))
         return 2
     if args.runs < 1:
         terminal.error("--runs must be at least 1")
         return 2
-    total = len(case_file.cases) * args.runs
-
-    async def main() -> list[RunResult]:
-        provider = make_provider()
-        try:
-            with Progress(
-                TextColumn("[bold]eval[/bold] {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-                disable=args.quiet,
-            ) as progress:
-                task = progress.add_task(args.model, total=total)
-                results, metrics = await run_eval(
-                    case_file.cases,
-                    provider,
-                    deployment,
-                    settings.structured,
-                    runs=args.runs,
-                    concurrency=args.concurrency,
-                    on_result=lambda _: progress.advance(task),
-                )
-            holder.append(metrics)
-            return results
-        finally:
-            await provider.aclose()
-
-    holder: list[StructuredMetrics] = []
-    results = asyncio.run(main())
+    results, metrics = asyncio.run(_run_with_progress(args, inputs, err))
     report = build_report(
         results,
-        holder[0],
-        model=deployment.name,
-        cases=case_file.cases,
+        metrics,
+        model=inputs.deployment.name,
+        cases=inputs.case_file.cases,
         cases_file=str(args.cases),
         runs=args.runs,
-        misbehave=rates,
+        misbehave=inputs.misbehave,
     )
+    baseline = inputs.baseline
     comparison = compare(report, baseline) if baseline is not None else None
     if args.json:
         print(
@@ -727,13 +696,76 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         print_report(report, out, comparison)
     if args.save:
-        json_path, md_path = save_report(report, args.save, comparison)
-        # The HTML report draws the console's eval charts (the baseline as the earlier run).
-        from orgate.console.evalreport import write_eval_html
+        _save_all(report, baseline, comparison, args.save, err)
+    return _exit_code(results, comparison, err)
 
-        runs = [baseline, report] if baseline is not None else [report]
-        html_path = write_eval_html(runs, _html_path(json_path))
-        err.print(f"saved {json_path}, {md_path} and {html_path}", highlight=False)
+
+def _eval_inputs(args: argparse.Namespace) -> _EvalInputs:
+    """The cases, settings, target and baseline the arguments name; raises when one is unusable."""
+    case_file = load_cases(args.cases)
+    settings = load_settings(args.config)
+    misbehave = MisbehaveSettings.parse(args.misbehave) if args.misbehave else case_file.misbehave
+    if args.seed is not None:
+        base = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
+        misbehave = base.model_copy(update={"seed": args.seed})
+    deployment, make_provider, rates = resolve_target(settings, args.model, misbehave)
+    baseline = None
+    if args.baseline:
+        baseline = EvalReport.from_dict(json.loads(Path(args.baseline).read_text(encoding="utf-8")))
+    return _EvalInputs(case_file, settings, deployment, make_provider, rates, baseline)
+
+
+async def _run_with_progress(
+    args: argparse.Namespace, inputs: _EvalInputs, err: Console
+) -> tuple[list[RunResult], StructuredMetrics]:
+    """Every case ``--runs`` times against the target, a progress bar on stderr."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    provider = inputs.make_provider()
+    try:
+        with Progress(
+            TextColumn("[bold]eval[/bold] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=args.quiet,
+        ) as progress:
+            task = progress.add_task(args.model, total=len(inputs.case_file.cases) * args.runs)
+            return await run_eval(
+                inputs.case_file.cases,
+                provider,
+                inputs.deployment,
+                inputs.settings.structured,
+                runs=args.runs,
+                concurrency=args.concurrency,
+                on_result=lambda _: progress.advance(task),
+            )
+    finally:
+        await provider.aclose()
+
+
+def _save_all(
+    report: EvalReport,
+    baseline: EvalReport | None,
+    comparison: list[tuple[str, float, float, bool]] | None,
+    path: str,
+    err: Console,
+) -> None:
+    """The JSON, Markdown and HTML reports; the HTML one charts the baseline as the earlier run."""
+    json_path, md_path = save_report(report, path, comparison)
+    from orgate.console.evalreport import write_eval_html
+
+    runs = [baseline, report] if baseline is not None else [report]
+    html_path = write_eval_html(runs, _html_path(json_path))
+    err.print(f"saved {json_path}, {md_path} and {html_path}", highlight=False)
+
+
+def _exit_code(
+    results: list[RunResult], comparison: list[tuple[str, float, float, bool]] | None, err: Console
+) -> int:
+    """1 on a regression against the baseline, else 0; upstream failures are said apart."""
     upstream_errors = sum(r.status == "upstream_error" for r in results)
     if upstream_errors:
         err.print(
