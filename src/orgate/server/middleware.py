@@ -3,13 +3,14 @@
 - ``RequestIdMiddleware``: the request's typed state (``request_state.py``) with its
   id — a valid incoming ``X-Request-Id`` (1-128 of ``A-Za-z0-9._:-``) or a new one —
   sent back in ``X-Request-Id``, and the credential it carries (the headers the edge
-  reads are scanned once, here); for HTTP also the current request of the context
-  (log lines from deeper layers carry its id), and what was answered (status, a
-  stream's first chunk) noted on the state as it leaves.
+  reads are scanned once, here); for HTTP also what was answered (status, a stream's
+  first chunk) noted on the state as it leaves.
 - ``AccessLogMiddleware``: one line on ``orgate.access`` per HTTP request (method,
   route template, status, duration, model, request id; the request body only with
   ``[logging] bodies = true``), the ``orgate_http_*`` metrics, a span when tracing
-  is on, and the clean 500 for an error no endpoint answered.
+  is on, and the clean 500 for an error no endpoint answered; while the request runs,
+  its state is the current request of the context (log lines from deeper layers
+  carry its id).
 - ``AuthMiddleware``: the request's credential checked once (``auth.py``): the
   caller, or the 401 it earned, kept on the state for the endpoints that need a key
   (``auth.caller_of``); two different ``Authorization`` headers are refused at once.
@@ -116,13 +117,12 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         given_id, credential, conflict = edge_headers(scope)
         state = RequestState(_request_id(given_id), scope.get("method", ""), scope.get("path", ""), credential, conflict)
         scope[STATE_KEY] = state
         if scope["type"] != "http":
-            await self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
-            return
+            return self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
         id_header = (REQUEST_ID_HEADER, state.request_id.encode("ascii"))
         watching = True  # False once nothing more is to be learned from the messages
 
@@ -145,18 +145,15 @@ class RequestIdMiddleware:
                     watching = False
             return send(message)
 
-        token = CURRENT_REQUEST.set(state)
-        try:
-            await self.app(scope, receive, send_noted)
-        finally:
-            CURRENT_REQUEST.reset(token)
+        return self.app(scope, receive, send_noted)
 
 
 # --- access log and metrics --------------------------------------------------------------------------
 
 
 class AccessLogMiddleware:
-    """One access log line and the HTTP metrics per request (and a span when tracing)."""
+    """One access log line and the HTTP metrics per request (and a span when tracing); the
+    request's state is the context's current request while it runs."""
 
     def __init__(self, app: ASGIApp, *, metrics: HttpMetrics, log_bodies: bool = False, tracer: Any = None, static_routes: Iterable[str] = ("/v1/responses",)) -> None:
         self.app = app
@@ -187,6 +184,7 @@ class AccessLogMiddleware:
         span = self._start_span(state) if self.tracer is not None else None
         in_flight = self.metrics.in_flight
         in_flight.inc()
+        token = CURRENT_REQUEST.set(state)
         try:
             await self.app(scope, app_receive, send)
         except Exception as exc:
@@ -195,16 +193,15 @@ class AccessLogMiddleware:
             log.exception("unhandled error on %s %s", state.method, state.path, exc_info=exc)
             await send_error(send, internal())
         finally:
-            in_flight.dec()
-            ended = time.perf_counter()
-            # nothing sent: the client left, or a failure
-            status = state.status or (499 if state.client_gone else 500)
-            self._record(scope, state, status, started, ended, state.first_chunk, body_log)
-            if span is not None:
-                span.set_attribute("http.response.status_code", status)
-                if state.model:
-                    span.set_attribute("gen_ai.request.model", state.model)
-                span.end()
+            try:
+                in_flight.dec()
+                # nothing sent: the client left, or a failure
+                status = state.status or (499 if state.client_gone else 500)
+                self._record(scope, state, status, started, time.perf_counter(), state.first_chunk, body_log)
+                if span is not None:
+                    self._end_span(span, state, status)
+            finally:
+                CURRENT_REQUEST.reset(token)  # after the access log line, which carries the request id
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
@@ -242,6 +239,12 @@ class AccessLogMiddleware:
         if body is not None:
             fields["body"] = body.decode("utf-8", "replace")
         access_log.info("%s %s %s %.1fms", state.method, route, status, duration * 1000, extra={"orgate": fields})
+
+    def _end_span(self, span: Any, state: RequestState, status: int) -> None:
+        span.set_attribute("http.response.status_code", status)
+        if state.model:
+            span.set_attribute("gen_ai.request.model", state.model)
+        span.end()
 
     def _start_span(self, state: RequestState) -> Any:
         span = self.tracer.start_span(f"{state.method} {state.path}", kind=server_span_kind())

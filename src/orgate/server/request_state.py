@@ -53,7 +53,7 @@ class RequestState:
             self.model = model[:200]
 
 
-#: The HTTP request being served in this context (set by ``RequestIdMiddleware``).
+#: The HTTP request being served in this context (set by ``AccessLogMiddleware``).
 CURRENT_REQUEST: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar("orgate_request", default=None)
 
 
