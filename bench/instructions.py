@@ -25,9 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +33,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 import run_gateway_bench as gateway  # noqa: E402 - a script beside this one
+from cachegrind import instructions_of  # noqa: E402
 
 LEGS = ("floor", "minimal", "orgate")
 CONCURRENCY = 16
@@ -138,16 +136,8 @@ async def _drive(leg: str, mode: str, requests: int, nginx: int, measured: Any =
 
 def _count(leg: str, mode: str, requests: int, nginx: int) -> int:
     """Instructions of one driver run (all threads)."""
-    argv = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        sys.executable, __file__, "--drive", leg, "--mode", mode, "--requests", str(requests), "--nginx", str(nginx),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"{leg} {mode}: the driver failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
+    driver = [__file__, "--drive", leg, "--mode", mode, "--requests", str(requests), "--nginx", str(nginx)]
+    return instructions_of(driver, f"{leg} {mode}")
 
 
 def main() -> None:

@@ -33,12 +33,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
-import subprocess
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cachegrind import instructions_of  # noqa: E402 - a script beside this one
 
 LEGS = ("plain", "router", "guard", "mcp")
 WARMUP = 50
@@ -154,16 +156,7 @@ async def _drive(leg: str, requests: int, batches: int) -> None:
 
 def _count(leg: str, requests: int, batches: int) -> int:
     """Instructions of one driver run."""
-    argv = [
-        "valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-        sys.executable, __file__, "--drive", leg, "--requests", str(requests), "--batches", str(batches),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800)
-    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"{leg}: the driver failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1).replace(",", ""))
+    return instructions_of([__file__, "--drive", leg, "--requests", str(requests), "--batches", str(batches)], leg)
 
 
 def main() -> None:
