@@ -1,4 +1,4 @@
-"""Benchmark: what the response store costs (issue #9). A script, not a test.
+"""Benchmark: what the response store costs. A script, not a test.
 
 Four measurements, each repeated ``--repeats`` times (legs interleaved) and
 reported as the median, because the machine is noisy:

@@ -16,7 +16,7 @@ from tests.hardening.conftest import sse_events
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 # Built-in directives that fail on purpose with a 5xx (documented in docs/builtin-model.md).
 EXPECTED_5XX = {"directive_fail": 500}
-# Known gaps, reported in issue #7: client mistakes that still surface as 500 model_error.
+# Known gaps (none left): client mistakes that would still surface as 500 model_error, xfailed by name.
 KNOWN: dict[str, str] = {}
 
 

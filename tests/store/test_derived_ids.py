@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from orgate.store.base import OUTPUT_POSITIONS, derived_item_id, derived_location, is_derived
+from orgate.store.base import (
+    OUTPUT_POSITIONS,
+    SaveArgs,
+    derived_item_id,
+    derived_location,
+    is_derived,
+)
 
 RESPONSE = "resp_0193a2b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4"
 
@@ -51,8 +57,8 @@ def test_a_save_indexes_exactly_the_ids_not_derived_from_their_place() -> None:
     for response_id in (RESPONSE, "r1", "resp_"):
         for custom in (None, outputs):
             response = {"id": response_id, "status": "completed", "output": outputs}
-            rows = encode_save(response, inputs, None, custom)
+            rows = encode_save(response, SaveArgs("t", inputs, output_items=custom))
             expected = _indexed(response_id, [*rows.input_ids, *rows.output_ids], len(rows.input_ids))
             assert rows.indexed == expected
-    rows = encode_save({"id": RESPONSE, "status": "completed", "output": outputs}, inputs, None)
+    rows = encode_save({"id": RESPONSE, "status": "completed", "output": outputs}, SaveArgs("t", inputs))
     assert [item_id for item_id, _ in rows.indexed] == ["msg_client", inputs[4]["id"], upper, "fc_own", rows.output_ids[2]]

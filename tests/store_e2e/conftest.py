@@ -1,4 +1,4 @@
-"""Fixtures for the end-to-end tests of stored responses (issue #9) over real ``orgate serve`` processes.
+"""Fixtures for the end-to-end tests of stored responses over real ``orgate serve`` processes.
 
 ``gw`` is one session-wide server (per xdist worker) with two API keys of two
 tenants (``key-a`` → tenant ``a``, ``key-b`` → tenant ``b``), the built-in

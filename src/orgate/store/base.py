@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 _log = logging.getLogger("orgate.store")
 
@@ -418,6 +418,21 @@ class LeaseReleases:
                 await task
 
 
+class SaveArgs(NamedTuple):
+    """What a save is told besides the response itself: ``ResponseStore.save``'s keywords,
+    handed to the backend's ``_save`` as one value."""
+
+    tenant: str
+    input_items: Sequence[dict[str, Any]]
+    previous_response_id: str | None = None
+    session_id: str | None = None
+    deployment: str | None = None
+    request: dict[str, Any] | None = None
+    events: bytes | None = None
+    expires_at: float | None = None
+    output_items: Sequence[dict[str, Any]] | None = None
+
+
 class ResponseStore(abc.ABC):
     """Persistence of responses, their items, sessions and stream events.
 
@@ -436,7 +451,6 @@ class ResponseStore(abc.ABC):
 
     # -- responses
 
-    @abc.abstractmethod
     async def save(
         self,
         response: dict[str, Any],
@@ -462,6 +476,14 @@ class ResponseStore(abc.ABC):
         Raises ``UnknownResponse`` when ``previous_response_id`` is not the tenant's
         and ``ResponseConflict`` when the id belongs to another tenant.
         """
+        args = SaveArgs(
+            tenant, input_items, previous_response_id, session_id, deployment, request, events, expires_at, output_items
+        )
+        await self._save(response, args)
+
+    @abc.abstractmethod
+    async def _save(self, response: dict[str, Any], args: SaveArgs) -> None:
+        """``save`` in this backend (one transaction)."""
 
     @abc.abstractmethod
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from orgate.store.base import OUTPUT_POSITIONS, STATUSES, is_derived, item_id_for
+from orgate.store.base import OUTPUT_POSITIONS, STATUSES, SaveArgs, is_derived, item_id_for
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs microseconds per save
@@ -51,16 +51,12 @@ class SaveRows:
         return seqs, kinds, ids, datas
 
 
-def encode_save(
-    response: dict[str, Any],
-    input_items: Sequence[dict[str, Any]],
-    request: dict[str, Any] | None,
-    output_items: Sequence[dict[str, Any]] | None = None,
-) -> SaveRows:
+def encode_save(response: dict[str, Any], args: SaveArgs) -> SaveRows:
     """Encode a response and its own items (inputs first, then outputs) for storage.
 
-    The outputs are ``output_items`` when given, else ``response["output"]``.
+    The outputs are ``args.output_items`` when given, else ``response["output"]``.
     """
+    input_items, request, output_items = args.input_items, args.request, args.output_items
     response_id = response.get("id")
     if not isinstance(response_id, str) or not response_id:
         raise ValueError("response has no id")

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -36,6 +36,7 @@ from orgate.store.base import (
     ResponseFilter,
     ResponsesPage,
     ResponseStore,
+    SaveArgs,
     SchemaTooNew,
     SessionBusy,
     SessionTurn,
@@ -372,21 +373,9 @@ class PostgresStore(ResponseStore):
 
     # ------------------------------------------------------------------ responses
 
-    async def save(
-        self,
-        response: dict[str, Any],
-        *,
-        tenant: str,
-        input_items: Sequence[dict[str, Any]],
-        previous_response_id: str | None = None,
-        session_id: str | None = None,
-        deployment: str | None = None,
-        request: dict[str, Any] | None = None,
-        events: bytes | None = None,
-        expires_at: float | None = None,
-        output_items: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        rows = encode_save(response, input_items, request, output_items)
+    async def _save(self, response: dict[str, Any], args: SaveArgs) -> None:
+        rows = encode_save(response, args)
+        tenant, previous_response_id = args.tenant, args.previous_response_id
         row = await self._fetchrow(
             _SAVE,
             rows.id,
@@ -396,15 +385,15 @@ class PostgresStore(ResponseStore):
             rows.created_at,
             rows.now,
             previous_response_id,
-            session_id,
-            deployment,
+            args.session_id,
+            args.deployment,
             self.owner_id,
-            expires_at,
+            args.expires_at,
             rows.body,
             rows.request,
             rows.size,
             *rows.item_columns(),
-            events,
+            args.events,
         )
         assert row is not None
         if row["saved"]:

@@ -37,6 +37,7 @@ from orgate.store.base import (
     ResponseFilter,
     ResponsesPage,
     ResponseStore,
+    SaveArgs,
     SchemaTooNew,
     SessionBusy,
     SessionTurn,
@@ -344,55 +345,29 @@ class SqliteStore(ResponseStore):
 
     # ------------------------------------------------------------------ responses
 
-    async def save(
-        self,
-        response: dict[str, Any],
-        *,
-        tenant: str,
-        input_items: Sequence[dict[str, Any]],
-        previous_response_id: str | None = None,
-        session_id: str | None = None,
-        deployment: str | None = None,
-        request: dict[str, Any] | None = None,
-        events: bytes | None = None,
-        expires_at: float | None = None,
-        output_items: Sequence[dict[str, Any]] | None = None,
-    ) -> None:
-        rows = encode_save(response, input_items, request, output_items)
+    async def _save(self, response: dict[str, Any], args: SaveArgs) -> None:
+        rows = encode_save(response, args)
         encoded = (
             dumps(rows.inputs),
             dumps(rows.input_ids),
             dumps(rows.outputs) if rows.custom_outputs else None,
             rows.indexed,
         )
-        await self._write_op(
-            self._save_sync,
-            rows,
-            encoded,
-            tenant,
-            previous_response_id,
-            session_id,
-            deployment,
-            events,
-            expires_at,
-        )
+        await self._write_op(self._save_sync, rows, encoded, args)
 
     def _save_sync(
         self,
         conn: sqlite3.Connection,
         rows: SaveRows,
         encoded: tuple[bytes, bytes, bytes | None, list[tuple[str, int]]],
-        tenant: str,
-        previous_response_id: str | None,
-        session_id: str | None,
-        deployment: str | None,
-        events: bytes | None,
-        expires_at: float | None,
+        args: SaveArgs,
     ) -> None:
         # Refusals (UnknownResponse, ResponseConflict) are raised before anything is
         # written: the inline writer's batch transaction stays clean.
         n = rows.size
         inputs, input_ids, outputs, new_keys = encoded
+        tenant, previous_response_id, session_id = args.tenant, args.previous_response_id, args.session_id
+        deployment, events, expires_at = args.deployment, args.events, args.expires_at
         chain: list[str] = []
         base_len = 0
         if previous_response_id is not None:
