@@ -7,7 +7,9 @@ the nginx fake upstream of ``run_gateway_bench.py``, under ``valgrind
 --tool=cachegrind``, twice (``--requests``, e.g. 320 and 1,120 requests); the
 difference of the two totals divided by the difference of the request counts
 is the cost of one request, start-up and warm-up cancelled out. With a fixed
-``PYTHONHASHSEED`` two runs agree to ~0.1%, however busy the machine is. What it
+``PYTHONHASHSEED`` two runs agree to ~0.1%, however busy the machine is: every request
+takes the path of a fast answer (the disconnect watcher, which starts only after 0.25 s
+of wall clock, never does), so valgrind's slowness decides nothing. What it
 does not see: the kernel (sockets, the HTTP server's parsing is left out too),
 which is the same for every leg.
 
