@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from orgate.neutral import (
@@ -119,77 +119,59 @@ class BuiltinProvider(Provider):
     async def _events(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
-        usage_in = _count_input_tokens(request)
-        delay = int(directives["delay"]) / 1000 if directives.get("delay") else 0.0
+        out = _Output(request.max_output_tokens, _count_input_tokens(request), _delay_of(directives))
         error = self._error_on_purpose(directives)
         if error is not None:
             raise error
-
-        budget = request.max_output_tokens
-        emitted = 0
-        reasoning = 0  # reasoning words: output tokens too, as with OpenAI's reasoning_tokens
-
-        def usage() -> Usage:
-            return Usage(usage_in, emitted, reasoning_tokens=reasoning)
-
         if "reason" in directives:
-            for word in tokens("The user asked me to think first, so I did."):
-                if budget is not None and emitted >= budget:
-                    yield Finish("length", usage())
-                    return
-                yield ReasoningDelta(word, "summary")
-                emitted += 1
-                reasoning += 1
-                if delay:
-                    await asyncio.sleep(delay)
-
-        # A call is forced (required, a named function): it calls even after a tool's output.
-        tool = self._pick_tool(request, prompt) if last_is_user or _forces_a_call(request.tool_choice) else None
+            async for event in out.emit(_reasoning_summary(), reasoning=True):
+                yield event
+            if out.cut:
+                return
+        tool = self._pick_tool(request, prompt) if _may_call(request, last_is_user) else None
         if tool is not None:
-            name, schema = tool
-            # Generation from a client's schema is bounded but may take a moment: off the event loop.
-            if "bad-args" in directives:
-                arguments = await asyncio.to_thread(_schema_breaking_arguments, schema)
-            else:
-                value = await asyncio.to_thread(_arguments_for, schema or {"type": "object"}, prompt)
-                arguments = json.dumps(value if value is not None else {}, ensure_ascii=False)
-            yield ToolCallStart(0, "", name)
-            for piece in tokens(arguments):
-                if budget is not None and emitted >= budget:
-                    yield Finish("length", usage())
-                    return
-                yield ToolCallDelta(0, piece)
-                emitted += 1
-                if delay:
-                    await asyncio.sleep(delay)
-            yield Finish("tool_calls", usage())
+            async for event in self._tool_call(out, tool, prompt, directives):
+                yield event
             return
+        text = await self._answer_off_loop(request, last, prompt, directives)
+        async for event in out.emit(self._answer_deltas(request, text, directives)):
+            yield event
+        if not out.cut:
+            yield Finish("stop", out.usage())
 
+    async def _tool_call(
+        self, out: _Output, tool: tuple[str, dict[str, Any] | None], prompt: str, directives: dict[str, str]
+    ) -> AsyncIterator[ModelEvent]:
+        """One call of ``tool``, its arguments a word at a time, then ``Finish("tool_calls")``."""
+        name, schema = tool
+        arguments = await _tool_arguments(schema, prompt, directives)
+        yield ToolCallStart(0, "", name)
+        async for event in out.emit(ToolCallDelta(0, piece) for piece in tokens(arguments)):
+            yield event
+        if not out.cut:
+            yield Finish("tool_calls", out.usage())
+
+    async def _answer_off_loop(
+        self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]
+    ) -> str:
+        """The answer's text; generated from the client's schema off the event loop."""
         fmt = request.text_format
-        if fmt is not None and fmt.type == "json_schema":  # generated from the client's schema: off the loop
-            text = await asyncio.to_thread(self._answer, request, last, prompt, directives)
-        else:
-            text = self._answer(request, last, prompt, directives)
+        if fmt is not None and fmt.type == "json_schema":
+            return await asyncio.to_thread(self._answer, request, last, prompt, directives)
+        return self._answer(request, last, prompt, directives)
+
+    def _answer_deltas(self, request: ModelRequest, text: str, directives: dict[str, str]) -> Iterator[ModelEvent]:
+        """The answer's words as text (or refusal) deltas; ``orgate:fail-mid`` raises half-way."""
         words = tokens(_cut_at_stop(text, request.stop))
-        fail_at = len(words) // 2 if "fail-mid" in directives else None
+        fail_at = max(len(words) // 2, 1) if "fail-mid" in directives else None
         refusal = "refuse" in directives
         for index, word in enumerate(words):
-            if fail_at is not None and index >= max(fail_at, 1):
+            if fail_at is not None and index >= fail_at:
                 raise ApiError.of(
                     ErrorCode.MODEL_ERROR,
                     f"{self.deployment.name} failed mid-answer on purpose (the prompt contains orgate:fail-mid)",
                 )
-            if budget is not None and emitted >= budget:
-                yield Finish("length", usage())
-                return
-            if refusal:
-                yield RefusalDelta(word)
-            else:
-                yield text_token(word, request)
-            emitted += 1
-            if delay:
-                await asyncio.sleep(delay)
-        yield Finish("stop", usage())
+            yield RefusalDelta(word) if refusal else text_token(word, request)
 
     def _error_on_purpose(self, directives: dict[str, str]) -> ApiError | None:
         """The error ``orgate:fail`` or ``orgate:rate-limit`` asks for, if the prompt holds one."""
@@ -263,6 +245,61 @@ class BuiltinProvider(Provider):
         if _score(prompt, best) == 0:
             best = allowed[0]
         return best.name, _parameters(best)
+
+
+class _Output:
+    """The output so far: what is counted against ``max_output_tokens`` and reported as usage."""
+
+    def __init__(self, budget: int | None, input_tokens: int, delay: float) -> None:
+        self.budget = budget
+        self.input_tokens = input_tokens
+        self.delay = delay
+        self.emitted = 0
+        self.reasoning = 0  # reasoning words: output tokens too, as with OpenAI's reasoning_tokens
+        self.cut = False  # the budget ran out: ``Finish("length")`` was the last event
+
+    def usage(self) -> Usage:
+        return Usage(self.input_tokens, self.emitted, reasoning_tokens=self.reasoning)
+
+    async def emit(self, events: Iterable[ModelEvent], *, reasoning: bool = False) -> AsyncIterator[ModelEvent]:
+        """Each event, one token each, until the budget runs out (then ``Finish("length")``)."""
+        for event in events:
+            if self.budget is not None and self.emitted >= self.budget:
+                self.cut = True
+                yield Finish("length", self.usage())
+                return
+            yield event
+            self.emitted += 1
+            self.reasoning += reasoning
+            if self.delay:
+                await asyncio.sleep(self.delay)
+
+
+def _delay_of(directives: dict[str, str]) -> float:
+    """Seconds between words: ``orgate:delay=MS``."""
+    return int(directives["delay"]) / 1000 if directives.get("delay") else 0.0
+
+
+def _reasoning_summary() -> Iterator[ModelEvent]:
+    return (ReasoningDelta(word, "summary") for word in tokens(_REASONING))
+
+
+_REASONING = "The user asked me to think first, so I did."
+
+
+def _may_call(request: ModelRequest, last_is_user: bool) -> bool:
+    """Whether a tool may be called: after the user's message, or whenever a call is forced
+    (required, a named function), even after a tool's output."""
+    return last_is_user or _forces_a_call(request.tool_choice)
+
+
+async def _tool_arguments(schema: dict[str, Any] | None, prompt: str, directives: dict[str, str]) -> str:
+    """The call's JSON arguments (schema-breaking for ``orgate:bad-args``). Generation from a
+    client's schema is bounded but may take a moment: off the event loop."""
+    if "bad-args" in directives:
+        return await asyncio.to_thread(_schema_breaking_arguments, schema)
+    value = await asyncio.to_thread(_arguments_for, schema or {"type": "object"}, prompt)
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
 def _arguments_for(schema: Any, prompt: str) -> Any:
