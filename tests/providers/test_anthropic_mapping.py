@@ -468,3 +468,49 @@ def test_prompt_cache_skips_blocks_that_cannot_carry_a_breakpoint() -> None:
     assert all("cache_control" not in b for b in body["messages"][-1]["content"])
     body = build_body(req(user([InputTextContentParam(text="a"), InputTextContentParam(text="b")])), prompt_cache=True)
     assert [b.get("cache_control") for b in body["messages"][-1]["content"]] == [None, CACHED]
+
+
+def test_unresolved_item_reference_and_unknown_role_are_refused() -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("hi"), {"type": "item_reference", "id": "msg_1"}))
+    assert err.value.param == "input[1]" and "resolved" in str(err.value)
+    with pytest.raises(ApiError) as err:
+        build_body(req({"role": "tool", "content": "x"}))
+    assert err.value.param == "input[0].role" and "'tool'" in str(err.value)
+    with pytest.raises(ApiError) as err:
+        build_body(req({"type": "message", "content": "no role"}))
+    assert err.value.param == "input[0]" and err.value.code == "unsupported_item"
+
+
+def test_empty_system_messages_add_nothing_to_the_system_prompt() -> None:
+    body = build_body(req(SystemMessageItemParam(content=""), user("hi"), instructions="be brief"))
+    assert body["system"] == "be brief"
+
+
+def test_tools_other_than_functions_and_non_object_parameters_are_refused() -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("hi"), tools=[TIME, {"type": "web_search"}]))
+    assert err.value.param == "tools[1]" and err.value.code == "unsupported_tool"
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("hi"), tools=[{"type": "function", "name": "f", "parameters": [1]}]))
+    assert err.value.param == "tools[0].parameters"
+
+
+@pytest.mark.parametrize(
+    ("choice", "code"),
+    [("sometimes", "invalid_request_error"), ({"type": "web_search"}, "unsupported_tool_choice")],
+)
+def test_unknown_tool_choices_are_refused(choice: Any, code: str) -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("hi"), tools=[TIME], tool_choice=choice))
+    assert err.value.param == "tool_choice" and code in (err.value.code, err.value.type)
+
+
+def test_allowed_tools_without_mode_or_with_an_unknown_one_mean_auto() -> None:
+    for choice in (
+        {"type": "allowed_tools", "tools": [{"name": "get_time"}]},
+        {"type": "allowed_tools", "mode": "weird", "tools": [{"name": "get_time"}]},
+    ):
+        body = build_body(req(user("hi"), tools=[WEATHER, TIME], tool_choice=choice))
+        assert [t["name"] for t in body["tools"]] == ["get_time"]
+        assert body["tool_choice"] == {"type": "auto"}

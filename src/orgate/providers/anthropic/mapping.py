@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -221,6 +222,67 @@ def _tool_result(item: Any, param: str) -> Block:
 
 # --- conversation ------------------------------------------------------------------------------
 
+# What one input item adds to the request: (where, content). ``where`` is a turn's role
+# ("user" / "assistant", content a list of blocks), ``_SYSTEM`` (content a string for the
+# system prompt), ``_THINKING`` (thinking blocks for the assistant turn), or None (nothing).
+_SYSTEM = "system"
+_THINKING = "thinking"
+Piece = tuple[str | None, Any]
+_NOTHING: Piece = (None, None)
+
+
+def _function_call(item: Any, param: str) -> Piece:
+    return "assistant", [_tool_use(item, param)]
+
+
+def _function_call_output(item: Any, param: str) -> Piece:
+    return "user", [_tool_result(item, param)]
+
+
+def _reasoning(item: Any, param: str) -> Piece:
+    """Thinking blocks from an anthropic envelope; other reasoning is not portable here."""
+    return _THINKING, decode_blocks(_get(item, "encrypted_content"))
+
+
+def _dropped(item: Any, param: str) -> Piece:
+    """Compaction and opaque items: not portable here (the engine reports the drop)."""
+    return _NOTHING
+
+
+def _item_reference(item: Any, param: str) -> Piece:
+    raise invalid_request("item_reference must be resolved before the provider call", param=param)
+
+
+def _message(item: Any, param: str) -> Piece:
+    role = _get(item, "role")
+    if role is None:
+        return _unknown_item(item, param)
+    content = _get(item, "content")
+    if role == "user":
+        return "user", _content_blocks(content, param)
+    if role == "assistant":
+        return "assistant", _content_blocks(content, param, assistant=True)
+    if role in ("system", "developer"):
+        return _SYSTEM, _plain_text(content, param)
+    raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
+
+
+def _unknown_item(item: Any, param: str) -> Piece:
+    kind = _get(item, "type")
+    raise _unsupported(f"input items of type '{kind}'", param, code=ErrorCode.UNSUPPORTED_ITEM)
+
+
+_ITEMS: dict[Any, Callable[[Any, str], Piece]] = {
+    "message": _message,
+    None: _message,  # a message without its optional type
+    "function_call": _function_call,
+    "function_call_output": _function_call_output,
+    "reasoning": _reasoning,
+    "compaction": _dropped,
+    EXTENSION_ITEM_TYPE: _dropped,
+    "item_reference": _item_reference,
+}
+
 
 def _append(turns: list[tuple[str, list[Block]]], role: str, blocks: list[Block]) -> None:
     if not blocks:
@@ -231,52 +293,38 @@ def _append(turns: list[tuple[str, list[Block]]], role: str, blocks: list[Block]
         turns.append((role, list(blocks)))
 
 
+def _append_thinking(turns: list[tuple[str, list[Block]]], blocks: list[Block]) -> None:
+    # an envelope holds its whole run of thinking blocks: skip ones already sent
+    if blocks and turns and turns[-1][0] == "assistant":
+        blocks = [b for b in blocks if b not in turns[-1][1]]
+    _append(turns, "assistant", blocks)
+
+
+def _tool_results_first(blocks: list[Block]) -> list[Block]:
+    """A user turn's blocks with its ``tool_result`` blocks first, as Anthropic requires."""
+    return [b for b in blocks if b["type"] == "tool_result"] + [
+        b for b in blocks if b["type"] != "tool_result"
+    ]
+
+
 def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, Any]]]:
     """The system prompt pieces and the ``messages`` array for the request's input items."""
     system: list[str] = [request.instructions] if request.instructions else []
     turns: list[tuple[str, list[Block]]] = []
     for i, item in enumerate(request.input):
-        param = f"input[{i}]"
-        kind = _get(item, "type")
-        role = _get(item, "role")
-        if kind == "function_call":
-            _append(turns, "assistant", [_tool_use(item, param)])
-        elif kind == "function_call_output":
-            _append(turns, "user", [_tool_result(item, param)])
-        elif kind == "reasoning":
-            blocks = decode_blocks(_get(item, "encrypted_content"))
-            if blocks:
-                # an envelope holds its whole run of thinking blocks: skip ones already sent
-                if turns and turns[-1][0] == "assistant":
-                    blocks = [b for b in blocks if b not in turns[-1][1]]
-                _append(turns, "assistant", blocks)
-        elif kind == "compaction" or kind == EXTENSION_ITEM_TYPE:
-            continue
-        elif kind == "item_reference":
-            raise invalid_request(
-                "item_reference must be resolved before the provider call", param=param
-            )
-        elif kind in ("message", None) and role is not None:
-            content = _get(item, "content")
-            if role in ("system", "developer"):
-                text = _plain_text(content, param)
-                if text:
-                    system.append(text)
-            elif role == "user":
-                _append(turns, "user", _content_blocks(content, param))
-            elif role == "assistant":
-                _append(turns, "assistant", _content_blocks(content, param, assistant=True))
-            else:
-                raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
-        else:
-            raise _unsupported(f"input items of type '{kind}'", param, code=ErrorCode.UNSUPPORTED_ITEM)
-    messages: list[dict[str, Any]] = []
-    for role, blocks in turns:
-        if role == "user":  # tool_result blocks must open the user turn
-            blocks = [b for b in blocks if b["type"] == "tool_result"] + [
-                b for b in blocks if b["type"] != "tool_result"
-            ]
-        messages.append({"role": role, "content": blocks})
+        # one table look-up and one call per item: this runs over the whole conversation
+        where, content = _ITEMS.get(_get(item, "type"), _unknown_item)(item, f"input[{i}]")
+        if where == _SYSTEM:
+            if content:
+                system.append(content)
+        elif where == _THINKING:
+            _append_thinking(turns, content)
+        elif where is not None:
+            _append(turns, where, content)
+    messages = [
+        {"role": role, "content": _tool_results_first(blocks) if role == "user" else blocks}
+        for role, blocks in turns
+    ]
     return system, messages
 
 
@@ -317,40 +365,67 @@ def _tool(tool: Any, param: str) -> dict[str, Any]:
 
 
 _MODES = {"auto": "auto", "required": "any", "none": "none"}
+Choice = tuple[list[Any], dict[str, Any] | None]  # (the tools sent, the tool_choice or None)
+
+
+def _mode_choice(mode: str, tools: list[Any]) -> Choice:
+    if mode not in _MODES:
+        raise invalid_request(f"unknown tool_choice '{mode}'", param="tool_choice")
+    return tools, {"type": _MODES[mode]}
+
+
+def _function_choice(choice: Any, tools: list[Any]) -> Choice:
+    return tools, {"type": "tool", "name": _get(choice, "name")}
+
+
+def _allowed_tools_choice(choice: Any, tools: list[Any]) -> Choice:
+    """Only the allowed tools are sent; the mode applies to them (unknown modes: auto)."""
+    allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
+    tools = [t for t in tools if _get(t, "name") in allowed]
+    mode = _get(choice, "mode") or "auto"
+    if not tools and mode == "required":
+        raise invalid_request(
+            "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
+        )
+    return tools, {"type": _MODES.get(mode, "auto")}
+
+
+_CHOICES: dict[Any, Callable[[Any, list[Any]], Choice]] = {
+    "function": _function_choice,
+    "allowed_tools": _allowed_tools_choice,
+}
+
+
+def _map_choice(choice: Any, tools: list[Any]) -> Choice:
+    if choice is None:
+        return tools, None
+    if isinstance(choice, Enum):
+        return _mode_choice(choice.value, tools)
+    if isinstance(choice, str):
+        return _mode_choice(choice, tools)
+    kind = _get(choice, "type")
+    mapper = _CHOICES.get(kind)
+    if mapper is None:
+        raise _unsupported(
+            f"tool_choice of type '{kind}'", "tool_choice", code=ErrorCode.UNSUPPORTED_TOOL_CHOICE
+        )
+    return mapper(choice, tools)
+
+
+def _with_parallel(request: ModelRequest, mapped: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``disable_parallel_tool_use`` when the request turns parallel calls off (and may call)."""
+    if request.parallel_tool_calls is False and (mapped is None or mapped["type"] != "none"):
+        return {**(mapped or {"type": "auto"}), "disable_parallel_tool_use": True}
+    return mapped
 
 
 def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
     """Set ``tools`` and ``tool_choice`` on ``body``."""
-    tools = list(request.tools)
-    choice = request.tool_choice
-    mapped: dict[str, Any] | None = None
-    if isinstance(choice, (str, Enum)):
-        mode = choice.value if isinstance(choice, Enum) else choice
-        if mode not in _MODES:
-            raise invalid_request(f"unknown tool_choice '{mode}'", param="tool_choice")
-        mapped = {"type": _MODES[mode]}
-    elif choice is not None:
-        kind = _get(choice, "type")
-        if kind == "function":
-            mapped = {"type": "tool", "name": _get(choice, "name")}
-        elif kind == "allowed_tools":
-            allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
-            tools = [t for t in tools if _get(t, "name") in allowed]
-            mode = _get(choice, "mode") or "auto"
-            if not tools and mode == "required":
-                raise invalid_request(
-                    "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
-                )
-            mapped = {"type": _MODES.get(mode, "auto")}
-        else:
-            raise _unsupported(
-                f"tool_choice of type '{kind}'", "tool_choice", code=ErrorCode.UNSUPPORTED_TOOL_CHOICE
-            )
+    tools, mapped = _map_choice(request.tool_choice, list(request.tools))
     if not tools:
         return
     body["tools"] = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
-    if request.parallel_tool_calls is False and (mapped is None or mapped["type"] != "none"):
-        mapped = {**(mapped or {"type": "auto"}), "disable_parallel_tool_use": True}
+    mapped = _with_parallel(request, mapped)
     if mapped is not None:
         body["tool_choice"] = mapped
 
