@@ -25,6 +25,7 @@ are made here, from ``ids.py``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -164,36 +165,66 @@ def as_output_item(item: Any) -> dict[str, Any]:
     """A kept input item in the response-item (``ItemField``) shape, the spec's fields only."""
     wire = spec_fields(item)
     kind = wire.get("type") or "message"
-    if "role" in wire and kind == "message":
-        out = {
-            "type": "message",
-            "id": wire.get("id") or ids.message_id(),
-            "status": "completed",
-            "role": wire["role"],
-            "content": _content_parts(getattr(item, "content", None), wire["role"]),
-        }
-        if wire.get("phase"):
-            out["phase"] = wire["phase"]
-        return out
-    if kind == "function_call":
-        return {"type": "function_call", "id": wire.get("id") or ids.function_call_id(), "call_id": wire["call_id"], "name": wire["name"], "arguments": wire["arguments"], "status": "completed"}
-    if kind == "function_call_output":
-        output = wire["output"]
-        if isinstance(output, list):
-            output = [_output_part(part) if isinstance(part, dict) else part for part in output]
-        return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": output, "status": "completed"}
-    if kind == "custom_tool_call":  # OpenAI's free-form tool call and its output, as OpenAI shapes them
-        return {"type": "custom_tool_call", "id": wire.get("id") or ids.new_id("ctc"), "call_id": wire["call_id"], "name": wire["name"], "input": wire["input"], "status": "completed"}
-    if kind == "custom_tool_call_output":
-        return {"type": "custom_tool_call_output", "id": wire.get("id") or ids.new_id("ctco"), "call_id": wire["call_id"], "output": wire["output"]}
-    if kind == "reasoning":
-        out = {"type": "reasoning", "id": wire.get("id") or ids.reasoning_id(), "summary": wire.get("summary", [])}
-        if wire.get("encrypted_content"):
-            out["encrypted_content"] = wire["encrypted_content"]
-        return out
-    if kind == "compaction":
-        return {"type": "compaction", "id": wire.get("id") or ids.new_id("cmp"), "encrypted_content": wire["encrypted_content"]}
-    raise ApiError.of(ErrorCode.UNSUPPORTED_ITEM, f"items of type '{kind}' cannot be compacted", param="input")
+    shape = _OUTPUT_SHAPES.get(kind)
+    if shape is None or (kind == "message" and "role" not in wire):
+        raise ApiError.of(ErrorCode.UNSUPPORTED_ITEM, f"items of type '{kind}' cannot be compacted", param="input")
+    return shape(item, wire)
+
+
+def _message_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        "type": "message",
+        "id": wire.get("id") or ids.message_id(),
+        "status": "completed",
+        "role": wire["role"],
+        "content": _content_parts(getattr(item, "content", None), wire["role"]),
+    }
+    if wire.get("phase"):
+        out["phase"] = wire["phase"]
+    return out
+
+
+def _function_call_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function_call", "id": wire.get("id") or ids.function_call_id(), "call_id": wire["call_id"], "name": wire["name"], "arguments": wire["arguments"], "status": "completed"}
+
+
+def _function_call_output_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    output = wire["output"]
+    if isinstance(output, list):
+        output = [_output_part(part) if isinstance(part, dict) else part for part in output]
+    return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": output, "status": "completed"}
+
+
+# OpenAI's free-form tool call and its output, as OpenAI shapes them.
+def _custom_tool_call_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "custom_tool_call", "id": wire.get("id") or ids.new_id("ctc"), "call_id": wire["call_id"], "name": wire["name"], "input": wire["input"], "status": "completed"}
+
+
+def _custom_tool_call_output_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "custom_tool_call_output", "id": wire.get("id") or ids.new_id("ctco"), "call_id": wire["call_id"], "output": wire["output"]}
+
+
+def _reasoning_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    out = {"type": "reasoning", "id": wire.get("id") or ids.reasoning_id(), "summary": wire.get("summary", [])}
+    if wire.get("encrypted_content"):
+        out["encrypted_content"] = wire["encrypted_content"]
+    return out
+
+
+def _compaction_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "compaction", "id": wire.get("id") or ids.new_id("cmp"), "encrypted_content": wire["encrypted_content"]}
+
+
+# Each item type that can be kept, and its response-item shape (from the item and its spec fields).
+_OUTPUT_SHAPES: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
+    "message": _message_item,
+    "function_call": _function_call_item,
+    "function_call_output": _function_call_output_item,
+    "custom_tool_call": _custom_tool_call_item,
+    "custom_tool_call_output": _custom_tool_call_output_item,
+    "reasoning": _reasoning_item,
+    "compaction": _compaction_item,
+}
 
 
 def kept_output(kept: list[Any], key: bytes, *, tenant: str, model: str | None) -> list[dict[str, Any]]:
