@@ -323,6 +323,29 @@ def test_allowed_tools_restricts_the_list_and_maps_mode() -> None:
     )
 
 
+def test_allowed_tools_naming_no_tool_cannot_be_required() -> None:
+    choice = AllowedToolsParam(tools=[SpecificFunctionParam(name="nope")], mode="required")
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))
+    assert err.value.param == "tool_choice" and "names no tool" in str(err.value)
+    choice = AllowedToolsParam(tools=[SpecificFunctionParam(name="nope")], mode="auto")
+    body = build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_tool_choice_of_another_type_is_refused() -> None:
+    with pytest.raises(ApiError) as err:
+        build_body(req(user("x"), tools=[TIME], tool_choice={"type": "web_search"}))
+    assert err.value.param == "tool_choice" and "'web_search'" in str(err.value)
+
+
+def test_tool_choice_without_a_mode_in_allowed_tools_dict_is_auto() -> None:
+    choice = {"type": "allowed_tools", "tools": [{"name": "get_time"}]}
+    body = build_body(req(user("x"), tools=[WEATHER, TIME], tool_choice=choice))
+    assert [t["function"]["name"] for t in body["tools"]] == ["get_time"]
+    assert body["tool_choice"] == "auto"
+
+
 def test_no_tools_means_no_tool_fields() -> None:
     body = build_body(req(user("x"), tool_choice="none", parallel_tool_calls=False))
     assert "tools" not in body and "tool_choice" not in body and "parallel_tool_calls" not in body

@@ -31,6 +31,7 @@ Rules:
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -272,39 +273,59 @@ def _named(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name}}
 
 
+Choice = tuple[list[Any], Any]  # (the tools sent, the tool_choice or None)
+
+
+def _function_choice(choice: Any, tools: list[Any]) -> Choice:
+    return tools, _named(_get(choice, "name"))
+
+
+def _allowed_tools_choice(choice: Any, tools: list[Any]) -> Choice:
+    """Only the allowed tools are sent, with the mode; ``required`` of one tool names it."""
+    allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
+    tools = [t for t in tools if _get(t, "name") in allowed]
+    mode = _get(choice, "mode") or "auto"
+    if not tools and mode == "required":
+        raise invalid_request(
+            "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
+        )
+    if len(tools) == 1 and mode == "required":
+        return tools, _named(_get(tools[0], "name"))
+    return tools, mode
+
+
+_CHOICES: dict[Any, Callable[[Any, list[Any]], Choice]] = {
+    "function": _function_choice,
+    "allowed_tools": _allowed_tools_choice,
+}
+
+
+def _map_choice(choice: Any, tools: list[Any]) -> Choice:
+    if choice is None:
+        return tools, None
+    if isinstance(choice, Enum):
+        return tools, choice.value
+    if isinstance(choice, str):
+        return tools, choice
+    kind = _get(choice, "type")
+    mapper = _CHOICES.get(kind)
+    if mapper is None:
+        raise invalid_request(
+            f"tool_choice of type '{kind}' is not supported by this model's upstream",
+            param="tool_choice",
+        )
+    return mapper(choice, tools)
+
+
 def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
     """Set ``tools``, ``tool_choice`` and ``parallel_tool_calls`` on ``body``."""
-    tools = request.tools
-    choice = request.tool_choice
-    mapped_choice: Any = None
-    if choice is not None and not isinstance(choice, str | Enum):
-        kind = _get(choice, "type")
-        if kind == "allowed_tools":
-            allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
-            tools = [t for t in tools if _get(t, "name") in allowed]
-            mode = _get(choice, "mode") or "auto"
-            if not tools and mode == "required":
-                raise invalid_request(
-                    "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
-                )
-            if len(tools) == 1 and mode == "required":
-                mapped_choice = _named(_get(tools[0], "name"))
-            else:
-                mapped_choice = mode
-        elif kind == "function":
-            mapped_choice = _named(_get(choice, "name"))
-        else:
-            raise invalid_request(
-                f"tool_choice of type '{kind}' is not supported by this model's upstream",
-                param="tool_choice",
-            )
-    elif choice is not None:
-        mapped_choice = choice.value if isinstance(choice, Enum) else choice
-    if tools:
-        body["tools"] = [_tool(t) for t in tools]
-        if request.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = request.parallel_tool_calls
-    if mapped_choice is not None and tools:
+    tools, mapped_choice = _map_choice(request.tool_choice, request.tools)
+    if not tools:
+        return
+    body["tools"] = [_tool(t) for t in tools]
+    if request.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    if mapped_choice is not None:
         body["tool_choice"] = mapped_choice
 
 
