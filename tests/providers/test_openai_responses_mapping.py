@@ -215,6 +215,51 @@ def test_reasoning_and_include() -> None:
     assert "include" not in build_body(req(user("hi")))
 
 
+def test_verbosity_and_logprobs() -> None:
+    body = build_body(
+        req(user("hi"), verbosity="low", logprobs=True, top_logprobs=2),
+        include_encrypted_reasoning=True,
+    )
+    assert body["text"] == {"verbosity": "low"}
+    assert body["include"] == ["reasoning.encrypted_content", "message.output_text.logprobs"]
+    assert body["top_logprobs"] == 2
+    body = build_body(req(user("hi"), logprobs=True))
+    assert body["include"] == ["message.output_text.logprobs"] and "top_logprobs" not in body
+
+
+def test_hosted_tools_alone_carry_the_tool_fields() -> None:
+    web = {"type": "web_search"}
+    body = build_body(req(user("hi"), hosted_tools=[web], tool_choice="auto", parallel_tool_calls=True))
+    assert (body["tools"], body["tool_choice"], body["parallel_tool_calls"]) == ([web], "auto", True)
+    body = build_body(req(user("hi"), tool_choice="auto", parallel_tool_calls=True))
+    assert "tools" not in body and "tool_choice" not in body and "parallel_tool_calls" not in body
+
+
+def test_body_fields_come_in_a_fixed_order() -> None:
+    """The body's bytes follow its key order: the same request always sends the same bytes."""
+    body = build_body(
+        req(
+            user("hi"),
+            instructions="Be brief.",
+            tools=[WEATHER],
+            tool_choice="auto",
+            parallel_tool_calls=False,
+            temperature=0.3,
+            service_tier="flex",
+            text_format=TextFormat(type="json_object"),
+            verbosity="low",
+            reasoning_effort="low",
+            logprobs=True,
+            top_logprobs=1,
+        ),
+    )
+    assert list(body) == [
+        "model", "input", "instructions", "tools", "parallel_tool_calls", "tool_choice",
+        "temperature", "service_tier", "text", "reasoning", "top_logprobs", "include", "store",
+        "stream",
+    ]  # fmt: skip
+
+
 def test_stop_is_refused() -> None:
     with pytest.raises(ApiError) as err:
         build_body(req(user("hi"), stop=["END"]))

@@ -121,6 +121,49 @@ _SCALARS = (
 )
 
 
+def _tool_fields(request: ModelRequest) -> dict[str, Any]:
+    """``tools``, ``parallel_tool_calls`` and ``tool_choice``: none of them without a tool."""
+    if not (request.tools or request.hosted_tools):
+        return {}
+    fields: dict[str, Any] = {
+        "tools": [*(_plain(t) for t in request.tools), *request.hosted_tools]
+    }
+    if request.parallel_tool_calls is not None:
+        fields["parallel_tool_calls"] = request.parallel_tool_calls
+    choice = map_tool_choice(request.tool_choice)
+    if choice is not None:
+        fields["tool_choice"] = choice
+    return fields
+
+
+def _text(request: ModelRequest) -> dict[str, Any]:
+    """The ``text`` object (format and verbosity); empty when neither is asked."""
+    text: dict[str, Any] = {}
+    fmt = map_text_format(request.text_format)
+    if fmt is not None:
+        text["format"] = fmt
+    if request.verbosity is not None:
+        text["verbosity"] = request.verbosity
+    return text
+
+
+def _reasoning(request: ModelRequest) -> dict[str, Any]:
+    """The ``reasoning`` object (effort and summary); empty when neither is asked."""
+    reasoning: dict[str, Any] = {}
+    if request.reasoning_effort is not None:
+        reasoning["effort"] = request.reasoning_effort
+    if request.reasoning_summary is not None:
+        reasoning["summary"] = request.reasoning_summary
+    return reasoning
+
+
+def _include(request: ModelRequest, encrypted_reasoning: bool) -> list[str]:
+    include = ["reasoning.encrypted_content"] if encrypted_reasoning else []
+    if request.logprobs:
+        include.append(LOGPROBS_INCLUDE)
+    return include
+
+
 def build_body(
     request: ModelRequest,
     *,
@@ -141,37 +184,21 @@ def build_body(
     body: dict[str, Any] = {"model": request.model, "input": map_input(request, origin)}
     if request.instructions:
         body["instructions"] = request.instructions
-    if request.tools or request.hosted_tools:
-        body["tools"] = [*(_plain(t) for t in request.tools), *request.hosted_tools]
-        if request.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = request.parallel_tool_calls
-    choice = map_tool_choice(request.tool_choice)
-    if choice is not None and (request.tools or request.hosted_tools):
-        body["tool_choice"] = choice
+    body.update(_tool_fields(request))
     for name in _SCALARS:
         value = getattr(request, name)
         if value is not None:
             body[name] = value
-    fmt = map_text_format(request.text_format)
-    text: dict[str, Any] = {}
-    if fmt is not None:
-        text["format"] = fmt
-    if request.verbosity is not None:
-        text["verbosity"] = request.verbosity
+    # the key order is the bytes' order: text, reasoning, top_logprobs, include
+    text = _text(request)
     if text:
         body["text"] = text
-    reasoning: dict[str, Any] = {}
-    if request.reasoning_effort is not None:
-        reasoning["effort"] = request.reasoning_effort
-    if request.reasoning_summary is not None:
-        reasoning["summary"] = request.reasoning_summary
+    reasoning = _reasoning(request)
     if reasoning:
         body["reasoning"] = reasoning
-    include = ["reasoning.encrypted_content"] if include_encrypted_reasoning else []
-    if request.logprobs:
-        include.append(LOGPROBS_INCLUDE)
-        if request.top_logprobs:
-            body["top_logprobs"] = request.top_logprobs
+    if request.logprobs and request.top_logprobs:
+        body["top_logprobs"] = request.top_logprobs
+    include = _include(request, include_encrypted_reasoning)
     if include:
         body["include"] = include
     body["store"] = False
