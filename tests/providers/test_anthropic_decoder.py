@@ -415,3 +415,51 @@ def test_error_in_the_same_chunk_as_output_is_raised_by_the_next_call() -> None:
     with pytest.raises(ApiError) as err:
         decoder.close()
     assert err.value.status == 502 and "boom" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ([], "upstream_invalid_response"),
+        (
+            {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+            "upstream_overloaded",
+        ),
+        ({"type": "message"}, "upstream_invalid_response"),
+        ({"type": "status", "content": []}, "upstream_invalid_response"),
+    ],
+)
+def test_a_json_reply_that_is_no_message_is_an_upstream_error(body: Any, code: str) -> None:
+    with pytest.raises(ApiError) as err:
+        decode_message(body, "claude")
+    assert err.value.code == code and "'claude'" in str(err.value)
+
+
+def test_decode_message_thinking_runs_redacted_blocks_and_skipped_blocks() -> None:
+    body = {
+        "type": "message",
+        "content": [
+            "not a block",
+            {"type": "redacted_thinking", "data": "R1"},
+            {"type": "thinking", "thinking": "unsigned"},
+            {"type": "server_tool_use", "id": "srv_1", "name": "web_search"},
+            {"type": "thinking", "thinking": "", "signature": "S"},
+            {"type": "text", "text": ""},
+            {"type": "redacted_thinking"},
+            {"type": "tool_use", "id": "toolu_1", "name": "f", "input": ["not", "an", "object"]},
+        ],
+        "stop_reason": "end_turn",
+    }
+    events = decode_message(body, "claude")
+    envelopes = [decode_blocks(e.data) if isinstance(e, ReasoningEncrypted) else e for e in events]
+    first_run = [{"type": "redacted_thinking", "data": "R1"}]
+    assert envelopes[:3] == [ReasoningStart(), first_run, ReasoningDelta("unsigned", "content")]
+    # a skipped block does not end the run: the signed thinking block joins it
+    assert envelopes[3] == [*first_run, {"type": "thinking", "thinking": "", "signature": "S"}]
+    # an empty text block ends the run: the next thinking block opens a new reasoning item
+    assert envelopes[4:6] == [ReasoningStart(), [{"type": "redacted_thinking", "data": ""}]]
+    assert events[6:] == [
+        ToolCallStart(0, "toolu_1", "f"),
+        ToolCallDelta(0, "{}"),
+        Finish("stop", Usage()),
+    ]

@@ -22,6 +22,7 @@ have no neutral event: they are skipped and counted in ``skipped``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,8 +251,69 @@ class StreamDecoder(SseStreamDecoder):
             out.append(ReasoningEncrypted(encode_blocks(self._run)))
 
 
-def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
-    """The events of a non-streaming Messages API reply (``{"type": "message", "content": [...], ...}``)."""
+@dataclass(slots=True)
+class _Reply:
+    """A non-streaming reply's events so far and what its blocks leave open."""
+
+    out: list[ModelEvent] = field(default_factory=list)
+    run: list[dict[str, Any]] | None = None  # the open run of thinking blocks
+    tools: int = 0  # tool calls so far
+
+    def thinking_run(self) -> list[dict[str, Any]]:
+        """The open run of thinking blocks, opening one (a new reasoning item) if none is."""
+        if self.run is None:
+            self.run = []
+            self.out.append(ReasoningStart())
+        return self.run
+
+
+def _text_block(reply: _Reply, block: dict[str, Any]) -> None:
+    reply.run = None
+    if block.get("text"):
+        reply.out.append(TextDelta(block["text"]))
+
+
+def _tool_use_block(reply: _Reply, block: dict[str, Any]) -> None:
+    reply.run = None
+    index = reply.tools
+    reply.out.append(ToolCallStart(index, str(block.get("id") or ""), str(block.get("name") or "")))
+    arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+    reply.out.append(ToolCallDelta(index, orjson.dumps(arguments).decode()))
+    reply.tools += 1
+
+
+def _thinking_block(reply: _Reply, block: dict[str, Any]) -> None:
+    run = reply.thinking_run()
+    if block.get("thinking"):
+        reply.out.append(ReasoningDelta(block["thinking"], "content"))
+    if block.get("signature"):
+        run.append(
+            {
+                "type": "thinking",
+                "thinking": block.get("thinking") or "",
+                "signature": block["signature"],
+            }
+        )
+        reply.out.append(ReasoningEncrypted(encode_blocks(run)))
+
+
+def _redacted_thinking_block(reply: _Reply, block: dict[str, Any]) -> None:
+    run = reply.thinking_run()
+    run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
+    reply.out.append(ReasoningEncrypted(encode_blocks(run)))
+
+
+# Server-side tool blocks and unknown blocks have no event (and leave a thinking run open).
+_REPLY_BLOCKS: dict[Any, Callable[[_Reply, dict[str, Any]], None]] = {
+    "text": _text_block,
+    "tool_use": _tool_use_block,
+    "thinking": _thinking_block,
+    "redacted_thinking": _redacted_thinking_block,
+}
+
+
+def _message_content(body: Any, name: str) -> list[Any]:
+    """The reply's ``content`` blocks; an upstream error when the reply is no message."""
     if not isinstance(body, dict):
         raise bad_stream(name, "the reply is not a JSON object")
     if body.get("type") == "error":
@@ -259,46 +321,18 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
     if body.get("type") != "message" or not isinstance(body.get("content"), list):
         # a 200 that is not a message (a proxy's status object, another API's answer): no answer
         raise bad_stream(name, "a JSON reply that is not a message (type and content)")
-    out: list[ModelEvent] = []
-    run: list[dict[str, Any]] | None = None  # the open run of thinking blocks
-    tools = 0
-    for block in body["content"]:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind in ("thinking", "redacted_thinking") and run is None:
-            run = []  # a new run of thinking blocks: a new reasoning item
-            out.append(ReasoningStart())
-        if kind == "text":
-            run = None
-            if block.get("text"):
-                out.append(TextDelta(block["text"]))
-        elif kind == "tool_use":
-            run = None
-            out.append(
-                ToolCallStart(tools, str(block.get("id") or ""), str(block.get("name") or ""))
-            )
-            arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
-            out.append(ToolCallDelta(tools, orjson.dumps(arguments).decode()))
-            tools += 1
-        elif kind == "thinking":
-            if block.get("thinking"):
-                out.append(ReasoningDelta(block["thinking"], "content"))
-            if block.get("signature"):
-                assert run is not None
-                run.append(
-                    {
-                        "type": "thinking",
-                        "thinking": block.get("thinking") or "",
-                        "signature": block["signature"],
-                    }
-                )
-                out.append(ReasoningEncrypted(encode_blocks(run)))
-        elif kind == "redacted_thinking":
-            assert run is not None
-            run.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
-            out.append(ReasoningEncrypted(encode_blocks(run)))
+    return body["content"]
+
+
+def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
+    """The events of a non-streaming Messages API reply (``{"type": "message", "content": [...], ...}``)."""
+    reply = _Reply()
+    for block in _message_content(body, name):
+        if isinstance(block, dict):
+            decode = _REPLY_BLOCKS.get(block.get("type"))
+            if decode is not None:
+                decode(reply, block)
     usage = _UsageAcc()
     usage.update(body.get("usage"))
-    out.append(Finish(finish_reason(body.get("stop_reason"), tools > 0), usage.neutral()))
-    return out
+    reply.out.append(Finish(finish_reason(body.get("stop_reason"), reply.tools > 0), usage.neutral()))
+    return reply.out
