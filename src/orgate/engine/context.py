@@ -137,26 +137,56 @@ def _settings_objects(body: CreateResponseBody) -> list[tuple[str, Any]]:
 
 
 def refuse_unknown_fields(body: CreateResponseBody) -> None:
-    extra = body.model_extra or {}
+    """Refuse, the first found in this order: a top-level field the body does not define (or a
+    neutral one of the wrong type), an unknown key in a setting object, an extension field
+    (``user``, ``stop``) of the wrong type."""
+    # Every request comes through here: the common body (no extra field, no setting object)
+    # costs a few attribute reads and no function call; the detailed checks run only when needed.
+    extra = body.model_extra
+    error = _unknown_top_level(extra) if extra else None
+    if error is None and (
+        body.text is not None or body.reasoning is not None or body.stream_options is not None
+        or body.tools or body.tool_choice is not None
+    ):
+        error = _unknown_in_settings(body)
+    if error is None and extra:
+        error = _extension_of_wrong_type(extra)
+    if error is not None:
+        raise error
+
+
+def _unknown_top_level(extra: dict[str, Any]) -> ApiError | None:
+    """A top-level field that is neither spec, neutral nor extension, or a neutral one of the
+    wrong type."""
     for name, value in extra.items():
         neutral = NEUTRAL_FIELDS.get(name)
         if neutral is not None:
             if value is not None and not isinstance(value, neutral):
                 kind = "an object" if neutral is dict else "a string"
-                raise invalid_type(f"Invalid '{name}': expected {kind}.", param=name)
+                return invalid_type(f"Invalid '{name}': expected {kind}.", param=name)
         elif name not in EXTENSION_FIELDS:
-            raise unknown_parameter(name)
-    # Unknown keys in a setting object would be dropped silently: refuse them like top-level ones.
-    has_settings = body.text is not None or body.reasoning is not None or body.stream_options is not None
-    for path, obj in _settings_objects(body) if has_settings or body.tools or body.tool_choice is not None else ():
+            return unknown_parameter(name)
+    return None
+
+
+def _unknown_in_settings(body: CreateResponseBody) -> ApiError | None:
+    """An unknown key in a setting object: it would be dropped silently, so it is refused like a
+    top-level one, by its path."""
+    for path, obj in _settings_objects(body):
         for name in getattr(obj, "model_extra", None) or {}:
-            raise unknown_parameter(f"{path}.{name}")
+            return unknown_parameter(f"{path}.{name}")
+    return None
+
+
+def _extension_of_wrong_type(extra: dict[str, Any]) -> ApiError | None:
+    """``user`` that is not a string, ``stop`` that is neither a string nor a list of them."""
     user = extra.get("user")
     if user is not None and not isinstance(user, str):
-        raise invalid_type("Invalid 'user': expected a string.", param="user")
+        return invalid_type("Invalid 'user': expected a string.", param="user")
     stop = extra.get("stop")
     if stop is not None and not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
-        raise invalid_type("Invalid 'stop': expected a string or a list of strings.", param="stop")
+        return invalid_type("Invalid 'stop': expected a string or a list of strings.", param="stop")
+    return None
 
 
 def normalize_input(body: CreateResponseBody) -> list[Any]:
