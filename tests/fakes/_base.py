@@ -298,6 +298,17 @@ class LoopbackFake:
             await asyncio.sleep(0.01)
 
     @staticmethod
+    async def send_head(response: web.StreamResponse, request: web.Request, record: RecordedRequest) -> bool:
+        """Send the reply's head; False, the client recorded gone, when it closed the connection
+        first (orgate cancelled the call before the fake got to answer, as on a loaded machine)."""
+        try:
+            await response.prepare(request)
+        except (ConnectionError, RuntimeError):
+            record.disconnected = True
+            return False
+        return True
+
+    @staticmethod
     async def write(response: web.StreamResponse, record: RecordedRequest, data: bytes) -> None:
         try:
             await response.write(data)
@@ -311,7 +322,8 @@ class LoopbackFake:
         response = web.StreamResponse(
             status=reply.status, headers={"Content-Type": reply.content_type}
         )
-        await response.prepare(request)
+        if not await self.send_head(response, request, record):
+            return response
         try:
             for i, chunk in enumerate(reply.chunks):
                 if i and reply.delay:
@@ -359,7 +371,8 @@ class LoopbackFake:
                 **(headers or {}),
             },
         )
-        await response.prepare(request)
+        if not await self.send_head(response, request, record):
+            return response
         try:
             for n, frame in enumerate(frames):
                 if n and delay:
