@@ -139,7 +139,7 @@ class _Guard:
     outcome: Outcome
     caps: Capabilities
     plan: modes.Plan
-    fpol: FormatPolicy
+    format_policy: FormatPolicy
     budget: Budget
     schema: OutputSchema
     #: undoes strict mode's nullable optional fields (None unless strict mode made them)
@@ -385,8 +385,8 @@ class SafetyNet(WrapperProvider):
         caps = self.downgrades.apply(name, self.deployment.capabilities)
         outcome.refused_formats = tuple(sorted(self.downgrades.refused(name)))
         plan = modes.plan(request, caps, prefer_strict=settings.prefer_strict)
-        fpol = self.policy.format(plan.format_name)
-        budget = Budget.resolve(settings, fpol, override)
+        format_policy = self.policy.format(plan.format_name)
+        budget = Budget.resolve(settings, format_policy, override)
         try:
             schema = self.validators.get(plan.validation_schema)
         except SchemaProblem as exc:
@@ -417,7 +417,7 @@ class SafetyNet(WrapperProvider):
             outcome,
             caps,
             plan,
-            fpol,
+            format_policy,
             budget,
             schema,
             normalize,
@@ -518,7 +518,7 @@ class SafetyNet(WrapperProvider):
             return check_output(
                 attempt.text,
                 schema=guard.schema,
-                checks=guard.fpol.checks,
+                checks=guard.format_policy.checks,
                 strip_fences=settings.strip_fences,
                 strip_prose=settings.strip_prose,
                 normalize=guard.normalize,
@@ -587,13 +587,13 @@ class SafetyNet(WrapperProvider):
         self, guard: _Guard, exhausted_by: ExhaustedBy
     ) -> AsyncIterator[ModelEvent]:
         """The budget is spent: the configured default, else a review entry or only the error."""
-        request, plan, fpol, outcome = guard.request, guard.plan, guard.fpol, guard.outcome
+        request, plan, format_policy, outcome = guard.request, guard.plan, guard.format_policy, guard.outcome
         outcome.exhausted_by = exhausted_by
-        action = fpol.on_exhaustion
-        if action == "default" and fpol.has_default:
-            problem = guard.schema.validate(fpol.default)
+        action = format_policy.on_exhaustion
+        if action == "default" and format_policy.has_default:
+            problem = guard.schema.validate(format_policy.default)
             if problem is None:
-                outcome.status, outcome.value = "default", fpol.default
+                outcome.status, outcome.value = "default", format_policy.default
                 self._verdict(plan, outcome, guard.start)
                 log.warning(
                     "structured budget spent for %s/%s: returning the configured default",
@@ -605,7 +605,7 @@ class SafetyNet(WrapperProvider):
                         "outcome": "default",
                     },
                 )
-                yield TextDelta(dump_json(fpol.default))
+                yield TextDelta(dump_json(format_policy.default))
                 yield Finish("stop", guard.usage)
                 return
             log.error(
