@@ -3,10 +3,10 @@
 ASGI says a client went away only through ``receive()`` (``http.disconnect``),
 so noticing it while the handler waits on something else (an upstream's first
 token, a long non-streamed answer, a slow stream) takes a task awaiting
-``receive()`` beside it. That task costs about a tenth of a millisecond of CPU
-per request; it is only started once a request has run ``WATCH_AFTER`` seconds,
-so a fast answer never pays for it, and a client that left earlier is noticed
-the moment it starts (``receive()`` answers ``http.disconnect`` at once).
+``receive()`` beside it. That task costs CPU on every request that starts one (hot
+path — see bench/instructions.py); it is only started once a request has run
+``WATCH_AFTER`` seconds, so a fast answer never pays for it, and a client that left
+earlier is noticed the moment it starts (``receive()`` answers ``http.disconnect`` at once).
 
 The same watch can also time the reading of the request body (``body_timeout``):
 one timer handle per request then serves both, which is the hot path's

@@ -12,7 +12,7 @@ import orjson
 from orgate.store.base import OUTPUT_POSITIONS, STATUSES, SaveArgs, is_derived, item_id_for
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs microseconds per save
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, on every save
 class SaveRows:
     """What ``save`` writes, encoded once, outside any transaction (never changed after).
 
