@@ -2,7 +2,8 @@
 
 Input items may be ``orgate.protocol`` Pydantic models, output models replayed
 from history, or plain dicts: ``get_field`` reads either by name, ``plain``
-turns a schema-ish value into JSON-ready data.
+turns a schema-ish value into JSON-ready data. ``allowed_tools`` reads an
+``allowed_tools`` tool choice the same way for every chat-style upstream.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import Enum
 from typing import Any
+
+from orgate.protocol.errors import invalid_request
 
 _SCALARS = frozenset({str, int, float, bool})
 
@@ -37,3 +40,14 @@ def plain(value: Any, exclude_none: bool = True) -> Any:
     if isinstance(value, Enum):
         return value.value
     return value
+
+
+def allowed_tools(choice: Any, tools: list[Any]) -> tuple[list[Any], str]:
+    """An ``allowed_tools`` tool choice: the request's tools it allows, and its mode (``auto``
+    when unset). ``required`` with no allowed tool of the request is a client mistake (400)."""
+    allowed = {get_field(t, "name") for t in get_field(choice, "tools") or ()}
+    kept = [t for t in tools if get_field(t, "name") in allowed]
+    mode = get_field(choice, "mode") or "auto"
+    if not kept and mode == "required":
+        raise invalid_request("tool_choice.allowed_tools names no tool of this request", param="tool_choice")
+    return kept, mode

@@ -44,6 +44,7 @@ from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
 from orgate.providers.custom_tools import functions_only
+from orgate.providers.plain import allowed_tools
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain as _plain
 
@@ -380,13 +381,7 @@ def _function_choice(choice: Any, tools: list[Any]) -> Choice:
 
 def _allowed_tools_choice(choice: Any, tools: list[Any]) -> Choice:
     """Only the allowed tools are sent; the mode applies to them (unknown modes: auto)."""
-    allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
-    tools = [t for t in tools if _get(t, "name") in allowed]
-    mode = _get(choice, "mode") or "auto"
-    if not tools and mode == "required":
-        raise invalid_request(
-            "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
-        )
+    tools, mode = allowed_tools(choice, tools)
     return tools, {"type": _MODES.get(mode, "auto")}
 
 

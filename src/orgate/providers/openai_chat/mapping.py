@@ -40,8 +40,8 @@ from urllib.parse import urlsplit
 from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.custom_tools import functions_only
+from orgate.providers.plain import allowed_tools, plain
 from orgate.providers.plain import get_field as _get
-from orgate.providers.plain import plain
 
 
 @dataclass(slots=True, frozen=True)
@@ -282,13 +282,7 @@ def _function_choice(choice: Any, tools: list[Any]) -> Choice:
 
 def _allowed_tools_choice(choice: Any, tools: list[Any]) -> Choice:
     """Only the allowed tools are sent, with the mode; ``required`` of one tool names it."""
-    allowed = {_get(t, "name") for t in _get(choice, "tools") or ()}
-    tools = [t for t in tools if _get(t, "name") in allowed]
-    mode = _get(choice, "mode") or "auto"
-    if not tools and mode == "required":
-        raise invalid_request(
-            "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
-        )
+    tools, mode = allowed_tools(choice, tools)
     if len(tools) == 1 and mode == "required":
         return tools, _named(_get(tools[0], "name"))
     return tools, mode
