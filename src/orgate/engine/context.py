@@ -258,8 +258,6 @@ def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any]
     the items themselves reach none. An ``mcp`` tool there is not run (only ``tools`` names
     the MCP servers a request uses): the caller drops it like a hosted tool. ``history``: how
     many of ``items`` came before the request's own input (their paths say ``history``)."""
-    if AdditionalToolsItemParam not in map(type, items):  # compared in C: hot path
-        return items, [], []
     kept: list[Any] = []
     tools: list[Any] = []
     paths: list[str] = []
@@ -281,8 +279,6 @@ def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any]
 
 def mcp_tools(tools: list[Any]) -> list[tuple[int, dict[str, Any]]]:
     """The request's tools of type ``mcp`` (index, fields as sent): orgate runs them itself."""
-    if HostedToolParam not in map(type, tools):
-        return []
     return [(i, t.wire()) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type == "mcp"]
 
 

@@ -27,11 +27,8 @@ async def aclose(stream: Any) -> None:
 async def aclose_quietly(stream: Any) -> None:
     """Close an upstream stream; an error while closing is logged, never raised (closing a
     failed upstream must not mask how it ended)."""
-    close = getattr(stream, "aclose", None)  # not through ``aclose``: one coroutine less (hot path)
-    if close is None:
-        return
     try:
-        await close()
+        await aclose(stream)
     except Exception:  # noqa: BLE001 - see the docstring
         log.debug("error while closing an upstream stream", exc_info=True)
 

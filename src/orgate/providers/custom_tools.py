@@ -81,7 +81,6 @@ def _function_choice(choice: Any) -> Any:
 
 
 _CUSTOM_ITEMS = frozenset({CustomToolCallItemParam, CustomToolCallOutputItemParam})
-_NO_NAMES: frozenset[str] = frozenset()
 
 
 def functions_only(request: ModelRequest) -> ModelRequest:
@@ -101,8 +100,6 @@ def functions_only(request: ModelRequest) -> ModelRequest:
 
 
 def custom_tool_names(request: ModelRequest) -> frozenset[str]:
-    if CustomToolParam not in map(type, request.tools):
-        return _NO_NAMES
     return frozenset(t.name for t in request.tools if type(t) is CustomToolParam)
 
 
@@ -165,8 +162,9 @@ def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[Model
 
 def custom_call_events(request: ModelRequest, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
     """The same for a stream of single events."""
-    names = custom_tool_names(request)
-    return _custom_events(CustomCalls(names), events) if names else events
+    if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
+        return events
+    return _custom_events(CustomCalls(custom_tool_names(request)), events)
 
 
 async def _custom_batches(calls: CustomCalls, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
