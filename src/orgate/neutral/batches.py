@@ -27,8 +27,11 @@ async def aclose(stream: Any) -> None:
 async def aclose_quietly(stream: Any) -> None:
     """Close an upstream stream; an error while closing is logged, never raised (closing a
     failed upstream must not mask how it ended)."""
+    close = getattr(stream, "aclose", None)  # not through ``aclose``: one coroutine less per response (hot path)
+    if close is None:
+        return
     try:
-        await aclose(stream)
+        await close()
     except Exception:  # noqa: BLE001 - see the docstring
         log.debug("error while closing an upstream stream", exc_info=True)
 
