@@ -50,7 +50,9 @@ def start(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "ORGATE_API_KEY": KEY, "ORGATE_STORE__URL": store_url}
     proc = subprocess.Popen(
         [str(REPO / ".venv" / "bin" / "orgate"), "serve", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
@@ -72,7 +74,10 @@ def play(client: httpx.Client, pid: int, turns: int, *, session: bool) -> list[t
     previous = None
     costs = []
     for turn in range(turns):
-        body: dict[str, object] = {"model": "orgate/echo", "input": f"turn {turn} of the conversation"}
+        body: dict[str, object] = {
+            "model": "orgate/echo",
+            "input": f"turn {turn} of the conversation",
+        }
         if not session:
             body["previous_response_id"] = previous
         cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
@@ -97,22 +102,37 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--window", type=int, default=10, help="turns averaged at each end")
     parser.add_argument("--repeats", type=int, default=3, help="conversations of each kind")
-    parser.add_argument("--pg", default=os.environ.get("ORGATE_TEST_PG_URL"), help="a PostgreSQL URL (else SQLite only)")
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("ORGATE_TEST_PG_URL"),
+        help="a PostgreSQL URL (else SQLite only)",
+    )
     args = parser.parse_args()
-    stores = {"SQLite": f"sqlite:///{Path(tempfile.mkdtemp(prefix='conversation-bench-')) / 'orgate.db'}"}
+    stores = {
+        "SQLite": f"sqlite:///{Path(tempfile.mkdtemp(prefix='conversation-bench-')) / 'orgate.db'}"
+    }
     if args.pg:
         stores["PostgreSQL"] = args.pg
-    print(f"| store | conversation | turns 1–{args.window} → {args.turns - args.window + 1}–{args.turns} |")
+    print(
+        f"| store | conversation | turns 1–{args.window} → {args.turns - args.window + 1}–{args.turns} |"
+    )
     print("|---|---|---|")
     for name, url in stores.items():
         proc, base = start(url)
         try:
-            with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as client:
+            with httpx.Client(
+                base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
+            ) as client:
                 play(client, proc.pid, 5, session=False)  # warm-up
                 for kind, session in (("previous_response_id chain", False), ("session", True)):
-                    costs = [play(client, proc.pid, args.turns, session=session) for _ in range(args.repeats)]
+                    costs = [
+                        play(client, proc.pid, args.turns, session=session)
+                        for _ in range(args.repeats)
+                    ]
                     # per turn: the median over the repeats, so one disturbed turn does not count
-                    merged = [sorted(run[i] for run in costs)[len(costs) // 2] for i in range(args.turns)]
+                    merged = [
+                        sorted(run[i] for run in costs)[len(costs) // 2] for i in range(args.turns)
+                    ]
                     print(f"| {name} | {kind} | {summary(merged, args.window)} |", flush=True)
         finally:
             proc.send_signal(signal.SIGTERM)

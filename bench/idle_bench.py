@@ -33,7 +33,14 @@ import websockets
 REPO = Path(__file__).resolve().parents[1]
 KEY = "idle-bench-key"
 BODY = json.dumps({"model": "orgate/echo", "input": "hello", "store": False}).encode()
-IDLE_STREAM = json.dumps({"model": "orgate/echo", "input": "orgate:delay=600000 first second", "stream": True, "store": False}).encode()
+IDLE_STREAM = json.dumps(
+    {
+        "model": "orgate/echo",
+        "input": "orgate:delay=600000 first second",
+        "stream": True,
+        "store": False,
+    }
+).encode()
 
 
 def free_port() -> int:
@@ -76,9 +83,16 @@ async def probe(port: int, count: int) -> float:
 
 async def open_websocket(port: int) -> websockets.ClientConnection:
     ws = await websockets.connect(
-        f"ws://127.0.0.1:{port}/v1/responses", additional_headers={"Authorization": f"Bearer {KEY}"}, open_timeout=120, ping_interval=None
+        f"ws://127.0.0.1:{port}/v1/responses",
+        additional_headers={"Authorization": f"Bearer {KEY}"},
+        open_timeout=120,
+        ping_interval=None,
     )
-    await ws.send(json.dumps({"type": "response.create", "model": "orgate/echo", "input": "hi", "store": False}))
+    await ws.send(
+        json.dumps(
+            {"type": "response.create", "model": "orgate/echo", "input": "hi", "store": False}
+        )
+    )
     while json.loads(await ws.recv())["type"] != "response.completed":
         pass
     return ws
@@ -161,18 +175,31 @@ def main() -> int:
     # the server keeps a quarter of its open-files limit from WebSockets (server/ws_limits.py)
     needed = max(args.websockets + args.streams + 200, (args.websockets + 1) * 4 // 3 + 2)
     if hard != resource.RLIM_INFINITY and hard < needed:
-        print(f"idle_bench: the open-files hard limit ({hard}) is below {needed}: raise it (ulimit -Hn)", file=sys.stderr)
+        print(
+            f"idle_bench: the open-files hard limit ({hard}) is below {needed}: raise it (ulimit -Hn)",
+            file=sys.stderr,
+        )
         return 2
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="orgate-idle-"))
-    env = {**os.environ, "ORGATE_API_KEY": KEY, "ORGATE_STORE__URL": f"sqlite:///{work / 'orgate.db'}"}
+    env = {
+        **os.environ,
+        "ORGATE_API_KEY": KEY,
+        "ORGATE_STORE__URL": f"sqlite:///{work / 'orgate.db'}",
+    }
     # one key opens them all: the per-key and per-process caps of [websocket] are raised above that
     caps = str(args.websockets + 1)
-    env |= {"ORGATE_WEBSOCKET__MAX_CONNECTIONS": caps, "ORGATE_WEBSOCKET__MAX_CONNECTIONS_PER_KEY": caps}
+    env |= {
+        "ORGATE_WEBSOCKET__MAX_CONNECTIONS": caps,
+        "ORGATE_WEBSOCKET__MAX_CONNECTIONS_PER_KEY": caps,
+    }
     log = (work / "server.log").open("wb")
     server = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "orgate"), "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+        [str(REPO / ".venv" / "bin" / "orgate"), "serve", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 180
@@ -198,13 +225,13 @@ def main() -> int:
         f"""
 | figure | value |
 |---|---|
-| RSS before | {figures['rss_base']:.1f} MiB |
-| {args.streams:,} idle streams: RSS / per stream | {figures['rss_streams']:.1f} MiB / **{per_stream:.1f} KiB** |
-| new request p50, before / with the streams open | {figures['p50_base']:.2f} / {figures['p50_streams']:.2f} ms |
-| RSS after the streams closed | {figures['rss_before_ws']:.1f} MiB |
-| {args.websockets:,} idle WebSockets: RSS / per connection | {figures['rss_ws']:.1f} MiB / **{per_ws:.1f} KiB** (opened in {figures['ws_open_s']:.1f} s; {figures['fds_ws']:.0f} open fds) |
-| CPU of the process while they are idle | {figures['cpu_idle_pct']:.1f}% of a core |
-| new request p50 with the WebSockets open | {figures['p50_ws']:.2f} ms |
+| RSS before | {figures["rss_base"]:.1f} MiB |
+| {args.streams:,} idle streams: RSS / per stream | {figures["rss_streams"]:.1f} MiB / **{per_stream:.1f} KiB** |
+| new request p50, before / with the streams open | {figures["p50_base"]:.2f} / {figures["p50_streams"]:.2f} ms |
+| RSS after the streams closed | {figures["rss_before_ws"]:.1f} MiB |
+| {args.websockets:,} idle WebSockets: RSS / per connection | {figures["rss_ws"]:.1f} MiB / **{per_ws:.1f} KiB** (opened in {figures["ws_open_s"]:.1f} s; {figures["fds_ws"]:.0f} open fds) |
+| CPU of the process while they are idle | {figures["cpu_idle_pct"]:.1f}% of a core |
+| new request p50 with the WebSockets open | {figures["p50_ws"]:.2f} ms |
 """
     )
     return 0

@@ -50,13 +50,23 @@ def _app(leg: str, mode: str, nginx: int) -> tuple[Any, str, bytes]:
         from passthrough import PassThrough
 
         path = "/sse/v1/chat/completions" if stream else "/plain/v1/chat/completions"
-        body = (gateway.FIXTURES / ("chat_request_stream.json" if stream else "chat_request.json")).read_bytes()
+        body = (
+            gateway.FIXTURES / ("chat_request_stream.json" if stream else "chat_request.json")
+        ).read_bytes()
         return PassThrough(f"http://127.0.0.1:{nginx}"), path, body
-    body = (gateway.FIXTURES / ("responses_request_stream.json" if stream else "responses_request.json")).read_bytes()
+    body = (
+        gateway.FIXTURES / ("responses_request_stream.json" if stream else "responses_request.json")
+    ).read_bytes()
     if leg == "minimal":
         from minimal_translator import MinimalTranslator
 
-        return MinimalTranslator(f"http://127.0.0.1:{nginx}/plain/v1/chat/completions", gateway.API_KEY), "/v1/responses", body
+        return (
+            MinimalTranslator(
+                f"http://127.0.0.1:{nginx}/plain/v1/chat/completions", gateway.API_KEY
+            ),
+            "/v1/responses",
+            body,
+        )
     from orgate.config import load_settings
     from orgate.gateway import create_app
     from orgate.server import disconnect
@@ -83,7 +93,9 @@ async def _drive(leg: str, mode: str, requests: int, nginx: int, measured: Any =
         if message["type"] == "lifespan.startup.complete":
             started.set()
 
-    lifespan = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send))
+    lifespan = asyncio.create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}}, startup.get, lifespan_send)
+    )
     await started.wait()
     headers = [
         (b"host", b"127.0.0.1"),
@@ -138,7 +150,17 @@ async def _drive(leg: str, mode: str, requests: int, nginx: int, measured: Any =
 
 def _count(leg: str, mode: str, requests: int, nginx: int) -> int:
     """Instructions of one driver run (all threads)."""
-    driver = [__file__, "--drive", leg, "--mode", mode, "--requests", str(requests), "--nginx", str(nginx)]
+    driver = [
+        __file__,
+        "--drive",
+        leg,
+        "--mode",
+        mode,
+        "--requests",
+        str(requests),
+        "--nginx",
+        str(nginx),
+    ]
     return instructions_of(driver, f"{leg} {mode}")
 
 
@@ -146,7 +168,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--legs", default=",".join(LEGS))
     parser.add_argument("--modes", default="nonstream,stream")
-    parser.add_argument("--requests", default="320,1120", help="the two run lengths (multiples of 16)")
+    parser.add_argument(
+        "--requests", default="320,1120", help="the two run lengths (multiples of 16)"
+    )
     parser.add_argument("--drive", choices=LEGS, help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="nonstream", help=argparse.SUPPRESS)
     parser.add_argument("--nginx", type=int, help=argparse.SUPPRESS)
@@ -167,11 +191,18 @@ def main() -> None:
             for leg in args.legs.split(","):
                 if leg == "minimal" and mode == "stream":
                     continue
-                per_request = (_count(leg, mode, long, nginx) - _count(leg, mode, short, nginx)) / (long - short)
+                per_request = (_count(leg, mode, long, nginx) - _count(leg, mode, short, nginx)) / (
+                    long - short
+                )
                 results[(leg, mode)] = per_request
                 floor = results.get(("floor", mode))
-                ratio = f"  floor/{leg} {floor / per_request:6.1%}" if floor and leg != "floor" else ""
-                print(f"{mode:9} {leg:8} {per_request / 1e6:7.3f} M instructions / request{ratio}", flush=True)
+                ratio = (
+                    f"  floor/{leg} {floor / per_request:6.1%}" if floor and leg != "floor" else ""
+                )
+                print(
+                    f"{mode:9} {leg:8} {per_request / 1e6:7.3f} M instructions / request{ratio}",
+                    flush=True,
+                )
     finally:
         pm.stop_all()
 

@@ -59,13 +59,19 @@ class MinimalTranslator(PassThrough):
             return
         assert self.session is not None
         if dict(scope["headers"]).get(b"authorization") != self.authorization:
-            await _answer(send, 401, b'{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}')
+            await _answer(
+                send,
+                401,
+                b'{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}',
+            )
             return
         message = await receive()
         body = CreateResponseBody.model_validate(orjson.loads(message["body"]))
         chat = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": body.input}]}
         headers = {"Content-Type": "application/json", "Authorization": "Bearer x"}
-        async with self.session.post(self.chat_url, data=orjson.dumps(chat), headers=headers) as reply:
+        async with self.session.post(
+            self.chat_url, data=orjson.dumps(chat), headers=headers
+        ) as reply:
             answer = orjson.loads(await reply.read())
         text = answer["choices"][0]["message"]["content"]
         usage = answer["usage"]
@@ -86,7 +92,13 @@ class MinimalTranslator(PassThrough):
         }
         item_id = "msg_" + secrets.token_hex(24)
         part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
-        item = {"id": item_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+        item = {
+            "id": item_id,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [part],
+        }
         final = {
             **base,
             "status": "completed",
@@ -104,7 +116,11 @@ class MinimalTranslator(PassThrough):
         events: list[dict[str, Any]] = [
             {"type": "response.created", "response": dict(base)},
             {"type": "response.in_progress", "response": dict(base)},
-            {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+            {
+                "type": "response.output_item.added",
+                "output_index": 0,
+                "item": {**item, "status": "in_progress", "content": []},
+            },
             {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
             {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []},
             {"type": "response.output_text.done", **where, "text": text, "logprobs": []},

@@ -68,7 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--leg", choices=instructions.LEGS, default="orgate")
     parser.add_argument("--mode", choices=("nonstream", "stream"), default="nonstream")
-    parser.add_argument("--requests", type=int, default=320, help="measured requests (a multiple of 16)")
+    parser.add_argument(
+        "--requests", type=int, default=320, help="measured requests (a multiple of 16)"
+    )
     parser.add_argument("--top", type=int, default=40, help="how many functions to list")
     args = parser.parse_args()
     gateway.WORK_DIR.mkdir(parents=True, exist_ok=True)

@@ -66,12 +66,26 @@ def orgate_toml(port: int, nginx: int, store_db: Path | None) -> str:
     return head + STORE_ON.format(db=store_db) + tail
 
 
-def start_orgate(pm: gb.ProcessManager, name: str, nginx: int, *, store_db: Path | None, workers: int, cores: str) -> gb.Leg:
+def start_orgate(
+    pm: gb.ProcessManager, name: str, nginx: int, *, store_db: Path | None, workers: int, cores: str
+) -> gb.Leg:
     port = gb.free_port()
     config = gb.WORK_DIR / f"{name}.toml"
     config.write_text(orgate_toml(port, nginx, store_db))
     orgate = str(gb.REPO_DIR / ".venv" / "bin" / "orgate")
-    argv = ["taskset", "-c", cores, orgate, "serve", "--config", str(config), "--port", str(port), "--workers", str(workers)]
+    argv = [
+        "taskset",
+        "-c",
+        cores,
+        orgate,
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     proc = pm.spawn(name, argv, cwd=gb.REPO_DIR)
     gb.wait_port(port, proc, 240)
     leg = gb.Leg(name, gb.responses_targets(port, f"Bearer {gb.API_KEY}"), proc)
@@ -80,11 +94,22 @@ def start_orgate(pm: gb.ProcessManager, name: str, nginx: int, *, store_db: Path
     return leg
 
 
-def measure(leg: gb.Leg, mode: str, conns: int, args: argparse.Namespace, nginx_pids: list[int], running: list) -> gb.Result:
+def measure(
+    leg: gb.Leg,
+    mode: str,
+    conns: int,
+    args: argparse.Namespace,
+    nginx_pids: list[int],
+    running: list,
+) -> gb.Result:
     opts = gb.WrkOptions(threads=args.threads, timeout_s=20)
-    result = gb.measure(leg, mode, conns, args.duration, args.warmup, 1000.0, nginx_pids, opts, running, 60.0)
+    result = gb.measure(
+        leg, mode, conns, args.duration, args.warmup, 1000.0, nginx_pids, opts, running, 60.0
+    )
     if not result.valid:
-        raise gb.BenchError(f"{leg.name}/{mode}/c={conns}: {result.non_2xx} non-2xx, errors {result.socket_errors}")
+        raise gb.BenchError(
+            f"{leg.name}/{mode}/c={conns}: {result.non_2xx} non-2xx, errors {result.socket_errors}"
+        )
     return result
 
 
@@ -103,8 +128,26 @@ def run(args: argparse.Namespace) -> str:
         nginx_proc, nginx_port = gb.start_nginx(pm, 1)
         nginx_pids = gb.process_tree(nginx_proc.pid)
         legs = [gb.direct_leg(nginx_proc, nginx_port)]
-        legs.append(start_orgate(pm, "orgate-default", nginx_port, store_db=store_dir / "one.db", workers=1, cores=str(GATEWAY_CORE)))
-        legs.append(start_orgate(pm, "orgate-store-off", nginx_port, store_db=None, workers=1, cores=str(GATEWAY_CORE)))
+        legs.append(
+            start_orgate(
+                pm,
+                "orgate-default",
+                nginx_port,
+                store_db=store_dir / "one.db",
+                workers=1,
+                cores=str(GATEWAY_CORE),
+            )
+        )
+        legs.append(
+            start_orgate(
+                pm,
+                "orgate-store-off",
+                nginx_port,
+                store_db=None,
+                workers=1,
+                cores=str(GATEWAY_CORE),
+            )
+        )
         if (gb.LITELLM_VENV / "bin" / "litellm").exists() and not args.no_litellm:
             litellm = gb.start_litellm(pm, nginx_port, False, "openai/gpt-4o-mini")
             os.sched_setaffinity(litellm.proc.pid, {GATEWAY_CORE}) if litellm.proc else None
@@ -118,9 +161,12 @@ def run(args: argparse.Namespace) -> str:
                             continue
                         result = measure(leg, mode, conns, args, nginx_pids, running)
                         results.setdefault((leg.name, mode, conns), []).append(result)
-                        print(f"round {round_ + 1} {leg.name:18} {mode:9} c={conns:<3} {result.rps:9.1f} req/s "
-                              f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  p50 {result.p50_ms:.2f} ms  "
-                              f"foreign CPU {result.foreign_cpu_pct}%", flush=True)
+                        print(
+                            f"round {round_ + 1} {leg.name:18} {mode:9} c={conns:<3} {result.rps:9.1f} req/s "
+                            f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  p50 {result.p50_ms:.2f} ms  "
+                            f"foreign CPU {result.foreign_cpu_pct}%",
+                            flush=True,
+                        )
         for leg in legs[1:]:
             pm.stop(leg.proc) if leg.proc else None
         scaling = workers_scaling(pm, nginx_port, nginx_pids, args, store_dir, running)
@@ -132,22 +178,48 @@ def run(args: argparse.Namespace) -> str:
         pm.stop_all()
 
 
-def workers_scaling(pm: gb.ProcessManager, nginx: int, nginx_pids: list[int], args: argparse.Namespace, store_dir: Path, running: list) -> dict[int, list[gb.Result]]:
+def workers_scaling(
+    pm: gb.ProcessManager,
+    nginx: int,
+    nginx_pids: list[int],
+    args: argparse.Namespace,
+    store_dir: Path,
+    running: list,
+) -> dict[int, list[gb.Result]]:
     """orgate (default configuration) with 1 and 2 workers on every core, interleaved."""
-    every = ",".join(str(core) for core in sorted(os.sched_getaffinity(os.getppid()) | {GATEWAY_CORE, LOAD_CORE}))
+    every = ",".join(
+        str(core) for core in sorted(os.sched_getaffinity(os.getppid()) | {GATEWAY_CORE, LOAD_CORE})
+    )
     os.sched_setaffinity(0, {GATEWAY_CORE, LOAD_CORE})  # nginx keeps its core; wrk may use both
-    legs = {n: start_orgate(pm, f"orgate-workers-{n}", nginx, store_db=store_dir / f"w{n}.db", workers=n, cores=every) for n in (1, 2)}
+    legs = {
+        n: start_orgate(
+            pm,
+            f"orgate-workers-{n}",
+            nginx,
+            store_db=store_dir / f"w{n}.db",
+            workers=n,
+            cores=every,
+        )
+        for n in (1, 2)
+    }
     out: dict[int, list[gb.Result]] = {1: [], 2: []}
     for round_ in range(args.rounds):
         for n, leg in legs.items():
             result = measure(leg, "nonstream", args.scaling_conns, args, nginx_pids, running)
             out[n].append(result)
-            print(f"round {round_ + 1} workers={n} non-stream c={args.scaling_conns} {result.rps:9.1f} req/s "
-                  f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%", flush=True)
+            print(
+                f"round {round_ + 1} workers={n} non-stream c={args.scaling_conns} {result.rps:9.1f} req/s "
+                f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%",
+                flush=True,
+            )
     return out
 
 
-def tables(results: dict[tuple[str, str, int], list[gb.Result]], scaling: dict[int, list[gb.Result]], args: argparse.Namespace) -> str:
+def tables(
+    results: dict[tuple[str, str, int], list[gb.Result]],
+    scaling: dict[int, list[gb.Result]],
+    args: argparse.Namespace,
+) -> str:
     def cell(leg: str, mode: str) -> str:
         runs = results.get((leg, mode, args.conns))
         if not runs:
@@ -162,8 +234,12 @@ def tables(results: dict[tuple[str, str, int], list[gb.Result]], scaling: dict[i
             return "—"
         return f"+{min(r.p50_ms for r in mine) - min(r.p50_ms for r in direct):.2f} ms"
 
-    names = {"orgate-default": "orgate, default config (SQLite store on)", "orgate-store-off": "orgate, store off",
-             "litellm": "LiteLLM (/v1/responses bridge)", "direct": "direct to nginx"}
+    names = {
+        "orgate-default": "orgate, default config (SQLite store on)",
+        "orgate-store-off": "orgate, store off",
+        "litellm": "LiteLLM (/v1/responses bridge)",
+        "direct": "direct to nginx",
+    }
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     foreign = [r.foreign_cpu_pct or 0 for runs in results.values() for r in runs]
     lines = [
@@ -177,9 +253,13 @@ def tables(results: dict[tuple[str, str, int], list[gb.Result]], scaling: dict[i
     ]
     for leg in ("orgate-default", "orgate-store-off", "litellm", "direct"):
         if any(key[0] == leg for key in results):
-            lines.append(f"| {names[leg]}, {args.conns} connections | {cell(leg, 'nonstream')} | {cell(leg, 'stream')} |")
+            lines.append(
+                f"| {names[leg]}, {args.conns} connections | {cell(leg, 'nonstream')} | {cell(leg, 'stream')} |"
+            )
     for leg in ("orgate-default", "orgate-store-off"):
-        lines.append(f"| {names[leg]}: p50 added at one connection | {added(leg, 'nonstream')} | {added(leg, 'stream')} |")
+        lines.append(
+            f"| {names[leg]}: p50 added at one connection | {added(leg, 'nonstream')} | {added(leg, 'stream')} |"
+        )
     one, two = best(scaling[1]), best(scaling[2])
     ratios = [b.rps / a.rps for a, b in zip(scaling[1], scaling[2], strict=True)]
     lines += [
@@ -214,11 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads (it has one core)")
     parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--write-docs", action="store_true", help="replace the table block in docs/performance.md")
+    parser.add_argument(
+        "--write-docs", action="store_true", help="replace the table block in docs/performance.md"
+    )
     args = parser.parse_args(argv)
     for tool in ("wrk", "nginx", "taskset"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
-            print(f"perf_table: {tool} is missing (apt-get install -y wrk nginx util-linux)", file=sys.stderr)
+            print(
+                f"perf_table: {tool} is missing (apt-get install -y wrk nginx util-linux)",
+                file=sys.stderr,
+            )
             return 2
     block = run(args)
     print("\n" + block)

@@ -106,6 +106,7 @@ UPSTREAM: dict[str, dict[str, Any]] = {
     },
 }
 
+
 def model_name(provider: str) -> str:
     return f"bench-{provider}"
 

@@ -341,7 +341,9 @@ def serve_static(
         (ndir / "tmp" / sub).mkdir(parents=True, exist_ok=True)
     port = free_port()
     conf = ndir / "nginx.conf"
-    conf.write_text(NGINX_HEAD.format(workers=workers, dir=ndir, port=port) + locations + NGINX_TAIL)
+    conf.write_text(
+        NGINX_HEAD.format(workers=workers, dir=ndir, port=port) + locations + NGINX_TAIL
+    )
     argv = [nginx, "-e", str(ndir / "error.log"), "-p", str(ndir), "-c", str(conf)]
     proc = pm.spawn(name, argv)
     wait_port(port, proc, 10)

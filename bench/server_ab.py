@@ -36,8 +36,28 @@ def start_granian(pm: gb.ProcessManager, nginx: int, extra: list[str]) -> gb.Leg
     config = gb.WORK_DIR / "granian.toml"
     config.write_text(pt.orgate_toml(port, nginx, None))
     granian = str(gb.REPO_DIR / ".venv" / "bin" / "granian")
-    argv = ["taskset", "-c", str(pt.GATEWAY_CORE), granian, "--interface", "asgi", "--loop", "uvloop", "--workers", "1",
-            "--runtime-threads", "1", "--no-access-log", "--host", "127.0.0.1", "--port", str(port), *extra, "--factory", "server_ab:create"]
+    argv = [
+        "taskset",
+        "-c",
+        str(pt.GATEWAY_CORE),
+        granian,
+        "--interface",
+        "asgi",
+        "--loop",
+        "uvloop",
+        "--workers",
+        "1",
+        "--runtime-threads",
+        "1",
+        "--no-access-log",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
+        "--factory",
+        "server_ab:create",
+    ]
     env = {**os.environ, "ORGATE_CONFIG": str(config), "PYTHONPATH": str(gb.BENCH_DIR)}
     proc = pm.spawn("granian", argv, env=env, cwd=gb.BENCH_DIR)
     gb.wait_port(port, proc, 240)
@@ -54,7 +74,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=6.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--granian-args", default="", help="more granian options, e.g. '--runtime-mode st'")
+    parser.add_argument(
+        "--granian-args", default="", help="more granian options, e.g. '--runtime-mode st'"
+    )
     args = parser.parse_args()
     gb.WORK_DIR.mkdir(exist_ok=True)
     (gb.WORK_DIR / "logs").mkdir(exist_ok=True)
@@ -65,15 +87,20 @@ def main() -> int:
         nginx_proc, nginx_port = gb.start_nginx(pm, 1)
         nginx_pids = gb.process_tree(nginx_proc.pid)
         legs = [
-            pt.start_orgate(pm, "uvicorn", nginx_port, store_db=None, workers=1, cores=str(pt.GATEWAY_CORE)),
+            pt.start_orgate(
+                pm, "uvicorn", nginx_port, store_db=None, workers=1, cores=str(pt.GATEWAY_CORE)
+            ),
             start_granian(pm, nginx_port, args.granian_args.split()),
         ]
         for round_ in range(args.rounds):
             for mode in gb.MODES:
                 for leg in legs:
                     result = pt.measure(leg, mode, args.conns, args, nginx_pids, running)
-                    print(f"round {round_ + 1} {leg.name:8} {mode:9} c={args.conns} {result.rps:8.1f} req/s "
-                          f"{result.server_cpu_us_per_req or 0:7.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%", flush=True)
+                    print(
+                        f"round {round_ + 1} {leg.name:8} {mode:9} c={args.conns} {result.rps:8.1f} req/s "
+                        f"{result.server_cpu_us_per_req or 0:7.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%",
+                        flush=True,
+                    )
     finally:
         pm.stop_all()
     return 0

@@ -51,7 +51,9 @@ class Tally:
     non_2xx: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     bad_streams: int = 0
-    seen: dict[str, dict[str, Any]] = field(default_factory=dict)  # response id -> completed response
+    seen: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # response id -> completed response
     latencies: list[float] = field(default_factory=list)
     first_event: list[float] = field(default_factory=list)
 
@@ -84,7 +86,9 @@ def _proc_stats(pid: int) -> tuple[float, int]:
     return rss, len(os.listdir(f"/proc/{pid}/fd"))
 
 
-async def _client(n: int, session: aiohttp.ClientSession, url: str, deadline: float, tally: Tally) -> None:
+async def _client(
+    n: int, session: aiohttp.ClientSession, url: str, deadline: float, tally: Tally
+) -> None:
     i = 0
     while time.monotonic() < deadline:
         i += 1
@@ -93,7 +97,9 @@ async def _client(n: int, session: aiohttp.ClientSession, url: str, deadline: fl
         body = {"model": model, "input": f"soak {words}", "stream": True}
         started = time.perf_counter()
         try:
-            async with session.post(url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}) as res:
+            async with session.post(
+                url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
+            ) as res:
                 if res.status != 200:
                     tally.non_2xx[res.status] = tally.non_2xx.get(res.status, 0) + 1
                     await res.read()
@@ -131,7 +137,9 @@ async def _client(n: int, session: aiohttp.ClientSession, url: str, deadline: fl
             tally.errors[name] = tally.errors.get(name, 0) + 1
 
 
-async def _sampler(pid: int, deadline: float, every: float, samples: list[tuple[float, float, int]]) -> None:
+async def _sampler(
+    pid: int, deadline: float, every: float, samples: list[tuple[float, float, int]]
+) -> None:
     started = time.monotonic()
     while time.monotonic() < deadline:
         rss, fds = _proc_stats(pid)
@@ -145,7 +153,9 @@ async def _verify(base: str, seen: dict[str, dict[str, Any]]) -> tuple[int, int,
     examples: list[str] = []
     semaphore = asyncio.Semaphore(64)
     connector = aiohttp.TCPConnector(limit=64)
-    async with aiohttp.ClientSession(connector=connector, headers={"Authorization": f"Bearer {KEY}"}) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, headers={"Authorization": f"Bearer {KEY}"}
+    ) as session:
 
         async def check(response_id: str, expected: dict[str, Any]) -> None:
             nonlocal lost, differ
@@ -159,7 +169,11 @@ async def _verify(base: str, seen: dict[str, dict[str, Any]]) -> tuple[int, int,
                 if stored != expected:
                     differ += 1
                     if len(examples) < 5:
-                        keys = sorted(k for k in set(stored) | set(expected) if stored.get(k) != expected.get(k))
+                        keys = sorted(
+                            k
+                            for k in set(stored) | set(expected)
+                            if stored.get(k) != expected.get(k)
+                        )
                         examples.append(f"{response_id}: differs in {keys}")
 
         await asyncio.gather(*(check(rid, resp) for rid, resp in seen.items()))
@@ -182,9 +196,16 @@ async def _run(args: argparse.Namespace, server: OrgateServer) -> int:
     timeout = aiohttp.ClientTimeout(total=60)
     started = time.monotonic()
     deadline = started + args.duration
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers={"Authorization": f"Bearer {KEY}"}) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, headers={"Authorization": f"Bearer {KEY}"}
+    ) as session:
         sampler = asyncio.create_task(_sampler(pid, deadline, args.sample_every, samples))
-        await asyncio.gather(*(_client(n, session, f"{server.url}/v1/responses", deadline, tally) for n in range(args.clients)))
+        await asyncio.gather(
+            *(
+                _client(n, session, f"{server.url}/v1/responses", deadline, tally)
+                for n in range(args.clients)
+            )
+        )
         await sampler
     elapsed = time.monotonic() - started
     rss_end, fds_end = _proc_stats(pid)
@@ -197,18 +218,36 @@ async def _run(args: argparse.Namespace, server: OrgateServer) -> int:
     rss_late = statistics.median(s[1] for s in late) if late else 0.0
     fds_early = statistics.median(s[2] for s in early) if early else 0
     fds_late = statistics.median(s[2] for s in late) if late else 0
-    requests = tally.ok + sum(tally.non_2xx.values()) + sum(tally.errors.values()) + tally.bad_streams
+    requests = (
+        tally.ok + sum(tally.non_2xx.values()) + sum(tally.errors.values()) + tally.bad_streams
+    )
 
-    print(f"\norgate soak: {args.clients} streaming clients, {elapsed:.0f} s, models orgate/echo + fake-chat (openai-chat)")
-    print(f"  requests        {requests}  ({requests / elapsed:.0f}/s), completed streams {tally.ok}")
+    print(
+        f"\norgate soak: {args.clients} streaming clients, {elapsed:.0f} s, models orgate/echo + fake-chat (openai-chat)"
+    )
+    print(
+        f"  requests        {requests}  ({requests / elapsed:.0f}/s), completed streams {tally.ok}"
+    )
     print(f"  non-2xx         {sum(tally.non_2xx.values())} {tally.non_2xx or ''}")
     print(f"  transport errs  {sum(tally.errors.values())} {tally.errors or ''}")
-    print(f"  bad streams     {tally.bad_streams}  (no [DONE], no response.completed, or sequence_number not increasing)")
-    print(f"  latency         p50 {_percentile(tally.latencies, 50) * 1000:.1f} ms  p99 {_percentile(tally.latencies, 99) * 1000:.1f} ms  (whole stream)")
-    print(f"  first chunk     p50 {_percentile(tally.first_event, 50) * 1000:.1f} ms  p99 {_percentile(tally.first_event, 99) * 1000:.1f} ms")
-    print(f"  stored          {len(tally.seen)} checked, {lost} lost, {differ} differ {examples or ''}")
-    print(f"  VmRSS (MiB)     median after warm-up {rss_early:.1f}, last third {rss_late:.1f}; end {rss_end:.1f}, max {max((s[1] for s in samples), default=0):.1f}")
-    print(f"  open fds        median after warm-up {fds_early:.0f}, last third {fds_late:.0f}; end {fds_end}, max {max((s[2] for s in samples), default=0)}")
+    print(
+        f"  bad streams     {tally.bad_streams}  (no [DONE], no response.completed, or sequence_number not increasing)"
+    )
+    print(
+        f"  latency         p50 {_percentile(tally.latencies, 50) * 1000:.1f} ms  p99 {_percentile(tally.latencies, 99) * 1000:.1f} ms  (whole stream)"
+    )
+    print(
+        f"  first chunk     p50 {_percentile(tally.first_event, 50) * 1000:.1f} ms  p99 {_percentile(tally.first_event, 99) * 1000:.1f} ms"
+    )
+    print(
+        f"  stored          {len(tally.seen)} checked, {lost} lost, {differ} differ {examples or ''}"
+    )
+    print(
+        f"  VmRSS (MiB)     median after warm-up {rss_early:.1f}, last third {rss_late:.1f}; end {rss_end:.1f}, max {max((s[1] for s in samples), default=0):.1f}"
+    )
+    print(
+        f"  open fds        median after warm-up {fds_early:.0f}, last third {fds_late:.0f}; end {fds_end}, max {max((s[2] for s in samples), default=0)}"
+    )
     ok = (
         not tally.non_2xx
         and not tally.errors
@@ -226,13 +265,31 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "_fake":
         _fake_upstream_main()
         return 0
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds of load (default 300)")
-    parser.add_argument("--clients", type=int, default=200, help="concurrent streaming clients (default 200)")
-    parser.add_argument("--warmup", type=float, default=0.2, help="fraction of the run ignored for the memory/fd trend")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--duration", type=float, default=300.0, help="seconds of load (default 300)"
+    )
+    parser.add_argument(
+        "--clients", type=int, default=200, help="concurrent streaming clients (default 200)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.2,
+        help="fraction of the run ignored for the memory/fd trend",
+    )
     parser.add_argument("--sample-every", type=float, default=2.0)
-    parser.add_argument("--rss-slack", type=float, default=16.0, help="MiB the RSS may grow after warm-up")
-    parser.add_argument("--fd-slack", type=int, default=32, help="fds the median may grow after warm-up (connections churn)")
+    parser.add_argument(
+        "--rss-slack", type=float, default=16.0, help="MiB the RSS may grow after warm-up"
+    )
+    parser.add_argument(
+        "--fd-slack",
+        type=int,
+        default=32,
+        help="fds the median may grow after warm-up (connections churn)",
+    )
     parser.add_argument("--store-url", help="store URL (default: SQLite in a temp dir)")
     args = parser.parse_args()
 

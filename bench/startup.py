@@ -102,9 +102,13 @@ def time_serve(orgate: str, env: dict[str, str]) -> tuple[float, float | None]:
                 break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if proc.poll() is not None:
-                    raise SystemExit(f"orgate serve exited {proc.returncode}: {proc.stderr.read().decode()}") from None
+                    raise SystemExit(
+                        f"orgate serve exited {proc.returncode}: {proc.stderr.read().decode()}"
+                    ) from None
                 if time.perf_counter() - start > READY_DEADLINE:
-                    raise SystemExit(f"orgate serve did not answer /healthz in {READY_DEADLINE:.0f}s") from None
+                    raise SystemExit(
+                        f"orgate serve did not answer /healthz in {READY_DEADLINE:.0f}s"
+                    ) from None
                 time.sleep(0.002)
         wall = time.perf_counter() - start
         return wall, _cpu_of(proc.pid)
@@ -159,7 +163,11 @@ def table(rows: list[Row], load: tuple[float, float, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="runs of each command (default 7)")
-    parser.add_argument("--orgate-bin", default=str(Path(sys.executable).with_name("orgate")), help="the orgate executable")
+    parser.add_argument(
+        "--orgate-bin",
+        default=str(Path(sys.executable).with_name("orgate")),
+        help="the orgate executable",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
@@ -167,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(table(rows, load))
     if args.json:
-        report = {"load_before": load_before, "load_after": load, "cores": os.cpu_count(), "rows": [asdict(r) for r in rows]}
+        report = {
+            "load_before": load_before,
+            "load_after": load,
+            "cores": os.cpu_count(),
+            "rows": [asdict(r) for r in rows],
+        }
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -156,7 +156,9 @@ async def _drive(leg: str, requests: int, batches: int) -> None:
 
 def _count(leg: str, requests: int, batches: int) -> int:
     """Instructions of one driver run."""
-    return instructions_of([__file__, "--drive", leg, "--requests", str(requests), "--batches", str(batches)], leg)
+    return instructions_of(
+        [__file__, "--drive", leg, "--requests", str(requests), "--batches", str(batches)], leg
+    )
 
 
 def main() -> None:

@@ -53,10 +53,17 @@ def readme_blocks(lang: str) -> list[str]:
 
 
 @contextmanager
-def server(orgate: Path, port: int, env: dict[str, str], workdir: Path) -> Iterator[subprocess.Popen[str]]:
+def server(
+    orgate: Path, port: int, env: dict[str, str], workdir: Path
+) -> Iterator[subprocess.Popen[str]]:
     log = (workdir / f"serve-{port}.log").open("w+")
     proc = subprocess.Popen(
-        [str(orgate), "serve", "--port", str(port)], cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT, text=True
+        [str(orgate), "serve", "--port", str(port)],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -86,7 +93,10 @@ def check_banner(proc: subprocess.Popen[str], port: int) -> None:
     banner = log.read()
     check(f"http://127.0.0.1:{port}/v1" in banner, "banner names the URL")
     check("orgate/echo" in banner, "banner names the built-in model")
-    check("Traceback" not in banner and "No supported WebSocket library" not in banner, "no traceback or missing-library warning in the log")
+    check(
+        "Traceback" not in banner and "No supported WebSocket library" not in banner,
+        "no traceback or missing-library warning in the log",
+    )
 
 
 def check_curl_examples(port: int, env: dict[str, str]) -> None:
@@ -94,19 +104,39 @@ def check_curl_examples(port: int, env: dict[str, str]) -> None:
     check(len(commands) >= 1, "README has curl examples")
     for block in commands:
         script = block.replace(README_PORT, f"127.0.0.1:{port}")
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         out = done.stdout
-        check(done.returncode == 0 and '"status":"completed"' in out.replace(" ", ""), "README curl JSON example answers a completed response")
-        check("data: [DONE]" in out and "response.output_text.delta" in out, "README curl streaming example streams deltas and [DONE]")
+        check(
+            done.returncode == 0 and '"status":"completed"' in out.replace(" ", ""),
+            "README curl JSON example answers a completed response",
+        )
+        check(
+            "data: [DONE]" in out and "response.output_text.delta" in out,
+            "README curl streaming example streams deltas and [DONE]",
+        )
 
 
 def check_sdk_examples(port: int, env: dict[str, str]) -> None:
     blocks = [block for block in readme_blocks("python") if "from openai import OpenAI" in block]
     check(len(blocks) >= 1, "README has an openai SDK example")
     for block in blocks:
-        script = block.replace(README_PORT, f"127.0.0.1:{port}") + "\nassert final.status == 'completed', final\n"
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-        check(done.returncode == 0 and "Hello!" in done.stdout, f"README SDK example runs (exit {done.returncode}) {done.stderr[-300:]}")
+        script = (
+            block.replace(README_PORT, f"127.0.0.1:{port}")
+            + "\nassert final.status == 'completed', final\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        )
+        check(
+            done.returncode == 0 and "Hello!" in done.stdout,
+            f"README SDK example runs (exit {done.returncode}) {done.stderr[-300:]}",
+        )
 
 
 def check_websocket(port: int) -> None:
@@ -114,12 +144,27 @@ def check_websocket(port: int) -> None:
 
     async def one_turn() -> str:
         async with websockets.connect(
-            f"ws://127.0.0.1:{port}/v1/responses", additional_headers={"Authorization": f"Bearer {KEY}"}
+            f"ws://127.0.0.1:{port}/v1/responses",
+            additional_headers={"Authorization": f"Bearer {KEY}"},
         ) as ws:
-            await ws.send(json.dumps({"type": "response.create", "model": "orgate/echo", "input": "over a socket", "store": False}))
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "response.create",
+                        "model": "orgate/echo",
+                        "input": "over a socket",
+                        "store": False,
+                    }
+                )
+            )
             while True:
                 event = json.loads(await asyncio.wait_for(ws.recv(), 120))
-                if event["type"] in ("response.completed", "response.failed", "response.incomplete", "error"):
+                if event["type"] in (
+                    "response.completed",
+                    "response.failed",
+                    "response.incomplete",
+                    "error",
+                ):
                     return str(event["type"])
 
     try:
@@ -136,8 +181,12 @@ def check_openapi(port: int) -> None:
 
 
 def subcommands(orgate: Path, *path: str) -> list[str]:
-    done = subprocess.run([str(orgate), *path, "--help"], capture_output=True, text=True, timeout=120)
-    check(done.returncode == 0 and "usage:" in done.stdout, f"`orgate {' '.join((*path, '--help'))}`")
+    done = subprocess.run(
+        [str(orgate), *path, "--help"], capture_output=True, text=True, timeout=120
+    )
+    check(
+        done.returncode == 0 and "usage:" in done.stdout, f"`orgate {' '.join((*path, '--help'))}`"
+    )
     # argparse lists subcommands under "positional arguments:", indented by four spaces.
     lines = done.stdout.splitlines()
     if "positional arguments:" not in lines:
@@ -163,8 +212,16 @@ def check_cli_help(orgate: Path) -> None:
 
 LIMITED_KEY = '[auth]\napi_keys = [{ name = "smoke", key = "env:ORGATE_API_KEY", rpm = 600 }]\n'  # a limit, so that a limiter is built
 EXTRAS = {  # feature → (environment asking for it, config file text or "", the extra its error must name)
-    "postgresql:// store": ({"ORGATE_STORE__URL": "postgresql://orgate@127.0.0.1:1/orgate"}, "", "orgate[postgres]"),
-    "Redis rate limits": ({"ORGATE_RATELIMIT__REDIS_URL": "redis://127.0.0.1:1/0"}, LIMITED_KEY, "orgate[redis]"),
+    "postgresql:// store": (
+        {"ORGATE_STORE__URL": "postgresql://orgate@127.0.0.1:1/orgate"},
+        "",
+        "orgate[postgres]",
+    ),
+    "Redis rate limits": (
+        {"ORGATE_RATELIMIT__REDIS_URL": "redis://127.0.0.1:1/0"},
+        LIMITED_KEY,
+        "orgate[redis]",
+    ),
     "OpenTelemetry tracing": ({"ORGATE_TRACING__ENABLED": "true"}, "", "orgate[otel]"),
 }
 
@@ -176,7 +233,9 @@ def check_extras(orgate: Path, env: dict[str, str], workdir: Path) -> None:
             config = workdir / "extra.toml"
             config.write_text(config_text)
             args += ["--config", str(config)]
-        done = subprocess.run(args, cwd=workdir, env={**env, **extra_env}, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            args, cwd=workdir, env={**env, **extra_env}, capture_output=True, text=True, timeout=120
+        )
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         check(
             done.returncode != 0 and len(lines) == 1 and f"pip install '{extra}'" in lines[0],

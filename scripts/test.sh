@@ -38,7 +38,8 @@ trap "stop_model; $(trap -p EXIT | sed -e "s/^trap -- '//" -e "s/' EXIT\$//")" E
 model_env="$(bash scripts/real-model.sh)"
 eval "$model_env"
 
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check src tests bench scripts examples
+.venv/bin/ruff format --check src tests bench scripts examples
 .venv/bin/lint-imports
 
 # orgate installed exactly as the README says (fresh venv, no extras), smoke-tested from outside.

@@ -48,7 +48,9 @@ def fake_chat() -> Iterator[FakeOpenAIChat]:
 
 @pytest.fixture(scope="session")
 def server(fake_chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    config = "[endpoints]\nchat_completions = { enabled = true }\n\n" + chat_model_config(fake_chat.base_url)
+    config = "[endpoints]\nchat_completions = { enabled = true }\n\n" + chat_model_config(
+        fake_chat.base_url
+    )
     with OrgateServer(config) as running:
         yield running
 
@@ -63,7 +65,9 @@ def fake(fake_chat: FakeOpenAIChat) -> Iterator[FakeOpenAIChat]:
 
 @pytest.fixture
 def client(server: OrgateServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=server.base_url, api_key=server.api_key, max_retries=0, timeout=20)
+    return openai.OpenAI(
+        base_url=server.base_url, api_key=server.api_key, max_retries=0, timeout=20
+    )
 
 
 @pytest.fixture

@@ -35,7 +35,16 @@ def free_port() -> int:
 
 
 class OrgateServer:
-    def __init__(self, config: str = "", *, api_key: str = "test-key", env: dict[str, str] | None = None, port: int | None = None, workdir: str | None = None, args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        config: str = "",
+        *,
+        api_key: str = "test-key",
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        workdir: str | None = None,
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="orgate-test-"))
         self.port = port or free_port()
         self.api_key = api_key
@@ -58,7 +67,17 @@ class OrgateServer:
     def start(self, timeout: float = START_TIMEOUT) -> OrgateServer:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "orgate.cli", "serve", "--config", str(self.config_path), "--port", str(self.port), *self.args],
+            [
+                sys.executable,
+                "-m",
+                "orgate.cli",
+                "serve",
+                "--config",
+                str(self.config_path),
+                "--port",
+                str(self.port),
+                *self.args,
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,

@@ -39,7 +39,11 @@ def total_is_sum(value: Any) -> list[str]:
 
 def start_before_end(value: Any) -> list[str]:
     """``start`` (an ISO date) is not after ``end``."""
-    if isinstance(value, dict) and isinstance(value.get("start"), str) and isinstance(value.get("end"), str):
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("start"), str)
+        and isinstance(value.get("end"), str)
+    ):
         if value["start"] > value["end"]:
             return [f"start {value['start']} is after end {value['end']}"]
     return []

@@ -63,12 +63,26 @@ def _banner(settings: Settings, services: Services) -> str:
         curl_key, sdk_key, sdk_import = key.secret.decode(), f'"{key.secret.decode()}"', ""
         hint = ""
     else:
-        key_line = "  API key:   $ORGATE_API_KEY (from the environment)" if from_env else "  API key:   from your configuration"
+        key_line = (
+            "  API key:   $ORGATE_API_KEY (from the environment)"
+            if from_env
+            else "  API key:   from your configuration"
+        )
         # the examples read the key from the shell: a variable inside single quotes would be sent as written
-        curl_key, sdk_key, sdk_import = "$ORGATE_API_KEY", 'os.environ["ORGATE_API_KEY"]', "import os; "
-        hint = "" if from_env else "  # first: export ORGATE_API_KEY=<one of your configured keys>\n"
+        curl_key, sdk_key, sdk_import = (
+            "$ORGATE_API_KEY",
+            'os.environ["ORGATE_API_KEY"]',
+            "import os; ",
+        )
+        hint = (
+            "" if from_env else "  # first: export ORGATE_API_KEY=<one of your configured keys>\n"
+        )
     models = ", ".join(sorted(services.deployments)) or "(none)"
-    first_model = "orgate/echo" if "orgate/echo" in services.deployments else next(iter(sorted(services.deployments)), "MODEL")
+    first_model = (
+        "orgate/echo"
+        if "orgate/echo" in services.deployments
+        else next(iter(sorted(services.deployments)), "MODEL")
+    )
     endpoints = ["/v1/responses"] if settings.endpoints.responses.enabled else []
     if settings.endpoints.chat_completions.enabled:
         endpoints.append("/v1/chat/completions (legacy)")
@@ -95,7 +109,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from orgate.server.observability import configure_logging
 
     # Before anything is said: warnings and refusals then come in the chosen format (JSON lines).
-    configure_logging(settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log)
+    configure_logging(
+        settings.server.log_level, settings.server.log_format, access_log=settings.server.access_log
+    )
     json_logs = settings.server.log_format == "json"
     from orgate.server.workers import worker_context
 
@@ -117,7 +133,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _refuse(str(exc), 2, json_logs)
     try:
-        sockets = worker.sockets() if worker else listen_sockets(settings.server.host, settings.server.port, reuse_port=workers > 1)
+        sockets = (
+            worker.sockets()
+            if worker
+            else listen_sockets(settings.server.host, settings.server.port, reuse_port=workers > 1)
+        )
     except OSError as exc:
         return _refuse(_listen_refusal(settings, exc), 1, json_logs)
     settings.server.port = sockets[0].getsockname()[1]  # the port picked for `port = 0`
@@ -142,7 +162,13 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
 
     try:
         settings = load_settings(args.config)
-        apply_cli_overrides(settings, host=args.host, port=args.port, log_level=args.log_level, log_format=args.log_format)
+        apply_cli_overrides(
+            settings,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            log_format=args.log_format,
+        )
     except ConfigError as exc:
         fail(str(exc), 2)
     return settings
@@ -170,12 +196,20 @@ def _start_problem(settings: Settings, *, checks: bool, workers: int) -> str | N
 
 def _listen_refusal(settings: Settings, exc: OSError) -> str:
     where = f"{settings.server.host}:{settings.server.port}"
-    hint = " (another process listens there: choose another port with --port or [server] port)" if exc.errno == errno.EADDRINUSE else ""
+    hint = (
+        " (another process listens there: choose another port with --port or [server] port)"
+        if exc.errno == errno.EADDRINUSE
+        else ""
+    )
     return f"cannot listen on {where}: {exc.strerror or exc}{hint}"
 
 
 def _run_server(
-    settings: Settings, services: Services, app: Starlette, worker: WorkerContext | None, sockets: list[socket.socket]
+    settings: Settings,
+    services: Services,
+    app: Starlette,
+    worker: WorkerContext | None,
+    sockets: list[socket.socket],
 ) -> int:
     """Serve ``app`` on ``sockets`` until a signal; 0 after a clean stop, 3 when it never started."""
     from orgate.server.http_protocol import OrgateHttpProtocol
@@ -220,7 +254,13 @@ def _workers_problem(settings: Settings) -> str | None:
     return supports_workers()
 
 
-def _supervise(args: argparse.Namespace, settings: Settings, services: Services, first: list[socket.socket], count: int) -> int:
+def _supervise(
+    args: argparse.Namespace,
+    settings: Settings,
+    services: Services,
+    first: list[socket.socket],
+    count: int,
+) -> int:
     """Run ``count`` workers of this command under a supervisor (``orgate.server.workers``)."""
     from orgate.config import ConfigError, apply_cli_overrides, load_settings
     from orgate.server.services import build_services
@@ -228,9 +268,16 @@ def _supervise(args: argparse.Namespace, settings: Settings, services: Services,
 
     host, port = settings.server.host, settings.server.port
     try:
-        slots = [first, *bind_slots(lambda p: listen_sockets(host, p, reuse_port=True), port, count - 1)]
+        slots = [
+            first,
+            *bind_slots(lambda p: listen_sockets(host, p, reuse_port=True), port, count - 1),
+        ]
     except OSError as exc:
-        return _refuse(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1, settings.server.log_format == "json")
+        return _refuse(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            1,
+            settings.server.log_format == "json",
+        )
     for sock in first:
         sock.listen(2048)
         sock.set_inheritable(True)
@@ -247,11 +294,19 @@ def _supervise(args: argparse.Namespace, settings: Settings, services: Services,
         except ConfigError as exc:
             return str(exc)
         if (fresh.server.host, fresh.server.port or port) != (host, port):
-            log.warning("reload: the listen address stays %s:%d (a new one needs a restart)", host, port)
+            log.warning(
+                "reload: the listen address stays %s:%d (a new one needs a restart)", host, port
+            )
         return None
 
     log.info("listening on %s with %d workers", ", ".join(_address(sock) for sock in first), count)
-    supervisor = Supervisor(slots, worker_argv(args.argv, port), drain_timeout=settings.server.drain_timeout, check_config=check_config, env=env)
+    supervisor = Supervisor(
+        slots,
+        worker_argv(args.argv, port),
+        drain_timeout=settings.server.drain_timeout,
+        check_config=check_config,
+        env=env,
+    )
     try:
         return supervisor.run()
     finally:
@@ -342,7 +397,9 @@ def listen_sockets(host: str, port: int, *, reuse_port: bool = False) -> list[so
     ``reuse_port``: ``SO_REUSEPORT``, so that several sets may bind the address (workers).
     Raises ``OSError`` (address in use, not an address of this host, unknown name)."""
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except socket.gaierror as exc:
         raise OSError(exc.errno, f"cannot resolve {host!r}: {exc.strerror}") from None
     sockets: list[socket.socket] = []
@@ -408,7 +465,9 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> int:
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     serve = sub.add_parser("serve", help="run the gateway")
-    serve.add_argument("--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)")
+    serve.add_argument(
+        "--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)"
+    )
     serve.add_argument("--host", help="listen address (overrides [server] host)")
     serve.add_argument("--port", type=int, help="listen port (overrides [server] port)")
     serve.add_argument(
@@ -419,10 +478,14 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="worker processes sharing the port (auto: one per core; default 1)",
     )
     serve.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error"], help="log level (overrides [server] log_level)"
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="log level (overrides [server] log_level)",
     )
     serve.add_argument(
-        "--log-format", choices=["text", "json"], help="log format; json: one JSON object per line (overrides [server] log_format)"
+        "--log-format",
+        choices=["text", "json"],
+        help="log format; json: one JSON object per line (overrides [server] log_format)",
     )
     add_data_dir_option(serve)
     serve.set_defaults(handler=cmd_serve)

@@ -21,7 +21,9 @@ def _words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, argpar
                 words.append(name)
                 children[name] = child
         elif action.option_strings:
-            words += [o for o in action.option_strings if o.startswith("--")] or action.option_strings
+            words += [
+                o for o in action.option_strings if o.startswith("--")
+            ] or action.option_strings
         elif action.choices:
             words += [str(c) for c in action.choices]
     return words, children
@@ -84,6 +86,8 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
             for path, words in table.items()
         ]
         return _FISH.format(paths=paths, lines="\n".join(lines))
-    entries = "\n".join(f"    [{shlex.quote(path)}]={shlex.quote(' '.join(words))}" for path, words in table.items())
+    entries = "\n".join(
+        f"    [{shlex.quote(path)}]={shlex.quote(' '.join(words))}" for path, words in table.items()
+    )
     bash = _BASH.format(entries=entries)
     return _ZSH + bash if shell == "zsh" else bash

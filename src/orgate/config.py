@@ -64,12 +64,16 @@ class ServerSettings(_Section):
     access_log: bool = False  # one line per request on the orgate.access logger (a cost per request: docs/configuration.md)
     public_url: str | None = None  # shown in the banner when behind a proxy
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
-    drain_timeout: float = Field(30.0, ge=0)  # SIGTERM: seconds in-flight responses (HTTP, WebSocket, background) may take to finish
+    drain_timeout: float = Field(
+        30.0, ge=0
+    )  # SIGTERM: seconds in-flight responses (HTTP, WebSocket, background) may take to finish
 
     @field_validator("host")
     @classmethod
     def _host_not_empty(cls, value: str) -> str:
-        if not value.strip():  # "" would listen on every interface, a surprise from an empty variable
+        if (
+            not value.strip()
+        ):  # "" would listen on every interface, a surprise from an empty variable
             raise ValueError("must not be empty (use 0.0.0.0 to listen on every interface)")
         return value
 
@@ -122,7 +126,11 @@ def tenancy_problems(entries: list[str | ApiKeySettings]) -> list[str]:
     """Why these keys' tenants would depend on anything but explicit names: a plain key among
     several (its tenant would be its position), a table without a name, a name used twice."""
     problems: list[str] = []
-    plain = [f"[{index}] ({key_label(entry)})" for index, entry in enumerate(entries) if isinstance(entry, str)]
+    plain = [
+        f"[{index}] ({key_label(entry)})"
+        for index, entry in enumerate(entries)
+        if isinstance(entry, str)
+    ]
     if plain and len(entries) > 1:
         problems.append(
             f"{', '.join(plain)}: a plain key is accepted only as the only entry (tenant "
@@ -135,12 +143,16 @@ def tenancy_problems(entries: list[str | ApiKeySettings]) -> list[str]:
             continue
         where = f"[{index}] ({key_label(entry)})"
         if not entry.name or not entry.name.strip():
-            problems.append(f'{where} needs a `name` (its tenant, unless `tenant` is set): {{ name = "...", key = ... }}')
+            problems.append(
+                f'{where} needs a `name` (its tenant, unless `tenant` is set): {{ name = "...", key = ... }}'
+            )
             continue
         if entry.tenant is not None and not entry.tenant.strip():
             problems.append(f"{where}: `tenant` must not be empty")
         if entry.name in seen:
-            problems.append(f"{where}: the name is already auth.api_keys[{seen[entry.name]}]'s; names must be unique")
+            problems.append(
+                f"{where}: the name is already auth.api_keys[{seen[entry.name]}]'s; names must be unique"
+            )
         seen.setdefault(entry.name, index)
     return problems
 
@@ -165,7 +177,9 @@ class RateLimitSettings(_Section):
 
 
 class LoggingSettings(_Section):
-    bodies: bool = False  # log request bodies (may hold personal data): only when explicitly enabled
+    bodies: bool = (
+        False  # log request bodies (may hold personal data): only when explicitly enabled
+    )
 
 
 class TracingSettings(_Section):
@@ -203,7 +217,9 @@ class BuiltinSettings(_Section):
 
 class StoreSettings(_Section):
     enabled: bool = True
-    url: str | None = None  # sqlite:///path or postgresql://... or env:NAME; None = default SQLite path
+    url: str | None = (
+        None  # sqlite:///path or postgresql://... or env:NAME; None = default SQLite path
+    )
     ttl_days: float | None = Field(None, gt=0)  # None: kept forever
 
     @field_validator("url")
@@ -229,17 +245,27 @@ class LimitSettings(_Section):
     max_input_items: int = Field(4096, ge=1)
     max_json_depth: int = Field(64, ge=4)
     max_tools: int = Field(128, ge=1)
-    max_string_bytes: int = Field(16 * 1024 * 1024, ge=1024)  # any one JSON string or key (e.g. an image data URL)
-    max_schema_bytes: int = Field(256 * 1024, ge=1024)  # one tool `parameters` / text.format schema, as JSON
+    max_string_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024
+    )  # any one JSON string or key (e.g. an image data URL)
+    max_schema_bytes: int = Field(
+        256 * 1024, ge=1024
+    )  # one tool `parameters` / text.format schema, as JSON
     max_schema_nodes: int = Field(20_000, ge=100)  # JSON values in one schema
     max_schema_depth: int = Field(32, ge=4)  # nesting of one schema
     max_schema_min_length: int = Field(100_000, ge=1)  # a schema's `minLength`
     max_schema_min_items: int = Field(10_000, ge=1)  # a schema's `minItems` / `minContains`
     max_schema_min_properties: int = Field(1_000, ge=1)  # a schema's `minProperties`
-    max_schema_pattern_length: int = Field(1_000, ge=16)  # characters of a `pattern` / `patternProperties` name
-    max_schema_expansion: int = Field(200_000, ge=1000)  # objects a validator may visit once `$ref`s are followed
+    max_schema_pattern_length: int = Field(
+        1_000, ge=16
+    )  # characters of a `pattern` / `patternProperties` name
+    max_schema_expansion: int = Field(
+        200_000, ge=1000
+    )  # objects a validator may visit once `$ref`s are followed
     body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
-    header_timeout: float = Field(30.0, gt=0)  # seconds from a connection (or a request's first byte) to the end of its head
+    header_timeout: float = Field(
+        30.0, gt=0
+    )  # seconds from a connection (or a request's first byte) to the end of its head
 
 
 class CapabilitySettings(_Section):
@@ -331,7 +357,9 @@ def _check_sections(settings: Any, provider: str, where: str) -> None:
     """A provider section set on a model or entry of another provider is a start-up error."""
     for key, owner in _PROVIDER_SECTIONS.items():
         if getattr(settings, key) is not None and provider != owner:
-            raise ValueError(f"{where}: `{key}` settings are for provider {owner!r}, not {provider!r}")
+            raise ValueError(
+                f"{where}: `{key}` settings are for provider {owner!r}, not {provider!r}"
+            )
 
 
 class ModelSettings(_ProviderSections):
@@ -374,26 +402,34 @@ class ModelSettings(_ProviderSections):
             _check_sections(self, self.provider, f"model {self.name!r}")
             return self
         if self.max_concurrency is not None:
-            raise ValueError(f"model {self.name!r}: with `deployments`, set max_concurrency per deployment")
+            raise ValueError(
+                f"model {self.name!r}: with `deployments`, set max_concurrency per deployment"
+            )
         for index, entry in enumerate(self.deployments):
             provider = entry.provider or self.provider
             if provider is None:
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
             if KINDS[provider].http and not (entry.base_url or self.base_url):
-                raise ValueError(f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url")
+                raise ValueError(
+                    f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url"
+                )
             _check_sections(entry, provider, f"model {self.name!r}: deployments[{index}]")
         return self
 
     @property
     def routed(self) -> bool:
         """Whether requests to this model go through the router (a flat model without routing keys does not)."""
-        return bool(self.deployments) or self.routing is not None or self.max_concurrency is not None
+        return (
+            bool(self.deployments) or self.routing is not None or self.max_concurrency is not None
+        )
 
     def deployment_names(self) -> list[str]:
         """The names of this model's deployments: its own name in the flat form."""
         if not self.deployments:
             return [self.name]
-        return [entry.name or f"{self.name}[{index}]" for index, entry in enumerate(self.deployments)]
+        return [
+            entry.name or f"{self.name}[{index}]" for index, entry in enumerate(self.deployments)
+        ]
 
 
 class WebSocketSettings(_Section):
@@ -405,7 +441,9 @@ class WebSocketSettings(_Section):
     cache_responses: int = Field(16, ge=0)
     max_connections: int = Field(1024, ge=1)  # open sockets per process (server/ws_limits.py)
     max_connections_per_key: int = Field(256, ge=1)  # open sockets per API key
-    idle_seconds: float = Field(900.0, ge=0)  # closed after this long without a message or a response; 0: never
+    idle_seconds: float = Field(
+        900.0, ge=0
+    )  # closed after this long without a message or a response; 0: never
 
 
 class CompactionSettings(_Section):
@@ -428,8 +466,12 @@ class ConsoleSettings(_Section):
 class McpSettings(_Section):
     """``[mcp]``: what a request may name itself (docs/mcp.md). Servers are ``[[mcp_servers]]``."""
 
-    request_origins: list[str] = Field(default_factory=list)  # origins a request's server_url may name
-    max_tool_calls: int = Field(16, ge=1)  # MCP calls one response may run when the request sets no max_tool_calls
+    request_origins: list[str] = Field(
+        default_factory=list
+    )  # origins a request's server_url may name
+    max_tool_calls: int = Field(
+        16, ge=1
+    )  # MCP calls one response may run when the request sets no max_tool_calls
 
 
 class McpServerSettings(_Section):
@@ -515,7 +557,11 @@ class Settings(BaseModel):
 
 
 def resolve_secret(
-    value: str | None, *, where: str, required: bool = True, environ: Mapping[str, str] | None = None
+    value: str | None,
+    *,
+    where: str,
+    required: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> str | None:
     """Resolve ``env:NAME`` to the variable's value (``ConfigError`` if unset and required); other strings are literal."""
     if value is None or not value.startswith("env:"):
@@ -548,7 +594,9 @@ def _parse_env_value(raw: str) -> Any:
         return raw
 
 
-def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origins: EnvOrigins | None = None) -> dict[str, Any]:
+def apply_env_overrides(
+    data: dict[str, Any], environ: Mapping[str, str], origins: EnvOrigins | None = None
+) -> dict[str, Any]:
     """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased).
 
     A numeric part indexes a list the file already has (``ORGATE_MODELS__0__API_KEY``);
@@ -578,7 +626,9 @@ def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origin
                 elif isinstance(node[index], dict):
                     node = node[index]
                 else:
-                    raise ConfigError(f"environment variable {name}: `{where}[{index}]` is not a table")
+                    raise ConfigError(
+                        f"environment variable {name}: `{where}[{index}]` is not a table"
+                    )
                 continue
             path.append(key)
             if last:
@@ -586,7 +636,9 @@ def apply_env_overrides(data: dict[str, Any], environ: Mapping[str, str], origin
                 continue
             child = node.get(key)
             if not isinstance(child, (dict, list)):
-                child = [] if parts[position + 1].isdigit() else {}  # a missing list has no index to override
+                child = (
+                    [] if parts[position + 1].isdigit() else {}
+                )  # a missing list has no index to override
                 if isinstance(child, dict):
                     node[key] = child
             node = child
@@ -660,10 +712,14 @@ def _validate(data: dict[str, Any], source: str, origins: EnvOrigins) -> Setting
         except ValidationError as exc:
             if not _retry_as_strings(data, exc, origins):
                 raise ConfigError(format_validation_error(exc, source, origins, Settings)) from None
-    raise ConfigError(f"invalid configuration in {source}")  # pragma: no cover - a value that keeps changing
+    raise ConfigError(
+        f"invalid configuration in {source}"
+    )  # pragma: no cover - a value that keeps changing
 
 
-def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    path: str | Path | None = None, environ: dict[str, str] | None = None
+) -> Settings:
     """Read, override and validate the configuration. Raises ``ConfigError`` with a clear message."""
     env = dict(os.environ if environ is None else environ)
     if path is None:
@@ -712,7 +768,8 @@ def apply_cli_overrides(
         settings.server = ServerSettings.model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(
-            f"--{str(item['loc'][0]).replace('_', '-')} {values[item['loc'][0]]}: {item['msg']}" for item in exc.errors()
+            f"--{str(item['loc'][0]).replace('_', '-')} {values[item['loc'][0]]}: {item['msg']}"
+            for item in exc.errors()
         )
         raise ConfigError(f"invalid command line: {problems}") from None
 
@@ -739,7 +796,9 @@ class ResolvedKey(BaseModel):
 _DEFAULT_KEY_REF = "env:ORGATE_API_KEY"
 
 
-def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) -> list[ResolvedKey]:
+def resolve_api_keys(
+    settings: Settings, environ: dict[str, str] | None = None
+) -> list[ResolvedKey]:
     """Resolve configured keys (``ConfigError`` for an ``env:NAME`` whose variable is unset, except
     ``env:ORGATE_API_KEY``). With none resolvable, one key is generated (and printed by ``serve``)."""
     env = os.environ if environ is None else environ
@@ -748,12 +807,26 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
         where = f"auth.api_keys[{index}]"
         if isinstance(entry, str):
             # a key the configuration names must exist; only ORGATE_API_KEY may be unset (a key is then generated)
-            value = resolve_secret(entry, where=where, required=entry != _DEFAULT_KEY_REF, environ=env)
+            value = resolve_secret(
+                entry, where=where, required=entry != _DEFAULT_KEY_REF, environ=env
+            )
             if value:  # the only entry (AuthSettings refuses a plain key among several)
-                keys.append(ResolvedKey(name=SINGLE_KEY_TENANT, tenant=SINGLE_KEY_TENANT, secret=value.encode(), sha256=None, models=None))
+                keys.append(
+                    ResolvedKey(
+                        name=SINGLE_KEY_TENANT,
+                        tenant=SINGLE_KEY_TENANT,
+                        secret=value.encode(),
+                        sha256=None,
+                        models=None,
+                    )
+                )
             continue
         required = entry.key != _DEFAULT_KEY_REF and not entry.sha256
-        secret = resolve_secret(entry.key, where=where, required=required, environ=env) if entry.key else None
+        secret = (
+            resolve_secret(entry.key, where=where, required=required, environ=env)
+            if entry.key
+            else None
+        )
         digest = bytes.fromhex(entry.sha256) if entry.sha256 else None
         if secret is None and digest is None:
             continue
@@ -775,12 +848,29 @@ def resolve_api_keys(settings: Settings, environ: dict[str, str] | None = None) 
         if any("ORGATE_API_KEY" in (k.name, k.tenant) for k in keys):
             raise ConfigError(
                 "auth.api_keys: a key is named ORGATE_API_KEY, the name of the key that the variable "
-                "ORGATE_API_KEY adds; rename it or set it as that key (key = \"env:ORGATE_API_KEY\")"
+                'ORGATE_API_KEY adds; rename it or set it as that key (key = "env:ORGATE_API_KEY")'
             )
-        keys.append(ResolvedKey(name="ORGATE_API_KEY", tenant="ORGATE_API_KEY", secret=extra.encode(), sha256=None, models=None))
+        keys.append(
+            ResolvedKey(
+                name="ORGATE_API_KEY",
+                tenant="ORGATE_API_KEY",
+                secret=extra.encode(),
+                sha256=None,
+                models=None,
+            )
+        )
     if not keys:
         generated = "sk-orgate-" + secrets.token_urlsafe(24)
-        keys.append(ResolvedKey(name="generated", tenant="generated", secret=generated.encode(), sha256=None, models=None, generated=True))
+        keys.append(
+            ResolvedKey(
+                name="generated",
+                tenant="generated",
+                secret=generated.encode(),
+                sha256=None,
+                models=None,
+                generated=True,
+            )
+        )
     return keys
 
 
@@ -790,13 +880,19 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
     assert provider is not None  # validated
     caps = KINDS[provider].capabilities
     for layer in (model.capabilities, entry.capabilities if entry is not None else None):
-        overrides = {k: v for k, v in layer.model_dump().items() if v is not None} if layer is not None else {}
+        overrides = (
+            {k: v for k, v in layer.model_dump().items() if v is not None}
+            if layer is not None
+            else {}
+        )
         if overrides:
             caps = dataclasses.replace(caps, **overrides, declared=caps.declared | set(overrides))
     return caps
 
 
-def _provider_options(model: ModelSettings, entry: DeploymentSettings | None = None) -> dict[str, Any]:
+def _provider_options(
+    model: ModelSettings, entry: DeploymentSettings | None = None
+) -> dict[str, Any]:
     """A deployment's provider section (its kind's ``section``: ``chat`` for openai-chat...):
     the model's, then the entry's (set keys); a model's section applies only to its
     deployments of that provider."""
@@ -853,7 +949,9 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             provider=provider,
             upstream_model=entry.upstream_model or model.upstream_model or model.name,
             base_url=(entry.base_url or model.base_url).rstrip("/"),
-            api_key=_api_key(entry.api_key if entry.api_key is not None else model.api_key, env, where),
+            api_key=_api_key(
+                entry.api_key if entry.api_key is not None else model.api_key, env, where
+            ),
             headers=_headers({**model.headers, **entry.headers}, env, where),
             connect_timeout=entry.connect_timeout or model.connect_timeout,
             read_timeout=entry.read_timeout or model.read_timeout,
@@ -864,7 +962,9 @@ def _targets(index: int, model: ModelSettings, env: Any) -> list[Target]:
             options=_provider_options(model, entry),
             hosted_tools=model.hosted_tools,
         )
-        targets.append(Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency))
+        targets.append(
+            Target(deployment, weight=entry.weight, max_concurrency=entry.max_concurrency)
+        )
     return targets
 
 
@@ -916,7 +1016,9 @@ def mcp_registry(settings: Settings, environ: dict[str, str] | None = None) -> M
             headers=_headers(entry.headers, env, f"mcp_servers[{index}] ({entry.label})"),
             allowed_tools=tuple(entry.allowed_tools) if entry.allowed_tools is not None else None,
             require_approval=policy if isinstance(policy, str) else policy.get("*", "always"),
-            approval_per_tool={} if isinstance(policy, str) else {k: v for k, v in policy.items() if k != "*"},
+            approval_per_tool={}
+            if isinstance(policy, str)
+            else {k: v for k, v in policy.items() if k != "*"},
             tenants=tuple(entry.tenants),
             connect_timeout=entry.connect_timeout,
             call_timeout=entry.call_timeout,
@@ -925,7 +1027,10 @@ def mcp_registry(settings: Settings, environ: dict[str, str] | None = None) -> M
             max_result_bytes=entry.max_result_bytes,
             max_list_bytes=entry.max_list_bytes,
         )
-    return McpRegistry(servers=servers, request_origins=frozenset(mcp_origin(o) for o in settings.mcp.request_origins))
+    return McpRegistry(
+        servers=servers,
+        request_origins=frozenset(mcp_origin(o) for o in settings.mcp.request_origins),
+    )
 
 
 def route_table(settings: Settings, environ: dict[str, str] | None = None) -> dict[str, Route]:

@@ -28,12 +28,25 @@ def env_origin(loc: tuple[str | int, ...], origins: EnvOrigins) -> str | None:
 
 
 #: Error types that only say "not this member of a union" (``str | ApiKeySettings``...).
-_UNION_MISMATCH = {"string_type", "model_type", "dict_type", "model_attributes_type", "int_type", "float_type", "bool_type", "list_type"}
+_UNION_MISMATCH = {
+    "string_type",
+    "model_type",
+    "dict_type",
+    "model_attributes_type",
+    "int_type",
+    "float_type",
+    "bool_type",
+    "list_type",
+}
 
 
 def _is_union_tag(part: str | int) -> bool:
     """pydantic names the member of a union in the error location (``str``, ``function-after[...]``)."""
-    return isinstance(part, str) and (part in ("str", "int", "float", "bool", "dict", "list", "none") or "[" in part or "(" in part)
+    return isinstance(part, str) and (
+        part in ("str", "int", "float", "bool", "dict", "list", "none")
+        or "[" in part
+        or "(" in part
+    )
 
 
 def config_errors(error: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
@@ -50,12 +63,18 @@ def config_errors(error: ValidationError) -> list[tuple[tuple[str | int, ...], s
         clean = tuple(part for part in loc if not _is_union_tag(part))
         unions.setdefault(loc[:tag], []).append((clean, item))
     for where, items in unions.items():
-        specific = [(loc, item["msg"].removeprefix("Value error, ")) for loc, item in items if item["type"] not in _UNION_MISMATCH]
+        specific = [
+            (loc, item["msg"].removeprefix("Value error, "))
+            for loc, item in items
+            if item["type"] not in _UNION_MISMATCH
+        ]
         problems.extend(specific or [(where, "expected a string or a table")])
     return problems
 
 
-def format_validation_error(error: ValidationError, source: str, origins: EnvOrigins | None, root: type[BaseModel]) -> str:
+def format_validation_error(
+    error: ValidationError, source: str, origins: EnvOrigins | None, root: type[BaseModel]
+) -> str:
     lines = [f"invalid configuration in {source}:"]
     for loc, message in config_errors(error):
         where = ".".join(str(part) for part in loc) or "(top level)"
@@ -73,11 +92,22 @@ def unknown_key(loc: tuple[str | int, ...], root: type[BaseModel]) -> str:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        field = (
+            model.model_fields.get(part)
+            if isinstance(model, type) and issubclass(model, BaseModel)
+            else None
+        )
         if field is None:
             return "unknown key"
-        model = next((arg for member in field_types(field.annotation) for arg in (member, *typing.get_args(member))
-                      if isinstance(arg, type) and issubclass(arg, BaseModel)), None)
+        model = next(
+            (
+                arg
+                for member in field_types(field.annotation)
+                for arg in (member, *typing.get_args(member))
+                if isinstance(arg, type) and issubclass(arg, BaseModel)
+            ),
+            None,
+        )
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return "unknown key"
     known = [name for name in model.model_fields if name != "source"]
@@ -105,7 +135,9 @@ def _boolean_for_number(members: tuple[Any, ...]) -> bool:
     return bool not in members and any(member in (int, float) for member in members)
 
 
-def _nested_entries(member: Any, value: Any) -> list[tuple[type[BaseModel], Any, tuple[str | int, ...]]]:
+def _nested_entries(
+    member: Any, value: Any
+) -> list[tuple[type[BaseModel], Any, tuple[str | int, ...]]]:
     """The (model, value, place) of every nested table ``value`` holds as a field of type ``member``:
     itself for a model, each entry of a list or mapping of models, none otherwise."""
     origin, args = typing.get_origin(member), typing.get_args(member)
@@ -154,13 +186,20 @@ def env_references(data: Any) -> set[str]:
     return set()
 
 
-def mistyped_overrides(environ: Mapping[str, str], data: dict[str, Any], root: type[BaseModel], prefix: str) -> list[str]:
+def mistyped_overrides(
+    environ: Mapping[str, str], data: dict[str, Any], root: type[BaseModel], prefix: str
+) -> list[str]:
     """``ORGATE_SERVER_PORT=9000`` is silently not an override: say so, with the name that would be."""
     referenced = env_references(data) | env_references(root().model_dump())
     warnings: list[str] = []
     for name in sorted(environ):
         upper = name.upper()
-        if not upper.startswith(prefix) or "__" in name or name in referenced or name in _NOT_OVERRIDES:
+        if (
+            not upper.startswith(prefix)
+            or "__" in name
+            or name in referenced
+            or name in _NOT_OVERRIDES
+        ):
             continue
         rest = upper[len(prefix) :].lower()
         for section, field in root.model_fields.items():
@@ -168,7 +207,13 @@ def mistyped_overrides(environ: Mapping[str, str], data: dict[str, Any], root: t
                 continue
             model = field_types(field.annotation)[0]
             key = rest[len(section) + 1 :]
-            if isinstance(model, type) and issubclass(model, BaseModel) and key in model.model_fields:
+            if (
+                isinstance(model, type)
+                and issubclass(model, BaseModel)
+                and key in model.model_fields
+            ):
                 suggestion = f"{prefix}{section.upper()}__{key.upper()}"
-                warnings.append(f"environment variable {name} is not a configuration override (did you mean {suggestion}?)")
+                warnings.append(
+                    f"environment variable {name} is not a configuration override (did you mean {suggestion}?)"
+                )
     return warnings

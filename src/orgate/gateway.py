@@ -38,7 +38,12 @@ def default_route_sets(settings: Settings) -> list[RouteSet]:
     return sets
 
 
-def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] | None = None, services: Services | None = None) -> Starlette:
+def create_app(
+    settings: Settings,
+    *,
+    route_sets: Sequence[RouteSet] | None = None,
+    services: Services | None = None,
+) -> Starlette:
     """The ASGI app. ``route_sets`` defaults to what the settings switch on."""
     extra = default_route_sets(settings) if route_sets is None else route_sets
     return server_app.create_app(settings, route_sets=extra, services=services)

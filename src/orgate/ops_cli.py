@@ -131,22 +131,37 @@ def register(subparsers: Any) -> None:
         help="a model table to include (repeatable; default openai)",
     )
     init.add_argument(
-        "-o", "--output", default="orgate.toml", metavar="FILE", help="file to write, or - for stdout (default orgate.toml)"
+        "-o",
+        "--output",
+        default="orgate.toml",
+        metavar="FILE",
+        help="file to write, or - for stdout (default orgate.toml)",
     )
     init.add_argument("--force", action="store_true", help="replace an existing file")
     init.set_defaults(func=cmd_init)
 
-    config = subparsers.add_parser("config", help="check a configuration without starting the server")
-    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
-    check = config_sub.add_parser("check", help="validate and print the resolved configuration (secrets masked)")
-    check.add_argument(
-        "file", nargs="?", default=None, help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)"
+    config = subparsers.add_parser(
+        "config", help="check a configuration without starting the server"
     )
-    check.add_argument("-q", "--quiet", action="store_true", help="only validate: print nothing but problems")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="COMMAND")
+    check = config_sub.add_parser(
+        "check", help="validate and print the resolved configuration (secrets masked)"
+    )
+    check.add_argument(
+        "file",
+        nargs="?",
+        default=None,
+        help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)",
+    )
+    check.add_argument(
+        "-q", "--quiet", action="store_true", help="only validate: print nothing but problems"
+    )
     check.set_defaults(func=cmd_config_check)
 
     completion = subparsers.add_parser("completion", help="print a shell completion script")
-    completion.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
+    completion.add_argument(
+        "shell", choices=["bash", "zsh", "fish"], help="the shell to complete in"
+    )
     completion.set_defaults(func=cmd_completion)
 
 

@@ -56,7 +56,9 @@ def is_terminal(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
-def table(rows: Sequence[Sequence[object]], header: Sequence[str], stream: TextIO | None = None) -> None:
+def table(
+    rows: Sequence[Sequence[object]], header: Sequence[str], stream: TextIO | None = None
+) -> None:
     """``rows`` under ``header``: columns aligned for a person on a terminal, one tab-separated
     line per row (no header) for a program reading a pipe."""
     out = stream or sys.stdout

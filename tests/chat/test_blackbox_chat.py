@@ -73,7 +73,9 @@ def test_allowed_tools_params_map_back_to_chat_paths() -> None:
         }
     )
     to_chat = translate.translate_request(req)[1].to_chat
-    assert to_chat("tool_choice.tools[0].name") == "tool_choice.allowed_tools.tools[0].function.name"
+    assert (
+        to_chat("tool_choice.tools[0].name") == "tool_choice.allowed_tools.tools[0].function.name"
+    )
     assert to_chat("tool_choice.tools[0].type") == "tool_choice.allowed_tools.tools[0].type"
     assert to_chat("tool_choice.tools[0]") == "tool_choice.allowed_tools.tools[0]"
     assert to_chat("tool_choice.tools") == "tool_choice.allowed_tools.tools"

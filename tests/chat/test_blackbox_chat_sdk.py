@@ -31,7 +31,11 @@ TOOLS: list[Any] = [
             "name": "get_weather",
             # required: the built-in model fills required arguments with the prompt, optional
             # ones only when the prompt names them
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         },
     }
 ]
@@ -403,11 +407,17 @@ def test_logprobs_reach_the_upstream_and_come_back_per_token(
     logprobs = done.choices[0].logprobs
     assert logprobs is not None and logprobs.content is not None and logprobs.refusal is None
     assert "".join(t.token for t in logprobs.content) == done.choices[0].message.content
-    assert all(len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token for t in logprobs.content)
+    assert all(
+        len(t.top_logprobs) == 2 and t.top_logprobs[0].token == t.token for t in logprobs.content
+    )
     assert logprobs.content[0].bytes == list(b"Hello") and logprobs.content[0].logprob < 0
 
     fake.enqueue(text("Hello there friend"))
-    chunks = list(client.chat.completions.create(model=FAKE, messages=USER, logprobs=True, top_logprobs=2, stream=True))
+    chunks = list(
+        client.chat.completions.create(
+            model=FAKE, messages=USER, logprobs=True, top_logprobs=2, stream=True
+        )
+    )
     streamed = [
         t
         for c in chunks
@@ -415,12 +425,19 @@ def test_logprobs_reach_the_upstream_and_come_back_per_token(
         for t in (c.choices[0].logprobs.content or ())
     ]
     assert [t.model_dump() for t in streamed] == [t.model_dump() for t in logprobs.content]
-    assert all(c.choices[0].logprobs is None for c in chunks if c.choices and not c.choices[0].delta.content)
+    assert all(
+        c.choices[0].logprobs is None
+        for c in chunks
+        if c.choices and not c.choices[0].delta.content
+    )
 
     # the built-in model: every word certain; without logprobs: null, as before
     echo = client.chat.completions.create(model=ECHO, messages=USER, logprobs=True)
     tokens = echo.choices[0].logprobs.content  # type: ignore[union-attr]
-    assert [(t.token, t.logprob, t.top_logprobs) for t in tokens or ()] == [("hello ", 0.0, []), ("there", 0.0, [])]
+    assert [(t.token, t.logprob, t.top_logprobs) for t in tokens or ()] == [
+        ("hello ", 0.0, []),
+        ("there", 0.0, []),
+    ]
     assert client.chat.completions.create(model=ECHO, messages=USER).choices[0].logprobs is None
 
 

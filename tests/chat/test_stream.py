@@ -146,15 +146,25 @@ def test_tool_call_deltas_concatenate_to_valid_json() -> None:
 
 def test_obfuscation_pads_each_delta_chunk_when_asked() -> None:
     events = run(
-        [TextDelta("Héllo"), RefusalDelta("no"), ToolCallStart(0, "call_a", "f"), ToolCallDelta(0, '{"a": 1}'), Finish("tool_calls")]
+        [
+            TextDelta("Héllo"),
+            RefusalDelta("no"),
+            ToolCallStart(0, "call_a", "f"),
+            ToolCallDelta(0, '{"a": 1}'),
+            Finish("tool_calls"),
+        ]
     )
     t = ChunkTranslator(obfuscation=True)
     chunks = check_grammar([p for e in events for p in t.feed(e)] + t.close())
     assert all("obfuscation" in c for c in chunks)
     for c in chunks:
         delta = c["choices"][0]["delta"]
-        added = delta.get("content") or delta.get("refusal") or "".join(
-            call["function"].get("arguments") or "" for call in delta.get("tool_calls") or ()
+        added = (
+            delta.get("content")
+            or delta.get("refusal")
+            or "".join(
+                call["function"].get("arguments") or "" for call in delta.get("tool_calls") or ()
+            )
         )
         assert (len(added.encode()) + len(c["obfuscation"])) % PAD_TO == 0
     assert not any("obfuscation" in c for c in check_grammar(translate_all(events)))
@@ -354,14 +364,22 @@ def test_encode() -> None:
 
 def test_events_that_add_nothing_send_nothing() -> None:
     t = ChunkTranslator()
-    t.feed({"type": "response.created", "response": {"id": "resp_q", "created_at": 3, "model": "m"}})
+    t.feed(
+        {"type": "response.created", "response": {"id": "resp_q", "created_at": 3, "model": "m"}}
+    )
     assert t.feed({"type": "response.output_text.delta", "output_index": 0, "delta": ""}) == []
     assert t.feed({"type": "response.refusal.delta", "output_index": 0, "delta": ""}) == []
     # Arguments of a call that never started, and an empty piece of a call that did.
-    assert t.feed({"type": "response.function_call_arguments.delta", "output_index": 5, "delta": "{"}) == []
+    assert (
+        t.feed({"type": "response.function_call_arguments.delta", "output_index": 5, "delta": "{"})
+        == []
+    )
     item = {"type": "function_call", "call_id": "c", "name": "f", "arguments": ""}
     assert len(t.feed({"type": "response.output_item.added", "output_index": 1, "item": item})) == 1
-    assert t.feed({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": ""}) == []
+    assert (
+        t.feed({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": ""})
+        == []
+    )
     # Items other than calls, and events with no chat counterpart.
     message = {"type": "message", "role": "assistant", "content": []}
     assert t.feed({"type": "response.output_item.added", "output_index": 2, "item": message}) == []
@@ -370,7 +388,9 @@ def test_events_that_add_nothing_send_nothing() -> None:
     assert t.feed({"no": "type"}) == []
     assert not t.done
     # The role chunk was sent with the call: the finish chunk carries no second one.
-    payloads = t.feed({"type": "response.completed", "response": {"id": "resp_q", "status": "completed"}})
+    payloads = t.feed(
+        {"type": "response.completed", "response": {"id": "resp_q", "status": "completed"}}
+    )
     assert [c["choices"][0]["finish_reason"] for c in payloads[:-1]] == ["tool_calls"]
     assert payloads[-1] == DONE and t.done
     assert payloads[0]["id"] == "chatcmpl-q" and payloads[0]["created"] == 3

@@ -442,7 +442,9 @@ def test_store_defaults_to_false_and_text_is_left_out_when_unset() -> None:
         ({"verbosity": "loud"}, "verbosity"),
     ],
 )
-def test_a_body_the_protocol_refuses_names_the_chat_field(fields: dict[str, Any], param: str) -> None:
+def test_a_body_the_protocol_refuses_names_the_chat_field(
+    fields: dict[str, Any], param: str
+) -> None:
     data: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
     with pytest.raises(ApiError) as info:
         translate.translate_request(validate.parse_request(data))
@@ -458,7 +460,9 @@ def test_param_map_names_the_nested_chat_fields_of_tools_and_allowed_tools() -> 
     assert to_chat("tool_choice.tools") == "tool_choice.allowed_tools.tools"
     assert to_chat("tool_choice.tools[1]") == "tool_choice.allowed_tools.tools[1]"
     assert to_chat("tool_choice.tools[1].type") == "tool_choice.allowed_tools.tools[1].type"
-    assert to_chat("tool_choice.tools[1].name") == "tool_choice.allowed_tools.tools[1].function.name"
+    assert (
+        to_chat("tool_choice.tools[1].name") == "tool_choice.allowed_tools.tools[1].function.name"
+    )
     assert to_chat("tool_choice.mode") == "tool_choice.allowed_tools.mode"
     assert to_chat("tools[2]") == "tools[2]"
     assert to_chat("tools[2].type") == "tools[2].type"

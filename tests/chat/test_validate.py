@@ -220,9 +220,13 @@ def test_error_envelope_shape() -> None:
 
 
 def test_logprobs_become_the_responses_include_and_top_logprobs() -> None:
-    body = translate.to_create_response_body(validate.parse_request(base(logprobs=True, top_logprobs=3)))
+    body = translate.to_create_response_body(
+        validate.parse_request(base(logprobs=True, top_logprobs=3))
+    )
     assert body.include == ["message.output_text.logprobs"] and body.top_logprobs == 3
-    plain = translate.to_create_response_body(validate.parse_request(base(logprobs=False, top_logprobs=0)))
+    plain = translate.to_create_response_body(
+        validate.parse_request(base(logprobs=False, top_logprobs=0))
+    )
     assert plain.include is None and plain.top_logprobs is None
 
 

@@ -50,8 +50,16 @@ def codex() -> Path:
         try:
             if not marker.exists():
                 if NPM is None:
-                    pytest.fail("tests/codex_cli/npm/node_modules is missing and npm is not installed")
-                done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=NPM_DIR, capture_output=True, text=True, timeout=600)
+                    pytest.fail(
+                        "tests/codex_cli/npm/node_modules is missing and npm is not installed"
+                    )
+                done = subprocess.run(
+                    [NPM, "ci", "--no-audit", "--no-fund"],
+                    cwd=NPM_DIR,
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 if done.returncode != 0:
                     pytest.fail(f"npm ci failed in {NPM_DIR}:\n{done.stdout}\n{done.stderr}")
                 marker.touch()
@@ -68,12 +76,18 @@ def chat_brain(body: dict[str, Any]) -> Any:
     last = body["messages"][-1]
     if last["role"] == "tool":
         return text(f"The command printed: {last['content']}")
-    prompt = last["content"] if isinstance(last["content"], str) else " ".join(p.get("text", "") for p in last["content"])
+    prompt = (
+        last["content"]
+        if isinstance(last["content"], str)
+        else " ".join(p.get("text", "") for p in last["content"])
+    )
     found = re.search(r"run: (.+)", prompt)
     if found:
         return tool_calls(("exec_command", json.dumps({"cmd": found.group(1).strip()})))
     if PATCH_START in prompt:
-        return tool_calls(("apply_patch", json.dumps({"input": prompt[prompt.index(PATCH_START) :]})))
+        return tool_calls(
+            ("apply_patch", json.dumps({"input": prompt[prompt.index(PATCH_START) :]}))
+        )
     return text("Hello from the chat upstream.")
 
 
@@ -88,14 +102,25 @@ def chat() -> Iterator[FakeOpenAIChat]:
 # (``apply_patch``, free-form input) and ``reasoning.effort``; for its newest (``gpt-6-sol``) every
 # tool in an ``additional_tools`` input item. Served by the built-in model and by an
 # ``openai-chat`` upstream that takes reasoning options.
-OPENAI_NAMED = model_block("gpt-5.5", "builtin", "", "echo") + model_block("gpt-6-sol", "builtin", "", "echo") + model_block(
-    "gpt-5.5-mini", "openai-chat", "{chat}", "fake-model", read_timeout=30, extra="capabilities = { reasoning = true }"
+OPENAI_NAMED = (
+    model_block("gpt-5.5", "builtin", "", "echo")
+    + model_block("gpt-6-sol", "builtin", "", "echo")
+    + model_block(
+        "gpt-5.5-mini",
+        "openai-chat",
+        "{chat}",
+        "fake-model",
+        read_timeout=30,
+        extra="capabilities = { reasoning = true }",
+    )
 )
 
 
 @pytest.fixture(scope="module")
 def server(chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    config = model_block("fake-chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30) + OPENAI_NAMED.replace("{chat}", chat.base_url)
+    config = model_block(
+        "fake-chat", "openai-chat", chat.base_url, "fake-model", read_timeout=30
+    ) + OPENAI_NAMED.replace("{chat}", chat.base_url)
     with OrgateServer(config) as running:
         yield running
 
@@ -104,7 +129,9 @@ class Codex:
     """One Codex home (``config.toml``) and work directory (a git repository, so that Codex
     trusts it without a flag)."""
 
-    def __init__(self, binary: Path, server: OrgateServer, root: Path, model: str, *, websocket: bool = False) -> None:
+    def __init__(
+        self, binary: Path, server: OrgateServer, root: Path, model: str, *, websocket: bool = False
+    ) -> None:
         self.binary, self.home, self.workdir = binary, root / "codex-home", root / "work"
         self.home.mkdir()
         self.workdir.mkdir()
@@ -120,7 +147,12 @@ class Codex:
             provider.append("supports_websockets = true")
         config = [f'model = "{model}"', 'model_provider = "orgate"', "", *provider]
         (self.home / "config.toml").write_text("\n".join(config) + "\n")
-        self.env = {**os.environ, "CODEX_HOME": str(self.home), "ORGATE_API_KEY": server.api_key, "RUST_LOG": "codex_api=info"}
+        self.env = {
+            **os.environ,
+            "CODEX_HOME": str(self.home),
+            "ORGATE_API_KEY": server.api_key,
+            "RUST_LOG": "codex_api=info",
+        }
         self.stderr = ""
 
     def exec(self, *args: str) -> list[dict[str, Any]]:
@@ -135,12 +167,16 @@ class Codex:
             timeout=RUN_TIMEOUT,
         )
         self.stderr = done.stderr
-        assert done.returncode == 0, f"codex exec exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, (
+            f"codex exec exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
 def items(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == kind]
+    return [
+        e["item"] for e in events if e["type"] == "item.completed" and e["item"]["type"] == kind
+    ]
 
 
 def answer(events: list[dict[str, Any]]) -> str:
@@ -155,11 +191,16 @@ def responses_requests(server: OrgateServer) -> float:
     import httpx
 
     metrics = httpx.get(f"{server.url}/metrics", headers=server.headers(), timeout=30).text
-    pattern = re.compile(r'^orgate_http_requests_total\{[^}]*method="POST"[^}]*route="/v1/responses"[^}]*\} (\S+)$', re.M)
+    pattern = re.compile(
+        r'^orgate_http_requests_total\{[^}]*method="POST"[^}]*route="/v1/responses"[^}]*\} (\S+)$',
+        re.M,
+    )
     return sum(float(v) for v in pattern.findall(metrics))
 
 
-def test_a_shell_round_trip_through_the_builtin_model_in_the_read_only_sandbox(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_a_shell_round_trip_through_the_builtin_model_in_the_read_only_sandbox(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     cli = Codex(codex, server, tmp_path, "orgate/echo")
     events = cli.exec("echo codex-roundtrip")
     [command] = items(events, "command_execution")
@@ -177,7 +218,9 @@ def test_the_sandbox_is_read_only(codex: Path, server: OrgateServer, tmp_path: P
     assert not (cli.workdir / "written-by-codex").exists()
 
 
-def test_a_text_turn_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+def test_a_text_turn_through_an_openai_chat_upstream(
+    codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path
+) -> None:
     chat.requests.clear()
     cli = Codex(codex, server, tmp_path, "fake-chat")
     assert answer(cli.exec("say hello")) == "Hello from the chat upstream."
@@ -188,7 +231,9 @@ def test_a_text_turn_through_an_openai_chat_upstream(codex: Path, server: Orgate
     assert "exec_command" in names and all(t["type"] == "function" for t in sent["tools"])
 
 
-def test_a_shell_round_trip_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+def test_a_shell_round_trip_through_an_openai_chat_upstream(
+    codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path
+) -> None:
     chat.requests.clear()
     cli = Codex(codex, server, tmp_path, "fake-chat")
     events = cli.exec("run: echo via-chat")
@@ -200,19 +245,34 @@ def test_a_shell_round_trip_through_an_openai_chat_upstream(codex: Path, server:
     assert second[-2]["tool_calls"][0]["function"]["name"] == "exec_command"
 
 
-def test_a_multi_turn_session_sends_the_whole_history(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+def test_a_multi_turn_session_sends_the_whole_history(
+    codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path
+) -> None:
     chat.requests.clear()
     cli = Codex(codex, server, tmp_path, "fake-chat")
     answer(cli.exec("say hello, first turn"))
-    assert answer(cli.exec("resume", "--last", "say hello, second turn")) == "Hello from the chat upstream."
+    assert (
+        answer(cli.exec("resume", "--last", "say hello, second turn"))
+        == "Hello from the chat upstream."
+    )
     history = chat.bodies[-1]["messages"]
-    said = [(m["role"], m["content"] if isinstance(m["content"], str) else " ".join(p.get("text", "") for p in m["content"])) for m in history]
+    said = [
+        (
+            m["role"],
+            m["content"]
+            if isinstance(m["content"], str)
+            else " ".join(p.get("text", "") for p in m["content"]),
+        )
+        for m in history
+    ]
     assert ("user", "say hello, first turn") in said
     assert ("assistant", "Hello from the chat upstream.") in said
     assert said[-1] == ("user", "say hello, second turn")
 
 
-def test_output_schema_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_output_schema_through_the_builtin_model(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     schema = {
         "type": "object",
         "properties": {"answer": {"type": "string"}, "count": {"type": "integer"}},
@@ -237,7 +297,9 @@ def test_the_websocket_transport(codex: Path, server: OrgateServer, tmp_path: Pa
     assert "successfully connected to Responses WebSocket status=101" in cli.stderr
 
 
-def test_an_openai_model_name_shell_round_trip_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_an_openai_model_name_shell_round_trip_through_the_builtin_model(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     cli = Codex(codex, server, tmp_path, "gpt-5.5")
     events = cli.exec("echo named-like-openai")
     [command] = items(events, "command_execution")
@@ -245,7 +307,9 @@ def test_an_openai_model_name_shell_round_trip_through_the_builtin_model(codex: 
     assert answer(events).startswith("exec_command returned:")
 
 
-def test_an_openai_model_name_text_turn_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+def test_an_openai_model_name_text_turn_through_an_openai_chat_upstream(
+    codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path
+) -> None:
     chat.requests.clear()
     cli = Codex(codex, server, tmp_path, "gpt-5.5-mini")
     assert answer(cli.exec("say hello")) == "Hello from the chat upstream."
@@ -253,7 +317,9 @@ def test_an_openai_model_name_text_turn_through_an_openai_chat_upstream(codex: P
     assert sent["model"] == "fake-model" and sent["reasoning_effort"] == "medium"
 
 
-def test_codex_custom_apply_patch_tool_through_the_builtin_model(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_codex_custom_apply_patch_tool_through_the_builtin_model(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     """Codex offers ``apply_patch`` as a ``custom`` tool for OpenAI's names: the model's call comes
     back as a ``custom_tool_call`` and Codex applies the patch (``workspace-write``) and sends its
     ``custom_tool_call_output``, which the model quotes."""
@@ -266,14 +332,18 @@ def test_codex_custom_apply_patch_tool_through_the_builtin_model(codex: Path, se
     assert said.startswith("apply_patch returned:") and "hello.txt" in said
 
 
-def test_codex_custom_apply_patch_is_refused_by_the_read_only_sandbox(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_codex_custom_apply_patch_is_refused_by_the_read_only_sandbox(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     cli = Codex(codex, server, tmp_path, "gpt-5.5")
     said = answer(cli.exec(PATCH))
     assert said.startswith("apply_patch returned:") and "read-only" in said
     assert not (cli.workdir / "hello.txt").exists()
 
 
-def test_codex_custom_apply_patch_tool_through_an_openai_chat_upstream(codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path) -> None:
+def test_codex_custom_apply_patch_tool_through_an_openai_chat_upstream(
+    codex: Path, server: OrgateServer, chat: FakeOpenAIChat, tmp_path: Path
+) -> None:
     chat.requests.clear()
     cli = Codex(codex, server, tmp_path, "gpt-5.5-mini")
     events = cli.exec("--sandbox", "workspace-write", PATCH)
@@ -282,14 +352,19 @@ def test_codex_custom_apply_patch_tool_through_an_openai_chat_upstream(codex: Pa
     first, second = chat.bodies[0], chat.bodies[-1]
     assert first["reasoning_effort"] == "medium"
     [patch_tool] = [t["function"] for t in first["tools"] if t["function"]["name"] == "apply_patch"]
-    assert patch_tool["parameters"]["required"] == ["input"] and "Lark grammar" in patch_tool["description"]
+    assert (
+        patch_tool["parameters"]["required"] == ["input"]
+        and "Lark grammar" in patch_tool["description"]
+    )
     # The custom call and its output went back as the function call and tool message they stand for.
     call, output = second["messages"][-2:]
     assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"input": PATCH}
     assert output["role"] == "tool" and output["tool_call_id"] == call["tool_calls"][0]["id"]
 
 
-def test_a_text_turn_with_tools_in_an_additional_tools_item(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
+def test_a_text_turn_with_tools_in_an_additional_tools_item(
+    codex: Path, server: OrgateServer, tmp_path: Path
+) -> None:
     """For its newest model names Codex sends no ``tools``: every tool (in namespaces, which only a
     native Responses upstream runs) comes in an ``additional_tools`` input item."""
     cli = Codex(codex, server, tmp_path, "gpt-6-sol")

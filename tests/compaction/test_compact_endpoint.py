@@ -73,8 +73,13 @@ def test_compact_returns_the_kept_items_then_one_sealed_item(http: httpx.Client)
     assert kept[1]["content"] == [{"type": "input_text", "text": "second question"}]
     assert kept[-1]["phase"] == "commentary"
     assert sealed["type"] == "compaction" and sealed["id"].startswith("cmp_")
-    assert sealed["encrypted_content"].startswith("ogc1_") and "Turing" not in sealed["encrypted_content"]
-    assert data["usage"]["input_tokens"] > 0 and data["usage"]["output_tokens"] > 0  # the model summarised
+    assert (
+        sealed["encrypted_content"].startswith("ogc1_")
+        and "Turing" not in sealed["encrypted_content"]
+    )
+    assert (
+        data["usage"]["input_tokens"] > 0 and data["usage"]["output_tokens"] > 0
+    )  # the model summarised
 
 
 def test_nothing_older_means_no_model_call(http: httpx.Client) -> None:
@@ -83,47 +88,89 @@ def test_nothing_older_means_no_model_call(http: httpx.Client) -> None:
     assert data["usage"]["total_tokens"] == 0
 
 
-def test_round_trip_the_model_sees_summary_and_kept_items(http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_round_trip_the_model_sees_summary_and_kept_items(
+    http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     data = compact(http, model="orgate/echo", input=CONVERSATION)
-    follow = http.post("/v1/responses", json={"model": "fake-chat", "input": [*data["output"], {"role": "user", "content": "what is my cat called?"}]})
+    follow = http.post(
+        "/v1/responses",
+        json={
+            "model": "fake-chat",
+            "input": [*data["output"], {"role": "user", "content": "what is my cat called?"}],
+        },
+    )
     assert follow.status_code == 200, follow.text
     assert follow.json()["status"] == "completed"
     messages = fake.requests[-1].body["messages"]
     texts = [as_text(m.get("content")) for m in messages]
     summary = [t for t in texts if t.startswith(compaction.SUMMARY_HEADER)]
     assert len(summary) == 1
-    assert "my cat is called Turing" in summary[0]  # orgate/echo's "summary" quotes the transcript it was given
+    assert (
+        "my cat is called Turing" in summary[0]
+    )  # orgate/echo's "summary" quotes the transcript it was given
     assert "second question" in texts and "third answer" in texts
     assert texts[-1] == "what is my cat called?"
-    assert texts.index("third answer") < texts.index(summary[0]) < len(texts) - 1  # expanded in place
+    assert (
+        texts.index("third answer") < texts.index(summary[0]) < len(texts) - 1
+    )  # expanded in place
     assert "nice name" not in texts  # the older assistant answer is only in the summary
 
 
 def test_compacting_again_summarises_the_older_summary(http: httpx.Client) -> None:
     first = compact(http, model="orgate/echo", input=CONVERSATION)
-    more = [*first["output"], {"role": "user", "content": "fourth"}, {"role": "assistant", "content": "four"}, {"role": "user", "content": "fifth"}]
+    more = [
+        *first["output"],
+        {"role": "user", "content": "fourth"},
+        {"role": "assistant", "content": "four"},
+        {"role": "user", "content": "fifth"},
+    ]
     second = compact(http, model="orgate/echo", input=more)
     assert [i.get("role") for i in second["output"][:-1]] == ["system", "user", "assistant", "user"]
-    follow = http.post("/v1/responses", json={"model": "orgate/echo", "input": [*second["output"], {"role": "user", "content": "go"}]})
+    follow = http.post(
+        "/v1/responses",
+        json={
+            "model": "orgate/echo",
+            "input": [*second["output"], {"role": "user", "content": "go"}],
+        },
+    )
     assert follow.status_code == 200, follow.text
 
 
 def test_a_tampered_compaction_item_is_a_400(http: httpx.Client) -> None:
     data = compact(http, model="orgate/echo", input=CONVERSATION)
     item = dict(data["output"][-1], encrypted_content=flip(data["output"][-1]["encrypted_content"]))
-    response = http.post("/v1/responses", json={"model": "orgate/echo", "input": [item, {"role": "user", "content": "hi"}]})
+    response = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": [item, {"role": "user", "content": "hi"}]},
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid_compaction" and error["param"] == "input[0].encrypted_content"
-    again = http.post("/v1/responses/compact", json={"model": "orgate/echo", "input": [item, {"role": "user", "content": "hi"}]})
+    again = http.post(
+        "/v1/responses/compact",
+        json={"model": "orgate/echo", "input": [item, {"role": "user", "content": "hi"}]},
+    )
     assert again.status_code == 400 and again.json()["error"]["code"] == "invalid_compaction"
 
 
 def test_another_tenant_cannot_open_the_item(app_server: InProcessServer) -> None:
     # A compaction item sealed for one tenant does not open for another (the tenant is the associated data).
-    token = compaction.seal(compaction.make_payload("secret summary", covered=1), app_server.services.compaction.key, context="someone-else")
+    token = compaction.seal(
+        compaction.make_payload("secret summary", covered=1),
+        app_server.services.compaction.key,
+        context="someone-else",
+    )
     with httpx.Client(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
-        response = http.post("/v1/responses", json={"model": "orgate/echo", "input": [{"type": "compaction", "encrypted_content": token}, {"role": "user", "content": "x"}]})
+        response = http.post(
+            "/v1/responses",
+            json={
+                "model": "orgate/echo",
+                "input": [
+                    {"type": "compaction", "encrypted_content": token},
+                    {"role": "user", "content": "x"},
+                ],
+            },
+        )
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_compaction"
 
 
@@ -133,11 +180,23 @@ def test_another_tenant_cannot_open_the_item(app_server: InProcessServer) -> Non
         ({"input": "hi"}, 400, "missing_required_parameter", "model"),
         ({"model": "nope", "input": "hi"}, 404, "model_not_found", "model"),
         ({"model": "orgate/echo"}, 400, "missing_required_parameter", "input"),
-        ({"model": "orgate/echo", "input": "hi", "stream": True}, 400, "unknown_parameter", "stream"),
-        ({"model": "orgate/echo", "previous_response_id": "resp_missing"}, 404, "previous_response_not_found", "previous_response_id"),
+        (
+            {"model": "orgate/echo", "input": "hi", "stream": True},
+            400,
+            "unknown_parameter",
+            "stream",
+        ),
+        (
+            {"model": "orgate/echo", "previous_response_id": "resp_missing"},
+            404,
+            "previous_response_not_found",
+            "previous_response_id",
+        ),
     ],
 )
-def test_bad_compact_requests(http: httpx.Client, body: dict[str, Any], status: int, code: str, param: str) -> None:
+def test_bad_compact_requests(
+    http: httpx.Client, body: dict[str, Any], status: int, code: str, param: str
+) -> None:
     response = http.post("/v1/responses/compact", json=body)
     assert response.status_code == status, response.text
     error = response.json()["error"]
@@ -146,9 +205,17 @@ def test_bad_compact_requests(http: httpx.Client, body: dict[str, Any], status: 
 
 def test_compact_from_previous_response_id(app_server: InProcessServer, http: httpx.Client) -> None:
     assert app_server.services.responses.store is not None  # the test server runs with its store
-    first = http.post("/v1/responses", json={"model": "orgate/echo", "input": CONVERSATION[:3]}).json()
-    second = http.post("/v1/responses", json={"model": "orgate/echo", "input": "and then?", "previous_response_id": first["id"]}).json()
-    third = http.post("/v1/responses", json={"model": "orgate/echo", "input": "last one", "previous_response_id": second["id"]}).json()
+    first = http.post(
+        "/v1/responses", json={"model": "orgate/echo", "input": CONVERSATION[:3]}
+    ).json()
+    second = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "and then?", "previous_response_id": first["id"]},
+    ).json()
+    third = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "last one", "previous_response_id": second["id"]},
+    ).json()
     data = compact(http, model="orgate/echo", previous_response_id=third["id"], input="one more")
     roles = [i.get("role") for i in data["output"][:-1]]
     assert roles == ["system", "user", "assistant", "user"]
@@ -159,16 +226,25 @@ async def test_compaction_item_over_websocket(app_server: InProcessServer) -> No
     with httpx.Client(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
         data = compact(http, model="orgate/echo", input=CONVERSATION)
     async with ws_connect(app_server) as ws:
-        events = await create(ws, model="orgate/echo", input=[*data["output"], {"role": "user", "content": "over the socket"}])
+        events = await create(
+            ws,
+            model="orgate/echo",
+            input=[*data["output"], {"role": "user", "content": "over the socket"}],
+        )
     assert events[-1]["type"] == "response.completed"
     plain = [*CONVERSATION[:1], *CONVERSATION[3:], {"role": "user", "content": "over the socket"}]
     async with ws_connect(app_server) as ws:
         without_summary = await create(ws, model="orgate/echo", input=plain)
     # same items plus the summary message: the model read more
-    assert events[-1]["response"]["usage"]["input_tokens"] > without_summary[-1]["response"]["usage"]["input_tokens"]
+    assert (
+        events[-1]["response"]["usage"]["input_tokens"]
+        > without_summary[-1]["response"]["usage"]["input_tokens"]
+    )
 
 
-def test_the_key_comes_from_the_secret_or_one_shared_key_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_key_comes_from_the_secret_or_one_shared_key_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = Settings.model_validate({"store": {"url": f"sqlite:///{tmp_path / 'orgate.db'}"}})
     monkeypatch.delenv("ORGATE_COMPACTION_SECRET", raising=False)
     first = compaction_key(settings)
@@ -183,13 +259,29 @@ def test_the_key_comes_from_the_secret_or_one_shared_key_file(tmp_path: Any, mon
 def test_compact_does_not_echo_keys_the_spec_does_not_have(http: httpx.Client) -> None:
     """Request items keep a client's unknown keys; the compaction's output items are the spec's."""
     marked = [
-        {"role": "user", "content": [{"type": "input_text", "text": "first", "x_part": "P1"}], "x_item": "I1"},
+        {
+            "role": "user",
+            "content": [{"type": "input_text", "text": "first", "x_part": "P1"}],
+            "x_item": "I1",
+        },
         {"role": "assistant", "content": "one"},
         {"role": "user", "content": "second"},
-        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "s", "x_summary": "S1"}], "x_reasoning": "R1"},
+        {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "s", "x_summary": "S1"}],
+            "x_reasoning": "R1",
+        },
         {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "x_call": "C1"},
-        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "42", "x_out": "O1"}], "x_output": "O2"},
-        {"role": "assistant", "content": [{"type": "output_text", "text": "two", "annotations": [], "x_text": "T1"}]},
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": "42", "x_out": "O1"}],
+            "x_output": "O2",
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "two", "annotations": [], "x_text": "T1"}],
+        },
     ]
     response = http.post("/v1/responses/compact", json={"model": "orgate/echo", "input": marked})
     assert response.status_code == 200, response.text

@@ -36,7 +36,11 @@ def test_partition_keeps_the_last_turns_and_the_instructions() -> None:
     items = conversation()
     older, kept = compaction.partition(items, 2)
     assert [getattr(i, "content", None) for i in older] == ["first question", "first answer"]
-    assert kept[0].role == "system" and kept[1].content == "second question" and kept[-1].content == "third answer"
+    assert (
+        kept[0].role == "system"
+        and kept[1].content == "second question"
+        and kept[-1].content == "third answer"
+    )
     assert len(older) + len(kept) == len(items)
     assert compaction.partition(items, 5) == ([], items)  # not more turns than kept: nothing older
     older_all, kept_all = compaction.partition(items, 0)
@@ -69,7 +73,13 @@ def test_a_flipped_byte_is_invalid_compaction(position: int) -> None:
 
 def test_another_key_tenant_or_garbage_is_invalid_compaction() -> None:
     token = compaction.seal(compaction.make_payload("s", covered=1), KEY, context="a")
-    for bad_token, key, context in [(token, os.urandom(32), "a"), (token, KEY, "b"), ("gAAAAB-foreign", KEY, "a"), ("ogc1_!!", KEY, "a"), ("ogc1_abc", KEY, "a")]:
+    for bad_token, key, context in [
+        (token, os.urandom(32), "a"),
+        (token, KEY, "b"),
+        ("gAAAAB-foreign", KEY, "a"),
+        ("ogc1_!!", KEY, "a"),
+        ("ogc1_abc", KEY, "a"),
+    ]:
         with pytest.raises(ApiError) as raised:
             compaction.open_sealed(bad_token, key, context=context)
         assert raised.value.code == "invalid_compaction"
@@ -89,7 +99,9 @@ def test_expand_replaces_compaction_items_in_place() -> None:
     out = compaction.expand(items, KEY)
     assert len(out) == 3
     assert isinstance(out[1], DeveloperMessageItemParam)
-    assert out[1].content.startswith(compaction.SUMMARY_HEADER) and out[1].content.endswith("they talked about cats")
+    assert out[1].content.startswith(compaction.SUMMARY_HEADER) and out[1].content.endswith(
+        "they talked about cats"
+    )
     assert not any(isinstance(i, CompactionSummaryItemParam) for i in out)
     broken = ITEMS.validate_python([{"type": "compaction", "encrypted_content": token[:-2] + "xx"}])
     with pytest.raises(ApiError) as raised:
@@ -115,7 +127,9 @@ def test_fit_context_disabled_fails_instead_of_dropping() -> None:
     items = conversation()
     estimate = compaction.estimate_tokens(items)
     assert compaction.fit_context(items, context_window=None, truncation="disabled").items == items
-    assert compaction.fit_context(items, context_window=estimate, truncation="disabled").dropped == []
+    assert (
+        compaction.fit_context(items, context_window=estimate, truncation="disabled").dropped == []
+    )
     with pytest.raises(ApiError) as raised:
         compaction.fit_context(items, context_window=estimate - 1, truncation="disabled")
     assert raised.value.status == 400 and raised.value.code == "context_length_exceeded"
@@ -125,7 +139,11 @@ def test_fit_context_auto_drops_the_oldest_turns() -> None:
     items = conversation()
     window = compaction.estimate_tokens(compaction.partition(items, 1)[1]) + 1
     fit = compaction.fit_context(items, context_window=window, truncation="auto")
-    assert [getattr(i, "content", None) for i in fit.items] == ["be brief", "third question", "third answer"]
+    assert [getattr(i, "content", None) for i in fit.items] == [
+        "be brief",
+        "third question",
+        "third answer",
+    ]
     assert len(fit.dropped) == len(items) - 3 and fit.estimated_tokens <= window
     with pytest.raises(ApiError) as raised:
         compaction.fit_context(items, context_window=3, truncation="auto")

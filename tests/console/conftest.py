@@ -35,9 +35,9 @@ KEYS = {"alpha": "alpha-key-0001", "beta": "beta-key-0002", "root": "root-key-00
 CONFIG = f"""
 [auth]
 api_keys = [
-  {{ name = "alpha", key = "{KEYS['alpha']}", tenant = "alpha" }},
-  {{ name = "beta", key = "{KEYS['beta']}", tenant = "beta" }},
-  {{ name = "root", key = "{KEYS['root']}", tenant = "ops", admin = true }},
+  {{ name = "alpha", key = "{KEYS["alpha"]}", tenant = "alpha" }},
+  {{ name = "beta", key = "{KEYS["beta"]}", tenant = "beta" }},
+  {{ name = "root", key = "{KEYS["root"]}", tenant = "ops", admin = true }},
 ]
 
 [gate]
@@ -75,12 +75,17 @@ def queue_for_review(server: OrgateServer, tenant: str) -> str:
     response = httpx.post(
         f"{server.base_url}/responses",
         headers={"Authorization": f"Bearer {KEYS[tenant]}"},
-        json={"model": "orgate/echo", "input": "a person orgate:bad-json", "text": {"format": PERSON}},
+        json={
+            "model": "orgate/echo",
+            "input": "a person orgate:bad-json",
+            "text": {"format": PERSON},
+        },
         timeout=60,
     )
     review_id = response.headers.get("x-orgate-review-id")
     assert review_id, (response.status_code, response.text)
     return review_id
+
 
 WEATHER_TOOL = {
     "type": "function",

@@ -11,21 +11,29 @@ import httpx
 from tests.console.conftest import KEYS, SESSION_SECRET, WEATHER_TOOL, create, shoot, sign_in
 from tests.server_process import OrgateServer
 
-XSS_TEXT = "<script>document.title = 'pwned'</script><img src=x onerror=\"document.title = 'pwned'\">"
+XSS_TEXT = (
+    "<script>document.title = 'pwned'</script><img src=x onerror=\"document.title = 'pwned'\">"
+)
 
 
 def _row(page: Any, response_id: str) -> Any:
     return page.locator(f'#traffic-rows tr[data-id="{response_id}"]')
 
 
-def test_sign_in_watch_traffic_live_inspect_a_gate_finding_and_sign_out(watched: Any, server: OrgateServer) -> None:
+def test_sign_in_watch_traffic_live_inspect_a_gate_finding_and_sign_out(
+    watched: Any, server: OrgateServer
+) -> None:
     first = create(server, "alpha", input="hello console")
     page = watched()
     sign_in(page, server, "alpha")
     _row(page, first["id"]).wait_for()
     # A response made after the page loaded shows up without a reload.
     bad = create(
-        server, "alpha", input="weather in Paris orgate:bad-args", tools=[WEATHER_TOOL], tool_choice="required"
+        server,
+        "alpha",
+        input="weather in Paris orgate:bad-args",
+        tools=[WEATHER_TOOL],
+        tool_choice="required",
     )
     _row(page, bad["id"]).wait_for()
     assert "arguments_schema" in _row(page, bad["id"]).inner_text()
@@ -37,7 +45,9 @@ def test_sign_in_watch_traffic_live_inspect_a_gate_finding_and_sign_out(watched:
     marked.wait_for()
     assert page.locator(".card.gate .badge.code").first.inner_text() == "arguments_schema"
     # The highlighted span is the value at the failing path inside the arguments.
-    paths = [node.get_attribute("data-path") for node in page.locator(".card.gate .gate-error").all()]
+    paths = [
+        node.get_attribute("data-path") for node in page.locator(".card.gate .gate-error").all()
+    ]
     errors = page.locator(".card.gate li code").all_inner_texts()
     assert paths and set(paths) <= set(errors) | {"$"}
     shoot(page, "inspector")
@@ -88,12 +98,20 @@ def test_tenants_never_see_each_others_responses(watched: Any, server: OrgateSer
     mine = create(server, "alpha", input="alpha's secret")
     theirs = create(server, "beta", input="beta's secret")
     alpha, beta = _api(server, "alpha"), _api(server, "beta")
-    ids = {r["id"] for r in beta.get("/console/api/responses", params={"limit": 200}).json()["data"]}
+    ids = {
+        r["id"] for r in beta.get("/console/api/responses", params={"limit": 200}).json()["data"]
+    }
     assert theirs["id"] in ids and mine["id"] not in ids
     # Naming the other tenant changes nothing for a key that is not an admin key.
-    ids = {r["id"] for r in beta.get("/console/api/responses", params={"tenant": "alpha"}).json()["data"]}
+    ids = {
+        r["id"]
+        for r in beta.get("/console/api/responses", params={"tenant": "alpha"}).json()["data"]
+    }
     assert mine["id"] not in ids
-    assert beta.get(f"/console/api/responses/{mine['id']}", params={"tenant": "alpha"}).status_code == 404
+    assert (
+        beta.get(f"/console/api/responses/{mine['id']}", params={"tenant": "alpha"}).status_code
+        == 404
+    )
     assert alpha.get(f"/console/api/responses/{mine['id']}").status_code == 200
 
     page = watched(expected_failures=(f"/console/api/responses/{mine['id']}",))
@@ -112,10 +130,14 @@ def test_state_changes_need_the_csrf_token_and_this_origin(server: OrgateServer)
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf_failed"
     wrong = client.delete("/console/api/session", headers={"X-CSRF-Token": token[::-1]})
     assert wrong.status_code == 403
-    foreign = client.delete("/console/api/session", headers={"X-CSRF-Token": token, "Origin": "https://evil.example"})
+    foreign = client.delete(
+        "/console/api/session", headers={"X-CSRF-Token": token, "Origin": "https://evil.example"}
+    )
     assert foreign.status_code == 403
     signin = httpx.post(
-        f"{server.url}/console/api/session", json={"key": KEYS["alpha"]}, headers={"Origin": "https://evil.example"}
+        f"{server.url}/console/api/session",
+        json={"key": KEYS["alpha"]},
+        headers={"Origin": "https://evil.example"},
     )
     assert signin.status_code == 403
     assert client.get("/console/api/session").status_code == 200  # still signed in
@@ -128,10 +150,14 @@ def test_a_signed_out_cookie_is_refused_even_when_replayed(server: OrgateServer)
     cookie = client.cookies.get("orgate_console")
     assert client.delete("/console/api/session").status_code == 200
     replay = httpx.get(f"{server.url}/console/api/responses", cookies={"orgate_console": cookie})
-    assert replay.status_code == 401 and replay.json()["error"]["code"] == "console_session_required"
+    assert (
+        replay.status_code == 401 and replay.json()["error"]["code"] == "console_session_required"
+    )
 
 
-def test_an_expired_or_forged_session_gets_the_sign_in_page(watched: Any, server: OrgateServer) -> None:
+def test_an_expired_or_forged_session_gets_the_sign_in_page(
+    watched: Any, server: OrgateServer
+) -> None:
     from orgate.config import load_settings, resolve_api_keys
     from orgate.console.session import SessionSigner
 
@@ -145,7 +171,9 @@ def test_an_expired_or_forged_session_gets_the_sign_in_page(watched: Any, server
         got = httpx.get(f"{server.url}/console/api/session", cookies={"orgate_console": cookie})
         assert got.status_code == expect, (cookie, got.text)
     page = watched()
-    page.context.add_cookies([{"name": "orgate_console", "value": expired, "url": f"{server.url}/console"}])
+    page.context.add_cookies(
+        [{"name": "orgate_console", "value": expired, "url": f"{server.url}/console"}]
+    )
     page.goto(f"{server.url}/console#/traffic")
     page.wait_for_selector("#signin")
     shoot(page, "signin")
@@ -153,14 +181,27 @@ def test_an_expired_or_forged_session_gets_the_sign_in_page(watched: Any, server
 
 def test_security_headers_on_every_console_response(server: OrgateServer) -> None:
     client = _api(server, "alpha")
-    for path in ("/console", "/console/static/app.js", "/console/api/responses", "/console/api/session"):
+    for path in (
+        "/console",
+        "/console/static/app.js",
+        "/console/api/responses",
+        "/console/api/session",
+    ):
         headers = client.get(path).headers
         csp = headers["content-security-policy"]
-        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+        assert (
+            "script-src 'self'" in csp
+            and "frame-ancestors 'none'" in csp
+            and "unsafe-inline" not in csp
+        )
         assert headers["x-content-type-options"] == "nosniff"
     assert client.get("/console/static/..%2Fapi.py").status_code == 404
-    set_cookie = httpx.post(f"{server.url}/console/api/session", json={"key": KEYS["alpha"]}).headers["set-cookie"]
-    assert re.search(r"HttpOnly", set_cookie, re.I) and re.search(r"SameSite=strict", set_cookie, re.I)
+    set_cookie = httpx.post(
+        f"{server.url}/console/api/session", json={"key": KEYS["alpha"]}
+    ).headers["set-cookie"]
+    assert re.search(r"HttpOnly", set_cookie, re.I) and re.search(
+        r"SameSite=strict", set_cookie, re.I
+    )
     assert KEYS["alpha"] not in set_cookie
 
 
@@ -182,8 +223,12 @@ def test_the_traffic_endpoint_pages_and_filters(server: OrgateServer) -> None:
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert seen.index(made[2]) < seen.index(made[1]) < seen.index(made[0]) and len(seen) == len(set(seen))
-    completed = client.get("/console/api/responses", params={"status": "completed", "model": "orgate/echo"}).json()["data"]
+    assert seen.index(made[2]) < seen.index(made[1]) < seen.index(made[0]) and len(seen) == len(
+        set(seen)
+    )
+    completed = client.get(
+        "/console/api/responses", params={"status": "completed", "model": "orgate/echo"}
+    ).json()["data"]
     assert set(made) <= {r["id"] for r in completed}
     assert client.get("/console/api/responses", params={"status": "cancelled"}).json()["data"] == []
     assert client.get("/console/api/responses", params={"model": "nope"}).json()["data"] == []
@@ -192,7 +237,9 @@ def test_the_traffic_endpoint_pages_and_filters(server: OrgateServer) -> None:
     assert client.get("/console/api/responses", params={"status": "odd"}).status_code == 400
 
 
-def test_the_inspector_walks_the_previous_response_chain(watched: Any, server: OrgateServer) -> None:
+def test_the_inspector_walks_the_previous_response_chain(
+    watched: Any, server: OrgateServer
+) -> None:
     first = create(server, "alpha", input="first turn")
     second = create(server, "alpha", input="second turn", previous_response_id=first["id"])
     page = watched()

@@ -24,11 +24,32 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of two saved runs (two flaky seeds), the second compared with the first."""
     folder = tmp_path_factory.mktemp("eval")
     first = folder / "run-1.json"
-    for seed, path, extra in ((7, first, []), (11, folder / "run-2.json", ["--baseline", str(first)])):
+    for seed, path, extra in (
+        (7, first, []),
+        (11, folder / "run-2.json", ["--baseline", str(first)]),
+    ):
         done = subprocess.run(
-            [sys.executable, "-m", "orgate.cli", "eval", str(CASES), "--model", "orgate/flaky", "--runs", "4",
-             "--seed", str(seed), "-q", "--save", str(path), *extra],
-            capture_output=True, timeout=300, check=False, cwd=folder,
+            [
+                sys.executable,
+                "-m",
+                "orgate.cli",
+                "eval",
+                str(CASES),
+                "--model",
+                "orgate/flaky",
+                "--runs",
+                "4",
+                "--seed",
+                str(seed),
+                "-q",
+                "--save",
+                str(path),
+                *extra,
+            ],
+            capture_output=True,
+            timeout=300,
+            check=False,
+            cwd=folder,
         )
         assert done.returncode in (0, 1), done.stderr.decode()
         assert path.exists() and path.with_suffix(".html").exists()
@@ -48,7 +69,9 @@ def _canvas_painted(page: Any, selector: str) -> bool:
     return len(set(zlib.decompress(data))) > 8  # lines, labels and fills: many shades
 
 
-def test_open_a_folder_of_reports_and_see_the_charts(watched: Any, server: OrgateServer, reports: Path) -> None:
+def test_open_a_folder_of_reports_and_see_the_charts(
+    watched: Any, server: OrgateServer, reports: Path
+) -> None:
     page = watched()
     sign_in(page, server, "alpha")
     page.goto(f"{server.url}/console#/eval")
@@ -68,7 +91,10 @@ def test_the_saved_html_report_draws_the_same_charts_offline(browser: Any, repor
     problems: list[str] = []
     page.on("console", lambda msg: msg.type == "error" and problems.append(msg.text))
     page.on("pageerror", lambda exc: problems.append(str(exc)))
-    page.on("request", lambda req: req.url.startswith("file://") or problems.append(f"request: {req.url}"))
+    page.on(
+        "request",
+        lambda req: req.url.startswith("file://") or problems.append(f"request: {req.url}"),
+    )
     page.goto((reports / "run-2.html").as_uri())
     page.locator("#eval-rates canvas").first.wait_for()
     assert _canvas_painted(page, "#eval-rates")
@@ -77,11 +103,17 @@ def test_the_saved_html_report_draws_the_same_charts_offline(browser: Any, repor
     assert not problems, problems
 
 
-def test_the_eval_endpoint_refuses_what_is_not_a_report(server: OrgateServer, reports: Path) -> None:
+def test_the_eval_endpoint_refuses_what_is_not_a_report(
+    server: OrgateServer, reports: Path
+) -> None:
     client = httpx.Client(base_url=server.url, timeout=60)
     client.post("/console/api/session", json={"key": KEYS["alpha"]})
     saved = [{"name": p.name, "text": p.read_text()} for p in sorted(reports.glob("*.json"))]
     model = client.post("/console/api/eval", json={"reports": saved}).json()
-    assert [run["rates"] for run in model["runs"]] == [json.loads(r["text"])["rates"] for r in saved]
-    bad = client.post("/console/api/eval", json={"reports": [{"name": "x.json", "text": '{"hello": 1}'}]})
+    assert [run["rates"] for run in model["runs"]] == [
+        json.loads(r["text"])["rates"] for r in saved
+    ]
+    bad = client.post(
+        "/console/api/eval", json={"reports": [{"name": "x.json", "text": '{"hello": 1}'}]}
+    )
     assert bad.status_code == 400 and "x.json" in bad.json()["error"]["message"]

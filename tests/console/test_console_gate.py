@@ -15,14 +15,26 @@ from tests.server_process import OrgateServer
 
 
 def _call(call_id: str, arguments: str) -> dict[str, Any]:
-    return {"type": "function_call", "call_id": call_id, "name": "get_weather", "arguments": arguments, "status": "completed"}
+    return {
+        "type": "function_call",
+        "call_id": call_id,
+        "name": "get_weather",
+        "arguments": arguments,
+        "status": "completed",
+    }
 
 
 LOG = [
     _call("c1", '{"city": "Paris", "unit": "c"}'),
     _call("c2", '{"city": 12, "unit": "c"}'),
     _call("c3", '{"city": "Oslo"'),
-    {"type": "function_call", "call_id": "c4", "name": "nope", "arguments": "{}", "status": "completed"},
+    {
+        "type": "function_call",
+        "call_id": "c4",
+        "name": "nope",
+        "arguments": "{}",
+        "status": "completed",
+    },
     {"type": "message", "role": "user", "content": "hi"},
 ]
 
@@ -30,7 +42,17 @@ LOG = [
 def _cli_codes(log: Path, tools: Path) -> list[str]:
     """What ``orgate gate LOG --tools TOOLS --json`` says of each item."""
     done = subprocess.run(
-        [sys.executable, "-m", "orgate.gate.cli", "gate", str(log), "--tools", str(tools), "--json", "-q"],
+        [
+            sys.executable,
+            "-m",
+            "orgate.gate.cli",
+            "gate",
+            str(log),
+            "--tools",
+            str(tools),
+            "--json",
+            "-q",
+        ],
         capture_output=True,
         check=False,
         timeout=120,
@@ -38,7 +60,9 @@ def _cli_codes(log: Path, tools: Path) -> list[str]:
     return [json.loads(line)["code"] for line in done.stdout.decode().splitlines() if line.strip()]
 
 
-def test_upload_a_log_and_read_the_verdict_codes(watched: Any, server: OrgateServer, tmp_path: Path) -> None:
+def test_upload_a_log_and_read_the_verdict_codes(
+    watched: Any, server: OrgateServer, tmp_path: Path
+) -> None:
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps(item) + "\n" for item in LOG))
     tools = tmp_path / "tools.json"
@@ -51,7 +75,13 @@ def test_upload_a_log_and_read_the_verdict_codes(watched: Any, server: OrgateSer
     page.click("#run-gate")
     page.locator("#gate-result").wait_for()
     codes = page.locator("#gate-result td.verdict-code").all_inner_texts()
-    assert codes == ["ok", "arguments_schema", "arguments_parse", "unknown_tool", "not_function_call"]
+    assert codes == [
+        "ok",
+        "arguments_schema",
+        "arguments_parse",
+        "unknown_tool",
+        "not_function_call",
+    ]
     assert codes == _cli_codes(log, tools)
     summary = page.locator("#gate-result tr[data-code]").all()
     assert {row.get_attribute("data-code") for row in summary} == set(codes)
@@ -72,7 +102,9 @@ def test_the_console_gate_says_what_the_cli_says(server: OrgateServer, tmp_path:
 
 def test_diff_two_documents_side_by_side(watched: Any, server: OrgateServer) -> None:
     left = {"output": [LOG[0], LOG[4]]}
-    right = {"output": [_call("c9", '{"city": "Lyon", "unit": "c"}'), LOG[4]]}  # a call_id that does not pair
+    right = {
+        "output": [_call("c9", '{"city": "Lyon", "unit": "c"}'), LOG[4]]
+    }  # a call_id that does not pair
     page = watched()
     sign_in(page, server, "alpha")
     page.goto(f"{server.url}/console#/gate")

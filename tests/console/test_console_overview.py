@@ -16,14 +16,20 @@ def _client(server: OrgateServer, tenant: str) -> httpx.Client:
     return client
 
 
-def test_admin_sees_request_rate_errors_and_latency_per_model_and_deployment(watched: Any, server: OrgateServer) -> None:
+def test_admin_sees_request_rate_errors_and_latency_per_model_and_deployment(
+    watched: Any, server: OrgateServer
+) -> None:
     page = watched()
     sign_in(page, server, "root")
     page.goto(f"{server.url}/console#/overview")
     for n in range(3):
         create(server, "alpha", input=f"overview {n}")
-    httpx.post(f"{server.base_url}/responses", headers={"Authorization": f"Bearer {KEYS['beta']}"},
-               json={"model": "orgate/echo", "input": "orgate:fail"}, timeout=60)
+    httpx.post(
+        f"{server.base_url}/responses",
+        headers={"Authorization": f"Bearer {KEYS['beta']}"},
+        json={"model": "orgate/echo", "input": "orgate:fail"},
+        timeout=60,
+    )
     page.locator("#overview-rate canvas").first.wait_for()
     page.locator("#overview-p95 canvas").first.wait_for()
     for n in range(3):  # a few more samples, so the charts have lines
@@ -49,15 +55,25 @@ def test_the_overview_needs_an_admin_key(watched: Any, server: OrgateServer) -> 
     page.locator("#overview-admin-only").wait_for()
 
 
-def test_an_admin_key_sees_every_tenant_and_may_narrow_to_one(watched: Any, server: OrgateServer) -> None:
+def test_an_admin_key_sees_every_tenant_and_may_narrow_to_one(
+    watched: Any, server: OrgateServer
+) -> None:
     a = create(server, "alpha", input="alpha for root")
     b = create(server, "beta", input="beta for root")
     root = _client(server, "root")
-    ids = {r["id"]: r["tenant"] for r in root.get("/console/api/responses", params={"limit": 200}).json()["data"]}
+    ids = {
+        r["id"]: r["tenant"]
+        for r in root.get("/console/api/responses", params={"limit": 200}).json()["data"]
+    }
     assert ids[a["id"]] == "alpha" and ids[b["id"]] == "beta"
-    only = {r["tenant"] for r in root.get("/console/api/responses", params={"tenant": "beta"}).json()["data"]}
+    only = {
+        r["tenant"]
+        for r in root.get("/console/api/responses", params={"tenant": "beta"}).json()["data"]
+    }
     assert only == {"beta"}
-    assert root.get(f"/console/api/responses/{a['id']}", params={"tenant": "alpha"}).status_code == 200
+    assert (
+        root.get(f"/console/api/responses/{a['id']}", params={"tenant": "alpha"}).status_code == 200
+    )
     page = watched()
     sign_in(page, server, "root")
     page.locator(f'#traffic-rows tr[data-id="{a["id"]}"]').wait_for()

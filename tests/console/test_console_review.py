@@ -12,7 +12,9 @@ from tests.server_process import OrgateServer
 
 def _entry(server: OrgateServer, tenant: str, review_id: str) -> dict[str, Any]:
     got = httpx.get(
-        f"{server.base_url}/orgate/review/{review_id}", headers={"Authorization": f"Bearer {KEYS[tenant]}"}, timeout=60
+        f"{server.base_url}/orgate/review/{review_id}",
+        headers={"Authorization": f"Bearer {KEYS[tenant]}"},
+        timeout=60,
     )
     assert got.status_code == 200, got.text
     return dict(got.json())
@@ -61,13 +63,22 @@ def test_review_endpoints_keep_tenants_apart_and_need_csrf(server: OrgateServer)
     assert theirs not in listed
     assert alpha.get(f"/console/api/review/{theirs}").status_code == 404
     csrf = {"X-CSRF-Token": token}
-    assert alpha.post(f"/console/api/review/{theirs}/resolve", json={"discard": True}, headers=csrf).status_code == 404
+    assert (
+        alpha.post(
+            f"/console/api/review/{theirs}/resolve", json={"discard": True}, headers=csrf
+        ).status_code
+        == 404
+    )
     mine = queue_for_review(server, "alpha")
     refused = alpha.post(f"/console/api/review/{mine}/resolve", json={"discard": True})
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf_failed"
-    bad = alpha.post(f"/console/api/review/{mine}/resolve", json={"value": {"name": 1}}, headers=csrf)
+    bad = alpha.post(
+        f"/console/api/review/{mine}/resolve", json={"value": {"name": 1}}, headers=csrf
+    )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_review_resolution"
-    check = alpha.post(f"/console/api/review/{mine}/validate", json={"value": {"name": "x", "age": 1}})
+    check = alpha.post(
+        f"/console/api/review/{mine}/validate", json={"value": {"name": "x", "age": 1}}
+    )
     assert check.json() == {"valid": True, "errors": []}
     assert _entry(server, "beta", theirs)["status"] == "pending"
 
@@ -88,12 +99,16 @@ def test_each_structured_output_attempt_is_shown(watched: Any, server: OrgateSer
     assert cells[2] == "schema" and "12.5" in cells[3] and "12.5" in cells[5]
 
 
-def test_a_recovered_response_shows_its_outcome_and_attempts(watched: Any, server: OrgateServer) -> None:
+def test_a_recovered_response_shows_its_outcome_and_attempts(
+    watched: Any, server: OrgateServer
+) -> None:
     pet = {**PERSON, "name": "pet"}  # one retry for this format: the feedback recovers it
     made = create(server, "alpha", input="a pet orgate:bad-json", text={"format": pet})
     rows = httpx.Client(base_url=server.url, timeout=60)
     rows.post("/console/api/session", json={"key": KEYS["alpha"]})
-    row = next(r for r in rows.get("/console/api/responses").json()["data"] if r["id"] == made["id"])
+    row = next(
+        r for r in rows.get("/console/api/responses").json()["data"] if r["id"] == made["id"]
+    )
     assert row["structured"] == "recovered"
     page = watched()
     sign_in(page, server, "alpha")

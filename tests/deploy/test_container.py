@@ -73,7 +73,11 @@ def test_the_dockerfile_copies_files_that_exist_and_runs_a_real_command() -> Non
     assert instruction("HEALTHCHECK") and "/healthz" in instruction("HEALTHCHECK")[0]
     overrides = {k: v for k, v in env.items() if k.startswith("ORGATE_") and k != "ORGATE_DATA_DIR"}
     settings = load_settings(None, environ=overrides)
-    assert settings.warnings == [] and settings.server.log_format == "json" and settings.server.port == 8080
+    assert (
+        settings.warnings == []
+        and settings.server.log_format == "json"
+        and settings.server.port == 8080
+    )
 
 
 def test_compose_runs_this_image_with_postgresql_and_redis() -> None:
@@ -84,22 +88,34 @@ def test_compose_runs_this_image_with_postgresql_and_redis() -> None:
     assert orgate["read_only"] is True
     mounts = {volume.split(":")[1] for volume in orgate["volumes"]}
     assert set(json.loads(instruction("VOLUME")[0])) <= mounts
-    environment = {k: v.replace("${POSTGRES_PASSWORD:-orgate}", "pw") for k, v in orgate["environment"].items() if k.startswith("ORGATE_")}
+    environment = {
+        k: v.replace("${POSTGRES_PASSWORD:-orgate}", "pw")
+        for k, v in orgate["environment"].items()
+        if k.startswith("ORGATE_")
+    }
     environment["ORGATE_API_KEY"] = "k"
     settings = load_settings(None, environ=environment)
     assert settings.warnings == []
-    assert settings.store.url and settings.store.url.startswith("postgresql://orgate:pw@postgres:5432/")
+    assert settings.store.url and settings.store.url.startswith(
+        "postgresql://orgate:pw@postgres:5432/"
+    )
     assert settings.ratelimit.redis_url == "redis://redis:6379/0"
     assert set(orgate["depends_on"]) == {"postgres", "redis"}
     for name in ("postgres", "redis"):
         assert services[name]["healthcheck"]["test"], name
 
 
-needs_image = pytest.mark.skipif(IMAGE is None, reason="no image: scripts/container.sh builds one and runs these tests")
+needs_image = pytest.mark.skipif(
+    IMAGE is None, reason="no image: scripts/container.sh builds one and runs these tests"
+)
 
 
-def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=check, timeout=timeout)
+def podman(
+    *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, check=check, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -113,7 +129,21 @@ def container() -> Iterator[tuple[str, int]]:
     if os.environ.get("ORGATE_TEST_PG_URL"):
         env += ["-e", f"ORGATE_STORE__URL={os.environ['ORGATE_TEST_PG_URL']}"]
     podman("volume", "create", name)
-    podman("run", "-d", "--name", name, "--network", "host", "--read-only", "--tmpfs", "/tmp", "-v", f"{name}:/var/lib/orgate", *env, IMAGE)
+    podman(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "-v",
+        f"{name}:/var/lib/orgate",
+        *env,
+        IMAGE,
+    )
     try:
         yield name, port
     finally:
@@ -129,22 +159,42 @@ def wait_healthy(port: int, name: str) -> None:
                 return
         except httpx.HTTPError:
             pass
-        assert podman("inspect", "-f", "{{.State.Running}}", name).stdout.strip() == "true", podman("logs", name).stderr
+        assert podman("inspect", "-f", "{{.State.Running}}", name).stdout.strip() == "true", podman(
+            "logs", name
+        ).stderr
         time.sleep(0.2)
     raise AssertionError(podman("logs", name, check=False).stderr)
 
 
 @needs_image
-def test_the_image_serves_as_a_non_root_user_on_a_read_only_root(container: tuple[str, int]) -> None:
+def test_the_image_serves_as_a_non_root_user_on_a_read_only_root(
+    container: tuple[str, int],
+) -> None:
     name, port = container
     wait_healthy(port, name)
-    reply = httpx.post(f"http://127.0.0.1:{port}/v1/responses", json={"model": "orgate/echo", "input": "hi", "store": True}, headers={"Authorization": "Bearer test-key"}, timeout=30)
+    reply = httpx.post(
+        f"http://127.0.0.1:{port}/v1/responses",
+        json={"model": "orgate/echo", "input": "hi", "store": True},
+        headers={"Authorization": "Bearer test-key"},
+        timeout=30,
+    )
     assert reply.status_code == 200 and reply.json()["status"] == "completed", reply.text
     assert podman("exec", name, "id", "-un").stdout.strip() == "orgate"
     assert podman("healthcheck", "run", name, check=False).returncode == 0
-    listing = podman("exec", name, "stat", "-c", "%a %U %n", "/var/lib/orgate", *([] if os.environ.get("ORGATE_TEST_PG_URL") else ["/var/lib/orgate/orgate.db"]), "/var/lib/orgate/compaction.key").stdout.split("\n")
+    listing = podman(
+        "exec",
+        name,
+        "stat",
+        "-c",
+        "%a %U %n",
+        "/var/lib/orgate",
+        *([] if os.environ.get("ORGATE_TEST_PG_URL") else ["/var/lib/orgate/orgate.db"]),
+        "/var/lib/orgate/compaction.key",
+    ).stdout.split("\n")
     modes = [line.split() for line in listing if line]
-    assert modes[0][:2] == ["700", "orgate"] and all(m[:2] == ["600", "orgate"] for m in modes[1:]), modes
+    assert modes[0][:2] == ["700", "orgate"] and all(
+        m[:2] == ["600", "orgate"] for m in modes[1:]
+    ), modes
     written = podman("exec", name, "touch", "/opt/orgate/x", check=False)
     assert written.returncode != 0 and "Read-only file system" in written.stderr
     podman("stop", "-t", "30", name)

@@ -8,7 +8,17 @@ from orgate.engine.builder import ResponseBuilder
 from tests.support.samples import response as sample_response
 
 #: What the builder owns; the rest of a response is the skeleton echoed from the request.
-_BUILDER_FIELDS = ("id", "object", "created_at", "completed_at", "status", "incomplete_details", "output", "error", "usage")
+_BUILDER_FIELDS = (
+    "id",
+    "object",
+    "created_at",
+    "completed_at",
+    "status",
+    "incomplete_details",
+    "output",
+    "error",
+    "usage",
+)
 
 
 def base() -> dict[str, Any]:

@@ -24,50 +24,105 @@ def _without_id(item: dict, prefix: str) -> dict:
 
 def test_a_user_message_keeps_its_id_and_its_text_becomes_input_text():
     assert _output({"role": "user", "content": "hi", "id": "msg_1"}) == {
-        "type": "message", "id": "msg_1", "status": "completed", "role": "user",
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "user",
         "content": [{"type": "input_text", "text": "hi"}],
     }
 
 
 def test_an_assistant_message_keeps_its_phase_and_gets_output_text_fields():
-    item = _output({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yo"}], "phase": "commentary"})
+    item = _output(
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "yo"}],
+            "phase": "commentary",
+        }
+    )
     assert _without_id(item, "msg_") == {
-        "type": "message", "status": "completed", "role": "assistant", "phase": "commentary",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "phase": "commentary",
         "content": [{"type": "output_text", "text": "yo", "annotations": [], "logprobs": []}],
     }
 
 
 def test_a_message_without_phase_has_none():
     item = _output({"role": "assistant", "content": "plain"})
-    assert "phase" not in item and item["content"] == [{"type": "output_text", "text": "plain", "annotations": [], "logprobs": []}]
+    assert "phase" not in item and item["content"] == [
+        {"type": "output_text", "text": "plain", "annotations": [], "logprobs": []}
+    ]
 
 
 def test_a_function_call_and_its_output():
     call = _output({"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"})
-    assert _without_id(call, "fc_") == {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"}
-    output = _output({"type": "function_call_output", "call_id": "c1", "output": "42", "id": "fco_x"})
-    assert output == {"type": "function_call_output", "id": "fco_x", "call_id": "c1", "output": "42", "status": "completed"}
+    assert _without_id(call, "fc_") == {
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "f",
+        "arguments": "{}",
+        "status": "completed",
+    }
+    output = _output(
+        {"type": "function_call_output", "call_id": "c1", "output": "42", "id": "fco_x"}
+    )
+    assert output == {
+        "type": "function_call_output",
+        "id": "fco_x",
+        "call_id": "c1",
+        "output": "42",
+        "status": "completed",
+    }
 
 
 def test_a_function_call_output_of_parts_keeps_each_part():
-    item = _output({"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "42"}]})
+    item = _output(
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": "42"}],
+        }
+    )
     assert _without_id(item, "fco_") == {
-        "type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "42"}], "status": "completed",
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [{"type": "input_text", "text": "42"}],
+        "status": "completed",
     }
 
 
 def test_a_custom_tool_call_and_its_output():
     call = _output({"type": "custom_tool_call", "call_id": "c2", "name": "g", "input": "raw"})
-    assert _without_id(call, "ctc_") == {"type": "custom_tool_call", "call_id": "c2", "name": "g", "input": "raw", "status": "completed"}
+    assert _without_id(call, "ctc_") == {
+        "type": "custom_tool_call",
+        "call_id": "c2",
+        "name": "g",
+        "input": "raw",
+        "status": "completed",
+    }
     output = _output({"type": "custom_tool_call_output", "call_id": "c2", "output": "done"})
-    assert _without_id(output, "ctco_") == {"type": "custom_tool_call_output", "call_id": "c2", "output": "done"}
+    assert _without_id(output, "ctco_") == {
+        "type": "custom_tool_call_output",
+        "call_id": "c2",
+        "output": "done",
+    }
 
 
 def test_reasoning_keeps_its_summary_and_encrypted_content_only_when_there_is_some():
     summary = [{"type": "summary_text", "text": "s"}]
     item = _output({"type": "reasoning", "summary": summary, "encrypted_content": "enc"})
-    assert _without_id(item, "rs_") == {"type": "reasoning", "summary": summary, "encrypted_content": "enc"}
-    assert _without_id(_output({"type": "reasoning", "summary": []}), "rs_") == {"type": "reasoning", "summary": []}
+    assert _without_id(item, "rs_") == {
+        "type": "reasoning",
+        "summary": summary,
+        "encrypted_content": "enc",
+    }
+    assert _without_id(_output({"type": "reasoning", "summary": []}), "rs_") == {
+        "type": "reasoning",
+        "summary": [],
+    }
 
 
 def test_a_compaction_item_stays_one():

@@ -31,10 +31,25 @@ from orgate.protocol.errors import ApiError
 from tests.engine.helpers import run
 from tests.support.spec import check_events, validate
 
-NATIVE = Deployment(name="gpt", provider="openai-responses", upstream_model="m", base_url="https://api.openai.com/v1")
+NATIVE = Deployment(
+    name="gpt",
+    provider="openai-responses",
+    upstream_model="m",
+    base_url="https://api.openai.com/v1",
+)
 ORIGIN = origin_of(NATIVE)
-SEARCH = {"id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
-PREVIEW = {"id": "wsp_1", "type": "openai:web_search_preview_call", "status": "completed", "note": None}
+SEARCH = {
+    "id": "ws_1",
+    "type": "web_search_call",
+    "status": "completed",
+    "action": {"type": "search", "query": "q"},
+}
+PREVIEW = {
+    "id": "wsp_1",
+    "type": "openai:web_search_preview_call",
+    "status": "completed",
+    "note": None,
+}
 
 
 # --- the builder ------------------------------------------------------------------------------
@@ -58,14 +73,26 @@ def test_extension_items_are_kept_aside_in_place_and_never_emitted() -> None:
     assert final is not None
     validate("ResponseResource", final)
     assert [i["type"] for i in final["output"]] == ["reasoning", "message", "function_call"]
-    assert [i["output_index"] for i in events if i["type"] == "response.output_item.added"] == [0, 1, 2]
+    assert [i["output_index"] for i in events if i["type"] == "response.output_item.added"] == [
+        0,
+        1,
+        2,
+    ]
 
     full = builder.output_items()
-    assert [i["type"] for i in full] == ["reasoning", EXTENSION_ITEM_TYPE, EXTENSION_ITEM_TYPE, "message", "function_call"]
+    assert [i["type"] for i in full] == [
+        "reasoning",
+        EXTENSION_ITEM_TYPE,
+        EXTENSION_ITEM_TYPE,
+        "message",
+        "function_call",
+    ]
     assert full[0] is final["output"][0] and full[3] is final["output"][1]
     assert [(i["origin"], i["item"]) for i in full[1:3]] == [(ORIGIN, SEARCH), (ORIGIN, PREVIEW)]
     assert full[1]["id"].startswith("ext_") and full[1]["id"] != full[2]["id"]
-    assert full[0]["encrypted_content"] == "ENC"  # the reasoning item closed before the search, whole
+    assert (
+        full[0]["encrypted_content"] == "ENC"
+    )  # the reasoning item closed before the search, whole
 
 
 def test_without_extension_items_the_full_output_is_the_spec_output() -> None:
@@ -75,8 +102,17 @@ def test_without_extension_items_the_full_output_is_the_spec_output() -> None:
 
 
 def test_extension_items_first_and_last_and_in_a_failed_response() -> None:
-    builder = run(ExtensionItem(SEARCH, ORIGIN), TextDelta("a"), ExtensionItem(PREVIEW, ORIGIN), Finish("stop"))
-    assert [i["type"] for i in builder.output_items()] == [EXTENSION_ITEM_TYPE, "message", EXTENSION_ITEM_TYPE]
+    builder = run(
+        ExtensionItem(SEARCH, ORIGIN),
+        TextDelta("a"),
+        ExtensionItem(PREVIEW, ORIGIN),
+        Finish("stop"),
+    )
+    assert [i["type"] for i in builder.output_items()] == [
+        EXTENSION_ITEM_TYPE,
+        "message",
+        EXTENSION_ITEM_TYPE,
+    ]
     failed = run(ExtensionItem(SEARCH, ORIGIN), TextDelta("partial"))
     failed.fail(ApiError(502, "boom", type="server_error", code="upstream_error"))
     assert [i["type"] for i in failed.output_items()] == [EXTENSION_ITEM_TYPE, "message"]
@@ -88,10 +124,19 @@ def test_extension_items_first_and_last_and_in_a_failed_response() -> None:
 
 def test_history_reads_extension_items_back_as_opaque_items_in_place() -> None:
     stored = run(
-        ReasoningDelta("s", "summary"), ReasoningEncrypted("ENC"), ExtensionItem(SEARCH, ORIGIN), TextDelta("done"), Finish("stop")
+        ReasoningDelta("s", "summary"),
+        ReasoningEncrypted("ENC"),
+        ExtensionItem(SEARCH, ORIGIN),
+        TextDelta("done"),
+        Finish("stop"),
     ).output_items()
     history = items_from_wire([{"type": "message", "role": "user", "content": "hi"}, *stored])
-    assert [type(i).__name__ for i in history] == ["UserMessageItemParam", "ReasoningItemParam", "OpaqueItem", "AssistantMessageItemParam"]
+    assert [type(i).__name__ for i in history] == [
+        "UserMessageItemParam",
+        "ReasoningItemParam",
+        "OpaqueItem",
+        "AssistantMessageItemParam",
+    ]
     opaque = history[2]
     assert isinstance(opaque, OpaqueItem) and opaque.item == SEARCH and opaque.origin == ORIGIN
     assert opaque_items(history) == (opaque,)
@@ -121,7 +166,13 @@ def _history() -> tuple[OpaqueItem, ...]:
 
 def test_nothing_is_reported_when_the_same_upstream_serves() -> None:
     warnings: list[str] = []
-    same = Deployment(name="gpt-5", provider="openai-responses", upstream_model="other-model", base_url="https://API.openai.com/v1/", api_key="k2")
+    same = Deployment(
+        name="gpt-5",
+        provider="openai-responses",
+        upstream_model="other-model",
+        base_url="https://API.openai.com/v1/",
+        api_key="k2",
+    )
     report_opaque(_history(), same, "enforce", warnings)
     assert warnings == []
 
@@ -130,11 +181,23 @@ def test_nothing_is_reported_when_the_same_upstream_serves() -> None:
 @pytest.mark.parametrize(
     "served",
     [
-        Deployment(name="claude", provider="anthropic", upstream_model="c", base_url="https://api.anthropic.com"),
-        Deployment(name="local", provider="openai-responses", upstream_model="m", base_url="http://127.0.0.1:8000/v1"),
+        Deployment(
+            name="claude",
+            provider="anthropic",
+            upstream_model="c",
+            base_url="https://api.anthropic.com",
+        ),
+        Deployment(
+            name="local",
+            provider="openai-responses",
+            upstream_model="m",
+            base_url="http://127.0.0.1:8000/v1",
+        ),
     ],
 )
-def test_items_of_another_upstream_are_reported_by_id_and_type(policy: Any, served: Deployment, caplog: pytest.LogCaptureFixture) -> None:
+def test_items_of_another_upstream_are_reported_by_id_and_type(
+    policy: Any, served: Deployment, caplog: pytest.LogCaptureFixture
+) -> None:
     warnings: list[str] = []
     report_opaque(_history(), served, policy, warnings)
     assert warnings == [
@@ -147,15 +210,27 @@ def test_items_of_another_upstream_are_reported_by_id_and_type(policy: Any, serv
 
 def test_policy_off_only_logs(caplog: pytest.LogCaptureFixture) -> None:
     warnings: list[str] = []
-    claude = Deployment(name="claude", provider="anthropic", upstream_model="c", base_url="https://api.anthropic.com")
+    claude = Deployment(
+        name="claude",
+        provider="anthropic",
+        upstream_model="c",
+        base_url="https://api.anthropic.com",
+    )
     report_opaque(_history(), claude, "off", warnings)
     assert warnings == [] and "ext_b" in caplog.text
 
 
 def test_a_long_list_is_cut_and_odd_characters_are_replaced() -> None:
-    items = tuple(OpaqueItem(id=f"ext_{n}", origin=ORIGIN, item={"type": "wéird type\r\n"}) for n in range(11))
+    items = tuple(
+        OpaqueItem(id=f"ext_{n}", origin=ORIGIN, item={"type": "wéird type\r\n"}) for n in range(11)
+    )
     warnings: list[str] = []
-    claude = Deployment(name="claude", provider="anthropic", upstream_model="c", base_url="https://api.anthropic.com")
+    claude = Deployment(
+        name="claude",
+        provider="anthropic",
+        upstream_model="c",
+        base_url="https://api.anthropic.com",
+    )
     report_opaque(items, claude, "warn", warnings)
     assert warnings[0].endswith("ext_7 (w_ird_type__), and 3 more")
     assert warnings[0].isascii() and "\n" not in warnings[0]

@@ -20,7 +20,9 @@ from orgate.protocol.errors import ApiError
 from orgate.store import open_store
 from orgate.store.base import ResponseStore, SessionBusy, StoreUnavailable
 
-MODEL = Deployment(name="m", provider="openai-chat", upstream_model="m", base_url="http://upstream.invalid/v1")
+MODEL = Deployment(
+    name="m", provider="openai-chat", upstream_model="m", base_url="http://upstream.invalid/v1"
+)
 CALLER = Caller("k", "t")
 SESSION = "s1"
 DONE = b"data: [DONE]\n\n"
@@ -119,7 +121,9 @@ def service_with(store: Any, provider: Scripted) -> ResponsesService:
 
 
 async def start(service: ResponsesService, **body: Any) -> ResponseStream:
-    return await service.create(parse_body({"model": "m", "input": "hi", **body}), CALLER, [], session_id=SESSION)
+    return await service.create(
+        parse_body({"model": "m", "input": "hi", **body}), CALLER, [], session_id=SESSION
+    )
 
 
 async def assert_session_free(store: ResponseStore) -> None:
@@ -132,7 +136,9 @@ async def assert_session_free(store: ResponseStore) -> None:
 
 
 def event_types(chunks: list[bytes]) -> list[str]:
-    return [line[7:] for line in b"".join(chunks).decode().splitlines() if line.startswith("event: ")]
+    return [
+        line[7:] for line in b"".join(chunks).decode().splitlines() if line.startswith("event: ")
+    ]
 
 
 async def collect(frames: AsyncIterator[bytes], into: list[bytes]) -> None:
@@ -140,7 +146,9 @@ async def collect(frames: AsyncIterator[bytes], into: list[bytes]) -> None:
         into.append(chunk)
 
 
-async def cancel_when_hanging(provider: Scripted, task: asyncio.Task[Any], chunks: list[bytes], count: int) -> None:
+async def cancel_when_hanging(
+    provider: Scripted, task: asyncio.Task[Any], chunks: list[bytes], count: int
+) -> None:
     """Cancel ``task`` once ``count`` chunks left and the upstream hangs (where a client leaves)."""
     while len(chunks) < count:
         await asyncio.sleep(0.01)
@@ -153,7 +161,9 @@ async def cancel_when_hanging(provider: Scripted, task: asyncio.Task[Any], chunk
 # --- normal completion --------------------------------------------------------------------
 
 
-async def test_a_drained_response_is_completed_stored_and_its_session_released(store: ResponseStore) -> None:
+async def test_a_drained_response_is_completed_stored_and_its_session_released(
+    store: ResponseStore,
+) -> None:
     provider = Scripted(*ANSWER)
     stream = await start(service_with(store, provider))
     answer = await stream.final()
@@ -161,13 +171,19 @@ async def test_a_drained_response_is_completed_stored_and_its_session_released(s
     assert answer["output"][0]["content"][0]["text"] == "Hello!"
     assert stream.ending is Ending.COMPLETED and stream.error is None
     stored = await store.get(answer["id"], "t")
-    assert stored is not None and stored.status == "completed" and stored.response["output"] == answer["output"]
+    assert (
+        stored is not None
+        and stored.status == "completed"
+        and stored.response["output"] == answer["output"]
+    )
     assert stream.headers["X-Session-Id"] == SESSION
     assert provider.closed
     await assert_session_free(store)
 
 
-async def test_a_streamed_response_leaves_one_chunk_per_batch_and_is_kept_for_replay(store: ResponseStore) -> None:
+async def test_a_streamed_response_leaves_one_chunk_per_batch_and_is_kept_for_replay(
+    store: ResponseStore,
+) -> None:
     stream = await start(service_with(store, Scripted(*ANSWER)), stream=True)
     chunks: list[bytes] = []
     frames = stream.frames(encode, DONE)
@@ -176,10 +192,14 @@ async def test_a_streamed_response_leaves_one_chunk_per_batch_and_is_kept_for_re
             stored = await store.get(stream.response_id, "t")
             assert stored is not None and stored.status == "in_progress"
         chunks.append(chunk)
-    assert len(chunks) == 3  # created + in_progress ride with the first batch; the last one ends with [DONE]
+    assert (
+        len(chunks) == 3
+    )  # created + in_progress ride with the first batch; the last one ends with [DONE]
     assert event_types(chunks[:1])[:2] == ["response.created", "response.in_progress"]
     assert event_types(chunks)[-1] == "response.completed" and chunks[-1].endswith(DONE)
-    assert await store.events(stream.response_id, "t") == b"".join(chunks)[: -len(DONE)]  # the replay, without [DONE]
+    assert (
+        await store.events(stream.response_id, "t") == b"".join(chunks)[: -len(DONE)]
+    )  # the replay, without [DONE]
     assert stream.ending is Ending.COMPLETED
     await assert_session_free(store)
 
@@ -209,13 +229,19 @@ async def test_an_upstream_error_mid_stream_ends_failed_and_stored_so(store: Res
     assert event_types(chunks)[-2:] == ["error", "response.failed"] and chunks[-1].endswith(DONE)
     assert stream.ending is Ending.FAILED and stream.error is UPSTREAM_DOWN
     stored = await store.get(stream.response_id, "t")
-    assert stored is not None and stored.status == "failed" and stored.response["error"]["code"] == "upstream_error"
+    assert (
+        stored is not None
+        and stored.status == "failed"
+        and stored.response["error"]["code"] == "upstream_error"
+    )
     assert stored.response["output"][0]["status"] == "incomplete"  # what was produced is kept
     assert provider.closed
     await assert_session_free(store)
 
 
-async def test_an_upstream_error_before_any_output_is_raised_by_create(store: ResponseStore) -> None:
+async def test_an_upstream_error_before_any_output_is_raised_by_create(
+    store: ResponseStore,
+) -> None:
     provider = Scripted(UPSTREAM_DOWN)
     with pytest.raises(ApiError) as raised:
         await start(service_with(store, provider))
@@ -225,11 +251,20 @@ async def test_an_upstream_error_before_any_output_is_raised_by_create(store: Re
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_a_call_that_fails_before_any_event_is_closed(store: ResponseStore, stream: bool) -> None:
-    invalid = ApiError(502, "the output never matched the schema", type="server_error", code="structured_output_invalid")
+async def test_a_call_that_fails_before_any_event_is_closed(
+    store: ResponseStore, stream: bool
+) -> None:
+    invalid = ApiError(
+        502,
+        "the output never matched the schema",
+        type="server_error",
+        code="structured_output_invalid",
+    )
     provider = FailingProvider(UPSTREAM_DOWN if not stream else invalid)
     if stream:  # the model answered, never validly: the stream says so
-        assert (await (await start(service_with(store, provider), stream=True)).final())["status"] == "failed"
+        assert (await (await start(service_with(store, provider), stream=True)).final())[
+            "status"
+        ] == "failed"
     else:
         with pytest.raises(ApiError):
             await start(service_with(store, provider))
@@ -244,11 +279,23 @@ async def test_an_answer_without_events_is_an_upstream_error(store: ResponseStor
     await assert_session_free(store)
 
 
-async def test_a_streamed_answer_that_never_validates_ends_failed_not_as_an_http_error(store: ResponseStore) -> None:
-    invalid = ApiError(502, "the output never matched the schema", type="server_error", code="structured_output_invalid")
+async def test_a_streamed_answer_that_never_validates_ends_failed_not_as_an_http_error(
+    store: ResponseStore,
+) -> None:
+    invalid = ApiError(
+        502,
+        "the output never matched the schema",
+        type="server_error",
+        code="structured_output_invalid",
+    )
     stream = await start(service_with(store, Scripted(invalid)), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
-    assert event_types(chunks) == ["response.created", "response.in_progress", "error", "response.failed"]
+    assert event_types(chunks) == [
+        "response.created",
+        "response.in_progress",
+        "error",
+        "response.failed",
+    ]
     assert stream.ending is Ending.FAILED
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "failed"
@@ -264,14 +311,20 @@ async def test_a_bug_ends_the_response_with_a_server_error(store: ResponseStore)
     stream = await start(service_with(store, Scripted([TextDelta("Hel")], RuntimeError("a bug"))))
     answer = await stream.final()
     assert answer["status"] == "failed" and answer["error"]["code"] == "server_error"
-    assert stream.ending is Ending.SERVER_ERROR and stream.error is not None and stream.error.status == 500
+    assert (
+        stream.ending is Ending.SERVER_ERROR
+        and stream.error is not None
+        and stream.error.status == 500
+    )
     await assert_session_free(store)
 
 
 # --- a client that leaves, a server that stops -----------------------------------------------
 
 
-async def test_a_client_that_leaves_mid_stream_leaves_the_response_stored_failed(store: ResponseStore) -> None:
+async def test_a_client_that_leaves_mid_stream_leaves_the_response_stored_failed(
+    store: ResponseStore,
+) -> None:
     provider = Scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     chunks: list[bytes] = []
@@ -280,15 +333,23 @@ async def test_a_client_that_leaves_mid_stream_leaves_the_response_stored_failed
     assert stream.ending is Ending.CLIENT_GONE
     assert event_types(chunks)[-1] == "response.output_text.delta"  # nothing more was sent
     stored = await store.get(stream.response_id, "t")
-    assert stored is not None and stored.status == "failed" and stored.response["error"]["code"] == "client_disconnected"
+    assert (
+        stored is not None
+        and stored.status == "failed"
+        and stored.response["error"]["code"] == "client_disconnected"
+    )
     assert stored.response["output"][0]["content"][0]["text"] == "Hel"
     replay = await store.events(stream.response_id, "t")
-    assert replay is not None and event_types([replay])[-1] == "response.failed"  # the replay ends as stored
+    assert (
+        replay is not None and event_types([replay])[-1] == "response.failed"
+    )  # the replay ends as stored
     assert provider.closed
     await assert_session_free(store)
 
 
-async def test_a_consumer_that_closes_the_stream_ends_the_turn_at_once(store: ResponseStore) -> None:
+async def test_a_consumer_that_closes_the_stream_ends_the_turn_at_once(
+    store: ResponseStore,
+) -> None:
     provider = Scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     frames = stream.frames(encode, DONE)
@@ -301,7 +362,9 @@ async def test_a_consumer_that_closes_the_stream_ends_the_turn_at_once(store: Re
 
 
 @pytest.mark.parametrize("how", ["client_still_there", "interrupted"])
-async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed(store: ResponseStore, how: str) -> None:
+async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed(
+    store: ResponseStore, how: str
+) -> None:
     provider = Scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     if how == "client_still_there":
@@ -314,7 +377,11 @@ async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed
     assert stream.ending is Ending.SHUTDOWN
     assert event_types(chunks)[-2:] == ["error", "response.failed"] and chunks[-1].endswith(DONE)
     stored = await store.get(stream.response_id, "t")
-    assert stored is not None and stored.status == "failed" and stored.response["error"]["code"] == "server_shutdown"
+    assert (
+        stored is not None
+        and stored.status == "failed"
+        and stored.response["error"]["code"] == "server_shutdown"
+    )
     assert provider.closed
     await assert_session_free(store)
 
@@ -322,14 +389,20 @@ async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed
 # --- background responses -------------------------------------------------------------------
 
 
-async def test_a_background_response_is_stored_queued_then_runs_to_its_end(store: ResponseStore) -> None:
+async def test_a_background_response_is_stored_queued_then_runs_to_its_end(
+    store: ResponseStore,
+) -> None:
     provider = Scripted(*ANSWER)
     stream = await start(service_with(store, provider), background=True)
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "queued"
     assert not provider.started.is_set()  # nothing was asked of the model yet
     chunks = [chunk async for chunk in stream.frames(encode)]
-    assert event_types(chunks[:1]) == ["response.created", "response.queued", "response.in_progress"]
+    assert event_types(chunks[:1]) == [
+        "response.created",
+        "response.queued",
+        "response.in_progress",
+    ]
     assert event_types(chunks)[-1] == "response.completed"
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "completed"
@@ -366,7 +439,9 @@ async def test_a_background_upstream_failure_is_stored_not_raised(store: Respons
 async def test_a_background_response_that_cannot_be_stored_is_refused(store: ResponseStore) -> None:
     provider = Scripted(*ANSWER)
     with pytest.raises(ApiError) as raised:
-        await start(service_with(FlakyStore(store, lambda response: True), provider), background=True)
+        await start(
+            service_with(FlakyStore(store, lambda response: True), provider), background=True
+        )
     assert raised.value.status == 503 and raised.value.code == "store_unavailable"
     assert not provider.started.is_set()
     await assert_session_free(store)
@@ -395,16 +470,21 @@ async def test_the_terminal_save_is_retried_while_the_store_recovers(store: Resp
     await assert_session_free(store)
 
 
-async def test_an_answer_the_store_never_takes_goes_out_marked_not_stored(store: ResponseStore, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_answer_the_store_never_takes_goes_out_marked_not_stored(
+    store: ResponseStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(lifecycle, "FOREGROUND_SAVE_GRACE", 0.3)
     flaky = FlakyStore(store, lambda response: True)
     stream = await start(service_with(flaky, Scripted(*ANSWER)), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
-    terminal = [orjson.loads(line[6:]) for line in b"".join(chunks).split(b"\n") if line.startswith(b"data: {")][-1]
+    terminal = [
+        orjson.loads(line[6:])
+        for line in b"".join(chunks).split(b"\n")
+        if line.startswith(b"data: {")
+    ][-1]
     assert terminal["type"] == "response.completed" and terminal["response"]["store"] is False
     assert stream.headers[lifecycle.STORE_ERROR_HEADER] == "store_unavailable"
     assert stream.ending is Ending.COMPLETED
     assert len(flaky.attempts) > 2  # retried during the grace
     assert await store.get(stream.response_id, "t") is None
     await assert_session_free(store)
-

@@ -24,7 +24,9 @@ def test_each_part_gathers_its_own_deltas_logprobs() -> None:
     builder = run(
         TextDelta("Hel", [_lp("Hel")]),
         TextDelta("lo", [_lp("lo", -1.5)]),
-        TextDelta("", [_lp("\u00e9", -3.0)]),  # a token that is part of a character: a delta of its own
+        TextDelta(
+            "", [_lp("\u00e9", -3.0)]
+        ),  # a token that is part of a character: a delta of its own
         RefusalDelta("no"),
         TextDelta("Again", [_lp("Again")]),
         TextDelta(" plain"),  # an upstream that gave none for this piece
@@ -39,7 +41,11 @@ def test_each_part_gathers_its_own_deltas_logprobs() -> None:
     final = events[-1]["response"]
     validate("ResponseResource", final)
     first, refusal, second = final["output"][0]["content"]
-    assert first["text"] == "Hello" and first["logprobs"] == [_lp("Hel"), _lp("lo", -1.5), _lp("\u00e9", -3.0)]
+    assert first["text"] == "Hello" and first["logprobs"] == [
+        _lp("Hel"),
+        _lp("lo", -1.5),
+        _lp("\u00e9", -3.0),
+    ]
     assert refusal == {"type": "refusal", "refusal": "no"}
     assert second["text"] == "Again plain" and second["logprobs"] == [_lp("Again")]
 
@@ -54,7 +60,12 @@ def test_text_without_logprobs_keeps_empty_lists() -> None:
 def test_upstream_entries_in_the_spec_shape() -> None:
     raw = [
         {"token": "a", "logprob": -1, "bytes": None, "top_logprobs": None},
-        {"token": "b", "logprob": -0.5, "bytes": [98], "top_logprobs": [{"token": "c", "logprob": -2}, {"token": 3}]},
+        {
+            "token": "b",
+            "logprob": -0.5,
+            "bytes": [98],
+            "top_logprobs": [{"token": "c", "logprob": -2}, {"token": 3}],
+        },
         {"token": "é", "logprob": -0.1, "bytes": [300]},  # not bytes: the token's UTF-8 instead
         {"token": "d", "logprob": True},  # a boolean is not a log probability
         {"logprob": -1.0},
@@ -62,7 +73,12 @@ def test_upstream_entries_in_the_spec_shape() -> None:
     ]
     assert logprob_list(raw) == [
         {"token": "a", "logprob": -1, "bytes": [97], "top_logprobs": []},
-        {"token": "b", "logprob": -0.5, "bytes": [98], "top_logprobs": [{"token": "c", "logprob": -2, "bytes": [99]}]},
+        {
+            "token": "b",
+            "logprob": -0.5,
+            "bytes": [98],
+            "top_logprobs": [{"token": "c", "logprob": -2, "bytes": [99]}],
+        },
         {"token": "é", "logprob": -0.1, "bytes": [195, 169], "top_logprobs": []},
     ]
     for entry in logprob_list(raw):

@@ -43,19 +43,36 @@ from orgate.store import open_store
 from tests.engine.helpers import base, run
 from tests.support.spec import check_events, validate
 
-NATIVE = Deployment(name="gpt", provider="openai-responses", upstream_model="m", base_url="https://api.openai.com/v1")
-OTHER = Deployment(name="vllm", provider="openai-responses", upstream_model="m", base_url="http://vllm.internal:8000/v1")
+NATIVE = Deployment(
+    name="gpt",
+    provider="openai-responses",
+    upstream_model="m",
+    base_url="https://api.openai.com/v1",
+)
+OTHER = Deployment(
+    name="vllm",
+    provider="openai-responses",
+    upstream_model="m",
+    base_url="http://vllm.internal:8000/v1",
+)
 ORIGIN, OTHER_ORIGIN = origin_of(NATIVE), origin_of(OTHER)
 USER = {"type": "message", "role": "user", "content": "Why?"}
 SUMMARY = [{"type": "summary_text", "text": "Think."}]
 
 
 def answered(encrypted: str = "ENC-native") -> ResponseBuilder:
-    return run(ReasoningDelta("Think.", "summary"), ReasoningEncrypted(encrypted), TextDelta("Because."), Finish("stop"))
+    return run(
+        ReasoningDelta("Think.", "summary"),
+        ReasoningEncrypted(encrypted),
+        TextDelta("Because."),
+        Finish("stop"),
+    )
 
 
 def next_request(history: list[dict[str, Any]]) -> ModelRequest:
-    return ModelRequest(model="m", input=[*items_from_wire(history), UserMessageItemParam(content="And then?")])
+    return ModelRequest(
+        model="m", input=[*items_from_wire(history), UserMessageItemParam(content="And then?")]
+    )
 
 
 # --- the builder: history only ------------------------------------------------------------------
@@ -86,10 +103,18 @@ def test_reasoning_without_encrypted_content_needs_no_marker() -> None:
 def test_markers_and_extension_items_keep_their_places() -> None:
     search = {"id": "ws_1", "type": "web_search_call", "status": "completed"}
     builder = run(
-        ReasoningDelta("Think.", "summary"), ReasoningEncrypted("ENC"), ExtensionItem(search, ORIGIN), TextDelta("Found."), Finish("stop")
+        ReasoningDelta("Think.", "summary"),
+        ReasoningEncrypted("ENC"),
+        ExtensionItem(search, ORIGIN),
+        TextDelta("Found."),
+        Finish("stop"),
     )
     history = builder.output_items(ORIGIN)
-    assert [(i["type"], i.get(ORIGIN_FIELD)) for i in history] == [("reasoning", ORIGIN), (EXTENSION_ITEM_TYPE, None), ("message", None)]
+    assert [(i["type"], i.get(ORIGIN_FIELD)) for i in history] == [
+        ("reasoning", ORIGIN),
+        (EXTENSION_ITEM_TYPE, None),
+        ("message", None),
+    ]
 
 
 def test_the_marker_survives_the_store_round_trip() -> None:
@@ -97,7 +122,9 @@ def test_the_marker_survives_the_store_round_trip() -> None:
     models = items_from_wire(history)
     assert isinstance(models[1], ReasoningItemParam)
     assert models[1].model_extra == {ORIGIN_FIELD: ORIGIN}
-    assert item_to_wire(models[1])[ORIGIN_FIELD] == ORIGIN  # a WebSocket cache / unlinked save keeps it
+    assert (
+        item_to_wire(models[1])[ORIGIN_FIELD] == ORIGIN
+    )  # a WebSocket cache / unlinked save keeps it
 
 
 # --- the providers -----------------------------------------------------------------------------
@@ -107,16 +134,29 @@ def test_openai_responses_sends_marked_reasoning_to_its_origin_only() -> None:
     request = next_request([USER, *answered().output_items(ORIGIN)])
     same = responses_body(request, origin=ORIGIN)["input"]
     assert [i["type"] for i in same] == ["message", "reasoning", "message", "message"]
-    assert same[1] == {"type": "reasoning", "summary": SUMMARY, "encrypted_content": "ENC-native"}  # no marker, no id
+    assert same[1] == {
+        "type": "reasoning",
+        "summary": SUMMARY,
+        "encrypted_content": "ENC-native",
+    }  # no marker, no id
     other = responses_body(request, origin=OTHER_ORIGIN)["input"]
-    assert [i.get("role") for i in other] == ["user", "assistant", "user"]  # the whole item left out
+    assert [i.get("role") for i in other] == [
+        "user",
+        "assistant",
+        "user",
+    ]  # the whole item left out
     assert "ENC-native" not in orjson.dumps(other).decode()
-    assert responses_body(request)["input"] == other  # no origin known: only unmarked reasoning goes
+    assert (
+        responses_body(request)["input"] == other
+    )  # no origin known: only unmarked reasoning goes
 
 
 def test_unmarked_reasoning_goes_as_before() -> None:
     """History stored before origins were recorded (and client input) has no marker."""
-    old = [USER, {"type": "reasoning", "id": "rs_1", "summary": SUMMARY, "encrypted_content": "ENC-old"}]
+    old = [
+        USER,
+        {"type": "reasoning", "id": "rs_1", "summary": SUMMARY, "encrypted_content": "ENC-old"},
+    ]
     sent = responses_body(next_request(old), origin=OTHER_ORIGIN)["input"]
     assert sent[1] == {"type": "reasoning", "summary": SUMMARY, "encrypted_content": "ENC-old"}
 
@@ -124,19 +164,52 @@ def test_unmarked_reasoning_goes_as_before() -> None:
 def test_an_anthropic_envelope_goes_back_to_the_orgate_upstream_that_made_it() -> None:
     """An orgate behind orgate: its reasoning is an anthropic envelope, made (for us) by that upstream."""
     envelope = encode_blocks([{"type": "thinking", "thinking": "hmm", "signature": "sig"}])
-    marked = [USER, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": envelope, ORIGIN_FIELD: ORIGIN}]
-    assert [i["type"] for i in responses_body(next_request(marked), origin=ORIGIN)["input"]] == ["message", "reasoning", "message"]
-    assert [i["type"] for i in responses_body(next_request(marked), origin=OTHER_ORIGIN)["input"]] == ["message", "message"]
-    unmarked = [USER, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": envelope}]
-    assert [i["type"] for i in responses_body(next_request(unmarked), origin=ORIGIN)["input"]] == ["message", "message"]
+    marked = [
+        USER,
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [],
+            "encrypted_content": envelope,
+            ORIGIN_FIELD: ORIGIN,
+        },
+    ]
+    assert [i["type"] for i in responses_body(next_request(marked), origin=ORIGIN)["input"]] == [
+        "message",
+        "reasoning",
+        "message",
+    ]
+    assert [
+        i["type"] for i in responses_body(next_request(marked), origin=OTHER_ORIGIN)["input"]
+    ] == ["message", "message"]
+    unmarked = [
+        USER,
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": envelope},
+    ]
+    assert [i["type"] for i in responses_body(next_request(unmarked), origin=ORIGIN)["input"]] == [
+        "message",
+        "message",
+    ]
 
 
 def test_anthropic_and_chat_do_not_read_the_marker_and_never_leak_it() -> None:
     envelope = encode_blocks([{"type": "thinking", "thinking": "hmm", "signature": "sig"}])
     claude_origin = "anthropic https://api.anthropic.com"
-    history = [USER, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": envelope, ORIGIN_FIELD: claude_origin}]
+    history = [
+        USER,
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [],
+            "encrypted_content": envelope,
+            ORIGIN_FIELD: claude_origin,
+        },
+    ]
     body = anthropic_body(next_request(history))
-    assert body["messages"][1] == {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"}]}
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"}],
+    }
     openai_made = [USER, *answered().output_items(ORIGIN)]
     for body in (anthropic_body(next_request(openai_made)), chat_body(next_request(openai_made))):
         text = orjson.dumps(body).decode()
@@ -147,12 +220,28 @@ def test_anthropic_and_chat_do_not_read_the_marker_and_never_leak_it() -> None:
 
 
 def test_listings_show_spec_items_only() -> None:
-    wrapper = {"type": EXTENSION_ITEM_TYPE, "id": "ext_1", "origin": ORIGIN, "item": {"type": "web_search_call"}}
-    marked = {"type": "reasoning", "id": "rs_1", "summary": SUMMARY, "encrypted_content": "E", ORIGIN_FIELD: ORIGIN}
+    wrapper = {
+        "type": EXTENSION_ITEM_TYPE,
+        "id": "ext_1",
+        "origin": ORIGIN,
+        "item": {"type": "web_search_call"},
+    }
+    marked = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": SUMMARY,
+        "encrypted_content": "E",
+        ORIGIN_FIELD: ORIGIN,
+    }
     user = {"id": "msg_1", **USER}
     assert [is_private(i) for i in (wrapper, marked, user)] == [True, True, False]
     assert listed_item(wrapper) is None
-    assert listed_item(marked) == {"type": "reasoning", "id": "rs_1", "summary": SUMMARY, "encrypted_content": "E"}
+    assert listed_item(marked) == {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": SUMMARY,
+        "encrypted_content": "E",
+    }
     assert ORIGIN_FIELD in marked  # the stored item is not changed
     assert listed_item(user) is user
     validate("ItemParam", listed_item(marked))
@@ -183,10 +272,17 @@ async def test_a_stored_chain_sends_reasoning_by_its_marker(tmp_path: Path, mark
     try:
         first = ResponseBuilder(base())
         first.start()
-        for event in (ReasoningDelta("Think.", "summary"), ReasoningEncrypted("ENC-stored"), TextDelta("Because."), Finish("stop")):
+        for event in (
+            ReasoningDelta("Think.", "summary"),
+            ReasoningEncrypted("ENC-stored"),
+            TextDelta("Because."),
+            Finish("stop"),
+        ):
             first.feed(event)
         assert first.final is not None
-        output_items = first.output_items(ORIGIN) if marked else None  # None: what orgate stored before markers
+        output_items = (
+            first.output_items(ORIGIN) if marked else None
+        )  # None: what orgate stored before markers
         await store.save(first.final, tenant="t", input_items=[USER], output_items=output_items)
         provider = Recording()
         service = ResponsesService({"vllm": OTHER}, lambda deployment: provider, store=store)
@@ -195,6 +291,10 @@ async def test_a_stored_chain_sends_reasoning_by_its_marker(tmp_path: Path, mark
         assert (await stream.final())["status"] == "completed"
         sent = responses_body(provider.requests[-1], origin=OTHER_ORIGIN)["input"]
         assert ("ENC-stored" in orjson.dumps(sent).decode()) is not marked
-        assert [i.get("role") for i in sent if i["type"] == "message"] == ["user", "assistant", "user"]
+        assert [i.get("role") for i in sent if i["type"] == "message"] == [
+            "user",
+            "assistant",
+            "user",
+        ]
     finally:
         await store.close()

@@ -27,14 +27,20 @@ def test_retries_and_fallbacks_are_recorded() -> None:
     got = _with_trace(REQUEST, _turn(route))
     assert got["route"] == {
         "served_by": "b",
-        "attempts": [{"deployment": "a", "error": "503 upstream_error"}, {"deployment": "b", "error": None}],
+        "attempts": [
+            {"deployment": "a", "error": "503 upstream_error"},
+            {"deployment": "b", "error": None},
+        ],
     }
     assert REQUEST == {"model": "m", "stream": False}  # the turn's own record is not changed
 
 
 def test_the_safety_nets_attempts_are_recorded() -> None:
     outcome = Outcome(status="recovered", mode="strict", format_name="pet")
-    outcome.attempts = [AttemptRecord(1, "stop", "schema", ("$.age: wrong type",), 100, '{"age": "x"}'), AttemptRecord(2, "stop")]
+    outcome.attempts = [
+        AttemptRecord(1, "stop", "schema", ("$.age: wrong type",), 100, '{"age": "x"}'),
+        AttemptRecord(2, "stop"),
+    ]
     got = _with_trace(REQUEST, _turn(RouteTrace(served_by="a", attempts=[Attempt("a")]), outcome))
     assert "route" not in got
     assert got["structured"]["status"] == "recovered"

@@ -14,7 +14,9 @@ FUNCTION = {"type": "function", "name": "f", "parameters": {"type": "object"}}
 
 def _refusal(body: dict) -> tuple[str | None, str | None, str]:
     with pytest.raises(ApiError) as caught:
-        refuse_unknown_fields(CreateResponseBody.model_validate({"model": "m", "input": "hi", **body}))
+        refuse_unknown_fields(
+            CreateResponseBody.model_validate({"model": "m", "input": "hi", **body})
+        )
     return caught.value.code, caught.value.param, caught.value.message
 
 
@@ -27,8 +29,19 @@ def _refusal(body: dict) -> tuple[str | None, str | None, str]:
         {"user": "u1", "stop": "END"},
         {"stop": ["a", "b"]},
         {"user": None, "stop": None},
-        {"text": {"format": {"type": "text"}}, "reasoning": {"effort": "low"}, "stream_options": {"include_obfuscation": False}},
-        {"tools": [FUNCTION], "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f"}]}},
+        {
+            "text": {"format": {"type": "text"}},
+            "reasoning": {"effort": "low"},
+            "stream_options": {"include_obfuscation": False},
+        },
+        {
+            "tools": [FUNCTION],
+            "tool_choice": {
+                "type": "allowed_tools",
+                "mode": "auto",
+                "tools": [{"type": "function", "name": "f"}],
+            },
+        },
         {"tools": [FUNCTION], "tool_choice": "auto"},
         # A hosted tool's own fields go to the upstream that runs it: not refused here.
         {"tools": [{"type": "web_search", "search_context_size": "low", "anything": 1}]},
@@ -39,7 +52,11 @@ def test_known_fields_pass(body):
 
 
 def test_an_unknown_top_level_field_is_refused():
-    assert _refusal({"temprature": 1}) == ("unknown_parameter", "temprature", "Unknown parameter: 'temprature'.")
+    assert _refusal({"temprature": 1}) == (
+        "unknown_parameter",
+        "temprature",
+        "Unknown parameter: 'temprature'.",
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +73,11 @@ def test_user_must_be_a_string():
 
 @pytest.mark.parametrize("stop", [5, ["a", 5], {"a": 1}])
 def test_stop_must_be_a_string_or_strings(stop):
-    assert _refusal({"stop": stop}) == ("invalid_type", "stop", "Invalid 'stop': expected a string or a list of strings.")
+    assert _refusal({"stop": stop}) == (
+        "invalid_type",
+        "stop",
+        "Invalid 'stop': expected a string or a list of strings.",
+    )
 
 
 @pytest.mark.parametrize(
@@ -67,9 +88,19 @@ def test_stop_must_be_a_string_or_strings(stop):
         ({"reasoning": {"effort": "low", "depth": 3}}, "reasoning.depth"),
         ({"stream_options": {"include_obfuscation": True, "x": 1}}, "stream_options.x"),
         ({"tools": [FUNCTION, {**FUNCTION, "name": "g", "x": 1}]}, "tools[1].x"),
-        ({"tools": [FUNCTION], "tool_choice": {"type": "function", "name": "f", "x": 1}}, "tool_choice.x"),
         (
-            {"tools": [FUNCTION], "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "f", "x": 1}]}},
+            {"tools": [FUNCTION], "tool_choice": {"type": "function", "name": "f", "x": 1}},
+            "tool_choice.x",
+        ),
+        (
+            {
+                "tools": [FUNCTION],
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "mode": "auto",
+                    "tools": [{"type": "function", "name": "f", "x": 1}],
+                },
+            },
             "tool_choice.tools[0].x",
         ),
     ],

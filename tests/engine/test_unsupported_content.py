@@ -29,23 +29,55 @@ def _refused(call: Any) -> ApiError:
 
 
 def test_an_image_to_a_model_without_images_names_the_part_type() -> None:
-    body = parse_body({"model": "m", "input": [{"role": "user", "content": "hi"}, {"role": "user", "content": [{"type": "input_text", "text": "look"}, IMAGE]}]})
-    text_only = Deployment(name="m", provider="openai-chat", upstream_model="m", capabilities=Capabilities(images=False))
+    body = parse_body(
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "hi"},
+                {"role": "user", "content": [{"type": "input_text", "text": "look"}, IMAGE]},
+            ],
+        }
+    )
+    text_only = Deployment(
+        name="m",
+        provider="openai-chat",
+        upstream_model="m",
+        capabilities=Capabilities(images=False),
+    )
     error = _refused(lambda: check_capabilities(text_only, list(body.input or ()), body))
     assert (error.param, error.code) == ("input[1].content[1].type", "unsupported_content")
-    check_capabilities(Deployment(name="m", provider="openai-chat", upstream_model="m"), list(body.input or ()), body)
+    check_capabilities(
+        Deployment(name="m", provider="openai-chat", upstream_model="m"),
+        list(body.input or ()),
+        body,
+    )
 
 
 @pytest.mark.parametrize("build", [chat_body, anthropic_body], ids=["openai-chat", "anthropic"])
 def test_a_content_type_an_upstream_cannot_take_names_the_part_type(build: Any) -> None:
     # a plain item, as history replays them (the providers read items by key or attribute)
-    video = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "watch"}, {"type": "input_video", "video_url": "https://x.test/v.mp4"}]}
+    video = {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "watch"},
+            {"type": "input_video", "video_url": "https://x.test/v.mp4"},
+        ],
+    }
     error = _refused(lambda: build(ModelRequest(model="m", input=[video])))
     assert (error.param, error.code) == ("input[0].content[1].type", "unsupported_content")
 
 
 def test_a_file_the_chat_upstream_cannot_take_names_the_field() -> None:
     nothing = UserMessageItemParam(content=[InputFileContentParam(filename="a.pdf")])
-    assert _refused(lambda: chat_body(ModelRequest(model="m", input=[nothing]))).param == "input[0].content[0].file_data"
-    unknown = UserMessageItemParam(content=[InputFileContentParam(filename="a.bin", file_data="AAAA")])
-    assert _refused(lambda: anthropic_body(ModelRequest(model="m", input=[unknown]))).param == "input[0].content[0].file_data"
+    assert (
+        _refused(lambda: chat_body(ModelRequest(model="m", input=[nothing]))).param
+        == "input[0].content[0].file_data"
+    )
+    unknown = UserMessageItemParam(
+        content=[InputFileContentParam(filename="a.bin", file_data="AAAA")]
+    )
+    assert (
+        _refused(lambda: anthropic_body(ModelRequest(model="m", input=[unknown]))).param
+        == "input[0].content[0].file_data"
+    )

@@ -24,7 +24,11 @@ from orgate.structured import SafetyNet, StructuredPolicy
 from orgate.structured.settings import StructuredSettings
 
 USAGE = Usage(input_tokens=3, output_tokens=2)
-BATCHES: list[list[ModelEvent]] = [[TextDelta("a"), TextDelta("b")], [TextDelta("c")], [Finish("stop", USAGE)]]
+BATCHES: list[list[ModelEvent]] = [
+    [TextDelta("a"), TextDelta("b")],
+    [TextDelta("c")],
+    [Finish("stop", USAGE)],
+]
 DEPLOYMENT = Deployment("d", "openai-chat", "up", base_url="http://d", capabilities=Capabilities())
 
 

@@ -298,7 +298,9 @@ class LoopbackFake:
             await asyncio.sleep(0.01)
 
     @staticmethod
-    async def send_head(response: web.StreamResponse, request: web.Request, record: RecordedRequest) -> bool:
+    async def send_head(
+        response: web.StreamResponse, request: web.Request, record: RecordedRequest
+    ) -> bool:
         """Send the reply's head; False, the client recorded gone, when it closed the connection
         first (orgate cancelled the call before the fake got to answer, as on a loaded machine)."""
         try:

@@ -351,7 +351,10 @@ def _unthought_tool_use(body: dict[str, Any]) -> str | None:
     if (body.get("thinking") or {}).get("type") != "enabled":
         return None
     messages = body.get("messages") or []
-    index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    index = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"),
+        None,
+    )
     if index is None:
         return None
     content = messages[index].get("content")

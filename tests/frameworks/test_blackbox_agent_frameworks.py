@@ -64,7 +64,10 @@ SIGNATURE = anth_fake.Script().signature
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
     # `user` as a session key off: pydantic-ai's `openai_user` is an end-user id sent with the whole
     # history (docs/configuration.md recommends this setting for such clients).
-    with OrgateServer(provider_models(fakes, api_key="k", read_timeout=10), env={"ORGATE_SESSIONS__USE_USER_FIELD": "false"}) as running:
+    with OrgateServer(
+        provider_models(fakes, api_key="k", read_timeout=10),
+        env={"ORGATE_SESSIONS__USE_USER_FIELD": "false"},
+    ) as running:
         yield running
 
 
@@ -104,16 +107,27 @@ def script_tool_turn(ups: dict[str, LoopbackFake], kind: str, *, reasoning: bool
         first = resp_fake.Script(text=None, function_calls=[call])
         if reasoning:
             first.reasoning_summary, first.encrypted_content = "thinking hard", "gAAAA-enc-1"
-        fake.enqueue(first, resp_fake.reasoning("done", "It is sunny.", encrypted="gAAAA-enc-2") if reasoning else resp_fake.text("It is sunny."))
+        fake.enqueue(
+            first,
+            resp_fake.reasoning("done", "It is sunny.", encrypted="gAAAA-enc-2")
+            if reasoning
+            else resp_fake.text("It is sunny."),
+        )
     elif kind == "chat":
         fake.enqueue(
-            chat_fake.tool_calls(call, content=None, reasoning="thinking hard" if reasoning else None),
+            chat_fake.tool_calls(
+                call, content=None, reasoning="thinking hard" if reasoning else None
+            ),
             chat_fake.text("It is sunny.", reasoning="done" if reasoning else None),
         )
     else:
         fake.enqueue(
-            anth_fake.Script(text=None, thinking="thinking hard" if reasoning else None, tool_uses=[call]),
-            anth_fake.thinking("done", "It is sunny.") if reasoning else anth_fake.text("It is sunny."),
+            anth_fake.Script(
+                text=None, thinking="thinking hard" if reasoning else None, tool_uses=[call]
+            ),
+            anth_fake.thinking("done", "It is sunny.")
+            if reasoning
+            else anth_fake.text("It is sunny."),
         )
 
 
@@ -130,15 +144,27 @@ def assert_replayed(ups: dict[str, LoopbackFake], kind: str, *, reasoning: bool 
         items = second["input"]
         reasoning = [i for i in items if i.get("type") == "reasoning"]
         assert [r.get("encrypted_content") for r in reasoning] == ["gAAAA-enc-1"]
-        assert [i["type"] for i in items if i.get("type") != "reasoning"] == ["message", "function_call", "function_call_output"]
+        assert [i["type"] for i in items if i.get("type") != "reasoning"] == [
+            "message",
+            "function_call",
+            "function_call_output",
+        ]
     elif kind == "anth":
         assistant = second["messages"][1]
         assert assistant["role"] == "assistant"
-        assert assistant["content"][0] == {"type": "thinking", "thinking": "thinking hard", "signature": SIGNATURE}
+        assert assistant["content"][0] == {
+            "type": "thinking",
+            "thinking": "thinking hard",
+            "signature": SIGNATURE,
+        }
         assert assistant["content"][1]["type"] == "tool_use"
         assert second["messages"][2]["content"][0]["type"] == "tool_result"
     else:
-        assert [m["role"] for m in second["messages"] if m["role"] != "system"] == ["user", "assistant", "tool"]
+        assert [m["role"] for m in second["messages"] if m["role"] != "system"] == [
+            "user",
+            "assistant",
+            "tool",
+        ]
 
 
 async def drain(result: Any) -> list[Any]:
@@ -150,12 +176,24 @@ async def drain(result: Any) -> list[Any]:
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
 @pytest.mark.parametrize("kind", ["resp", "chat", "anth"])
-async def test_agents_tool_loop_replays_reasoning(client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str, streamed: bool) -> None:
+async def test_agents_tool_loop_replays_reasoning(
+    client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str, streamed: bool
+) -> None:
     """The SDK sends the first turn's output back as input: reasoning items with ``content``
     (Anthropic thinking, chat ``reasoning_content``) and ``encrypted_content`` included."""
     script_tool_turn(ups, kind)
-    settings = ModelSettings(reasoning=Reasoning(effort="low", summary="auto")) if kind != "chat" else ModelSettings()
-    agent = Agent(name="a", instructions="Be brief.", model=OpenAIResponsesModel(kind, client), tools=[get_weather], model_settings=settings)
+    settings = (
+        ModelSettings(reasoning=Reasoning(effort="low", summary="auto"))
+        if kind != "chat"
+        else ModelSettings()
+    )
+    agent = Agent(
+        name="a",
+        instructions="Be brief.",
+        model=OpenAIResponsesModel(kind, client),
+        tools=[get_weather],
+        model_settings=settings,
+    )
     if streamed:
         result: Any = Runner.run_streamed(agent, "What's the weather in Paris?")
         events = await drain(result)
@@ -165,79 +203,158 @@ async def test_agents_tool_loop_replays_reasoning(client: AsyncOpenAI, ups: dict
         result = await Runner.run(agent, "What's the weather in Paris?")
     assert result.final_output == "It is sunny."
     kinds = [type(item).__name__ for item in result.new_items]
-    assert kinds == ["ReasoningItem", "ToolCallItem", "ToolCallOutputItem", "ReasoningItem", "MessageOutputItem"]
+    assert kinds == [
+        "ReasoningItem",
+        "ToolCallItem",
+        "ToolCallOutputItem",
+        "ReasoningItem",
+        "MessageOutputItem",
+    ]
     assert_replayed(ups, kind)
     usage = result.context_wrapper.usage
-    assert usage.requests == 2 and usage.total_tokens == usage.input_tokens + usage.output_tokens > 0
+    assert (
+        usage.requests == 2 and usage.total_tokens == usage.input_tokens + usage.output_tokens > 0
+    )
 
 
 @pytest.mark.parametrize("kind", ["resp", "anth"])
-async def test_agents_stateless_store_false_with_encrypted_reasoning(client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str) -> None:
+async def test_agents_stateless_store_false_with_encrypted_reasoning(
+    client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str
+) -> None:
     """``store: false`` + ``include: ["reasoning.encrypted_content"]``: the state travels in the items."""
     script_tool_turn(ups, kind)
-    settings = ModelSettings(store=False, reasoning=Reasoning(effort="low"), response_include=["reasoning.encrypted_content"])
-    agent = Agent(name="a", model=OpenAIResponsesModel(kind, client), tools=[get_weather], model_settings=settings)
+    settings = ModelSettings(
+        store=False,
+        reasoning=Reasoning(effort="low"),
+        response_include=["reasoning.encrypted_content"],
+    )
+    agent = Agent(
+        name="a",
+        model=OpenAIResponsesModel(kind, client),
+        tools=[get_weather],
+        model_settings=settings,
+    )
     result = await Runner.run(agent, "What's the weather in Paris?")
     assert result.final_output == "It is sunny."
     assert_replayed(ups, kind)
     # The whole run, replayed by the application on its next turn, is accepted too.
     ups[kind].enqueue(resp_fake.text("Bye.") if kind == "resp" else anth_fake.text("Bye."))
-    again = await Runner.run(agent, [*result.to_input_list(), {"role": "user", "content": "thanks"}])
+    again = await Runner.run(
+        agent, [*result.to_input_list(), {"role": "user", "content": "thanks"}]
+    )
     assert again.final_output == "Bye."
 
 
-async def test_reasoning_content_other_than_reasoning_text_is_still_refused(server: OrgateServer) -> None:
+async def test_reasoning_content_other_than_reasoning_text_is_still_refused(
+    server: OrgateServer,
+) -> None:
     item = {"type": "reasoning", "summary": [], "content": [{"type": "input_text", "text": "x"}]}
     async with httpx.AsyncClient(base_url=server.url, headers=server.headers()) as http:
-        r = await http.post("/v1/responses", json={"model": ECHO, "input": [{"role": "user", "content": "hi"}, item]})
+        r = await http.post(
+            "/v1/responses",
+            json={"model": ECHO, "input": [{"role": "user", "content": "hi"}, item]},
+        )
     assert r.status_code == 400 and r.json()["error"]["param"] == "input[1].content"
 
 
 @pytest.mark.parametrize("auto_previous", [False, True])
-async def test_agents_echo_tools_handoffs_and_previous_response_id(client: AsyncOpenAI, auto_previous: bool) -> None:
+async def test_agents_echo_tools_handoffs_and_previous_response_id(
+    client: AsyncOpenAI, auto_previous: bool
+) -> None:
     echo = OpenAIResponsesModel(ECHO, client)
     agent = Agent(name="a", model=echo, tools=[get_weather, get_time])
-    first = await Runner.run(agent, "What's the weather in Paris?", auto_previous_response_id=auto_previous)
+    first = await Runner.run(
+        agent, "What's the weather in Paris?", auto_previous_response_id=auto_previous
+    )
     assert first.final_output == "get_weather returned: sunny in What's the weather in Paris?"
     follow = await Runner.run(agent, "and the time?", previous_response_id=first.last_response_id)
     assert follow.final_output == "get_time returned: noon in and the time?"
     spanish = Agent(name="spanish", instructions="Answer in Spanish.", model=echo)
     triage = Agent(name="triage", model=echo, handoffs=[spanish])
-    routed = await Runner.run(triage, "Transfer to spanish please", auto_previous_response_id=auto_previous)
+    routed = await Runner.run(
+        triage, "Transfer to spanish please", auto_previous_response_id=auto_previous
+    )
     assert routed.last_agent.name == "spanish"
-    assert [type(i).__name__ for i in routed.new_items] == ["HandoffCallItem", "HandoffOutputItem", "MessageOutputItem"]
+    assert [type(i).__name__ for i in routed.new_items] == [
+        "HandoffCallItem",
+        "HandoffOutputItem",
+        "MessageOutputItem",
+    ]
 
 
 @pytest.mark.parametrize("streamed", [False, True])
-async def test_agents_structured_output_and_model_settings(client: AsyncOpenAI, streamed: bool) -> None:
-    settings = ModelSettings(temperature=0.2, top_p=0.9, max_tokens=200, truncation="auto", metadata={"app": "t"}, store=False, parallel_tool_calls=False)
-    agent = Agent(name="a", model=OpenAIResponsesModel(ECHO, client), output_type=Forecast, model_settings=settings)
+async def test_agents_structured_output_and_model_settings(
+    client: AsyncOpenAI, streamed: bool
+) -> None:
+    settings = ModelSettings(
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=200,
+        truncation="auto",
+        metadata={"app": "t"},
+        store=False,
+        parallel_tool_calls=False,
+    )
+    agent = Agent(
+        name="a",
+        model=OpenAIResponsesModel(ECHO, client),
+        output_type=Forecast,
+        model_settings=settings,
+    )
     if streamed:
         result: Any = Runner.run_streamed(agent, "Paris")
         raw = [e.data.type for e in await drain(result) if e.type == "raw_response_event"]
-        assert raw[0] == "response.created" and raw[-1] == "response.completed" and "response.output_text.delta" in raw
+        assert (
+            raw[0] == "response.created"
+            and raw[-1] == "response.completed"
+            and "response.output_text.delta" in raw
+        )
     else:
         result = await Runner.run(agent, "Paris")
     assert isinstance(result.final_output, Forecast) and result.final_output.city == "Paris"
 
 
-async def test_agents_parallel_calls_and_tool_choice(client: AsyncOpenAI, ups: dict[str, LoopbackFake]) -> None:
-    ups["chat"].enqueue(chat_fake.tool_calls(("get_weather", '{"city":"Paris"}'), ("get_time", '{"city":"Rome"}'), content=None, interleave=True), chat_fake.text("Both done."))
-    agent = Agent(name="a", model=OpenAIResponsesModel("chat", client), tools=[get_weather, get_time], model_settings=ModelSettings(parallel_tool_calls=True))
+async def test_agents_parallel_calls_and_tool_choice(
+    client: AsyncOpenAI, ups: dict[str, LoopbackFake]
+) -> None:
+    ups["chat"].enqueue(
+        chat_fake.tool_calls(
+            ("get_weather", '{"city":"Paris"}'),
+            ("get_time", '{"city":"Rome"}'),
+            content=None,
+            interleave=True,
+        ),
+        chat_fake.text("Both done."),
+    )
+    agent = Agent(
+        name="a",
+        model=OpenAIResponsesModel("chat", client),
+        tools=[get_weather, get_time],
+        model_settings=ModelSettings(parallel_tool_calls=True),
+    )
     result = Runner.run_streamed(agent, "weather and time")
     await drain(result)
     assert result.final_output == "Both done."
     tool_messages = [m for m in ups["chat"].bodies[1]["messages"] if m["role"] == "tool"]
     assert sorted(m["content"] for m in tool_messages) == ["noon in Rome", "sunny in Paris"]
-    named = Agent(name="b", model=OpenAIResponsesModel(ECHO, client), tools=[get_weather, get_time], model_settings=ModelSettings(tool_choice="get_time"))
-    assert (await Runner.run(named, "weather in Paris")).final_output == "get_time returned: noon in weather in Paris"
+    named = Agent(
+        name="b",
+        model=OpenAIResponsesModel(ECHO, client),
+        tools=[get_weather, get_time],
+        model_settings=ModelSettings(tool_choice="get_time"),
+    )
+    assert (
+        await Runner.run(named, "weather in Paris")
+    ).final_output == "get_time returned: noon in weather in Paris"
 
 
 # --------------------------------------------------------------------------- OpenAI Agents SDK over WebSocket
 
 
 @pytest.mark.parametrize("kind", [ECHO, "anth"])
-async def test_agents_websocket_transport(client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str) -> None:
+async def test_agents_websocket_transport(
+    client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str
+) -> None:
     """``OpenAIResponsesWSModel`` sends ``"stream": true`` in every ``response.create`` (OpenAI accepts it)."""
     model = OpenAIResponsesWSModel(kind, client)
     agent = Agent(name="a", model=model, tools=[get_weather])
@@ -246,11 +363,15 @@ async def test_agents_websocket_transport(client: AsyncOpenAI, ups: dict[str, Lo
             script_tool_turn(ups, kind)
         result = await Runner.run(agent, "What's the weather in Paris?")
         if kind == ECHO:
-            assert result.final_output == "get_weather returned: sunny in What's the weather in Paris?"
+            assert (
+                result.final_output == "get_weather returned: sunny in What's the weather in Paris?"
+            )
         else:
             assert result.final_output == "It is sunny."
             assert_replayed(ups, kind)
-        streamed = Runner.run_streamed(agent, "What's the weather in Rome?", auto_previous_response_id=True)
+        streamed = Runner.run_streamed(
+            agent, "What's the weather in Rome?", auto_previous_response_id=True
+        )
         if kind != ECHO:
             script_tool_turn(ups, kind)
         await drain(streamed)
@@ -267,7 +388,9 @@ def p_model(client: AsyncOpenAI, name: str) -> PModel:
 
 
 @pytest.mark.parametrize("kind", ["resp", "chat", "anth"])
-async def test_pydantic_ai_tool_loop_and_history(client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str) -> None:
+async def test_pydantic_ai_tool_loop_and_history(
+    client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str
+) -> None:
     agent = PAgent(p_model(client, kind), instructions="Be brief.")
 
     @agent.tool_plain
@@ -322,7 +445,9 @@ async def test_pydantic_ai_user_is_not_a_session_key(client: AsyncOpenAI) -> Non
 
 
 async def test_pydantic_ai_previous_response_id_auto(client: AsyncOpenAI) -> None:
-    settings = OpenAIResponsesModelSettings(openai_previous_response_id="auto", temperature=0.3, max_tokens=64, openai_truncation="auto")
+    settings = OpenAIResponsesModelSettings(
+        openai_previous_response_id="auto", temperature=0.3, max_tokens=64, openai_truncation="auto"
+    )
     agent = PAgent(p_model(client, ECHO), model_settings=settings)
     first = await agent.run("first words")
     second = await agent.run("second words", message_history=first.all_messages())

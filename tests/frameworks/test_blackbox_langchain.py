@@ -30,7 +30,13 @@ def server() -> Iterator[OrgateServer]:
 
 def chat(server: OrgateServer, **kw: object) -> ChatOpenAI:
     return ChatOpenAI(
-        model=ECHO, base_url=server.base_url, api_key=server.api_key, use_responses_api=True, max_retries=0, timeout=30, **kw
+        model=ECHO,
+        base_url=server.base_url,
+        api_key=server.api_key,
+        use_responses_api=True,
+        max_retries=0,
+        timeout=30,
+        **kw,
     )
 
 
@@ -81,7 +87,9 @@ def test_structured_output(server: OrgateServer) -> None:
 
 
 def test_reasoning_options(server: OrgateServer) -> None:
-    reply = chat(server, reasoning={"effort": "low", "summary": "auto"}).invoke("orgate:reason think, then answer")
+    reply = chat(server, reasoning={"effort": "low", "summary": "auto"}).invoke(
+        "orgate:reason think, then answer"
+    )
     assert text_of(reply) == "orgate:reason think, then answer"
     assert reply.usage_metadata is not None
     assert reply.usage_metadata.get("output_token_details", {}).get("reasoning", 0) > 0
@@ -93,5 +101,9 @@ def test_previous_response_id(server: OrgateServer) -> None:
     second = model.invoke([HumanMessage("first turn"), first, HumanMessage("second turn")])
     assert text_of(second) == "second turn"
     # The second request continued the first stored response instead of resending it.
-    stored = httpx.get(f"{server.base_url}/responses/{second.response_metadata['id']}", headers=server.headers(), timeout=30).json()
+    stored = httpx.get(
+        f"{server.base_url}/responses/{second.response_metadata['id']}",
+        headers=server.headers(),
+        timeout=30,
+    ).json()
     assert stored["previous_response_id"] == first.response_metadata["id"]

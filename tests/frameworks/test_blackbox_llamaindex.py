@@ -14,7 +14,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-pytest.importorskip("llama_index.llms.openai", reason="runs in .venv-llamaindex (scripts/llamaindex-tests.sh)")
+pytest.importorskip(
+    "llama_index.llms.openai", reason="runs in .venv-llamaindex (scripts/llamaindex-tests.sh)"
+)
 
 from llama_index.core.llms import ChatMessage  # noqa: E402
 from llama_index.core.tools import FunctionTool  # noqa: E402
@@ -34,7 +36,15 @@ def server() -> Iterator[OrgateServer]:
 
 def llm(server: OrgateServer, **kw: object) -> OpenAIResponses:
     # context_window: LlamaIndex knows OpenAI's model names only and asks for it otherwise.
-    return OpenAIResponses(model=ECHO, api_base=server.base_url, api_key=server.api_key, context_window=8192, max_retries=0, timeout=30, **kw)
+    return OpenAIResponses(
+        model=ECHO,
+        api_base=server.base_url,
+        api_key=server.api_key,
+        context_window=8192,
+        max_retries=0,
+        timeout=30,
+        **kw,
+    )
 
 
 def get_weather(city: str) -> str:
@@ -49,12 +59,21 @@ class City(BaseModel):
 
 def test_complete_and_chat(server: OrgateServer) -> None:
     assert llm(server).complete("Hello from LlamaIndex").text == "Hello from LlamaIndex"
-    reply = llm(server).chat([ChatMessage(role="system", content="be brief"), ChatMessage(role="user", content="chat turn")])
+    reply = llm(server).chat(
+        [
+            ChatMessage(role="system", content="be brief"),
+            ChatMessage(role="user", content="chat turn"),
+        ]
+    )
     assert reply.message.content == "chat turn"
 
 
 def test_stream_chat(server: OrgateServer) -> None:
-    deltas = [r.delta for r in llm(server).stream_chat([ChatMessage(role="user", content="one two three four")]) if r.delta]
+    deltas = [
+        r.delta
+        for r in llm(server).stream_chat([ChatMessage(role="user", content="one two three four")])
+        if r.delta
+    ]
     assert len(deltas) == 4 and "".join(deltas) == "one two three four"
 
 
@@ -79,5 +98,7 @@ def test_track_previous_responses(server: OrgateServer) -> None:
     first = model.chat([ChatMessage(role="user", content="first turn")])
     second = model.chat([ChatMessage(role="user", content="second turn")])
     assert second.message.content == "second turn"
-    stored = httpx.get(f"{server.base_url}/responses/{second.raw.id}", headers=server.headers(), timeout=30).json()
+    stored = httpx.get(
+        f"{server.base_url}/responses/{second.raw.id}", headers=server.headers(), timeout=30
+    ).json()
     assert stored["previous_response_id"] == first.raw.id

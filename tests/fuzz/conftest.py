@@ -24,7 +24,12 @@ def fuzz_upstream() -> Iterator[FakeOpenAIChat]:
 
 @pytest.fixture(scope="module")
 def target(fuzz_upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    config = "[endpoints]\nchat_completions = { enabled = true }\n" + LIMITS + "\n" + chat_model_config(fuzz_upstream.base_url)
+    config = (
+        "[endpoints]\nchat_completions = { enabled = true }\n"
+        + LIMITS
+        + "\n"
+        + chat_model_config(fuzz_upstream.base_url)
+    )
     with OrgateServer(config, env=server_env()) as server:
         yield server
 

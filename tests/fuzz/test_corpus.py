@@ -25,16 +25,24 @@ def test_corpus(fuzz_http: httpx.Client, path: Path) -> None:
     if path.stem in KNOWN:
         pytest.xfail(KNOWN[path.stem])
     for endpoint in ("/v1/responses", "/v1/chat/completions"):
-        res = fuzz_http.post(endpoint, content=path.read_bytes(), headers={"Content-Type": "application/json"})
+        res = fuzz_http.post(
+            endpoint, content=path.read_bytes(), headers={"Content-Type": "application/json"}
+        )
         if endpoint == "/v1/responses" and path.stem in EXPECTED_5XX:
             assert res.status_code == EXPECTED_5XX[path.stem]
             assert set(res.json()["error"]) == {"message", "type", "param", "code"}
             continue
         check_answer(res)
-        if endpoint == "/v1/responses" and res.headers.get("content-type", "").startswith("text/event-stream"):
+        if endpoint == "/v1/responses" and res.headers.get("content-type", "").startswith(
+            "text/event-stream"
+        ):
             events = sse_events(res.text)
             assert res.text.endswith("data: [DONE]\n\n")
-            assert events[-1]["type"] in ("response.completed", "response.failed", "response.incomplete")
+            assert events[-1]["type"] in (
+                "response.completed",
+                "response.failed",
+                "response.incomplete",
+            )
     assert fuzz_http.get("/healthz").status_code == 200
 
 

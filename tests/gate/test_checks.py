@@ -301,20 +301,34 @@ def test_huge_values_give_clipped_messages(cache: SchemaCache) -> None:
     assert len(v.errors[0].message) <= 1000
 
 
-@pytest.mark.parametrize("kind", ["web_search_call", "tool_search_call", "local_shell_call", "mcp_call"])
+@pytest.mark.parametrize(
+    "kind", ["web_search_call", "tool_search_call", "local_shell_call", "mcp_call"]
+)
 def test_a_hosted_tool_item_is_a_hosted_call(kind: str) -> None:
     v = check({"type": kind, "id": "x_1", "status": "completed"})
     assert v.code is Code.HOSTED_CALL and not v.ok and v.id == "x_1"
 
 
 def test_a_custom_tool_call_is_checked_for_status_and_a_string_input() -> None:
-    good = {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch", "status": "completed"}
+    good = {
+        "type": "custom_tool_call",
+        "call_id": "c1",
+        "name": "apply_patch",
+        "input": "*** Begin Patch",
+        "status": "completed",
+    }
     assert check(good).code is Code.OK
     assert check({**good, "input": {"patch": "x"}}).code is Code.ARGUMENTS_TYPE
     assert check({k: v for k, v in good.items() if k != "status"}).code is Code.STATUS
-    assert check({k: v for k, v in good.items() if k != "status"}, require_status=False).code is Code.OK
+    assert (
+        check({k: v for k, v in good.items() if k != "status"}, require_status=False).code
+        is Code.OK
+    )
     assert check({k: v for k, v in good.items() if k != "name"}).code is Code.UNKNOWN_TOOL
-    assert check({"type": "custom_tool_call_output", "call_id": "c1", "output": "done"}).code is Code.NOT_FUNCTION_CALL
+    assert (
+        check({"type": "custom_tool_call_output", "call_id": "c1", "output": "done"}).code
+        is Code.NOT_FUNCTION_CALL
+    )
 
 
 def test_each_check_in_turn_is_the_first_failure(tools: Any) -> None:

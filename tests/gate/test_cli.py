@@ -272,8 +272,20 @@ def test_invalid_tools_in_a_logged_response_exit_2(tmp_path: Path) -> None:
 def test_custom_tool_items_are_classified(tmp_path: Path) -> None:
     """OpenAI's custom tool items: a call with a string input is ``ok`` (nothing to validate), an
     unfinished one fails the run, and an output is ``not_function_call``."""
-    custom = {"type": "custom_tool_call", "call_id": "c9", "name": "apply_patch", "input": "*** Begin Patch", "status": "completed", "id": "ctc_1"}
-    items = [custom, {"type": "custom_tool_call_output", "call_id": "c9", "output": "done"}, {**custom, "status": "incomplete"}, {**custom, "input": {"patch": 1}}]
+    custom = {
+        "type": "custom_tool_call",
+        "call_id": "c9",
+        "name": "apply_patch",
+        "input": "*** Begin Patch",
+        "status": "completed",
+        "id": "ctc_1",
+    }
+    items = [
+        custom,
+        {"type": "custom_tool_call_output", "call_id": "c9", "output": "done"},
+        {**custom, "status": "incomplete"},
+        {**custom, "input": {"patch": 1}},
+    ]
     result = run("gate", write(tmp_path, "custom.json", items), "--json")
     assert result.returncode == 1
     assert [(r["code"], r["name"]) for r in records(result.stdout)] == [

@@ -83,7 +83,14 @@ def test_non_object_items_do_not_break_pairing() -> None:
 
 
 def custom_call(call_id: str, **fields: object) -> dict[str, object]:
-    return {"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch", "input": "*** Begin Patch", "status": "completed", **fields}
+    return {
+        "type": "custom_tool_call",
+        "call_id": call_id,
+        "name": "apply_patch",
+        "input": "*** Begin Patch",
+        "status": "completed",
+        **fields,
+    }
 
 
 def custom_output(call_id: str) -> dict[str, object]:
@@ -91,8 +98,19 @@ def custom_output(call_id: str) -> dict[str, object]:
 
 
 def test_custom_calls_pair_with_custom_outputs_only() -> None:
-    assert check_pairing([msg(), custom_call("c"), custom_output("c"), call(call_id="a"), output("a")], SALES_TOOLS).ok
-    result = check_pairing([custom_call("c"), output("c"), call(call_id="a"), custom_output("a"), custom_output("zzz"), custom_output("c")])
+    assert check_pairing(
+        [msg(), custom_call("c"), custom_output("c"), call(call_id="a"), output("a")], SALES_TOOLS
+    ).ok
+    result = check_pairing(
+        [
+            custom_call("c"),
+            output("c"),
+            call(call_id="a"),
+            custom_output("a"),
+            custom_output("zzz"),
+            custom_output("c"),
+        ]
+    )
     assert [(i.index, i.kind, i.call_index) for i in result.issues] == [
         (1, "mismatched_output", 0),
         (3, "mismatched_output", 2),
@@ -103,6 +121,8 @@ def test_custom_calls_pair_with_custom_outputs_only() -> None:
 
 
 def test_an_output_for_an_unfinished_custom_call_is_a_failed_call() -> None:
-    result = check_pairing([custom_call("c", status="incomplete"), custom_output("c"), custom_call("c")])
+    result = check_pairing(
+        [custom_call("c", status="incomplete"), custom_output("c"), custom_call("c")]
+    )
     assert [(i.index, i.kind) for i in result.issues] == [(1, "failed_call"), (2, "duplicate_call")]
     assert "status" in result.issues[0].message

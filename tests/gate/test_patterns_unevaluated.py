@@ -37,7 +37,12 @@ CASES: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
         [{"a": 1}, {"a": 1, "b": 1}],
     ),
     (
-        {"oneOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]}, {"properties": {"b": {}}, "required": ["b"]}]},
+        {
+            "oneOf": [
+                {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                {"properties": {"b": {}}, "required": ["b"]},
+            ]
+        },
         [{"a": 1}, {"b": 1}, {"a": "x", "b": 1}, {"a": 1, "b": 1}],
     ),
     (
@@ -50,25 +55,42 @@ CASES: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
             "then": {"properties": {"x": {}}},
             "else": {"properties": {"y": {}}},
         },
-        [{"kind": "x", "x": 1}, {"kind": "x", "y": 1}, {"kind": "z", "y": 1}, {"y": 1}, {"kind": "z", "x": 1}],
+        [
+            {"kind": "x", "x": 1},
+            {"kind": "x", "y": 1},
+            {"kind": "z", "y": 1},
+            {"y": 1},
+            {"kind": "z", "x": 1},
+        ],
     ),
     (
         {"if": {"required": ["a"]}, "then": {"properties": {"a": {}}}},
         [{"a": 1}, {"b": 1}],
     ),
     (
-        {"$defs": {"base": {"properties": {"id": {}}}}, "$ref": "#/$defs/base", "properties": {"name": {}}},
+        {
+            "$defs": {"base": {"properties": {"id": {}}}},
+            "$ref": "#/$defs/base",
+            "properties": {"name": {}},
+        },
         [{"id": 1, "name": "n"}, {"id": 1, "other": 2}],
     ),
     (
-        {"$defs": {"inner": {"properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}}}, "$ref": "#/$defs/inner"},
+        {
+            "$defs": {
+                "inner": {"properties": {"a": {}}, "unevaluatedProperties": {"type": "string"}}
+            },
+            "$ref": "#/$defs/inner",
+        },
         [{"a": 1, "b": "s"}, {"a": 1, "b": 2}],
     ),
 ]
 
 
 @pytest.mark.parametrize(("schema", "instances"), CASES)
-def test_unevaluated_properties_agree_with_jsonschema(schema: dict[str, Any], instances: list[dict[str, Any]]) -> None:
+def test_unevaluated_properties_agree_with_jsonschema(
+    schema: dict[str, Any], instances: list[dict[str, Any]]
+) -> None:
     closed = {**schema, "unevaluatedProperties": False}
     Draft202012Validator.check_schema(closed)
     outcomes = []
@@ -84,5 +106,7 @@ def test_an_unevaluated_subschema_checks_the_keys_left_over() -> None:
     schema = {"properties": {"a": {}}, "unevaluatedProperties": {"type": "integer"}}
     assert BOUNDED(schema).is_valid({"a": "x", "b": 1})
     errors = [e.message for e in BOUNDED(schema).iter_errors({"a": "x", "b": "y", "c": "z"})]
-    assert errors == ["Unevaluated properties are not valid under the given schema ('b', 'c' were unevaluated and invalid)"]
+    assert errors == [
+        "Unevaluated properties are not valid under the given schema ('b', 'c' were unevaluated and invalid)"
+    ]
     assert BOUNDED(schema).is_valid(["not", "an", "object"])

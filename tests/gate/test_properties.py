@@ -114,7 +114,12 @@ def test_diff_with_itself_is_ok(trajectory: list[Any]) -> None:
 def test_pairing_never_raises_and_every_issue_is_an_output_or_call(trajectory: list[Any]) -> None:
     result = check_pairing(trajectory, TOOLS)
     for issue in result.issues:
-        assert trajectory[issue.index]["type"] in ("function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output")
+        assert trajectory[issue.index]["type"] in (
+            "function_call",
+            "function_call_output",
+            "custom_tool_call",
+            "custom_tool_call_output",
+        )
         assert issue.param == f"input[{issue.index}].call_id"
 
 

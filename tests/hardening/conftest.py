@@ -59,7 +59,9 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def hardened_config(upstream_url: str, extra: str = "") -> str:
-    model = chat_model_config(upstream_url).replace("read_timeout = 3", f"read_timeout = {READ_TIMEOUT}")
+    model = chat_model_config(upstream_url).replace(
+        "read_timeout = 3", f"read_timeout = {READ_TIMEOUT}"
+    )
     return '[server]\nlog_format = "json"\naccess_log = true\n' + LIMITS + extra + "\n" + model
 
 
@@ -78,7 +80,9 @@ def fake(upstream: FakeOpenAIChat) -> Iterator[FakeOpenAIChat]:
 
 @pytest.fixture(scope="module")
 def hardened(upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    with OrgateServer(hardened_config(upstream.base_url), api_key="client-secret-key", env=server_env()) as running:
+    with OrgateServer(
+        hardened_config(upstream.base_url), api_key="client-secret-key", env=server_env()
+    ) as running:
         yield running
 
 
@@ -113,7 +117,15 @@ def sse_events(raw: str) -> list[dict[str, Any]]:
     return events
 
 
-def raw_request(method: str, path: str, body: bytes, key: str, *, content_type: str = "application/json", extra: str = "") -> bytes:
+def raw_request(
+    method: str,
+    path: str,
+    body: bytes,
+    key: str,
+    *,
+    content_type: str = "application/json",
+    extra: str = "",
+) -> bytes:
     head = (
         f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
         f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
@@ -121,7 +133,9 @@ def raw_request(method: str, path: str, body: bytes, key: str, *, content_type: 
     return head.encode() + body
 
 
-def read_responses(sock: socket.socket, count: int, timeout: float = 10.0) -> list[tuple[int, bytes]]:
+def read_responses(
+    sock: socket.socket, count: int, timeout: float = 10.0
+) -> list[tuple[int, bytes]]:
     """Read ``count`` HTTP/1.1 responses (Content-Length or chunked bodies) from a socket."""
     sock.settimeout(timeout)
     buf = b""
@@ -140,7 +154,9 @@ def read_responses(sock: socket.socket, count: int, timeout: float = 10.0) -> li
         head, _, buf = buf.partition(b"\r\n\r\n")
         lines = head.split(b"\r\n")
         status = int(lines[0].split()[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])}
+        headers = {
+            k.strip().lower(): v.strip() for k, _, v in (line.partition(b":") for line in lines[1:])
+        }
         if b"content-length" in headers:
             size = int(headers[b"content-length"])
             while len(buf) < size:

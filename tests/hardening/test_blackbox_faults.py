@@ -34,7 +34,9 @@ MB = 1024 * 1024
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
     config = provider_models(fakes, api_key="upstream-secret", read_timeout=30, upstream_model="m")
-    with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED": "true"}) as running:
+    with OrgateServer(
+        config, env={**server_env(), "ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED": "true"}
+    ) as running:
         yield running
 
 
@@ -44,39 +46,61 @@ def http(server: OrgateServer) -> Iterator[httpx.Client]:
         yield client
 
 
-
 @pytest.mark.parametrize("stream", [True, False])
-def test_client_leaving_before_the_first_event_cancels_the_upstream(server: OrgateServer, fx: dict[str, LoopbackFake], stream: bool) -> None:
+def test_client_leaving_before_the_first_event_cancels_the_upstream(
+    server: OrgateServer, fx: dict[str, LoopbackFake], stream: bool
+) -> None:
     """The upstream is silent (read_timeout 30 s); the client gives up after 0.5 s: the upstream sees it at once."""
     fake = fx["chat"]
     fake.enqueue(Script(stall_before_headers=30))
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    sock.sendall(raw_request("POST", "/v1/responses", orjson.dumps({"model": "chat", "input": "hi", "stream": stream}), server.api_key))
+    sock.sendall(
+        raw_request(
+            "POST",
+            "/v1/responses",
+            orjson.dumps({"model": "chat", "input": "hi", "stream": stream}),
+            server.api_key,
+        )
+    )
     assert wait_until(lambda: len(fake.requests) == 1)
     time.sleep(0.3)
     sock.close()
-    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), (
+        "the upstream call outlived its client"
+    )
 
 
-def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(server: OrgateServer, http: httpx.Client, fx: dict[str, LoopbackFake]) -> None:
+def test_client_leaving_a_long_non_streamed_answer_cancels_the_upstream(
+    server: OrgateServer, http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
     fake = fx["chat"]
     fake.enqueue(text(" ".join(["word"] * 200), delay=0.05))  # ~10 s of output
     with pytest.raises(httpx.ReadTimeout):
         http.post("/v1/responses", json={"model": "chat", "input": "hi"}, timeout=0.6)
-    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), (
+        "the upstream call outlived its client"
+    )
     assert not fake.requests[-1].completed
     # Metrics count it as the client's going (499), not as a server failure (500).
     metrics = http.get("/metrics").text
     assert wait_until(lambda: 'status="499"' in http.get("/metrics").text, 3.0), metrics[:2000]
 
 
-def test_chat_adapter_client_leaving_a_long_answer_cancels_the_upstream(http: httpx.Client, fx: dict[str, LoopbackFake]) -> None:
+def test_chat_adapter_client_leaving_a_long_answer_cancels_the_upstream(
+    http: httpx.Client, fx: dict[str, LoopbackFake]
+) -> None:
     """The legacy /v1/chat/completions adapter, not streamed: the same as /v1/responses."""
     fake = fx["chat"]
     fake.enqueue(text(" ".join(["word"] * 200), delay=0.05))  # ~10 s of output
     with pytest.raises(httpx.ReadTimeout):
-        http.post("/v1/chat/completions", json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]}, timeout=0.6)
-    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), "the upstream call outlived its client"
+        http.post(
+            "/v1/chat/completions",
+            json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=0.6,
+        )
+    assert wait_until(lambda: fake.requests[-1].disconnected, 3.0), (
+        "the upstream call outlived its client"
+    )
     assert not fake.requests[-1].completed
 
 
@@ -87,7 +111,9 @@ def _stream_or_error(http: httpx.Client, model: str) -> tuple[httpx.Response, fl
 
 
 @pytest.mark.parametrize("model", ["chat", "anth", "resp"])
-def test_endless_sse_line_is_refused_quickly(http: httpx.Client, fx: dict[str, LoopbackFake], model: str) -> None:
+def test_endless_sse_line_is_refused_quickly(
+    http: httpx.Client, fx: dict[str, LoopbackFake], model: str
+) -> None:
     """64 MB without a line end: refused once past the line bound, not buffered (nor rescanned) to the end."""
     fake = fx[model]
     fake.enqueue(Raw([b'data: {"x": "'] + [b"a" * MB] * 64))
@@ -100,9 +126,17 @@ def test_endless_sse_line_is_refused_quickly(http: httpx.Client, fx: dict[str, L
 
 
 @pytest.mark.parametrize("model", ["chat", "anth", "resp"])
-def test_huge_error_body_is_not_read_whole(http: httpx.Client, fx: dict[str, LoopbackFake], model: str) -> None:
+def test_huge_error_body_is_not_read_whole(
+    http: httpx.Client, fx: dict[str, LoopbackFake], model: str
+) -> None:
     fake = fx[model]
-    fake.enqueue(Raw([b'{"error": {"message": "' + b"x" * MB] + [b"x" * MB] * 63 + [b'"}}'], status=500, content_type="application/json"))
+    fake.enqueue(
+        Raw(
+            [b'{"error": {"message": "' + b"x" * MB] + [b"x" * MB] * 63 + [b'"}}'],
+            status=500,
+            content_type="application/json",
+        )
+    )
     res, elapsed = _stream_or_error(http, model)
     error = assert_error(res, 502)
     assert len(error["message"]) < 2000
@@ -119,41 +153,62 @@ def test_huge_json_body_is_not_read_whole(http: httpx.Client, fx: dict[str, Loop
 
 
 @pytest.mark.parametrize("model", ["chat", "anth", "resp"])
-def test_web_page_with_200_is_an_invalid_response(http: httpx.Client, fx: dict[str, LoopbackFake], model: str) -> None:
-    fx[model].enqueue(Raw([b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"], content_type="text/html"))
+def test_web_page_with_200_is_an_invalid_response(
+    http: httpx.Client, fx: dict[str, LoopbackFake], model: str
+) -> None:
+    fx[model].enqueue(
+        Raw([b"<html><body><h1>Welcome to nginx!</h1></body></html>\n"], content_type="text/html")
+    )
     res, _ = _stream_or_error(http, model)
     assert_error(res, 502, "upstream_invalid_response")
 
 
 @pytest.mark.parametrize("model", ["anth", "resp"])
-def test_garbage_sse_event_is_an_invalid_response(http: httpx.Client, fx: dict[str, LoopbackFake], model: str) -> None:
+def test_garbage_sse_event_is_an_invalid_response(
+    http: httpx.Client, fx: dict[str, LoopbackFake], model: str
+) -> None:
     """operations.md: garbage / truncated JSON is 502 upstream_invalid_response (was upstream_error for these two)."""
     fx[model].enqueue(Raw([b"event: message_start\ndata: {not json\n\n"]))
     res, _ = _stream_or_error(http, model)
     assert_error(res, 502, "upstream_invalid_response")
 
 
-def test_shutdown_past_drain_timeout_ends_streams_cleanly(tmp_path: Any, fakes: dict[str, LoopbackFake]) -> None:
+def test_shutdown_past_drain_timeout_ends_streams_cleanly(
+    tmp_path: Any, fakes: dict[str, LoopbackFake]
+) -> None:
     """SIGTERM with drain_timeout = 1: a stream still running gets error + response.failed + [DONE] and is
     stored failed; a non-streamed request still waiting gets a 503 in the error shape."""
     chat = fakes["chat"]
     chat.reset()
     chat.handler = lambda body: text(" ".join(["word"] * 400), delay=0.05)  # ~20 s each
-    config = "[server]\ndrain_timeout = 1\n" + model_block("chat", "openai-chat", chat.base_url, "m", api_key="upstream-secret", read_timeout=30)  # type: ignore[attr-defined]
+    config = "[server]\ndrain_timeout = 1\n" + model_block(
+        "chat", "openai-chat", chat.base_url, "m", api_key="upstream-secret", read_timeout=30
+    )  # type: ignore[attr-defined]
     server = OrgateServer(config, env=server_env(), workdir=str(tmp_path)).start()
     results: dict[str, Any] = {}
     got_first = threading.Event()
 
     def streamed() -> None:
         body = b""
-        with httpx.stream("POST", f"{server.url}/v1/responses", json={"model": "chat", "input": "hi", "stream": True}, headers=server.headers(), timeout=30) as res:
+        with httpx.stream(
+            "POST",
+            f"{server.url}/v1/responses",
+            json={"model": "chat", "input": "hi", "stream": True},
+            headers=server.headers(),
+            timeout=30,
+        ) as res:
             for chunk in res.iter_bytes():
                 body += chunk
                 got_first.set()
         results["stream"] = body.decode()
 
     def plain() -> None:
-        res = httpx.post(f"{server.url}/v1/responses", json={"model": "chat", "input": "hi"}, headers=server.headers(), timeout=30)
+        res = httpx.post(
+            f"{server.url}/v1/responses",
+            json={"model": "chat", "input": "hi"},
+            headers=server.headers(),
+            timeout=30,
+        )
         results["plain"] = res
 
     threads = [threading.Thread(target=streamed), threading.Thread(target=plain)]
@@ -178,7 +233,11 @@ def test_shutdown_past_drain_timeout_ends_streams_cleanly(tmp_path: Any, fakes: 
     assert_error(results["plain"], 503, "server_shutdown")
     again = OrgateServer("", env=server_env(), workdir=str(tmp_path)).start()
     try:
-        stored = httpx.get(f"{again.url}/v1/responses/{events[0]['response']['id']}", headers=again.headers(), timeout=10).json()
+        stored = httpx.get(
+            f"{again.url}/v1/responses/{events[0]['response']['id']}",
+            headers=again.headers(),
+            timeout=10,
+        ).json()
         assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown"
     finally:
         again.stop()

@@ -110,7 +110,6 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-
 def _pid(server: OrgateServer) -> int:
     assert server.proc is not None
     return server.proc.pid
@@ -152,7 +151,9 @@ def test_an_endless_header_is_refused_with_431_without_stalling_others(
 def quick_heads(upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
     """A server whose request heads must arrive within one second (``[limits] header_timeout``)."""
     env = {**server_env(), "ORGATE_LIMITS__HEADER_TIMEOUT": "1"}
-    with OrgateServer(hardened_config(upstream.base_url), api_key="client-secret-key", env=env) as running:
+    with OrgateServer(
+        hardened_config(upstream.base_url), api_key="client-secret-key", env=env
+    ) as running:
         yield running
 
 
@@ -165,7 +166,9 @@ def test_connections_that_send_nothing_are_closed(quick_heads: OrgateServer) -> 
     pid = _pid(quick_heads)
     baseline = _open_fds(pid)
     opened = time.monotonic()
-    socks = [socket.create_connection(("127.0.0.1", quick_heads.port), timeout=5) for _ in range(50)]
+    socks = [
+        socket.create_connection(("127.0.0.1", quick_heads.port), timeout=5) for _ in range(50)
+    ]
     try:
         assert _read_until_closed(socks[0]) == b""  # closed without a word: no request to answer
         first = time.monotonic() - opened
@@ -194,7 +197,9 @@ def test_a_head_that_never_ends_gets_408(quick_heads: OrgateServer, head: bytes)
     assert "header_timeout" in body["message"]
 
 
-def test_a_slow_head_within_the_timeout_and_keep_alive_requests_are_served(quick_heads: OrgateServer) -> None:
+def test_a_slow_head_within_the_timeout_and_keep_alive_requests_are_served(
+    quick_heads: OrgateServer,
+) -> None:
     """The timeout is per head: a head sent in pieces within it is served, and so are later requests on
     the connection, each with its own time (a connection is not limited by its age)."""
     request = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {quick_heads.api_key}\r\n\r\n".encode()
@@ -587,7 +592,9 @@ def test_a_stream_nobody_reads_keeps_memory_bounded(
     finally:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-    assert wait_until(lambda: fake.requests[-1].disconnected), "the upstream call outlived its client"
+    assert wait_until(lambda: fake.requests[-1].disconnected), (
+        "the upstream call outlived its client"
+    )
     assert http.get("/healthz").status_code == 200
 
 
@@ -616,7 +623,9 @@ def test_clients_resetting_mid_stream_leak_nothing(
         fds_before,
         os.listdir(f"/proc/{pid}/fd"),
     )
-    assert wait_until(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
+    assert wait_until(
+        lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed"
+    )
     started = time.monotonic()
     res = http.post("/v1/responses", json={**OK, "stream": True})
     assert res.status_code == 200 and res.text.endswith("data: [DONE]\n\n")

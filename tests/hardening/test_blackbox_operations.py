@@ -86,8 +86,15 @@ def lab(**labels: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def post(url: str, key: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.post(f"{url}/v1/responses", json=body, headers={"Authorization": f"Bearer {key}", **(headers or {})}, timeout=30)
+def post(
+    url: str, key: str, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/responses",
+        json=body,
+        headers={"Authorization": f"Bearer {key}", **(headers or {})},
+        timeout=30,
+    )
 
 
 def json_lines(output: str) -> list[dict[str, Any]]:
@@ -97,7 +104,9 @@ def json_lines(output: str) -> list[dict[str, Any]]:
 # --- metrics -----------------------------------------------------------------------------------------
 
 
-def test_metrics_move_by_exactly_the_expected_amounts(hardened: OrgateServer, fake: FakeOpenAIChat) -> None:
+def test_metrics_move_by_exactly_the_expected_amounts(
+    hardened: OrgateServer, fake: FakeOpenAIChat
+) -> None:
     """A known mix: every counter and histogram count moves by exactly what was sent, with the right
     labels; tokens equal the usage the responses reported."""
     url, key = hardened.url, hardened.api_key
@@ -119,22 +128,49 @@ def test_metrics_move_by_exactly_the_expected_amounts(hardened: OrgateServer, fa
     res = post(url, key, {"model": "fake-chat", "input": "x y z", "stream": True})
     count_usage("fake-chat", sse_events(res.text)[-1]["response"])
     # 4xx of several kinds
-    assert_error(httpx.post(f"{url}/v1/responses", content=b"{bad", headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}), 400, "invalid_json")
+    assert_error(
+        httpx.post(
+            f"{url}/v1/responses",
+            content=b"{bad",
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        ),
+        400,
+        "invalid_json",
+    )
     assert_error(post(url, key, {"model": "no-such-model", "input": "x"}), 404, "model_not_found")
-    assert_error(post(url, "wrong-key", {"model": "orgate/echo", "input": "x"}), 401, "invalid_api_key")
-    assert_error(post(url, key, {"model": "orgate/echo", "input": "x" * 70000}), 413, "request_too_large")
+    assert_error(
+        post(url, "wrong-key", {"model": "orgate/echo", "input": "x"}), 401, "invalid_api_key"
+    )
+    assert_error(
+        post(url, key, {"model": "orgate/echo", "input": "x" * 70000}), 413, "request_too_large"
+    )
     # upstream 429, 5xx and timeout (read_timeout = 1.5 s)
     fake.enqueue(rate_limited("3"), http_error(503, "down"), Script(stall_before_headers=4))
     assert_error(post(url, key, {"model": "fake-chat", "input": "x"}), 429, "rate_limit_exceeded")
     assert_error(post(url, key, {"model": "fake-chat", "input": "x"}), 502, "upstream_error")
     assert_error(post(url, key, {"model": "fake-chat", "input": "x"}), 504, "upstream_timeout")
     # a client leaving mid-stream
-    with httpx.stream("POST", f"{url}/v1/responses", json={"model": "orgate/echo", "input": "a b c d e f g h orgate:delay=200", "stream": True}, headers=hardened.headers(), timeout=10) as res:
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/responses",
+        json={"model": "orgate/echo", "input": "a b c d e f g h orgate:delay=200", "stream": True},
+        headers=hardened.headers(),
+        timeout=10,
+    ) as res:
         next(res.iter_bytes())
+
     def recorded() -> bool:
         now = scrape(url)
-        cancelled = moved(before, now, "orgate_upstream_duration_seconds_count").get(lab(deployment="orgate/echo", outcome="cancelled"))
-        return cancelled == 1 and moved(before, now, "orgate_http_requests_total").get(lab(route="/v1/responses", method="POST", status="200", model="orgate/echo")) == 4
+        cancelled = moved(before, now, "orgate_upstream_duration_seconds_count").get(
+            lab(deployment="orgate/echo", outcome="cancelled")
+        )
+        return (
+            cancelled == 1
+            and moved(before, now, "orgate_http_requests_total").get(
+                lab(route="/v1/responses", method="POST", status="200", model="orgate/echo")
+            )
+            == 4
+        )
 
     assert wait_until(recorded)
     after = scrape(url)
@@ -151,7 +187,11 @@ def test_metrics_move_by_exactly_the_expected_amounts(hardened: OrgateServer, fa
         lab(**route, status="502", model="fake-chat"): 1,
         lab(**route, status="504", model="fake-chat"): 1,
         # the scrapes of wait_until
-        **{k: v for k, v in moved(before, after, "orgate_http_requests_total").items() if dict(k)["route"] == "/metrics"},
+        **{
+            k: v
+            for k, v in moved(before, after, "orgate_http_requests_total").items()
+            if dict(k)["route"] == "/metrics"
+        },
     }
     assert moved(before, after, "orgate_http_request_duration_seconds_count")[lab(**route)] == 13
     assert moved(before, after, "orgate_stream_time_to_first_chunk_seconds_count") == {
@@ -164,14 +204,18 @@ def test_metrics_move_by_exactly_the_expected_amounts(hardened: OrgateServer, fa
         lab(deployment="fake-chat", outcome="ok"): 2,
         lab(deployment="fake-chat", outcome="error"): 3,
     }
-    timeout_sum = moved(before, after, "orgate_upstream_duration_seconds_sum")[lab(deployment="fake-chat", outcome="error")]
+    timeout_sum = moved(before, after, "orgate_upstream_duration_seconds_sum")[
+        lab(deployment="fake-chat", outcome="error")
+    ]
     assert 1.4 < timeout_sum < 3.0  # the read_timeout, not the stall
     assert moved(before, after, "orgate_upstream_errors_total") == {
         lab(deployment="fake-chat", code="rate_limit_exceeded"): 1,
         lab(deployment="fake-chat", code="upstream_error"): 1,
         lab(deployment="fake-chat", code="upstream_timeout"): 1,
     }
-    assert moved(before, after, "orgate_tokens_total") == {lab(deployment=m, direction=d): float(n) for (m, d), n in usage.items()}
+    assert moved(before, after, "orgate_tokens_total") == {
+        lab(deployment=m, direction=d): float(n) for (m, d), n in usage.items()
+    }
     assert sum(usage.values()) > 0
 
 
@@ -183,8 +227,18 @@ def test_no_label_grows_with_client_input(hardened: OrgateServer) -> None:
         for i in range(8):
             value = f"{tag}-{i}-{os.urandom(4).hex()}"
             headers = {**hardened.headers(), "X-Request-Id": value, "X-Session-Id": value}
-            httpx.post(f"{hardened.url}/v1/responses", json={"model": f"model-{value}", "input": "x"}, headers=headers, timeout=10)
-            httpx.post(f"{hardened.url}/v1/responses", json={"model": "orgate/echo", "input": "x", "user": value, "store": False}, headers={**hardened.headers(), "X-Request-Id": value}, timeout=10)
+            httpx.post(
+                f"{hardened.url}/v1/responses",
+                json={"model": f"model-{value}", "input": "x"},
+                headers=headers,
+                timeout=10,
+            )
+            httpx.post(
+                f"{hardened.url}/v1/responses",
+                json={"model": "orgate/echo", "input": "x", "user": value, "store": False},
+                headers={**hardened.headers(), "X-Request-Id": value},
+                timeout=10,
+            )
             httpx.get(f"{hardened.url}/{value}/{value}", headers=headers, timeout=10)
             httpx.get(f"{hardened.url}/v1/responses/resp_{value}", headers=headers, timeout=10)
             httpx.request("PATCH", f"{hardened.url}/v1/responses", headers=headers, timeout=10)
@@ -202,12 +256,29 @@ def test_upstream_error_codes_are_a_bounded_label() -> None:
     """A Responses upstream's ``response.failed`` passes its own ``code`` on: as a label value it is
     bounded (the first codes keep their name, then ``other``), not one series per code."""
     with FakeResponses.start_in_thread() as fake:
-        config = model_block("resp", "openai-responses", fake.base_url, "gpt-x", api_key="k", read_timeout=10)
+        config = model_block(
+            "resp", "openai-responses", fake.base_url, "gpt-x", api_key="k", read_timeout=10
+        )
         with OrgateServer(config, env=server_env()) as server:
             for i in range(80):
-                failed = {"type": "response.failed", "sequence_number": 0, "response": {"id": f"resp_{i}", "object": "response", "status": "failed", "output": [], "error": {"code": f"code_{i}_{os.urandom(3).hex()}", "message": "no"}}}
-                fake.enqueue(Raw([b"event: response.failed\ndata: " + orjson.dumps(failed) + b"\n\n"]))
-                assert post(server.url, server.api_key, {"model": "resp", "input": "x"}).status_code == 502
+                failed = {
+                    "type": "response.failed",
+                    "sequence_number": 0,
+                    "response": {
+                        "id": f"resp_{i}",
+                        "object": "response",
+                        "status": "failed",
+                        "output": [],
+                        "error": {"code": f"code_{i}_{os.urandom(3).hex()}", "message": "no"},
+                    },
+                }
+                fake.enqueue(
+                    Raw([b"event: response.failed\ndata: " + orjson.dumps(failed) + b"\n\n"])
+                )
+                assert (
+                    post(server.url, server.api_key, {"model": "resp", "input": "x"}).status_code
+                    == 502
+                )
             errors = moved({}, scrape(server.url), "orgate_upstream_errors_total")
     assert sum(errors.values()) == 80
     assert len(errors) <= 65, len(errors)
@@ -223,7 +294,13 @@ def test_in_flight_gauges_return_to_zero(hardened: OrgateServer, fake: FakeOpenA
     started: set[int] = set()
 
     def stream() -> None:
-        with httpx.stream("POST", f"{url}/v1/responses", json={"model": "fake-chat", "input": "x", "stream": True}, headers=hardened.headers(), timeout=30) as res:
+        with httpx.stream(
+            "POST",
+            f"{url}/v1/responses",
+            json={"model": "fake-chat", "input": "x", "stream": True},
+            headers=hardened.headers(),
+            timeout=30,
+        ) as res:
             for _ in res.iter_bytes():
                 started.add(threading.get_ident())
 
@@ -238,17 +315,32 @@ def test_in_flight_gauges_return_to_zero(hardened: OrgateServer, fake: FakeOpenA
         thread.join(30)
     fake.handler = None
     # a client leaving mid-stream, one leaving before the first event, an upstream timeout
-    with httpx.stream("POST", f"{url}/v1/responses", json={"model": "orgate/echo", "input": "a b c d e f orgate:delay=300", "stream": True}, headers=hardened.headers(), timeout=10) as res:
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/responses",
+        json={"model": "orgate/echo", "input": "a b c d e f orgate:delay=300", "stream": True},
+        headers=hardened.headers(),
+        timeout=10,
+    ) as res:
         next(res.iter_bytes())
     fake.enqueue(Script(stall_before_headers=4))
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{url}/v1/responses", json={"model": "fake-chat", "input": "x"}, headers=hardened.headers(), timeout=0.5)
+        httpx.post(
+            f"{url}/v1/responses",
+            json={"model": "fake-chat", "input": "x"},
+            headers=hardened.headers(),
+            timeout=0.5,
+        )
     fake.enqueue(Script(stall_before_headers=4))
-    assert_error(post(url, hardened.api_key, {"model": "fake-chat", "input": "x"}), 504, "upstream_timeout")
+    assert_error(
+        post(url, hardened.api_key, {"model": "fake-chat", "input": "x"}), 504, "upstream_timeout"
+    )
 
     def idle() -> bool:
         now = scrape(url)
-        upstream = [v for (name, _), v in now.items() if name == "orgate_upstream_requests_in_flight"]
+        upstream = [
+            v for (name, _), v in now.items() if name == "orgate_upstream_requests_in_flight"
+        ]
         return now[("orgate_http_requests_in_flight", ())] == 1 and not any(upstream)
 
     assert wait_until(idle, 5), scrape(url)
@@ -263,19 +355,62 @@ def test_json_logs_hold_no_secret_at_any_level() -> None:
     (echoed back by an upstream in errors, streamed or not) nor a database password appears anywhere."""
     client_key = "sk-client-0123456789"
     with FakeOpenAIChat.start_in_thread() as fake:
-        config = hardened_config(fake.base_url).replace("[server]\n", '[server]\nlog_level = "debug"\n')
+        config = hardened_config(fake.base_url).replace(
+            "[server]\n", '[server]\nlog_level = "debug"\n'
+        )
         with OrgateServer(config, api_key=client_key, env=server_env()) as server:
             echoed = f"you sent Authorization: Bearer {UPSTREAM_KEY} and x-api-key: {UPSTREAM_KEY}"
-            fake.enqueue(http_error(500, echoed), http_error(500, echoed), http_error(401, echoed), http_error(400, echoed), http_error(429, echoed))
-            bodies = [post(server.url, client_key, {"model": "fake-chat", "input": "x", "stream": stream}).text for stream in (False, True, False, False, False)]
+            fake.enqueue(
+                http_error(500, echoed),
+                http_error(500, echoed),
+                http_error(401, echoed),
+                http_error(400, echoed),
+                http_error(429, echoed),
+            )
+            bodies = [
+                post(
+                    server.url, client_key, {"model": "fake-chat", "input": "x", "stream": stream}
+                ).text
+                for stream in (False, True, False, False, False)
+            ]
             chunk = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
-            fake.enqueue(Raw([chunk, b'data: {"error":{"message":"failed for Bearer ' + UPSTREAM_KEY.encode() + b'","type":"server_error"}}\n\n']))
-            bodies.append(post(server.url, client_key, {"model": "fake-chat", "input": "x", "stream": True}).text)
+            fake.enqueue(
+                Raw(
+                    [
+                        chunk,
+                        b'data: {"error":{"message":"failed for Bearer '
+                        + UPSTREAM_KEY.encode()
+                        + b'","type":"server_error"}}\n\n',
+                    ]
+                )
+            )
+            bodies.append(
+                post(
+                    server.url, client_key, {"model": "fake-chat", "input": "x", "stream": True}
+                ).text
+            )
             fake.enqueue(Raw([b"data: {broken " + UPSTREAM_KEY.encode() + b"\n\n"]))
-            bodies.append(post(server.url, client_key, {"model": "fake-chat", "input": "x", "stream": True}).text)
-            bodies.append(post(server.url, client_key + "x", {"model": "orgate/echo", "input": "x"}).text)
-            bodies.append(post(server.url, client_key, {"model": "orgate/echo", "input": "x", "user": client_key}, headers={"X-Request-Id": "json-log-1"}).text)
-            assert wait_until(lambda: any(e.get("request_id") == "json-log-1" for e in json_lines(server.output())))
+            bodies.append(
+                post(
+                    server.url, client_key, {"model": "fake-chat", "input": "x", "stream": True}
+                ).text
+            )
+            bodies.append(
+                post(server.url, client_key + "x", {"model": "orgate/echo", "input": "x"}).text
+            )
+            bodies.append(
+                post(
+                    server.url,
+                    client_key,
+                    {"model": "orgate/echo", "input": "x", "user": client_key},
+                    headers={"X-Request-Id": "json-log-1"},
+                ).text
+            )
+            assert wait_until(
+                lambda: any(
+                    e.get("request_id") == "json-log-1" for e in json_lines(server.output())
+                )
+            )
             output = server.output()
     for secret in (UPSTREAM_KEY, client_key):
         assert secret not in output
@@ -288,7 +423,12 @@ def test_json_logs_hold_no_secret_at_any_level() -> None:
     assert len(access) >= 10 and all(len(e["request_id"]) >= 8 for e in access)
 
     password = "pgS3cretPassw0rd"
-    broken = OrgateServer('[server]\nlog_format = "json"\nlog_level = "debug"\n', env=server_env({"ORGATE_STORE__URL": f"postgresql://orgate:{password}@127.0.0.1:{free_port()}/db"}))
+    broken = OrgateServer(
+        '[server]\nlog_format = "json"\nlog_level = "debug"\n',
+        env=server_env(
+            {"ORGATE_STORE__URL": f"postgresql://orgate:{password}@127.0.0.1:{free_port()}/db"}
+        ),
+    )
     with pytest.raises(RuntimeError) as failure:
         broken.start(timeout=15)
     assert "cannot open the response store" in str(failure.value)
@@ -299,8 +439,15 @@ def test_text_log_lines_cannot_be_forged() -> None:
     """Text format: a line break in a client-chosen value (the model name) is escaped; it used to
     write a second, forged access-log line."""
     with OrgateServer("[server]\naccess_log = true\n", env=server_env()) as server:
-        forged = "2026-01-01 00:00:00,000 INFO orgate.access: GET /admin 200 1.0ms request_id=forged"
-        res = httpx.post(f"{server.url}/v1/responses", json={"model": f"evil\n{forged}", "input": "x"}, headers={**server.headers(), "X-Request-Id": "inject-1"}, timeout=10)
+        forged = (
+            "2026-01-01 00:00:00,000 INFO orgate.access: GET /admin 200 1.0ms request_id=forged"
+        )
+        res = httpx.post(
+            f"{server.url}/v1/responses",
+            json={"model": f"evil\n{forged}", "input": "x"},
+            headers={**server.headers(), "X-Request-Id": "inject-1"},
+            timeout=10,
+        )
         assert_error(res, 404, "model_not_found")
         assert wait_until(lambda: "request_id=inject-1" in server.output())
         lines = server.output().splitlines()
@@ -326,7 +473,11 @@ def test_protocol_level_errors_carry_a_request_id(hardened: OrgateServer) -> Non
                 data += chunk
         head = data.partition(b"\r\n\r\n")[0].decode().lower()
         assert head.split()[1] in ("431", "400"), head
-        ids = [line.split(":", 1)[1].strip() for line in head.split("\r\n") if line.startswith("x-request-id:")]
+        ids = [
+            line.split(":", 1)[1].strip()
+            for line in head.split("\r\n")
+            if line.startswith("x-request-id:")
+        ]
         assert len(ids) == 1 and len(ids[0]) == 32, head
 
 
@@ -347,7 +498,11 @@ async def _burst(urls: list[str], key: str, count: int) -> list[httpx.Response]:
     async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=count)) as client:
         return await asyncio.gather(
             *[
-                client.post(f"{urls[i % len(urls)]}/v1/responses", json={"model": "orgate/echo", "input": "hi", "stream": i % 2 == 0}, headers={"Authorization": f"Bearer {key}"})
+                client.post(
+                    f"{urls[i % len(urls)]}/v1/responses",
+                    json={"model": "orgate/echo", "input": "hi", "stream": i % 2 == 0},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
                 for i in range(count)
             ]
         )
@@ -355,11 +510,17 @@ async def _burst(urls: list[str], key: str, count: int) -> list[httpx.Response]:
 
 @pytest.fixture(scope="module")
 def limited() -> Iterator[OrgateServer]:
-    with OrgateServer('[server]\nlog_format = "json"\n' + RATE_KEYS, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
+    with OrgateServer(
+        '[server]\nlog_format = "json"\n' + RATE_KEYS,
+        api_key="",
+        env=server_env({"ORGATE_API_KEY": ""}),
+    ) as server:
         yield server
 
 
-def test_rpm_is_exact_under_50_concurrent_requests_and_retry_after_is_honest(limited: OrgateServer) -> None:
+def test_rpm_is_exact_under_50_concurrent_requests_and_retry_after_is_honest(
+    limited: OrgateServer,
+) -> None:
     """rpm = 30, 50 concurrent calls (half streamed): exactly 30 admitted, 20 refused in the spec's
     shape; the metrics say so; a client that waits ``Retry-After`` gets in, and only one does."""
     before = scrape(limited.url)
@@ -376,7 +537,12 @@ def test_rpm_is_exact_under_50_concurrent_requests_and_retry_after_is_honest(lim
             assert res.text.rstrip().endswith("data: [DONE]") or res.json()["status"] == "completed"
     after = scrape(limited.url)
     assert moved(before, after, "orgate_rate_limited_total") == {lab(key="burst"): 20}
-    assert moved(before, after, "orgate_http_requests_total")[lab(route="/v1/responses", method="POST", status="429", model="")] == 20
+    assert (
+        moved(before, after, "orgate_http_requests_total")[
+            lab(route="/v1/responses", method="POST", status="429", model="")
+        ]
+        == 20
+    )
     assert waits and max(waits) <= 2  # 30 per minute: one request every 2 s
     time.sleep(max(waits))
     # Two at once after the wait: one gets in, one is refused. Sent one after the other, the second
@@ -389,7 +555,11 @@ def _start_redis(port: int) -> subprocess.Popen[bytes]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     assert wait_until(lambda: _listening(port), 10)
     return proc
 
@@ -419,9 +589,21 @@ def test_retry_after_is_the_longer_wait_of_both_buckets(backend: str) -> None:
         redis = _start_redis(port)
         extra = f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
     try:
-        with OrgateServer(RATE_KEYS + extra, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
-            assert post(server.url, "sk-both", {"model": "orgate/echo", "input": "hi"}).status_code == 200
-            assert post(server.url, "sk-both", {"model": "orgate/echo", "input": " ".join(["word"] * 40)}).status_code == 200
+        with OrgateServer(
+            RATE_KEYS + extra, api_key="", env=server_env({"ORGATE_API_KEY": ""})
+        ) as server:
+            assert (
+                post(server.url, "sk-both", {"model": "orgate/echo", "input": "hi"}).status_code
+                == 200
+            )
+            assert (
+                post(
+                    server.url,
+                    "sk-both",
+                    {"model": "orgate/echo", "input": " ".join(["word"] * 40)},
+                ).status_code
+                == 200
+            )
             res = post(server.url, "sk-both", {"model": "orgate/echo", "input": "hi"})
             error = assert_error(res, 429, "rate_limit_exceeded")
             wait = int(res.headers["Retry-After"])
@@ -439,17 +621,33 @@ def test_redis_outage_and_restart() -> None:
     Redis back on the same port (its buckets empty): a burst is held to the limit again."""
     port = free_port()
     redis = _start_redis(port)
-    config = '[server]\nlog_format = "json"\n' + RATE_KEYS + f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
+    config = (
+        '[server]\nlog_format = "json"\n'
+        + RATE_KEYS
+        + f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
+    )
     env = server_env({"ORGATE_API_KEY": ""})
     try:
-        with OrgateServer(config, api_key="", env=env) as one, OrgateServer(config, api_key="", env=env) as two:
+        with (
+            OrgateServer(config, api_key="", env=env) as one,
+            OrgateServer(config, api_key="", env=env) as two,
+        ):
             urls = [one.url, two.url]
-            assert Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 50))) == {200: 10, 429: 40}
+            assert Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 50))) == {
+                200: 10,
+                429: 40,
+            }
             _stop(redis)
             started = time.monotonic()
-            assert Counter(r.status_code for r in asyncio.run(_burst([one.url], "sk-shared", 20))) == {200: 20}
+            assert Counter(
+                r.status_code for r in asyncio.run(_burst([one.url], "sk-shared", 20))
+            ) == {200: 20}
             assert time.monotonic() - started < 5
-            warnings = [e for e in json_lines(one.output()) if e["logger"] == "orgate.ratelimit" and "Redis unavailable" in e["msg"]]
+            warnings = [
+                e
+                for e in json_lines(one.output())
+                if e["logger"] == "orgate.ratelimit" and "Redis unavailable" in e["msg"]
+            ]
             assert len(warnings) == 1, [e["msg"] for e in warnings]
             redis = _start_redis(port)
             statuses = Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 30)))
@@ -462,7 +660,9 @@ def test_redis_outage_and_restart() -> None:
 # --- graceful shutdown -------------------------------------------------------------------------------
 
 
-async def _signal_in_flight(server: OrgateServer, signals: list[signal.Signals], streams: int, plain: int, words: str) -> tuple[list[Any], list[Any], bool]:
+async def _signal_in_flight(
+    server: OrgateServer, signals: list[signal.Signals], streams: int, plain: int, words: str
+) -> tuple[list[Any], list[Any], bool]:
     """``streams`` streams and ``plain`` non-streamed calls to orgate/echo; once every stream has
     its first bytes (so every call was accepted), ``signals`` are sent 0.2 s apart, then a new
     connection is tried. Returns the stream bodies (or errors), the answers, and whether the new
@@ -476,7 +676,12 @@ async def _signal_in_flight(server: OrgateServer, signals: list[signal.Signals],
         nonlocal begun
         body = b""
         try:
-            async with client.stream("POST", f"{server.url}/v1/responses", json={"model": "orgate/echo", "input": words, "stream": True}, headers=server.headers()) as res:
+            async with client.stream(
+                "POST",
+                f"{server.url}/v1/responses",
+                json={"model": "orgate/echo", "input": words, "stream": True},
+                headers=server.headers(),
+            ) as res:
                 async for chunk in res.aiter_bytes():
                     if not body:
                         begun += 1
@@ -489,12 +694,20 @@ async def _signal_in_flight(server: OrgateServer, signals: list[signal.Signals],
 
     async def one(client: httpx.AsyncClient) -> Any:
         try:
-            return await client.post(f"{server.url}/v1/responses", json={"model": "orgate/echo", "input": words}, headers=server.headers())
+            return await client.post(
+                f"{server.url}/v1/responses",
+                json={"model": "orgate/echo", "input": words},
+                headers=server.headers(),
+            )
         except httpx.HTTPError as exc:
             return exc
 
-    async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=streams + plain + 1)) as client:
-        tasks = [asyncio.create_task(stream(client)) for _ in range(streams)] + [asyncio.create_task(one(client)) for _ in range(plain)]
+    async with httpx.AsyncClient(
+        timeout=30, limits=httpx.Limits(max_connections=streams + plain + 1)
+    ) as client:
+        tasks = [asyncio.create_task(stream(client)) for _ in range(streams)] + [
+            asyncio.create_task(one(client)) for _ in range(plain)
+        ]
         await asyncio.wait_for(first.wait(), 15)
         await asyncio.sleep(0.2)
         for sig in signals:
@@ -506,17 +719,33 @@ async def _signal_in_flight(server: OrgateServer, signals: list[signal.Signals],
             refused = False
         except httpx.ConnectError:
             refused = True
-        return list(await asyncio.gather(*tasks[:streams])), list(await asyncio.gather(*tasks[streams:])), refused
+        return (
+            list(await asyncio.gather(*tasks[:streams])),
+            list(await asyncio.gather(*tasks[streams:])),
+            refused,
+        )
 
 
 def test_sigterm_drains_fifty_streams_and_requests(tmp_path: Path) -> None:
     """SIGTERM (twice) with 50 streams and 10 non-streamed requests in flight: new connections are
     refused, every in-flight answer completes, the process exits 0 well within ``drain_timeout``,
     and every stored response is ``completed``."""
-    server = OrgateServer('[server]\nlog_format = "json"\ndrain_timeout = 10\n', env=server_env(), workdir=str(tmp_path)).start()
+    server = OrgateServer(
+        '[server]\nlog_format = "json"\ndrain_timeout = 10\n',
+        env=server_env(),
+        workdir=str(tmp_path),
+    ).start()
     try:
         started = time.monotonic()
-        streams, plain, refused = asyncio.run(_signal_in_flight(server, [signal.SIGTERM, signal.SIGTERM], 50, 10, "a b c d e f g h i j orgate:delay=150"))
+        streams, plain, refused = asyncio.run(
+            _signal_in_flight(
+                server,
+                [signal.SIGTERM, signal.SIGTERM],
+                50,
+                10,
+                "a b c d e f g h i j orgate:delay=150",
+            )
+        )
         assert server.proc is not None and server.proc.wait(15) == 0
         assert time.monotonic() - started < 8
     finally:
@@ -529,7 +758,11 @@ def test_sigterm_drains_fifty_streams_and_requests(tmp_path: Path) -> None:
         assert events[-1]["type"] == "response.completed" and body.rstrip().endswith("data: [DONE]")
         ids.append(events[0]["response"]["id"])
     for res in plain:
-        assert isinstance(res, httpx.Response) and res.status_code == 200 and res.json()["status"] == "completed"
+        assert (
+            isinstance(res, httpx.Response)
+            and res.status_code == 200
+            and res.json()["status"] == "completed"
+        )
         ids.append(res.json()["id"])
     with sqlite3.connect(tmp_path / "orgate.db") as db:
         rows = dict(db.execute("SELECT id, status FROM responses").fetchall())
@@ -540,9 +773,21 @@ def test_forced_exit_leaves_no_response_in_progress_after_restart(tmp_path: Path
     """SIGTERM then SIGINT (uvicorn's force quit): the process exits 0 at once; streams are cut or
     end ``response.failed``. What the cut left ``in_progress`` is marked ``failed`` when orgate
     starts again on the same store (operations.md: crash recovery), never served as running."""
-    server = OrgateServer('[server]\nlog_format = "json"\ndrain_timeout = 10\n', env=server_env(), workdir=str(tmp_path)).start()
+    server = OrgateServer(
+        '[server]\nlog_format = "json"\ndrain_timeout = 10\n',
+        env=server_env(),
+        workdir=str(tmp_path),
+    ).start()
     try:
-        streams, _, refused = asyncio.run(_signal_in_flight(server, [signal.SIGTERM, signal.SIGINT], 20, 0, "a b c d e f g h i j orgate:delay=300"))
+        streams, _, refused = asyncio.run(
+            _signal_in_flight(
+                server,
+                [signal.SIGTERM, signal.SIGINT],
+                20,
+                0,
+                "a b c d e f g h i j orgate:delay=300",
+            )
+        )
         assert server.proc is not None and server.proc.wait(15) == 0
         assert refused
     finally:
@@ -566,12 +811,30 @@ def test_beyond_max_concurrency_is_a_clean_429_and_healthz_stays_fast() -> None:
     after ``queue_timeout``; ``/healthz`` answers fast throughout; nothing hangs."""
     with FakeOpenAIChat.start_in_thread() as fake:
         fake.handler = lambda body: text(" ".join(["w"] * 20), delay=0.1)  # ~2 s
-        config = '[server]\nlog_format = "json"\n' + model_block("slow", "openai-chat", fake.base_url, "m", read_timeout=30, extra="max_concurrency = 2\n[models.routing]\nqueue_timeout = 0.3")
+        config = '[server]\nlog_format = "json"\n' + model_block(
+            "slow",
+            "openai-chat",
+            fake.base_url,
+            "m",
+            read_timeout=30,
+            extra="max_concurrency = 2\n[models.routing]\nqueue_timeout = 0.3",
+        )
         with OrgateServer(config, env=server_env()) as server:
 
             async def flood() -> tuple[list[float], list[httpx.Response]]:
-                async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=200)) as client:
-                    calls = [asyncio.create_task(client.post(f"{server.url}/v1/responses", json={"model": "slow", "input": "x", "stream": True}, headers=server.headers())) for _ in range(100)]
+                async with httpx.AsyncClient(
+                    timeout=30, limits=httpx.Limits(max_connections=200)
+                ) as client:
+                    calls = [
+                        asyncio.create_task(
+                            client.post(
+                                f"{server.url}/v1/responses",
+                                json={"model": "slow", "input": "x", "stream": True},
+                                headers=server.headers(),
+                            )
+                        )
+                        for _ in range(100)
+                    ]
                     latencies = []
                     for _ in range(10):
                         started = time.monotonic()

@@ -72,7 +72,9 @@ class Gateway:
     server: OrgateServer
     fakes: dict[str, LoopbackFake]
     store: bool
-    leftovers: frozenset[str] = frozenset()  # unfinished before the test (an earlier test's failure)
+    leftovers: frozenset[str] = (
+        frozenset()
+    )  # unfinished before the test (an earlier test's failure)
 
     @property
     def url(self) -> str:
@@ -91,7 +93,10 @@ class Gateway:
         for fd in os.listdir(f"/proc/{self.pid}/fd"):
             with contextlib.suppress(FileNotFoundError):
                 target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
-                if target.startswith("socket:[") and remote.get(int(target[8:-1])) in upstream_ports:
+                if (
+                    target.startswith("socket:[")
+                    and remote.get(int(target[8:-1])) in upstream_ports
+                ):
                     upstream += 1
                 else:
                     other += 1
@@ -119,8 +124,12 @@ class Gateway:
         """Stored responses still ``queued`` / ``in_progress`` (read from the SQLite file)."""
         if not self.store:
             return []
-        with contextlib.closing(sqlite3.connect(f"file:{self.server.dir / 'orgate.db'}?mode=ro", uri=True, timeout=10)) as db:
-            rows = db.execute("SELECT id, status FROM responses WHERE status IN ('queued', 'in_progress')").fetchall()
+        with contextlib.closing(
+            sqlite3.connect(f"file:{self.server.dir / 'orgate.db'}?mode=ro", uri=True, timeout=10)
+        ) as db:
+            rows = db.execute(
+                "SELECT id, status FROM responses WHERE status IN ('queued', 'in_progress')"
+            ).fetchall()
         return [row for row in rows if row[0] not in self.leftovers]
 
     def idle(self) -> bool:
@@ -128,9 +137,17 @@ class Gateway:
 
     def assert_quiet(self, fds_baseline: int, timeout: float = 10.0) -> None:
         """Nothing runs any more, at orgate or at the fakes; descriptors back to the baseline; nothing stored unfinished."""
-        assert wait_until(self.idle, timeout), (self.in_flight(), {name: fake.active for name, fake in self.fakes.items()})
-        assert wait_until(lambda: self.fds()[0] <= fds_baseline + FD_SLACK, timeout), (self.fds(), fds_baseline)
-        assert self.fds()[1] <= CONCURRENCY * len(PROVIDERS)  # idle keep-alive connections, bounded by the pools
+        assert wait_until(self.idle, timeout), (
+            self.in_flight(),
+            {name: fake.active for name, fake in self.fakes.items()},
+        )
+        assert wait_until(lambda: self.fds()[0] <= fds_baseline + FD_SLACK, timeout), (
+            self.fds(),
+            fds_baseline,
+        )
+        assert self.fds()[1] <= CONCURRENCY * len(
+            PROVIDERS
+        )  # idle keep-alive connections, bounded by the pools
         assert wait_until(lambda: not self.unfinished(), timeout), self.unfinished()[:5]
 
     def baseline(self) -> int:
@@ -246,7 +263,12 @@ def _leave_rounds(gw: Gateway, count: int) -> list[str]:
 
 
 async def _statuses(gw: Gateway, ids: list[str]) -> list[dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=gw.url, headers=gw.server.headers(), timeout=30, limits=httpx.Limits(max_connections=50)) as client:
+    async with httpx.AsyncClient(
+        base_url=gw.url,
+        headers=gw.server.headers(),
+        timeout=30,
+        limits=httpx.Limits(max_connections=50),
+    ) as client:
 
         async def one(i: int) -> dict[str, Any]:
             res = await client.get(f"/v1/responses/{ids[i]}")
@@ -286,7 +308,9 @@ def test_streams_left_while_the_store_is_slow_never_stay_in_progress(stored: Gat
     leave one every 5 ms from 0.3 s on, so some leave while their ``in_progress`` save waits and
     the lock is released meanwhile. Every stored response ends failed, none stays in_progress."""
     fds = stored.baseline()
-    body = orjson.dumps({"model": "orgate/echo", "input": "a b c d e f g orgate:delay=100", "stream": True})
+    body = orjson.dumps(
+        {"model": "orgate/echo", "input": "a b c d e f g orgate:delay=100", "stream": True}
+    )
 
     async def client(i: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", stored.server.port)
@@ -301,7 +325,9 @@ def test_streams_left_while_the_store_is_slow_never_stay_in_progress(stored: Gat
         writer.transport.abort()
 
     async def run() -> None:
-        with contextlib.closing(sqlite3.connect(stored.server.dir / "orgate.db", isolation_level=None, timeout=10)) as db:
+        with contextlib.closing(
+            sqlite3.connect(stored.server.dir / "orgate.db", isolation_level=None, timeout=10)
+        ) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 clients = asyncio.gather(*(client(i) for i in range(200)))
@@ -320,15 +346,37 @@ def test_streams_left_while_the_store_is_slow_never_stay_in_progress(stored: Gat
 def _stalls(seconds: float = STALL) -> dict[str, Callable[[bytes], Any]]:
     """Silent for ``seconds`` before the status line (``stall-before`` in the request), else after the headers."""
     return {
-        "chat": lambda raw: chat.Script(stall_before_headers=seconds) if b"stall-before" in raw else chat.Script(content="a b", stall_after=0, stall_seconds=seconds),
-        "anth": lambda raw: anth.Script(stall_before_headers=seconds) if b"stall-before" in raw else anth.Script(text="a b", stall_after=0, stall_seconds=seconds),
-        "resp": lambda raw: resp.Script(stall_before_headers=seconds) if b"stall-before" in raw else resp.Script(text="a b", stall_after=0, stall_seconds=seconds),
+        "chat": lambda raw: (
+            chat.Script(stall_before_headers=seconds)
+            if b"stall-before" in raw
+            else chat.Script(content="a b", stall_after=0, stall_seconds=seconds)
+        ),
+        "anth": lambda raw: (
+            anth.Script(stall_before_headers=seconds)
+            if b"stall-before" in raw
+            else anth.Script(text="a b", stall_after=0, stall_seconds=seconds)
+        ),
+        "resp": lambda raw: (
+            resp.Script(stall_before_headers=seconds)
+            if b"stall-before" in raw
+            else resp.Script(text="a b", stall_after=0, stall_seconds=seconds)
+        ),
     }
 
 
-async def _give_up(gw: Gateway, count: int, request: Callable[[int], tuple[str, dict[str, Any]]], timeout: float = 1.0) -> list[Any]:
+async def _give_up(
+    gw: Gateway,
+    count: int,
+    request: Callable[[int], tuple[str, dict[str, Any]]],
+    timeout: float = 1.0,
+) -> list[Any]:
     """``count`` POSTs (path and body by index) whose clients give up after ``timeout`` seconds."""
-    async with httpx.AsyncClient(base_url=gw.url, headers=gw.server.headers(), timeout=timeout, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
+    async with httpx.AsyncClient(
+        base_url=gw.url,
+        headers=gw.server.headers(),
+        timeout=timeout,
+        limits=httpx.Limits(max_connections=CONCURRENCY),
+    ) as client:
 
         async def one(i: int) -> Any:
             path, body = request(i)
@@ -340,7 +388,9 @@ async def _give_up(gw: Gateway, count: int, request: Callable[[int], tuple[str, 
         return await _gather(count, one)
 
 
-def _all_gone(fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int, timeout: float = 30.0) -> None:
+def _all_gone(
+    fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int, timeout: float = 30.0
+) -> None:
     """Every one of the ``count`` requests the fakes ``names`` received had its connection closed by orgate.
 
     A call orgate failed to close is not "closed late": it runs to its end and is recorded complete,
@@ -350,7 +400,10 @@ def _all_gone(fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int
         records = [r for name in names for r in fakes[name].requests]
         return len(records) == count and all(r.disconnected for r in records)
 
-    assert wait_until(gone, timeout), {name: (len(fakes[name].requests), sum(not r.disconnected for r in fakes[name].requests)) for name in names}
+    assert wait_until(gone, timeout), {
+        name: (len(fakes[name].requests), sum(not r.disconnected for r in fakes[name].requests))
+        for name in names
+    }
 
 
 def test_stalled_upstreams_with_clients_giving_up_leak_nothing(gw: Gateway) -> None:
@@ -362,15 +415,23 @@ def test_stalled_upstreams_with_clients_giving_up_leak_nothing(gw: Gateway) -> N
 
     def request(i: int) -> tuple[str, dict[str, Any]]:
         stall = "stall-before" if i % 4 < 2 else "stall-after"
-        return "/v1/responses", {"model": PROVIDERS[i % 3], "input": f"{stall} {i}", "stream": i % 2 == 0}
+        return "/v1/responses", {
+            "model": PROVIDERS[i % 3],
+            "input": f"{stall} {i}",
+            "stream": i % 2 == 0,
+        }
 
     results = asyncio.run(_give_up(gw, 120, request))
-    assert all(isinstance(r, httpx.ReadTimeout) for r in results), [r for r in results if not isinstance(r, httpx.ReadTimeout)][:3]
+    assert all(isinstance(r, httpx.ReadTimeout) for r in results), [
+        r for r in results if not isinstance(r, httpx.ReadTimeout)
+    ][:3]
     _all_gone(gw.fakes, PROVIDERS, 120)
     gw.assert_quiet(fds)
 
 
-def test_chat_completions_streams_left_before_the_first_event_cancel_the_upstream(gw: Gateway) -> None:
+def test_chat_completions_streams_left_before_the_first_event_cancel_the_upstream(
+    gw: Gateway,
+) -> None:
     """The legacy adapter, 60 clients (streamed and not) giving up on a stalled upstream after 1 s:
     every upstream call ends at once (streamed ones ran on until the upstream answered, or its
     read_timeout passed, before the fix)."""
@@ -379,7 +440,11 @@ def test_chat_completions_streams_left_before_the_first_event_cancel_the_upstrea
 
     def request(i: int) -> tuple[str, dict[str, Any]]:
         stall = "stall-before" if i % 4 < 2 else "stall-after"
-        return "/v1/chat/completions", {"model": "chat", "messages": [{"role": "user", "content": f"{stall} {i}"}], "stream": i % 3 != 0}
+        return "/v1/chat/completions", {
+            "model": "chat",
+            "messages": [{"role": "user", "content": f"{stall} {i}"}],
+            "stream": i % 3 != 0,
+        }
 
     results = asyncio.run(_give_up(gw, 60, request))
     assert all(isinstance(r, httpx.ReadTimeout) for r in results), results[:3]
@@ -397,8 +462,18 @@ def test_websocket_clients_leaving_before_the_first_event_cancel_the_upstream(gw
 
     async def one(i: int) -> None:
         stall = "stall-before" if i % 4 < 2 else "stall-after"
-        async with ws_connect(url, additional_headers=gw.server.headers(), proxy=None, open_timeout=10, close_timeout=1) as ws:
-            await ws.send(orjson.dumps({"type": "response.create", "model": PROVIDERS[i % 3], "input": f"{stall} {i}"}).decode())
+        async with ws_connect(
+            url,
+            additional_headers=gw.server.headers(),
+            proxy=None,
+            open_timeout=10,
+            close_timeout=1,
+        ) as ws:
+            await ws.send(
+                orjson.dumps(
+                    {"type": "response.create", "model": PROVIDERS[i % 3], "input": f"{stall} {i}"}
+                ).decode()
+            )
             await asyncio.sleep(0.5)
 
     results = asyncio.run(_gather(60, one))
@@ -459,18 +534,28 @@ def test_faulty_upstreams_under_concurrency_answer_every_client_cleanly(gw: Gate
     fds = gw.baseline()
 
     def pick(name: str) -> Callable[[bytes], Any]:
-        return lambda raw: FAULTS[name][int(re.search(rb"fault-(\d+)", raw).group(1)) % len(FAULTS[name])]()  # type: ignore[union-attr]
+        return lambda raw: FAULTS[name][
+            int(re.search(rb"fault-(\d+)", raw).group(1)) % len(FAULTS[name])
+        ]()  # type: ignore[union-attr]
 
     _handle_all(gw.fakes, {name: pick(name) for name in PROVIDERS})
     per = len(FAULTS["chat"]) * 2  # each fault streamed and not
 
     async def one(client: httpx.AsyncClient, i: int) -> tuple[int, bool, httpx.Response]:
         fault, stream = (i // 2) % len(FAULTS["chat"]), i % 2 == 0
-        res = await client.post("/v1/responses", json={"model": PROVIDERS[i // (per * 4)], "input": f"fault-{fault}", "stream": stream})
+        res = await client.post(
+            "/v1/responses",
+            json={"model": PROVIDERS[i // (per * 4)], "input": f"fault-{fault}", "stream": stream},
+        )
         return fault, stream, res
 
     async def run() -> list[Any]:
-        async with httpx.AsyncClient(base_url=gw.url, headers=gw.server.headers(), timeout=30, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
+        async with httpx.AsyncClient(
+            base_url=gw.url,
+            headers=gw.server.headers(),
+            timeout=30,
+            limits=httpx.Limits(max_connections=CONCURRENCY),
+        ) as client:
             return await _gather(per * 4 * 3, lambda i: one(client, i))
 
     results = asyncio.run(run())
@@ -496,10 +581,18 @@ def test_faulty_upstreams_under_concurrency_answer_every_client_cleanly(gw: Gate
 
 
 async def _echo(gw: Gateway, count: int) -> list[Any]:
-    async with httpx.AsyncClient(base_url=gw.url, headers=gw.server.headers(), timeout=10, limits=httpx.Limits(max_connections=count)) as client:
+    async with httpx.AsyncClient(
+        base_url=gw.url,
+        headers=gw.server.headers(),
+        timeout=10,
+        limits=httpx.Limits(max_connections=count),
+    ) as client:
 
         async def one(i: int) -> int:
-            res = await client.post("/v1/responses", json={"model": "orgate/echo", "input": f"hello {i}", "stream": i % 2 == 0})
+            res = await client.post(
+                "/v1/responses",
+                json={"model": "orgate/echo", "input": f"hello {i}", "stream": i % 2 == 0},
+            )
             return res.status_code
 
         return await _gather(count, one)
@@ -516,7 +609,10 @@ def test_non_streamed_clients_leaving_a_slow_answer_cancel_the_upstream(gw: Gate
 
     def request(i: int) -> tuple[str, dict[str, Any]]:
         if i % 4 == 3:
-            return "/v1/chat/completions", {"model": "chat", "messages": [{"role": "user", "content": "hi"}]}
+            return "/v1/chat/completions", {
+                "model": "chat",
+                "messages": [{"role": "user", "content": "hi"}],
+            }
         return "/v1/responses", {"model": PROVIDERS[i % 4], "input": "hi"}
 
     results = asyncio.run(_give_up(gw, 120, request))
@@ -529,10 +625,17 @@ def test_non_streamed_clients_leaving_a_slow_answer_cancel_the_upstream(gw: Gate
 # --- 5. background responses whose clients vanish -------------------------------------------------------
 
 
-async def _start_background(gw: Gateway, count: int, request: Callable[[int], tuple[str, str, bool]]) -> list[Any]:
+async def _start_background(
+    gw: Gateway, count: int, request: Callable[[int], tuple[str, str, bool]]
+) -> list[Any]:
     """Start ``count`` background responses (model, input, stream by index) and vanish: a streaming
     client after its first chunk, another once it has the id. Returns the ids."""
-    async with httpx.AsyncClient(base_url=gw.url, headers=gw.server.headers(), timeout=10, limits=httpx.Limits(max_connections=CONCURRENCY)) as client:
+    async with httpx.AsyncClient(
+        base_url=gw.url,
+        headers=gw.server.headers(),
+        timeout=10,
+        limits=httpx.Limits(max_connections=CONCURRENCY),
+    ) as client:
 
         async def one(i: int) -> str:
             model, text, stream = request(i)
@@ -563,7 +666,17 @@ def test_background_responses_of_vanished_clients_complete(stored: Gateway) -> N
     the three providers and the built-in model: every one completes and is fetchable."""
     fds = stored.baseline()
     _handle_all(stored.fakes, _slow_text(" ".join(["word"] * 30), 0.02))
-    ids = asyncio.run(_start_background(stored, 100, lambda i: (MODELS[i % 4], "a b c d e orgate:delay=50" if i % 4 == 3 else "hi", i % 2 == 0)))
+    ids = asyncio.run(
+        _start_background(
+            stored,
+            100,
+            lambda i: (
+                MODELS[i % 4],
+                "a b c d e orgate:delay=50" if i % 4 == 3 else "hi",
+                i % 2 == 0,
+            ),
+        )
+    )
     assert all(isinstance(i, str) for i in ids), ids[:3]
     for response in _all_terminal(stored, ids):
         assert response["status"] == "completed", response
@@ -575,37 +688,70 @@ def test_background_responses_on_stalled_upstreams_are_cancellable(stored: Gatew
     is cancelled through ``POST /v1/responses/{id}/cancel``, its upstream call closed at once."""
     fds = stored.baseline()
     _handle_all(stored.fakes, _stalls(30))
-    ids = asyncio.run(_start_background(stored, 60, lambda i: (PROVIDERS[i % 3], "stall-after", i % 2 == 0)))
+    ids = asyncio.run(
+        _start_background(stored, 60, lambda i: (PROVIDERS[i % 3], "stall-after", i % 2 == 0))
+    )
     assert all(isinstance(i, str) for i in ids), ids[:3]
     assert wait_until(lambda: stored.in_flight()[1] == 60, 10), stored.in_flight()
 
     async def cancel_all() -> list[Any]:
-        async with httpx.AsyncClient(base_url=stored.url, headers=stored.server.headers(), timeout=30) as client:
+        async with httpx.AsyncClient(
+            base_url=stored.url, headers=stored.server.headers(), timeout=30
+        ) as client:
             return await _gather(len(ids), lambda i: client.post(f"/v1/responses/{ids[i]}/cancel"))
 
     for res in asyncio.run(cancel_all()):
-        assert isinstance(res, httpx.Response) and res.status_code == 200 and res.json()["status"] == "cancelled", res
+        assert (
+            isinstance(res, httpx.Response)
+            and res.status_code == 200
+            and res.json()["status"] == "cancelled"
+        ), res
     _all_gone(stored.fakes, PROVIDERS, 60)
     for response in _all_terminal(stored, ids):
         assert response["status"] == "cancelled", response
     stored.assert_quiet(fds)
 
 
-def test_background_clients_leaving_while_the_store_is_slow_leave_nothing_queued(stored: Gateway) -> None:
+def test_background_clients_leaving_while_the_store_is_slow_leave_nothing_queued(
+    stored: Gateway,
+) -> None:
     """Another process holds the SQLite write lock while 40 clients ask for background responses
     and give up (the ``queued`` save waits for the lock). Once the lock is free, no response may
     stay ``queued`` with no job to run it: each is stored failed (client_disconnected)."""
     fds = stored.baseline()
-    with contextlib.closing(sqlite3.connect(stored.server.dir / "orgate.db", isolation_level=None, timeout=10)) as db:
+    with contextlib.closing(
+        sqlite3.connect(stored.server.dir / "orgate.db", isolation_level=None, timeout=10)
+    ) as db:
         before = {row[0] for row in db.execute("SELECT id FROM responses")}
         db.execute("BEGIN IMMEDIATE")
         try:
-            results = asyncio.run(_give_up(stored, 40, lambda i: ("/v1/responses", {"model": "orgate/echo", "input": "hi", "background": True, "stream": i % 2 == 0}), timeout=0.8))
+            results = asyncio.run(
+                _give_up(
+                    stored,
+                    40,
+                    lambda i: (
+                        "/v1/responses",
+                        {
+                            "model": "orgate/echo",
+                            "input": "hi",
+                            "background": True,
+                            "stream": i % 2 == 0,
+                        },
+                    ),
+                    timeout=0.8,
+                )
+            )
         finally:
             db.execute("ROLLBACK")
         assert all(isinstance(r, httpx.ReadTimeout) for r in results), results[:3]
         stored.assert_quiet(fds)
-        rows = [(status, response) for id_, status, response in db.execute("SELECT id, status, response FROM responses") if id_ not in before]
+        rows = [
+            (status, response)
+            for id_, status, response in db.execute("SELECT id, status, response FROM responses")
+            if id_ not in before
+        ]
     assert len(rows) == 40, rows
     for status, response in rows:
-        assert status == "failed" and orjson.loads(response)["error"]["code"] == "client_disconnected", response
+        assert (
+            status == "failed" and orjson.loads(response)["error"]["code"] == "client_disconnected"
+        ), response

@@ -36,7 +36,11 @@ def _healthy_meanwhile(server: OrgateServer) -> Callable[[], None]:
     def run() -> None:
         res = httpx.post(
             f"{server.url}/v1/responses",
-            json={"model": "orgate/echo", "input": "healthy one two three orgate:delay=100", "stream": True},
+            json={
+                "model": "orgate/echo",
+                "input": "healthy one two three orgate:delay=100",
+                "stream": True,
+            },
             headers=server.headers(),
             timeout=30,
         )
@@ -55,12 +59,16 @@ def _healthy_meanwhile(server: OrgateServer) -> Callable[[], None]:
 
 def _stream(http: httpx.Client, **extra: Any) -> tuple[httpx.Response, list[dict[str, Any]], float]:
     started = time.monotonic()
-    res = http.post("/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": True, **extra})
+    res = http.post(
+        "/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": True, **extra}
+    )
     elapsed = time.monotonic() - started
     return res, (sse_events(res.text) if res.status_code == 200 else []), elapsed
 
 
-def _assert_failed(http: httpx.Client, res: httpx.Response, events: list[dict[str, Any]], code: str) -> None:
+def _assert_failed(
+    http: httpx.Client, res: httpx.Response, events: list[dict[str, Any]], code: str
+) -> None:
     """A fault found before the first event is an HTTP 502; after it, ``error`` + ``response.failed``."""
     if res.status_code != 200:
         assert_error(res, 502, code)
@@ -68,7 +76,9 @@ def _assert_failed(http: httpx.Client, res: httpx.Response, events: list[dict[st
         _assert_failed_stream(http, events, code)
 
 
-def _assert_failed_stream(http: httpx.Client, events: list[dict[str, Any]], code: str | None = None) -> dict[str, Any]:
+def _assert_failed_stream(
+    http: httpx.Client, events: list[dict[str, Any]], code: str | None = None
+) -> dict[str, Any]:
     types = [e["type"] for e in events]
     assert types[-2:] == ["error", "response.failed"], types
     error = events[-2]["error"] if "error" in events[-2] else events[-2]
@@ -88,18 +98,28 @@ def test_connection_refused(hardened: OrgateServer, upstream: FakeOpenAIChat) ->
         '[[models]]\nname = "dead"\nprovider = "openai-chat"\n'
         f'base_url = "{dead}"\napi_key = "upstream-secret"\nread_timeout = 1.5\nconnect_timeout = 1\n'
     )
-    with OrgateServer(config, env=server_env()) as server, httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as http:
+    with (
+        OrgateServer(config, env=server_env()) as server,
+        httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as http,
+    ):
         for stream in (False, True):
             started = time.monotonic()
-            res = http.post("/v1/responses", json={"model": "dead", "input": "hi", "stream": stream})
+            res = http.post(
+                "/v1/responses", json={"model": "dead", "input": "hi", "stream": stream}
+            )
             assert time.monotonic() - started < BOUND
             error = assert_error(res, 502, "upstream_unavailable")
             assert "upstream-secret" not in error["message"]
-        assert http.post("/v1/responses", json={"model": "orgate/echo", "input": "hi"}).status_code == 200
+        assert (
+            http.post("/v1/responses", json={"model": "orgate/echo", "input": "hi"}).status_code
+            == 200
+        )
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_stall_before_headers(hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat, stream: bool) -> None:
+def test_stall_before_headers(
+    hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat, stream: bool
+) -> None:
     check = _healthy_meanwhile(hardened)
     fake.enqueue(Script(stall_before_headers=30))
     started = time.monotonic()
@@ -110,7 +130,9 @@ def test_stall_before_headers(hardened: OrgateServer, http: httpx.Client, fake: 
     check()
 
 
-def test_stall_during_stream(hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_stall_during_stream(
+    hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     check = _healthy_meanwhile(hardened)
     fake.enqueue(stall(30, after=2))
     res, events, elapsed = _stream(http)
@@ -138,12 +160,23 @@ def test_garbage_line(hardened: OrgateServer, http: httpx.Client, fake: FakeOpen
 
 
 def test_truncated_json_body(http: httpx.Client, fake: FakeOpenAIChat) -> None:
-    fake.enqueue(Raw([b'{"id": "chatcmpl-1", "object": "chat.completion", "choi'], content_type="application/json"))
-    assert_error(http.post("/v1/responses", json={"model": "fake-chat", "input": "hi"}), 502, "upstream_invalid_response")
+    fake.enqueue(
+        Raw(
+            [b'{"id": "chatcmpl-1", "object": "chat.completion", "choi'],
+            content_type="application/json",
+        )
+    )
+    assert_error(
+        http.post("/v1/responses", json={"model": "fake-chat", "input": "hi"}),
+        502,
+        "upstream_invalid_response",
+    )
 
 
 def test_truncated_json_in_a_stream(http: httpx.Client, fake: FakeOpenAIChat) -> None:
-    fake.enqueue(Raw([CHUNK % b"one", b'data: {"id":"c","object":"chat.completion.chunk","choi\n\n']))
+    fake.enqueue(
+        Raw([CHUNK % b"one", b'data: {"id":"c","object":"chat.completion.chunk","choi\n\n'])
+    )
     res, events, _ = _stream(http)
     _assert_failed(http, res, events, "upstream_invalid_response")
 
@@ -157,7 +190,9 @@ def test_cut_without_done(hardened: OrgateServer, http: httpx.Client, fake: Fake
     check()
 
 
-def test_stream_ends_cleanly_without_done_or_finish(http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_stream_ends_cleanly_without_done_or_finish(
+    http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     """The upstream closes the body normally but never sent finish_reason nor [DONE]."""
     fake.enqueue(Raw([CHUNK % b"one", CHUNK % b" two"]))
     res, events, _ = _stream(http)
@@ -191,7 +226,6 @@ def test_slow_upstream_within_timeout(http: httpx.Client, fake: FakeOpenAIChat) 
     assert elapsed >= READ_TIMEOUT
 
 
-
 def _first_events(sock: socket.socket) -> bytes:
     data = b""
     while b"response.created" not in data or b"\n\n" not in data.split(b"response.created", 1)[1]:
@@ -199,17 +233,30 @@ def _first_events(sock: socket.socket) -> bytes:
     return data
 
 
-def test_client_disconnects_mid_stream(hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_client_disconnects_mid_stream(
+    hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     check = _healthy_meanwhile(hardened)
     fake.enqueue(text("one two three four five six seven eight nine ten", delay=0.3))
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
-    sock.sendall(raw_request("POST", "/v1/responses", orjson.dumps({"model": "fake-chat", "input": "hi", "stream": True}), hardened.api_key))
+    sock.sendall(
+        raw_request(
+            "POST",
+            "/v1/responses",
+            orjson.dumps({"model": "fake-chat", "input": "hi", "stream": True}),
+            hardened.api_key,
+        )
+    )
     data = _first_events(sock)
     response_id = _id_of(data)
     sock.close()
-    assert wait_until(lambda: fake.requests[-1].disconnected), "the upstream request was not cancelled"
+    assert wait_until(lambda: fake.requests[-1].disconnected), (
+        "the upstream request was not cancelled"
+    )
     assert not fake.requests[-1].completed
-    assert wait_until(lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed")
+    assert wait_until(
+        lambda: http.get(f"/v1/responses/{response_id}").json().get("status") == "failed"
+    )
     stored = http.get(f"/v1/responses/{response_id}").json()
     assert stored["error"]["code"] == "client_disconnected"
     check()
@@ -221,25 +268,45 @@ def _id_of(data: bytes) -> str:
     return data[start : data.index(b'"', start)].decode()
 
 
-def test_slow_reader_does_not_block_upstream_of_others(hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_slow_reader_does_not_block_upstream_of_others(
+    hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     """A client that stops reading a big upstream stream: others are still served quickly."""
     fake.enqueue(text(" ".join(["word"] * 20000)))
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
-        sock.sendall(raw_request("POST", "/v1/responses", orjson.dumps({"model": "fake-chat", "input": "hi", "stream": True}), hardened.api_key))
+        sock.sendall(
+            raw_request(
+                "POST",
+                "/v1/responses",
+                orjson.dumps({"model": "fake-chat", "input": "hi", "stream": True}),
+                hardened.api_key,
+            )
+        )
         sock.recv(1024)
         for _ in range(5):
             started = time.monotonic()
-            assert http.post("/v1/responses", json={"model": "orgate/echo", "input": "quick"}).status_code == 200
-            assert time.monotonic() - started < 3.0  # generous for loaded CI machines; a blocked server would hang
+            assert (
+                http.post(
+                    "/v1/responses", json={"model": "orgate/echo", "input": "quick"}
+                ).status_code
+                == 200
+            )
+            assert (
+                time.monotonic() - started < 3.0
+            )  # generous for loaded CI machines; a blocked server would hang
     finally:
         sock.close()
 
 
 def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
     """SIGTERM while a slow stream runs: the stream completes, the process exits 0, the response is stored."""
-    server = OrgateServer('[server]\ndrain_timeout = 20\nlog_format = "json"\n', env=server_env(), workdir=str(tmp_path)).start()
+    server = OrgateServer(
+        '[server]\ndrain_timeout = 20\nlog_format = "json"\n',
+        env=server_env(),
+        workdir=str(tmp_path),
+    ).start()
     result: dict[str, Any] = {}
     started = threading.Event()
 
@@ -247,7 +314,11 @@ def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
         with httpx.stream(
             "POST",
             f"{server.url}/v1/responses",
-            json={"model": "orgate/echo", "input": "a b c d e f g h i j k l m n o p q r s t orgate:delay=100", "stream": True},
+            json={
+                "model": "orgate/echo",
+                "input": "a b c d e f g h i j k l m n o p q r s t orgate:delay=100",
+                "stream": True,
+            },
             headers=server.headers(),
             timeout=30,
         ) as res:
@@ -277,7 +348,12 @@ def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
     # restart on the same database: the response is there, complete
     again = OrgateServer("", env=server_env(), workdir=str(tmp_path)).start()
     try:
-        stored = httpx.get(f"{again.url}/v1/responses/{response_id}", headers=again.headers(), timeout=10).json()
-        assert stored["status"] == "completed" and stored["output"][0]["content"][0]["text"] == text_out
+        stored = httpx.get(
+            f"{again.url}/v1/responses/{response_id}", headers=again.headers(), timeout=10
+        ).json()
+        assert (
+            stored["status"] == "completed"
+            and stored["output"][0]["content"][0]["text"] == text_out
+        )
     finally:
         again.stop()

@@ -29,39 +29,155 @@ def _nested(depth: int) -> dict:
 
 # (name, raw body, status, code, words the message must contain)
 CASES: list[tuple[str, bytes, int, str, str]] = [
-    ("body_too_large", orjson.dumps({**OK, "input": "x " * 40000}), 413, "request_too_large", "limits.max_body_bytes"),
-    ("too_many_items", orjson.dumps({**OK, "input": [{"role": "user", "content": "a"}] * 51}), 400, "too_many_items", "limits.max_input_items"),
-    ("too_deep", orjson.dumps({**OK, "metadata": _nested(20)}), 400, "nesting_too_deep", "limits.max_json_depth"),
-    ("string_too_long", orjson.dumps({**OK, "input": "y" * 9000}), 400, "string_too_long", "limits.max_string_bytes"),
-    ("key_too_long", orjson.dumps({**OK, "metadata": {"k" * 9000: "v"}}), 400, "string_too_long", "limits.max_string_bytes"),
-    ("too_many_tools", orjson.dumps({**OK, "tools": [{"type": "function", "name": f"f{i}"} for i in range(9)]}), 400, "too_many_tools", "limits.max_tools"),
+    (
+        "body_too_large",
+        orjson.dumps({**OK, "input": "x " * 40000}),
+        413,
+        "request_too_large",
+        "limits.max_body_bytes",
+    ),
+    (
+        "too_many_items",
+        orjson.dumps({**OK, "input": [{"role": "user", "content": "a"}] * 51}),
+        400,
+        "too_many_items",
+        "limits.max_input_items",
+    ),
+    (
+        "too_deep",
+        orjson.dumps({**OK, "metadata": _nested(20)}),
+        400,
+        "nesting_too_deep",
+        "limits.max_json_depth",
+    ),
+    (
+        "string_too_long",
+        orjson.dumps({**OK, "input": "y" * 9000}),
+        400,
+        "string_too_long",
+        "limits.max_string_bytes",
+    ),
+    (
+        "key_too_long",
+        orjson.dumps({**OK, "metadata": {"k" * 9000: "v"}}),
+        400,
+        "string_too_long",
+        "limits.max_string_bytes",
+    ),
+    (
+        "too_many_tools",
+        orjson.dumps({**OK, "tools": [{"type": "function", "name": f"f{i}"} for i in range(9)]}),
+        400,
+        "too_many_tools",
+        "limits.max_tools",
+    ),
     (
         "tool_schema_too_large",
-        orjson.dumps({**OK, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(200)}}}]}),
+        orjson.dumps(
+            {
+                **OK,
+                "tools": [
+                    {
+                        "type": "function",
+                        "name": "f",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {f"p{i}": {"type": "string"} for i in range(200)},
+                        },
+                    }
+                ],
+            }
+        ),
         400,
         "schema_too_large",
         "limits.max_schema_bytes",
     ),
     (
         "format_schema_too_large",
-        orjson.dumps({**OK, "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(200)}}}}}),
+        orjson.dumps(
+            {
+                **OK,
+                "text": {
+                    "format": {
+                        "type": "json_schema",
+                        "name": "x",
+                        "schema": {
+                            "type": "object",
+                            "properties": {f"p{i}": {"type": "string"} for i in range(200)},
+                        },
+                    }
+                },
+            }
+        ),
         400,
         "schema_too_large",
         "limits.max_schema_bytes",
     ),
-    ("invalid_utf8", b'{"model": "orgate/echo", "input": "\xff\xfe\xfd"}', 400, "invalid_json", "UTF-8"),
-    ("lone_surrogate", b'{"model": "orgate/echo", "input": "\\ud800"}', 400, "invalid_json", "surrogate"),
-    ("duplicate_key", b'{"model": "orgate/echo", "input": "hi", "input": "bye"}', 400, "duplicate_key", "'input' twice"),
-    ("duplicate_nested_key", b'{"model": "orgate/echo", "input": [{"role": "user", "role": "system", "content": "a:b"}]}', 400, "duplicate_key", "'role' twice"),
-    ("nan", b'{"model": "orgate/echo", "input": "hi", "temperature": NaN}', 400, "invalid_json", ""),
-    ("infinity", b'{"model": "orgate/echo", "input": "hi", "temperature": Infinity}', 400, "invalid_json", ""),
-    ("neg_infinity", b'{"model": "orgate/echo", "input": "hi", "temperature": -Infinity}', 400, "invalid_json", ""),
-    ("huge_number", b'{"model": "orgate/echo", "input": "hi", "max_output_tokens": 1' + b"0" * 400 + b"}", 400, "", ""),
+    (
+        "invalid_utf8",
+        b'{"model": "orgate/echo", "input": "\xff\xfe\xfd"}',
+        400,
+        "invalid_json",
+        "UTF-8",
+    ),
+    (
+        "lone_surrogate",
+        b'{"model": "orgate/echo", "input": "\\ud800"}',
+        400,
+        "invalid_json",
+        "surrogate",
+    ),
+    (
+        "duplicate_key",
+        b'{"model": "orgate/echo", "input": "hi", "input": "bye"}',
+        400,
+        "duplicate_key",
+        "'input' twice",
+    ),
+    (
+        "duplicate_nested_key",
+        b'{"model": "orgate/echo", "input": [{"role": "user", "role": "system", "content": "a:b"}]}',
+        400,
+        "duplicate_key",
+        "'role' twice",
+    ),
+    (
+        "nan",
+        b'{"model": "orgate/echo", "input": "hi", "temperature": NaN}',
+        400,
+        "invalid_json",
+        "",
+    ),
+    (
+        "infinity",
+        b'{"model": "orgate/echo", "input": "hi", "temperature": Infinity}',
+        400,
+        "invalid_json",
+        "",
+    ),
+    (
+        "neg_infinity",
+        b'{"model": "orgate/echo", "input": "hi", "temperature": -Infinity}',
+        400,
+        "invalid_json",
+        "",
+    ),
+    (
+        "huge_number",
+        b'{"model": "orgate/echo", "input": "hi", "max_output_tokens": 1' + b"0" * 400 + b"}",
+        400,
+        "",
+        "",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "body", "status", "code", "words"), CASES, ids=[c[0] for c in CASES])
-def test_limit(http: httpx.Client, name: str, body: bytes, status: int, code: str, words: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "body", "status", "code", "words"), CASES, ids=[c[0] for c in CASES]
+)
+def test_limit(
+    http: httpx.Client, name: str, body: bytes, status: int, code: str, words: str
+) -> None:
     res = http.post("/v1/responses", content=body, headers=J)
     error = assert_error(res, status, code or None)
     assert words in error["message"], error
@@ -81,9 +197,13 @@ def test_escaped_backslash_u003a_is_not_a_duplicate(http: httpx.Client) -> None:
     assert http.post("/v1/responses", content=body, headers=J).status_code == 200
 
 
-@pytest.mark.parametrize("content_type", ["application/xml", "multipart/form-data; boundary=x", "image/png"])
+@pytest.mark.parametrize(
+    "content_type", ["application/xml", "multipart/form-data; boundary=x", "image/png"]
+)
 def test_wrong_content_type(http: httpx.Client, content_type: str) -> None:
-    res = http.post("/v1/responses", content=orjson.dumps(OK), headers={"Content-Type": content_type})
+    res = http.post(
+        "/v1/responses", content=orjson.dumps(OK), headers={"Content-Type": content_type}
+    )
     assert_error(res, 415, "unsupported_media_type")
 
 
@@ -100,11 +220,22 @@ def test_pipelined_requests_on_one_connection(hardened: OrgateServer) -> None:
     """Several requests written back to back before reading: answered in order, each complete."""
     key = hardened.api_key
     requests = [
-        raw_request("POST", "/v1/responses", orjson.dumps({"model": "orgate/echo", "input": "first"}), key),
-        raw_request("POST", "/v1/responses", b'{"model": "orgate/echo", "input": "x", "input": "y"}', key),
+        raw_request(
+            "POST", "/v1/responses", orjson.dumps({"model": "orgate/echo", "input": "first"}), key
+        ),
+        raw_request(
+            "POST", "/v1/responses", b'{"model": "orgate/echo", "input": "x", "input": "y"}', key
+        ),
         raw_request("GET", "/v1/models", b"", key),
-        raw_request("POST", "/v1/responses", orjson.dumps({"model": "orgate/echo", "input": "third", "stream": True}), key),
-        raw_request("POST", "/v1/responses", orjson.dumps({"model": "orgate/echo", "input": "last"}), key),
+        raw_request(
+            "POST",
+            "/v1/responses",
+            orjson.dumps({"model": "orgate/echo", "input": "third", "stream": True}),
+            key,
+        ),
+        raw_request(
+            "POST", "/v1/responses", orjson.dumps({"model": "orgate/echo", "input": "last"}), key
+        ),
     ]
     with socket.create_connection(("127.0.0.1", hardened.port), timeout=10) as sock:
         sock.sendall(b"".join(requests))
@@ -156,9 +287,13 @@ def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateSe
     assert 1.5 < elapsed < 6  # body_timeout = 2 in the hardened config
 
 
-def test_slow_stream_reader_does_not_block_others(hardened: OrgateServer, http: httpx.Client) -> None:
+def test_slow_stream_reader_does_not_block_others(
+    hardened: OrgateServer, http: httpx.Client
+) -> None:
     """A client that reads a large stream very slowly (full socket buffers) must not slow other clients down."""
-    body = orjson.dumps({"model": "orgate/echo", "input": " ".join(["word"] * 3000), "stream": True})
+    body = orjson.dumps(
+        {"model": "orgate/echo", "input": " ".join(["word"] * 3000), "stream": True}
+    )
     sock = socket.create_connection(("127.0.0.1", hardened.port), timeout=10)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
@@ -167,16 +302,23 @@ def test_slow_stream_reader_does_not_block_others(hardened: OrgateServer, http: 
         timings = []
         for i in range(10):
             started = time.monotonic()
-            res = http.post("/v1/responses", json={"model": "orgate/echo", "input": f"other {i}", "stream": True})
+            res = http.post(
+                "/v1/responses",
+                json={"model": "orgate/echo", "input": f"other {i}", "stream": True},
+            )
             timings.append(time.monotonic() - started)
             assert res.status_code == 200
             assert sse_events(res.text)[-1]["type"] == "response.completed"
-        assert max(timings) < 3.0, timings  # generous for loaded CI machines; a blocked server would hang
+        assert max(timings) < 3.0, (
+            timings
+        )  # generous for loaded CI machines; a blocked server would hang
     finally:
         sock.close()
 
 
-def test_many_concurrent_bad_requests_leave_the_server_healthy(hardened: OrgateServer, http: httpx.Client) -> None:
+def test_many_concurrent_bad_requests_leave_the_server_healthy(
+    hardened: OrgateServer, http: httpx.Client
+) -> None:
     bodies = [case[1] for case in CASES] * 3
     failures: list[str] = []
 

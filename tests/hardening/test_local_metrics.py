@@ -51,8 +51,13 @@ def test_same_exposition_as_prometheus_client() -> None:
     )
     expected = _exposition(reference)
     assert _exposition(local) == expected
-    assert b't_seconds_bucket{deployment="fake-chat",le="0.005"} 2.0' in expected  # 0.005 is in the le="0.005" bucket
-    families = {family.name: family for family in text_string_to_metric_families(generate_latest(local).decode())}
+    assert (
+        b't_seconds_bucket{deployment="fake-chat",le="0.005"} 2.0' in expected
+    )  # 0.005 is in the le="0.005" bucket
+    families = {
+        family.name: family
+        for family in text_string_to_metric_families(generate_latest(local).decode())
+    }
     assert families["t_seconds"].type == "histogram" and families["t_requests"].type == "counter"
 
 

@@ -34,7 +34,11 @@ def _wait_line(server: OrgateServer, request_id: str, timeout: float = 5.0) -> d
 
 
 def test_incoming_request_id_is_kept(http: httpx.Client) -> None:
-    res = http.post("/v1/responses", json={"model": "orgate/echo", "input": "hi"}, headers={"X-Request-Id": "trace-abc.123:x"})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "hi"},
+        headers={"X-Request-Id": "trace-abc.123:x"},
+    )
     assert res.headers["x-request-id"] == "trace-abc.123:x"
 
 
@@ -54,9 +58,15 @@ def test_generated_ids_are_unique_and_on_errors_too(http: httpx.Client) -> None:
     assert http.get("/no/such/route").headers["x-request-id"]  # 404
 
 
-def test_one_json_line_per_request_without_bodies_or_keys(hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_one_json_line_per_request_without_bodies_or_keys(
+    hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     marker = "sensitive-prompt-words"
-    res = http.post("/v1/responses", json={"model": "fake-chat", "input": marker}, headers={"X-Request-Id": "log-test-1"})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "fake-chat", "input": marker},
+        headers={"X-Request-Id": "log-test-1"},
+    )
     assert res.status_code == 200
     line = _wait_line(hardened, "log-test-1")
     assert line["method"] == "POST" and line["route"] == "/v1/responses" and line["status"] == 200
@@ -74,7 +84,11 @@ def test_one_json_line_per_request_without_bodies_or_keys(hardened: OrgateServer
 
 
 def test_stream_log_line_has_first_chunk_time(hardened: OrgateServer, http: httpx.Client) -> None:
-    res = http.post("/v1/responses", json={"model": "orgate/echo", "input": "a b c orgate:delay=50", "stream": True}, headers={"X-Request-Id": "log-stream"})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "a b c orgate:delay=50", "stream": True},
+        headers={"X-Request-Id": "log-stream"},
+    )
     assert sse_events(res.text)[-1]["type"] == "response.completed"
     line = _wait_line(hardened, "log-stream")
     assert 0 < line["first_chunk_ms"] < line["duration_ms"]
@@ -96,16 +110,69 @@ def _metric(text_: str, name: str, **labels: str) -> float:
 
 def test_metrics(http: httpx.Client, fake: FakeOpenAIChat) -> None:
     fake.enqueue(text("one two three"), http_error(503, "down"))
-    assert http.post("/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": True}).status_code == 200
-    assert http.post("/v1/responses", json={"model": "fake-chat", "input": "hi"}).status_code in (502, 503)
+    assert (
+        http.post(
+            "/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": True}
+        ).status_code
+        == 200
+    )
+    assert http.post("/v1/responses", json={"model": "fake-chat", "input": "hi"}).status_code in (
+        502,
+        503,
+    )
     http.post("/v1/responses", json={"model": "no-such-model-" + "x" * 20, "input": "hi"})
     metrics = http.get("/metrics").text
-    assert _metric(metrics, "orgate_http_requests_total", route="/v1/responses", method="POST", status="200", model="fake-chat") >= 1
-    assert _metric(metrics, "orgate_http_requests_total", route="/v1/responses", status="404", model="other") >= 1
-    assert _metric(metrics, "orgate_http_request_duration_seconds_count", route="/v1/responses", method="POST") >= 2
-    assert _metric(metrics, "orgate_stream_time_to_first_chunk_seconds_count", route="/v1/responses", model="fake-chat") >= 1
-    assert _metric(metrics, "orgate_upstream_duration_seconds_count", deployment="fake-chat", outcome="ok") >= 1
-    assert _metric(metrics, "orgate_upstream_time_to_first_event_seconds_count", deployment="fake-chat") >= 1
+    assert (
+        _metric(
+            metrics,
+            "orgate_http_requests_total",
+            route="/v1/responses",
+            method="POST",
+            status="200",
+            model="fake-chat",
+        )
+        >= 1
+    )
+    assert (
+        _metric(
+            metrics,
+            "orgate_http_requests_total",
+            route="/v1/responses",
+            status="404",
+            model="other",
+        )
+        >= 1
+    )
+    assert (
+        _metric(
+            metrics,
+            "orgate_http_request_duration_seconds_count",
+            route="/v1/responses",
+            method="POST",
+        )
+        >= 2
+    )
+    assert (
+        _metric(
+            metrics,
+            "orgate_stream_time_to_first_chunk_seconds_count",
+            route="/v1/responses",
+            model="fake-chat",
+        )
+        >= 1
+    )
+    assert (
+        _metric(
+            metrics, "orgate_upstream_duration_seconds_count", deployment="fake-chat", outcome="ok"
+        )
+        >= 1
+    )
+    assert (
+        _metric(
+            metrics, "orgate_upstream_time_to_first_event_seconds_count", deployment="fake-chat"
+        )
+        >= 1
+    )
     assert _metric(metrics, "orgate_upstream_errors_total", deployment="fake-chat") >= 1
     assert _metric(metrics, "orgate_tokens_total", deployment="fake-chat", direction="output") >= 3
     assert _metric(metrics, "orgate_tokens_total", deployment="fake-chat", direction="input") >= 1
@@ -115,7 +182,11 @@ def test_metrics(http: httpx.Client, fake: FakeOpenAIChat) -> None:
 def test_bodies_logged_only_when_enabled(upstream: FakeOpenAIChat) -> None:
     config = hardened_config(upstream.base_url, "\n[logging]\nbodies = true\n")
     with OrgateServer(config, api_key="client-secret-key", env=server_env()) as server:
-        res = httpx.post(f"{server.url}/v1/responses", json={"model": "orgate/echo", "input": "logged-words"}, headers={**server.headers(), "X-Request-Id": "body-1"})
+        res = httpx.post(
+            f"{server.url}/v1/responses",
+            json={"model": "orgate/echo", "input": "logged-words"},
+            headers={**server.headers(), "X-Request-Id": "body-1"},
+        )
         assert res.status_code == 200
         line = _wait_line(server, "body-1")
         assert "logged-words" in line["body"]
@@ -123,7 +194,9 @@ def test_bodies_logged_only_when_enabled(upstream: FakeOpenAIChat) -> None:
 
 
 def test_text_log_format(upstream: FakeOpenAIChat) -> None:
-    config = hardened_config(upstream.base_url).replace('log_format = "json"', 'log_format = "text"')
+    config = hardened_config(upstream.base_url).replace(
+        'log_format = "json"', 'log_format = "text"'
+    )
     with OrgateServer(config, env=server_env()) as server:
         httpx.get(f"{server.url}/healthz", headers={"X-Request-Id": "text-1"})
         deadline = time.monotonic() + 5
@@ -137,5 +210,11 @@ def test_tracing_off_imports_no_opentelemetry() -> None:
     import sys
 
     code = "import sys; from orgate.config import Settings; from orgate.gateway import create_app; create_app(Settings()); print(any(m.startswith('opentelemetry') for m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, **server_env()}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, **server_env()},
+        check=True,
+    )
     assert out.stdout.strip() == "False"

@@ -36,7 +36,9 @@ def _keys_config(upstream_url: str, extra_keys: str = "", extra: str = "") -> st
 
 @pytest.fixture(scope="module")
 def keyed(upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
-    with OrgateServer(_keys_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
+    with OrgateServer(
+        _keys_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})
+    ) as server:
         yield server
 
 
@@ -46,7 +48,13 @@ def _get(server: OrgateServer, path: str, key: str | None) -> httpx.Response:
 
 
 def _post(server: OrgateServer, key: str, body: dict, **kw: object) -> httpx.Response:
-    return httpx.post(f"{server.url}/v1/responses", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=20, **kw)
+    return httpx.post(
+        f"{server.url}/v1/responses",
+        json=body,
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=20,
+        **kw,
+    )
 
 
 def test_sha256_configured_key(keyed: OrgateServer) -> None:
@@ -54,12 +62,24 @@ def test_sha256_configured_key(keyed: OrgateServer) -> None:
     assert res.status_code == 200
     assert [m["id"] for m in res.json()["data"]] == ["fake-chat"]
     # the digest itself is not a key
-    assert_error(_get(keyed, "/v1/models", hashlib.sha256(HASHED.encode()).hexdigest()), 401, "invalid_api_key")
+    assert_error(
+        _get(keyed, "/v1/models", hashlib.sha256(HASHED.encode()).hexdigest()),
+        401,
+        "invalid_api_key",
+    )
 
 
 @pytest.mark.parametrize(
     "header",
-    [None, "Bearer", "Token " + ALPHA, "Basic " + ALPHA, "Bearer " + ALPHA[:-1], "Bearer " + ALPHA + "x", "Bearer " + ALPHA.upper()],
+    [
+        None,
+        "Bearer",
+        "Token " + ALPHA,
+        "Basic " + ALPHA,
+        "Bearer " + ALPHA[:-1],
+        "Bearer " + ALPHA + "x",
+        "Bearer " + ALPHA.upper(),
+    ],
 )
 def test_bad_credentials(keyed: OrgateServer, header: str | None) -> None:
     headers = {"Authorization": header} if header is not None else {}
@@ -74,9 +94,13 @@ def test_per_key_models(keyed: OrgateServer, fake: FakeOpenAIChat) -> None:
     assert {"orgate/echo", "fake-chat"} <= alpha
     assert [m["id"] for m in _get(keyed, "/v1/models", BETA).json()["data"]] == ["orgate/echo"]
     assert _post(keyed, BETA, {"model": "orgate/echo", "input": "hi"}).status_code == 200
-    error = assert_error(_post(keyed, BETA, {"model": "fake-chat", "input": "hi"}), 404, "model_not_found")
+    error = assert_error(
+        _post(keyed, BETA, {"model": "fake-chat", "input": "hi"}), 404, "model_not_found"
+    )
     assert error["param"] == "model"
-    assert_error(_post(keyed, HASHED, {"model": "orgate/echo", "input": "hi"}), 404, "model_not_found")
+    assert_error(
+        _post(keyed, HASHED, {"model": "orgate/echo", "input": "hi"}), 404, "model_not_found"
+    )
     assert _post(keyed, HASHED, {"model": "fake-chat", "input": "hi"}).status_code == 200
 
 
@@ -88,12 +112,20 @@ def test_stored_responses_are_per_key(keyed: OrgateServer) -> None:
 
 def test_secrets_never_in_logs_errors_or_metrics(keyed: OrgateServer, fake: FakeOpenAIChat) -> None:
     bodies = []
-    fake.enqueue(http_error(500, "boom"), http_error(401, "bad upstream key"), http_error(429, "slow down"))
+    fake.enqueue(
+        http_error(500, "boom"), http_error(401, "bad upstream key"), http_error(429, "slow down")
+    )
     for _ in range(3):
         bodies.append(_post(keyed, ALPHA, {"model": "fake-chat", "input": "hi"}).text)
     bodies.append(_post(keyed, ALPHA, {"model": "fake-chat", "input": "hi", "stream": True}).text)
     bodies.append(_get(keyed, "/v1/models", ALPHA + "-wrong").text)
-    bodies.append(httpx.post(f"{keyed.url}/v1/responses", content=b"{bad", headers={"Authorization": f"Bearer {ALPHA}", "Content-Type": "application/json"}).text)
+    bodies.append(
+        httpx.post(
+            f"{keyed.url}/v1/responses",
+            content=b"{bad",
+            headers={"Authorization": f"Bearer {ALPHA}", "Content-Type": "application/json"},
+        ).text
+    )
     metrics = _get(keyed, "/metrics", None).text
     # the upstream got the upstream key, as a bearer token
     assert fake.requests[-1].headers.get("Authorization") == f"Bearer {UPSTREAM_KEY}"
@@ -113,8 +145,13 @@ def _limited_config(upstream_url: str, extra: str = "") -> str:
 
 
 def test_requests_per_minute(upstream: FakeOpenAIChat) -> None:
-    with OrgateServer(_limited_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
-        statuses = [_post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code for _ in range(3)]
+    with OrgateServer(
+        _limited_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})
+    ) as server:
+        statuses = [
+            _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code
+            for _ in range(3)
+        ]
         assert statuses == [200, 200, 200]
         res = _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"})
         error = assert_error(res, 429, "rate_limit_exceeded")
@@ -127,14 +164,20 @@ def test_requests_per_minute(upstream: FakeOpenAIChat) -> None:
         assert _post(server, "sk-nope", {"model": "orgate/echo", "input": "hi"}).status_code == 401
         # the bucket refills at rpm/60 per second
         time.sleep(int(res.headers["Retry-After"]) + 0.2)
-        assert _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200
+        assert (
+            _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200
+        )
         assert 'orgate_rate_limited_total{key="limited"}' in _get(server, "/metrics", None).text
 
 
 def test_tokens_per_minute(upstream: FakeOpenAIChat) -> None:
-    with OrgateServer(_limited_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
+    with OrgateServer(
+        _limited_config(upstream.base_url), api_key="", env=server_env({"ORGATE_API_KEY": ""})
+    ) as server:
         words = " ".join(["word"] * 40)
-        assert _post(server, "sk-tokens", {"model": "orgate/echo", "input": words}).status_code == 200  # ~80 tokens: in debt now
+        assert (
+            _post(server, "sk-tokens", {"model": "orgate/echo", "input": words}).status_code == 200
+        )  # ~80 tokens: in debt now
         res = _post(server, "sk-tokens", {"model": "orgate/echo", "input": "hi"})
         error = assert_error(res, 429, "rate_limit_exceeded")
         assert "30 tokens per minute" in error["message"]
@@ -148,7 +191,11 @@ def _redis_server() -> Iterator[str]:
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
     port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -168,24 +215,45 @@ def redis_url() -> Iterator[str]:
     yield from _redis_server()
 
 
-def test_limits_shared_between_processes_through_redis(upstream: FakeOpenAIChat, redis_url: str) -> None:
+def test_limits_shared_between_processes_through_redis(
+    upstream: FakeOpenAIChat, redis_url: str
+) -> None:
     config = _limited_config(upstream.base_url, f'[ratelimit]\nredis_url = "{redis_url}"\n')
     env = server_env({"ORGATE_API_KEY": ""})
-    with OrgateServer(config, api_key="", env=env) as one, OrgateServer(config, api_key="", env=env) as two:
-        statuses = [_post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code for server in (one, two, one, two, one)]
+    with (
+        OrgateServer(config, api_key="", env=env) as one,
+        OrgateServer(config, api_key="", env=env) as two,
+    ):
+        statuses = [
+            _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code
+            for server in (one, two, one, two, one)
+        ]
         assert statuses[:3] == [200, 200, 200] and statuses[3:] == [429, 429], statuses
         res = _post(two, "sk-limited", {"model": "orgate/echo", "input": "hi"})
         assert_error(res, 429, "rate_limit_exceeded")
         assert int(res.headers["Retry-After"]) >= 1
         # tokens charged by one process block the key on the other
-        assert _post(one, "sk-tokens", {"model": "orgate/echo", "input": " ".join(["w"] * 40)}).status_code == 200
-        assert_error(_post(two, "sk-tokens", {"model": "orgate/echo", "input": "hi"}), 429, "rate_limit_exceeded")
+        assert (
+            _post(
+                one, "sk-tokens", {"model": "orgate/echo", "input": " ".join(["w"] * 40)}
+            ).status_code
+            == 200
+        )
+        assert_error(
+            _post(two, "sk-tokens", {"model": "orgate/echo", "input": "hi"}),
+            429,
+            "rate_limit_exceeded",
+        )
 
 
 def test_redis_down_fails_open(upstream: FakeOpenAIChat) -> None:
-    config = _limited_config(upstream.base_url, f'[ratelimit]\nredis_url = "redis://127.0.0.1:{free_port()}/0"\n')
+    config = _limited_config(
+        upstream.base_url, f'[ratelimit]\nredis_url = "redis://127.0.0.1:{free_port()}/0"\n'
+    )
     with OrgateServer(config, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
-        assert _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200
+        assert (
+            _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200
+        )
         assert "Redis unavailable" in server.output()
 
 
@@ -198,10 +266,32 @@ def test_no_code_path_fetches_image_urls(keyed: OrgateServer, fake: FakeOpenAICh
     listener.settimeout(0.5)
     url = f"http://127.0.0.1:{port}/cat.png"
     fake.enqueue(text("a cat"))
-    res = _post(keyed, ALPHA, {"model": "fake-chat", "input": [{"role": "user", "content": [{"type": "input_text", "text": "what?"}, {"type": "input_image", "image_url": url}]}]})
+    res = _post(
+        keyed,
+        ALPHA,
+        {
+            "model": "fake-chat",
+            "input": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "what?"},
+                        {"type": "input_image", "image_url": url},
+                    ],
+                }
+            ],
+        },
+    )
     assert res.status_code == 200, res.text
     assert url in str(fake.requests[-1].body)
-    res = _post(keyed, ALPHA, {"model": "orgate/echo", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url}]}]})
+    res = _post(
+        keyed,
+        ALPHA,
+        {
+            "model": "orgate/echo",
+            "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url}]}],
+        },
+    )
     assert res.status_code in (200, 400)
     with pytest.raises(TimeoutError):
         listener.accept()

@@ -14,7 +14,9 @@ from tests.hardening.conftest import server_env, sse_events
 from tests.server_process import OrgateServer
 
 PG_URL = os.environ.get("ORGATE_TEST_PG_URL")
-pytestmark = pytest.mark.skipif(not PG_URL, reason='ORGATE_TEST_PG_URL is unset: run `eval "$(bash .ci/postgres.sh)"` first')
+pytestmark = pytest.mark.skipif(
+    not PG_URL, reason='ORGATE_TEST_PG_URL is unset: run `eval "$(bash .ci/postgres.sh)"` first'
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +34,26 @@ def _client(server: OrgateServer) -> httpx.Client:
 def test_stored_on_one_served_by_the_other(pair: tuple[OrgateServer, OrgateServer]) -> None:
     one, two = pair
     with _client(one) as a, _client(two) as b:
-        first = a.post("/responses", json={"model": "orgate/echo", "input": "remember: blue"}).json()
+        first = a.post(
+            "/responses", json={"model": "orgate/echo", "input": "remember: blue"}
+        ).json()
         assert b.get(f"/responses/{first['id']}").json()["output"] == first["output"]
         # continue the conversation on the other process
-        second = b.post("/responses", json={"model": "orgate/echo", "input": "and then", "previous_response_id": first["id"]})
+        second = b.post(
+            "/responses",
+            json={"model": "orgate/echo", "input": "and then", "previous_response_id": first["id"]},
+        )
         assert second.status_code == 200, second.text
-        items = a.get(f"/responses/{second.json()['id']}/input_items", params={"order": "asc"}).json()
+        items = a.get(
+            f"/responses/{second.json()['id']}/input_items", params={"order": "asc"}
+        ).json()
         assert "and then" in str(items["data"][-1]["content"])
         # a stream on one, replayed from the other
-        streamed = sse_events(a.post("/responses", json={"model": "orgate/echo", "input": "s t r", "stream": True}).text)
+        streamed = sse_events(
+            a.post(
+                "/responses", json={"model": "orgate/echo", "input": "s t r", "stream": True}
+            ).text
+        )
         replay = b.get(f"/responses/{streamed[-1]['response']['id']}", params={"stream": "true"})
         assert [e["type"] for e in sse_events(replay.text)] == [e["type"] for e in streamed]
         # deleted on one, gone on both
@@ -54,7 +67,10 @@ def test_load_balanced_traffic(pair: tuple[OrgateServer, OrgateServer]) -> None:
 
     def one_turn(i: int) -> tuple[str, str]:
         with _client(random.choice(servers)) as client:
-            res = client.post("/responses", json={"model": "orgate/echo", "input": f"turn {i}", "stream": i % 2 == 0})
+            res = client.post(
+                "/responses",
+                json={"model": "orgate/echo", "input": f"turn {i}", "stream": i % 2 == 0},
+            )
             assert res.status_code == 200
             body = sse_events(res.text)[-1]["response"] if i % 2 == 0 else res.json()
             return body["id"], body["output"][0]["content"][0]["text"]
@@ -65,4 +81,7 @@ def test_load_balanced_traffic(pair: tuple[OrgateServer, OrgateServer]) -> None:
         with _client(server) as client:
             for response_id, text in results:
                 stored = client.get(f"/responses/{response_id}").json()
-                assert stored["status"] == "completed" and stored["output"][0]["content"][0]["text"] == text
+                assert (
+                    stored["status"] == "completed"
+                    and stored["output"][0]["content"][0]["text"] == text
+                )

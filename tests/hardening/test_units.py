@@ -72,8 +72,12 @@ def test_no_limits_no_limiter() -> None:
 LIMITS = LimitSettings()
 KEYS = st.sampled_from(["a", "b", "a:b", ":", "\\u003a", "k"])
 VALUES = st.recursive(
-    st.one_of(st.none(), st.integers(), st.sampled_from(["", ":", "x:y", "::", "\\u003a", "http://h:1/"])),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.lists(st.tuples(KEYS, inner), max_size=4)),
+    st.one_of(
+        st.none(), st.integers(), st.sampled_from(["", ":", "x:y", "::", "\\u003a", "http://h:1/"])
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(st.tuples(KEYS, inner), max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -106,7 +110,9 @@ def _has_duplicates(value: object) -> bool:
 
 @settings(max_examples=500, deadline=None)
 @given(value=VALUES, escape=st.booleans())
-@example(value=[("x", ":"), ("a", 1), ("a", 2)], escape=True)  # the escaped colon hides a structural one
+@example(
+    value=[("x", ":"), ("a", 1), ("a", 2)], escape=True
+)  # the escaped colon hides a structural one
 def test_duplicate_scan_is_exact(value: object, escape: bool) -> None:
     import orjson
 
@@ -120,7 +126,9 @@ def test_duplicate_scan_is_exact(value: object, escape: bool) -> None:
         check_structure(data, raw, LIMITS)
 
 
-TIGHT = LimitSettings.model_construct(max_json_depth=3, max_string_bytes=24)  # below the config minimums: small bodies hit them
+TIGHT = LimitSettings.model_construct(
+    max_json_depth=3, max_string_bytes=24
+)  # below the config minimums: small bodies hit them
 TEXTS = st.text(alphabet=st.sampled_from(["a", ":", "é", "😀", "\n", '"']), max_size=8)
 SHAPES = st.recursive(
     st.one_of(st.none(), st.integers(-1000, 1000), TEXTS),
@@ -140,7 +148,9 @@ def _depth(value: object) -> int:
 def _longest(value: object) -> int:
     """The longest string (key or value) in UTF-8 bytes."""
     if isinstance(value, dict):
-        return max([len(k.encode()) for k in value] + [_longest(v) for v in value.values()], default=0)
+        return max(
+            [len(k.encode()) for k in value] + [_longest(v) for v in value.values()], default=0
+        )
     if isinstance(value, list):
         return max((_longest(v) for v in value), default=0)
     return len(value.encode()) if isinstance(value, str) else 0
@@ -172,7 +182,18 @@ def test_depth_and_string_limits_are_exact(value: object) -> None:
 # --- request ids, log format, OpenAPI ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("given_id", "kept"), [(b"abc", True), (b"A.b_c:d-1", True), (b"x" * 128, True), (b"x" * 129, False), (b"a b", False), (b"", False), (b"\xff", False)])
+@pytest.mark.parametrize(
+    ("given_id", "kept"),
+    [
+        (b"abc", True),
+        (b"A.b_c:d-1", True),
+        (b"x" * 128, True),
+        (b"x" * 129, False),
+        (b"a b", False),
+        (b"", False),
+        (b"\xff", False),
+    ],
+)
 def test_request_id_rule(given_id: bytes, kept: bool) -> None:
     found, _, _ = edge_headers({"headers": [(b"x-request-id", given_id)]})
     result = _request_id(found)
@@ -183,14 +204,45 @@ def test_request_id_rule(given_id: bytes, kept: bool) -> None:
     ("headers", "given", "conflict"),
     [
         ([(b"authorization", b"Bearer a"), (b"accept", b"*/*")], None, False),
-        ([[b"x-request-id", b"l"], [b"authorization", b"Bearer a"]], b"l", False),  # lists, none repeated
-        ([(b"accept", b"*/*"), (b"authorization", b"Bearer b"), (b"accept", b"*/*")], None, False),  # another header repeated
+        (
+            [[b"x-request-id", b"l"], [b"authorization", b"Bearer a"]],
+            b"l",
+            False,
+        ),  # lists, none repeated
+        (
+            [(b"accept", b"*/*"), (b"authorization", b"Bearer b"), (b"accept", b"*/*")],
+            None,
+            False,
+        ),  # another header repeated
         ([(b"x-request-id", b"one"), (b"accept", b"*/*")], b"one", False),
         ([(b"x-request-id", b"one"), (b"x-request-id", b"two")], b"one", False),  # the first one
-        ([(b"authorization", b"Bearer a"), (b"x-request-id", b"r"), (b"authorization", b"Bearer a")], b"r", False),  # same key twice
+        (
+            [
+                (b"authorization", b"Bearer a"),
+                (b"x-request-id", b"r"),
+                (b"authorization", b"Bearer a"),
+            ],
+            b"r",
+            False,
+        ),  # same key twice
         ([(b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")], None, True),
-        ([[b"authorization", b"Bearer a"], [b"authorization", b"Bearer b"]], None, True),  # lists, as some servers give
-        ((pair for pair in [(b"x-request-id", b"g"), (b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")]), b"g", True),
+        (
+            [[b"authorization", b"Bearer a"], [b"authorization", b"Bearer b"]],
+            None,
+            True,
+        ),  # lists, as some servers give
+        (
+            (
+                pair
+                for pair in [
+                    (b"x-request-id", b"g"),
+                    (b"authorization", b"Bearer a"),
+                    (b"authorization", b"Bearer b"),
+                ]
+            ),
+            b"g",
+            True,
+        ),
     ],
 )
 def test_header_scan(headers: Iterable[Any], given: bytes | None, conflict: bool) -> None:
@@ -203,19 +255,30 @@ def test_json_formatter_adds_request_id() -> None:
 
     token = CURRENT_REQUEST.set(RequestState("rid-1", "GET", "/x"))
     try:
-        record = logging.LogRecord("orgate.engine", logging.WARNING, "", 0, "hello %s", ("world",), None)
+        record = logging.LogRecord(
+            "orgate.engine", logging.WARNING, "", 0, "hello %s", ("world",), None
+        )
         line = json.loads(JsonFormatter().format(record))
     finally:
         CURRENT_REQUEST.reset(token)
-    assert line["msg"] == "hello world" and line["request_id"] == "rid-1" and line["level"] == "warning"
+    assert (
+        line["msg"] == "hello world"
+        and line["request_id"] == "rid-1"
+        and line["level"] == "warning"
+    )
 
 
 def test_openapi_only_lists_routed_paths() -> None:
     doc = build_document(routed={"/v1/responses", "/v1/models"})
     assert set(doc["paths"]) == {"/responses", "/models"}
     full = build_document(public_url="https://gw.example.com/")
-    assert full["servers"] == [{"url": "https://gw.example.com/v1", "description": "this orgate gateway"}]
-    assert "/chat/completions" not in full["paths"] and "/responses/{response_id}/cancel" in full["paths"]
+    assert full["servers"] == [
+        {"url": "https://gw.example.com/v1", "description": "this orgate gateway"}
+    ]
+    assert (
+        "/chat/completions" not in full["paths"]
+        and "/responses/{response_id}/cancel" in full["paths"]
+    )
 
 
 def test_serve_raises_the_open_files_soft_limit() -> None:

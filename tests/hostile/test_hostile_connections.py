@@ -42,7 +42,12 @@ def ws_url(server: OrgateServer) -> str:
 
 
 def open_socket(server: OrgateServer, key: str) -> connect:
-    return connect(ws_url(server), additional_headers={"Authorization": f"Bearer {key}"}, proxy=None, open_timeout=30)
+    return connect(
+        ws_url(server),
+        additional_headers={"Authorization": f"Bearer {key}"},
+        proxy=None,
+        open_timeout=30,
+    )
 
 
 async def refusal(server: OrgateServer, key: str) -> tuple[int, dict]:
@@ -64,7 +69,9 @@ def served(server: OrgateServer, key: str) -> tuple[int, int]:
 
 
 @contextlib.asynccontextmanager
-async def sockets(server: OrgateServer, key: str, count: int) -> AsyncIterator[list[ClientConnection]]:
+async def sockets(
+    server: OrgateServer, key: str, count: int
+) -> AsyncIterator[list[ClientConnection]]:
     async with contextlib.AsyncExitStack() as stack:
         yield [await stack.enter_async_context(open_socket(server, key)) for _ in range(count)]
 
@@ -79,7 +86,11 @@ def test_caps_per_key_and_per_process(server: OrgateServer) -> None:
     async def scenario() -> None:
         async with sockets(server, KEY_A, 3):
             status, error = await refusal(server, KEY_A)
-            assert (status, error["code"], error["type"]) == (429, "too_many_websocket_connections", "rate_limit_error")
+            assert (status, error["code"], error["type"]) == (
+                429,
+                "too_many_websocket_connections",
+                "rate_limit_error",
+            )
             async with sockets(server, KEY_B, 2) as of_b:
                 status, error = await refusal(server, KEY_B)  # 5 open: the process's cap
                 assert (status, error["code"]) == (503, "websocket_capacity_reached")
@@ -97,7 +108,12 @@ def test_caps_per_key_and_per_process(server: OrgateServer) -> None:
 
 def test_a_low_open_files_limit_keeps_descriptors_for_http() -> None:
     """With 256 descriptors, sockets are refused well before the process runs out: /healthz is served."""
-    with OrgateServer(CONFIG.replace("max_connections = 5", "max_connections = 100000").replace("max_connections_per_key = 3", "max_connections_per_key = 100000"), api_key="") as running:
+    with OrgateServer(
+        CONFIG.replace("max_connections = 5", "max_connections = 100000").replace(
+            "max_connections_per_key = 3", "max_connections_per_key = 100000"
+        ),
+        api_key="",
+    ) as running:
         assert running.proc is not None
         resource.prlimit(running.proc.pid, resource.RLIMIT_NOFILE, (256, 256))
         expected = 256 - 128  # a quarter of the limit, but at least 128, is kept

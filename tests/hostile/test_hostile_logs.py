@@ -61,7 +61,9 @@ def upstreams() -> Iterator[tuple[FakeOpenAIChat, FakeAnthropic]]:
 
 
 @pytest.fixture(scope="module", params=["text", "json"])
-def server(upstreams: tuple[FakeOpenAIChat, FakeAnthropic], request: pytest.FixtureRequest) -> Iterator[OrgateServer]:
+def server(
+    upstreams: tuple[FakeOpenAIChat, FakeAnthropic], request: pytest.FixtureRequest
+) -> Iterator[OrgateServer]:
     chat, anthropic = upstreams
     env = {"CHAT_KEY": CHAT_KEY, "ANTHROPIC_KEY": ANTHROPIC_KEY, "TENANT_TOKEN": HEADER_VALUE}
     text = config(chat.base_url, anthropic.base_url, request.param)
@@ -86,7 +88,9 @@ async def websocket_turn(server: OrgateServer) -> list[dict]:
     url = server.url.replace("http://", "ws://") + "/v1/responses"
     events = []
     async with websockets.connect(url, additional_headers=headers()) as ws:
-        await ws.send(orjson.dumps({"type": "response.create", "model": "up-chat", "input": "hi"}).decode())
+        await ws.send(
+            orjson.dumps({"type": "response.create", "model": "up-chat", "input": "hi"}).decode()
+        )
         while True:
             event = orjson.loads(await ws.recv())
             events.append(event)
@@ -94,7 +98,9 @@ async def websocket_turn(server: OrgateServer) -> list[dict]:
                 return events
 
 
-def test_no_secret_in_any_log_line_at_debug(server: OrgateServer, upstreams: tuple[FakeOpenAIChat, FakeAnthropic]) -> None:
+def test_no_secret_in_any_log_line_at_debug(
+    server: OrgateServer, upstreams: tuple[FakeOpenAIChat, FakeAnthropic]
+) -> None:
     chat, anthropic = upstreams
     chat.reset()
     anthropic.reset()
@@ -113,7 +119,11 @@ def test_no_secret_in_any_log_line_at_debug(server: OrgateServer, upstreams: tup
     assert anthropic.requests[0].headers["X-Tenant-Token"] == HEADER_VALUE
 
     # an upstream that echoes what it was sent: the client gets the message without it
-    chat.enqueue(http_error(400, f"bad token {HEADER_VALUE} for key {CHAT_KEY}", type="invalid_request_error"))
+    chat.enqueue(
+        http_error(
+            400, f"bad token {HEADER_VALUE} for key {CHAT_KEY}", type="invalid_request_error"
+        )
+    )
     echoed = post(server, {"model": "up-chat", "input": "hi"})
     assert echoed.status_code == 400
     message = echoed.json()["error"]["message"]

@@ -24,14 +24,23 @@ from tests.server_process import REPO, OrgateServer
 LITERAL = "sk-hostile-literal-never-printed"
 
 
-def _serve(tmp_path: Path, config: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _serve(
+    tmp_path: Path, config: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``orgate serve`` with ``config``: expected to stop before it listens (a configuration error)."""
     path = tmp_path / "orgate.toml"
     path.write_text(config)
     return subprocess.run(
         [sys.executable, "-m", "orgate.cli", "serve", "--config", str(path), "--port", "0"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", "ORGATE_STORE__URL": f"sqlite:///{tmp_path / 'orgate.db'}", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "ORGATE_STORE__URL": f"sqlite:///{tmp_path / 'orgate.db'}",
+            **(env or {}),
+        },
     )
 
 
@@ -50,24 +59,40 @@ def _refused(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
 
 def test_unnamed_keys_stop_start_up_naming_the_entry(tmp_path: Path) -> None:
     config = f'[auth]\napi_keys = [{{ key = "{LITERAL}" }}, {{ key = "env:TEAM_B" }}]\n'
-    _refused(_serve(tmp_path, config, {"TEAM_B": "sk-team-b"}), "auth.api_keys", "[0] (a literal key) needs a `name`", "[1] (env:TEAM_B) needs a `name`")
+    _refused(
+        _serve(tmp_path, config, {"TEAM_B": "sk-team-b"}),
+        "auth.api_keys",
+        "[0] (a literal key) needs a `name`",
+        "[1] (env:TEAM_B) needs a `name`",
+    )
 
 
 def test_plain_keys_among_several_stop_start_up_in_any_order(tmp_path: Path) -> None:
     # a plain key's tenant was its position: reordering the list swapped two tenants' data
     env = {"TEAM_A": "sk-team-a", "TEAM_B": "sk-team-b"}
     for order in ('"env:TEAM_A", "env:TEAM_B"', '"env:TEAM_B", "env:TEAM_A"'):
-        _refused(_serve(tmp_path, f"[auth]\napi_keys = [{order}]\n", env), "a plain key is accepted only as the only entry")
+        _refused(
+            _serve(tmp_path, f"[auth]\napi_keys = [{order}]\n", env),
+            "a plain key is accepted only as the only entry",
+        )
 
 
 def test_a_name_used_twice_stops_start_up(tmp_path: Path) -> None:
     config = f'[auth]\napi_keys = [{{ name = "a", key = "{LITERAL}" }}, {{ name = "a", key = "env:TEAM_B" }}]\n'
-    _refused(_serve(tmp_path, config, {"TEAM_B": "sk-team-b"}), "[1] (name 'a'): the name is already auth.api_keys[0]'s")
+    _refused(
+        _serve(tmp_path, config, {"TEAM_B": "sk-team-b"}),
+        "[1] (name 'a'): the name is already auth.api_keys[0]'s",
+    )
 
 
 # --- the review queue is per tenant ------------------------------------------------------------
 
-SCHEMA = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"sku": {"type": "string"}},
+    "required": ["sku"],
+    "additionalProperties": False,
+}
 
 REVIEW_CONFIG = """
 [auth]
@@ -102,35 +127,54 @@ def _client(server: OrgateServer, key: str) -> httpx.Client:
 
 def _review_entry(client: httpx.Client) -> str:
     """A request whose every attempt breaks its schema (orgate/flaky truncates): queued for review."""
-    body = {"model": "orgate/flaky", "input": "a product", "text": {"format": {"type": "json_schema", "name": "product", "schema": SCHEMA}}}
+    body = {
+        "model": "orgate/flaky",
+        "input": "a product",
+        "text": {"format": {"type": "json_schema", "name": "product", "schema": SCHEMA}},
+    }
     answer = client.post("/v1/responses", json=body)
     assert answer.headers.get("x-orgate-structured-outcome") == "review", answer.text
     return answer.headers["x-orgate-review-id"]
 
 
-def test_a_tenant_cannot_list_read_resolve_or_discard_another_tenants_entry(review_server: OrgateServer) -> None:
+def test_a_tenant_cannot_list_read_resolve_or_discard_another_tenants_entry(
+    review_server: OrgateServer,
+) -> None:
     with _client(review_server, "sk-tenant-a") as a, _client(review_server, "sk-tenant-b") as b:
         entry = _review_entry(a)
         assert entry in {item["id"] for item in a.get("/v1/orgate/review").json()["data"]}
         listed = b.get("/v1/orgate/review", params={"status": "all"})
-        assert listed.status_code == 200 and entry not in {item["id"] for item in listed.json()["data"]}
+        assert listed.status_code == 200 and entry not in {
+            item["id"] for item in listed.json()["data"]
+        }
         assert all(item["tenant"] == "b" for item in listed.json()["data"])
         read = b.get(f"/v1/orgate/review/{entry}")
         assert read.status_code == 404 and read.json()["error"]["code"] == "not_found"
         assert "a product" not in read.text and "sku" not in read.text
         for attempt in ({"value": {"sku": "X"}}, {"discard": True}):
             refused = b.post(f"/v1/orgate/review/{entry}/resolve", json=attempt)
-            assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", refused.text
+            assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found", (
+                refused.text
+            )
         mine = a.get(f"/v1/orgate/review/{entry}").json()
         assert mine["status"] == "pending" and mine["tenant"] == "a" and mine["resolution"] is None
         # the owner's own discard still works: b's attempts changed nothing
-        assert a.post(f"/v1/orgate/review/{entry}/resolve", json={"discard": True}).json()["status"] == "discarded"
+        assert (
+            a.post(f"/v1/orgate/review/{entry}/resolve", json={"discard": True}).json()["status"]
+            == "discarded"
+        )
 
 
 def test_an_admin_key_sees_and_resolves_every_tenants_entries(review_server: OrgateServer) -> None:
-    with _client(review_server, "sk-tenant-a") as a, _client(review_server, "sk-tenant-b") as b, _client(review_server, "sk-ops") as ops:
+    with (
+        _client(review_server, "sk-tenant-a") as a,
+        _client(review_server, "sk-tenant-b") as b,
+        _client(review_server, "sk-ops") as ops,
+    ):
         first, second = _review_entry(a), _review_entry(b)
-        tenants = {item["id"]: item["tenant"] for item in ops.get("/v1/orgate/review").json()["data"]}
+        tenants = {
+            item["id"]: item["tenant"] for item in ops.get("/v1/orgate/review").json()["data"]
+        }
         assert tenants[first] == "a" and tenants[second] == "b"
         assert ops.get(f"/v1/orgate/review/{second}").json()["tenant"] == "b"
         resolved = ops.post(f"/v1/orgate/review/{second}/resolve", json={"value": {"sku": "B1"}})
@@ -144,10 +188,18 @@ def test_the_review_cli_shows_and_filters_tenants(review_server: OrgateServer) -
     db = str(review_server.dir / "review.db")
 
     def review(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "orgate.cli", "review", *argv, "--db", db], capture_output=True, text=True, timeout=120, cwd=REPO)
+        return subprocess.run(
+            [sys.executable, "-m", "orgate.cli", "review", *argv, "--db", db],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+        )
 
     listed = review("list", "--tenant", "a")
-    assert listed.returncode == 0 and entry in listed.stdout and "\ta\t" in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 0 and entry in listed.stdout and "\ta\t" in listed.stdout, (
+        listed.stdout + listed.stderr
+    )
     assert entry not in review("list", "--tenant", "b").stdout
     assert review("show", entry, "--tenant", "b").returncode == 1
 
@@ -169,19 +221,28 @@ def _drained(server: OrgateServer, within: float) -> int:
 
 def _stored(workdir: Path, response_ids: list[str]) -> dict[str, dict[str, Any]]:
     """The stored responses, read by a new server on the same store (the first one has exited)."""
-    with OrgateServer("", workdir=str(workdir)) as again, httpx.Client(base_url=again.url, headers=again.headers(), timeout=30) as client:
+    with (
+        OrgateServer("", workdir=str(workdir)) as again,
+        httpx.Client(base_url=again.url, headers=again.headers(), timeout=30) as client,
+    ):
         return {rid: client.get(f"/v1/responses/{rid}").json() for rid in response_ids}
 
 
 def _start_background(client: httpx.Client, prompt: str) -> str:
-    answer = client.post("/v1/responses", json={"model": "orgate/echo", "input": prompt, "background": True})
-    assert answer.status_code == 200 and answer.json()["status"] in ("queued", "in_progress"), answer.text
+    answer = client.post(
+        "/v1/responses", json={"model": "orgate/echo", "input": prompt, "background": True}
+    )
+    assert answer.status_code == 200 and answer.json()["status"] in ("queued", "in_progress"), (
+        answer.text
+    )
     return str(answer.json()["id"])
 
 
 def _wait_running(client: httpx.Client, response_ids: list[str]) -> None:
     """Until no response is still queued (each one's upstream call started), however slow the machine."""
-    while any(client.get(f"/v1/responses/{rid}").json()["status"] == "queued" for rid in response_ids):
+    while any(
+        client.get(f"/v1/responses/{rid}").json()["status"] == "queued" for rid in response_ids
+    ):
         time.sleep(0.05)
 
 
@@ -199,7 +260,9 @@ def test_background_responses_finish_within_the_drain_time(tmp_path: Path) -> No
     assert all(stored[rid]["output"][0]["content"][0]["text"].endswith("w9") for rid in ids)
 
 
-def test_a_background_response_past_the_drain_time_is_stored_as_stopped_by_the_server(tmp_path: Path) -> None:
+def test_a_background_response_past_the_drain_time_is_stored_as_stopped_by_the_server(
+    tmp_path: Path,
+) -> None:
     server = OrgateServer("[server]\ndrain_timeout = 1\n", workdir=str(tmp_path)).start()
     frames: list[str] = []
     try:
@@ -220,11 +283,21 @@ def test_a_background_response_past_the_drain_time_is_stored_as_stopped_by_the_s
     assert stored["status"] == "failed" and stored["error"]["code"] == "server_shutdown", stored
 
 
-async def _ws_at_sigterm(server: OrgateServer, prompt: str) -> tuple[str, list[dict[str, Any]], int | None, int]:
+async def _ws_at_sigterm(
+    server: OrgateServer, prompt: str
+) -> tuple[str, list[dict[str, Any]], int | None, int]:
     """A WebSocket response under way (its first delta received) at SIGTERM: its id, every event
     after the signal until the server closed the socket, the close code, and the exit status."""
-    async with connect(server.url.replace("http", "ws") + "/v1/responses", additional_headers=server.headers(), proxy=None) as ws:
-        await ws.send(orjson.dumps({"type": "response.create", "model": "orgate/echo", "input": prompt}).decode())
+    async with connect(
+        server.url.replace("http", "ws") + "/v1/responses",
+        additional_headers=server.headers(),
+        proxy=None,
+    ) as ws:
+        await ws.send(
+            orjson.dumps(
+                {"type": "response.create", "model": "orgate/echo", "input": prompt}
+            ).decode()
+        )
         response_id = ""
         while True:
             event = orjson.loads(await ws.recv())
@@ -255,10 +328,14 @@ async def test_a_websocket_response_finishes_within_the_drain_time(tmp_path: Pat
     assert events[-1]["type"] == "response.completed", events[-3:]
     assert events[-1]["response"]["output"][0]["content"][0]["text"].endswith("w9")
     assert code == 1012  # service restart: after the terminal event, not instead of it
-    assert (await asyncio.to_thread(_stored, tmp_path, [response_id]))[response_id]["status"] == "completed"
+    assert (await asyncio.to_thread(_stored, tmp_path, [response_id]))[response_id][
+        "status"
+    ] == "completed"
 
 
-async def test_a_websocket_response_past_the_drain_time_gets_a_terminal_event(tmp_path: Path) -> None:
+async def test_a_websocket_response_past_the_drain_time_gets_a_terminal_event(
+    tmp_path: Path,
+) -> None:
     server = OrgateServer("[server]\ndrain_timeout = 1\n", workdir=str(tmp_path)).start()
     try:
         response_id, events, code, status = await _ws_at_sigterm(server, _slow(60, 500))  # ~30 s
@@ -281,10 +358,14 @@ def test_data_of_a_renamed_tenant_is_reported_and_moved(tmp_path: Path) -> None:
     with OrgateServer(keyed, api_key="sk-tenant-a", workdir=str(tmp_path / "one")) as first:
         store = first.env["ORGATE_STORE__URL"]
         with httpx.Client(base_url=first.url, headers=first.headers(), timeout=30) as client:
-            rid = client.post("/v1/responses", json={"model": "orgate/echo", "input": "kept"}).json()["id"]
+            rid = client.post(
+                "/v1/responses", json={"model": "orgate/echo", "input": "kept"}
+            ).json()["id"]
     env = {"ORGATE_STORE__URL": store}
     plain = '[auth]\napi_keys = ["env:ORGATE_API_KEY"]\n'
-    with OrgateServer(plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "two")) as second:
+    with OrgateServer(
+        plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "two")
+    ) as second:
         with httpx.Client(base_url=second.url, headers=second.headers(), timeout=30) as client:
             assert client.get(f"/v1/responses/{rid}").status_code == 404
         deadline = time.monotonic() + 60
@@ -292,11 +373,31 @@ def test_data_of_a_renamed_tenant_is_reported_and_moved(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert "tenant(s) 'old-name', which no configured API key has" in second.output()
     moved = subprocess.run(
-        [sys.executable, "-m", "orgate.cli", "store", "rename-tenant", "old-name", "default", "--url", store],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "orgate.cli",
+            "store",
+            "rename-tenant",
+            "old-name",
+            "default",
+            "--url",
+            store,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
-    assert moved.returncode == 0 and "1 response(s) moved" in moved.stdout, moved.stdout + moved.stderr
-    with OrgateServer(plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "three")) as third:
+    assert moved.returncode == 0 and "1 response(s) moved" in moved.stdout, (
+        moved.stdout + moved.stderr
+    )
+    with OrgateServer(
+        plain, api_key="sk-tenant-a", env=env, workdir=str(tmp_path / "three")
+    ) as third:
         with httpx.Client(base_url=third.url, headers=third.headers(), timeout=30) as client:
-            assert client.get(f"/v1/responses/{rid}").json()["output"][0]["content"][0]["text"] == "kept"
+            assert (
+                client.get(f"/v1/responses/{rid}").json()["output"][0]["content"][0]["text"]
+                == "kept"
+            )
         assert "no configured API key has" not in third.output()

@@ -22,7 +22,11 @@ from tests.server_process import OrgateServer
 
 UPSTREAM_KEY = "sk-upstream-SECRET-7777777"
 HEADER_VALUE = "hdr-SECRET-8888888"
-PROVIDERS = {"openai-chat": (FakeOpenAIChat, "/v1"), "openai-responses": (FakeResponses, "/v1"), "anthropic": (FakeAnthropic, "")}
+PROVIDERS = {
+    "openai-chat": (FakeOpenAIChat, "/v1"),
+    "openai-responses": (FakeResponses, "/v1"),
+    "anthropic": (FakeAnthropic, ""),
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +68,16 @@ def server(upstreams: dict[str, Any]) -> Iterator[OrgateServer]:
 
 
 def post(server: OrgateServer, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{server.base_url}/responses", json=body, headers=server.headers(), timeout=60)
+    return httpx.post(
+        f"{server.base_url}/responses", json=body, headers=server.headers(), timeout=60
+    )
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_redirect_to_another_origin_gets_nothing(server: OrgateServer, upstreams: dict[str, Any], provider: str, stream: bool) -> None:
+def test_a_redirect_to_another_origin_gets_nothing(
+    server: OrgateServer, upstreams: dict[str, Any], provider: str, stream: bool
+) -> None:
     elsewhere: LoopbackFake = upstreams["elsewhere"]
     before = len(elsewhere.requests)
     for name in (f"moved-{provider}", f"same-{provider}"):
@@ -85,7 +93,9 @@ def test_a_redirect_to_another_origin_gets_nothing(server: OrgateServer, upstrea
 
 
 @pytest.mark.parametrize("provider", list(PROVIDERS))
-def test_same_origin_redirects_are_followed_only_when_configured(server: OrgateServer, upstreams: dict[str, Any], provider: str) -> None:
+def test_same_origin_redirects_are_followed_only_when_configured(
+    server: OrgateServer, upstreams: dict[str, Any], provider: str
+) -> None:
     moved = upstreams[f"redirect-{provider}"]
     moved.redirect_to = None  # to the same path without /old, on the same origin
     refused = post(server, {"model": f"moved-{provider}", "input": "hi"})
@@ -104,8 +114,12 @@ JUNK = {
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 @pytest.mark.parametrize("junk", list(JUNK))
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_200_that_is_not_an_answer_is_a_502(server: OrgateServer, upstreams: dict[str, Any], provider: str, junk: str, stream: bool) -> None:
+def test_a_200_that_is_not_an_answer_is_a_502(
+    server: OrgateServer, upstreams: dict[str, Any], provider: str, junk: str, stream: bool
+) -> None:
     upstreams[f"plain-{provider}"].enqueue(JUNK[junk])
     answer = post(server, {"model": f"plain-{provider}", "input": "hi", "stream": stream})
-    assert answer.status_code == 502, answer.text  # before any output: an HTTP error, streamed or not
+    assert answer.status_code == 502, (
+        answer.text
+    )  # before any output: an HTTP error, streamed or not
     assert answer.json()["error"]["code"] == "upstream_invalid_response"

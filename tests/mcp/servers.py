@@ -47,7 +47,9 @@ def tools_server() -> MCPServer:
         raise ToolError(f"the tool failed on purpose: {reason}")
 
     @server.tool(description="Look up a code.")
-    def code(code: Annotated[str, Field(pattern=r"^[A-Z]{3}$")], count: Annotated[int, Field(ge=1, le=5)]) -> str:
+    def code(
+        code: Annotated[str, Field(pattern=r"^[A-Z]{3}$")], count: Annotated[int, Field(ge=1, le=5)]
+    ) -> str:
         CALLS.append(("code", {"code": code, "count": count}))
         return f"{code} x{count}"
 
@@ -62,8 +64,10 @@ def tools_server() -> MCPServer:
 def hostile_server(count: int = 300) -> MCPServer:
     server = MCPServer("orgate-test-hostile")
     for index in range(count):
+
         def tool(value: str) -> str:
             return value
+
         server.add_tool(tool, name=f"tool_{index}", description="d" * 200)
     return server
 
@@ -72,13 +76,19 @@ class Running:
     """An MCP server's ASGI app (streamable HTTP, or SSE) served by uvicorn in a thread; ``url`` is its endpoint."""
 
     def __init__(self, server: MCPServer, *, sse: bool = False) -> None:
-        self.app = server.sse_app() if sse else server.streamable_http_app(stateless_http=True, json_response=True)
+        self.app = (
+            server.sse_app()
+            if sse
+            else server.streamable_http_app(stateless_http=True, json_response=True)
+        )
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
         self.uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.uvicorn.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.uvicorn.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
 
     def start(self) -> Running:
         self.thread.start()

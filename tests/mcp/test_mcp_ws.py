@@ -37,7 +37,9 @@ upstream_model = "fake-model"
     tools.stop()
 
 
-async def test_approval_round_trip_on_a_connection_cache(server: tuple[InProcessServer, FakeOpenAIChat]) -> None:
+async def test_approval_round_trip_on_a_connection_cache(
+    server: tuple[InProcessServer, FakeOpenAIChat],
+) -> None:
     running, fake = server
     CALLS.clear()
     fake.enqueue(tool_calls(("tools__add", '{"a": 4, "b": 5}')), text("nine"))
@@ -47,8 +49,19 @@ async def test_approval_round_trip_on_a_connection_cache(server: tuple[InProcess
         assert [e["sequence_number"] for e in first] == list(range(len(first)))
         ask = first[-1]["response"]["output"][-1]
         assert ask["type"] == "mcp_approval_request" and not CALLS
-        answer = {"type": "mcp_approval_response", "approval_request_id": ask["id"], "approve": True}
-        second = await create(ws, model="fake-chat", input=[answer], tools=tools, store=False, previous_response_id=first[-1]["response"]["id"])
+        answer = {
+            "type": "mcp_approval_response",
+            "approval_request_id": ask["id"],
+            "approve": True,
+        }
+        second = await create(
+            ws,
+            model="fake-chat",
+            input=[answer],
+            tools=tools,
+            store=False,
+            previous_response_id=first[-1]["response"]["id"],
+        )
     output = second[-1]["response"]["output"]
     assert [i["type"] for i in output] == ["mcp_list_tools", "mcp_call", "message"]
     assert output[1]["output"] == "9" and output[1]["approval_request_id"] == ask["id"]

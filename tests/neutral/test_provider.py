@@ -10,7 +10,10 @@ import pytest
 from orgate.neutral import Finish, ModelEvent, ModelRequest, Provider, TextDelta, WrapperProvider
 
 REQUEST = ModelRequest(model="m", input=[])
-BATCHES: list[list[ModelEvent]] = [[TextDelta("a"), TextDelta("b")], [TextDelta("c"), Finish("stop")]]
+BATCHES: list[list[ModelEvent]] = [
+    [TextDelta("a"), TextDelta("b")],
+    [TextDelta("c"), Finish("stop")],
+]
 
 
 class Batched(Provider):
@@ -42,7 +45,9 @@ async def collect(stream: AsyncIterator[object]) -> list[object]:
 async def test_a_batched_provider_gives_single_events_too() -> None:
     provider = Batched()
     assert await collect(provider.stream_batches(REQUEST)) == BATCHES
-    assert await collect(provider.stream(REQUEST)) == [event for batch in BATCHES for event in batch]
+    assert await collect(provider.stream(REQUEST)) == [
+        event for batch in BATCHES for event in batch
+    ]
 
 
 async def test_a_provider_of_single_events_answers_in_batches_of_one() -> None:

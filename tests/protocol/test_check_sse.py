@@ -25,7 +25,13 @@ Events = list[dict[str, Any]]
 
 
 def good() -> Events:
-    return StreamBuilder().reasoning("thin", "king").message("Hel", "lo").function_call("f", '{"a"', ":1}").completed()
+    return (
+        StreamBuilder()
+        .reasoning("thin", "king")
+        .message("Hel", "lo")
+        .function_call("f", '{"a"', ":1}")
+        .completed()
+    )
 
 
 def test_good_streams_pass() -> None:
@@ -37,7 +43,7 @@ def test_good_streams_pass() -> None:
 
 
 def test_crlf_comments_and_multiline_data_are_parsed() -> None:
-    raw = ": keep-alive\r\nevent: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\ndata: [DONE]\r\n\r\n"
+    raw = ': keep-alive\r\nevent: a\r\ndata: {"x":\r\ndata: 1}\r\n\r\ndata: [DONE]\r\n\r\n'
     assert parse_sse(raw) == [("a", '{"x":\n1}'), (None, "[DONE]")]
 
 
@@ -60,12 +66,16 @@ def test_missing_done() -> None:
 
 
 def test_id_line() -> None:
-    raw = encode_sse(good()).replace("event: response.created\n", "id: 1\nevent: response.created\n", 1)
+    raw = encode_sse(good()).replace(
+        "event: response.created\n", "id: 1\nevent: response.created\n", 1
+    )
     fails(raw, "id:")
 
 
 def test_event_name_mismatch() -> None:
-    raw = encode_sse(good()).replace("event: response.in_progress\n", "event: response.created\n", 1)
+    raw = encode_sse(good()).replace(
+        "event: response.in_progress\n", "event: response.created\n", 1
+    )
     fails(raw, "does not match")
 
 
@@ -98,7 +108,10 @@ def _renumber(ev: Events) -> None:
 
 
 def _swap_seq(ev: Events) -> None:
-    ev[3]["sequence_number"], ev[4]["sequence_number"] = ev[4]["sequence_number"], ev[3]["sequence_number"]
+    ev[3]["sequence_number"], ev[4]["sequence_number"] = (
+        ev[4]["sequence_number"],
+        ev[3]["sequence_number"],
+    )
 
 
 def _delta_mismatch(ev: Events) -> None:
@@ -146,8 +159,14 @@ def _overlap(ev: Events) -> None:
 
 
 def _error_not_followed_by_failed(ev: Events) -> None:
-    ev.insert(-1, {"type": "error", "sequence_number": 0,
-                   "error": {"type": "server_error", "code": None, "message": "x", "param": None}})
+    ev.insert(
+        -1,
+        {
+            "type": "error",
+            "sequence_number": 0,
+            "error": {"type": "server_error", "code": None, "message": "x", "param": None},
+        },
+    )
     _renumber(ev)
 
 
@@ -186,17 +205,29 @@ BREAKAGES: dict[str, tuple[Callable[[Events], None], str]] = {
     "item done text differs": (_item_done_text_differs, "differs"),
     "added item not in_progress": (_added_completed, "in_progress"),
     "missing content_part.added": (_drop("response.content_part.added"), "not open"),
-    "missing output_text.done": (_drop("response.output_text.done"), "before its response.output_text.done"),
+    "missing output_text.done": (
+        _drop("response.output_text.done"),
+        "before its response.output_text.done",
+    ),
     "missing content_part.done": (_drop("response.content_part.done"), "still open"),
-    "missing arguments.done": (_drop("response.function_call_arguments.done"), "before arguments done"),
-    "missing output_item.added": (_drop("response.output_item.added"), "no output item is open|index"),
+    "missing arguments.done": (
+        _drop("response.function_call_arguments.done"),
+        "before arguments done",
+    ),
+    "missing output_item.added": (
+        _drop("response.output_item.added"),
+        "no output item is open|index",
+    ),
     "event after item done": (_event_after_item_done, "no output item is open"),
     "overlapping items": (_overlap, "still open"),
     "error not followed by failed": (_error_not_followed_by_failed, "response.failed"),
     "incomplete item in completed response": (_incomplete_not_last, "incomplete"),
     "wrong output_index": (_wrong_index, "output_index"),
     "wrong item_id": (_wrong_item_id, "item_id"),
-    "event invalid against its schema": (_invalid_event, "not a valid ResponseOutputTextDeltaStreamingEvent"),
+    "event invalid against its schema": (
+        _invalid_event,
+        "not a valid ResponseOutputTextDeltaStreamingEvent",
+    ),
 }
 
 
@@ -241,9 +272,19 @@ def test_refusal_part_is_checked() -> None:
     resp_done = events.pop()
     loc = {"item_id": "msg_0", "output_index": 0, "content_index": 0}
     part = {"type": "refusal", "refusal": "no"}
-    item = {"type": "message", "id": "msg_0", "role": "assistant", "status": "completed", "content": [part]}
+    item = {
+        "type": "message",
+        "id": "msg_0",
+        "role": "assistant",
+        "status": "completed",
+        "content": [part],
+    }
     events += [
-        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "status": "in_progress", "content": []},
+        },
         {"type": "response.content_part.added", **loc, "part": {"type": "refusal", "refusal": ""}},
         {"type": "response.refusal.delta", **loc, "delta": "no"},
         {"type": "response.refusal.done", **loc, "refusal": "no"},

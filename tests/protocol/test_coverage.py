@@ -42,7 +42,9 @@ def _properties(schema: dict[str, Any]) -> set[str]:
     names = set(schema.get("properties", ()))
     for part in schema.get("allOf", ()):
         ref = part.get("$ref")
-        names |= _properties(spec()["components"]["schemas"][ref.rsplit("/", 1)[1]] if ref else part)
+        names |= _properties(
+            spec()["components"]["schemas"][ref.rsplit("/", 1)[1]] if ref else part
+        )
     return names
 
 
@@ -69,13 +71,29 @@ def test_protocol_imports_nothing_else_of_orgate() -> None:
             elif isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]
             for mod in mods:
-                assert not mod.startswith("orgate.") or mod.startswith("orgate.protocol"), (path.name, mod)
+                assert not mod.startswith("orgate.") or mod.startswith("orgate.protocol"), (
+                    path.name,
+                    mod,
+                )
 
 
 @pytest.mark.parametrize(
     ("loc", "param"),
     [
-        (("input", "Array", 2, "UserMessageItemParam", "content", "Array", 0, "UnknownUserContentType", "type"), "input[2].content[0].type"),
+        (
+            (
+                "input",
+                "Array",
+                2,
+                "UserMessageItemParam",
+                "content",
+                "Array",
+                0,
+                "UnknownUserContentType",
+                "type",
+            ),
+            "input[2].content[0].type",
+        ),
         (("tools", 0, "FunctionToolParam", "name"), "tools[0].name"),
         (("tool_choice", "ToolChoiceValueEnum"), "tool_choice"),
         (("text", "format", "JsonSchemaResponseFormatParam", "schema"), "text.format.schema"),

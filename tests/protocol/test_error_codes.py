@@ -19,7 +19,14 @@ from orgate.store.base import INTERRUPTED_ERROR
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "orgate"
-TYPES = {"invalid_request_error", "authentication_error", "permission_error", "rate_limit_error", "server_error", "model_error"}
+TYPES = {
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "rate_limit_error",
+    "server_error",
+    "model_error",
+}
 
 
 @pytest.mark.parametrize("code", list(ErrorCode), ids=str)
@@ -33,7 +40,14 @@ def test_each_code_has_a_status_a_type_a_cause_and_an_action(code: ErrorCode) ->
 
 def test_the_wire_string_is_the_value() -> None:
     error = ApiError.of(ErrorCode.UNKNOWN_PARAMETER, "m", param="p")
-    assert error.body() == {"error": {"message": "m", "type": "invalid_request_error", "param": "p", "code": "unknown_parameter"}}
+    assert error.body() == {
+        "error": {
+            "message": "m",
+            "type": "invalid_request_error",
+            "param": "p",
+            "code": "unknown_parameter",
+        }
+    }
     assert type(error.code) is str
     assert (error.status, error.type) == (400, "invalid_request_error")
     assert ApiError.of(ErrorCode.UPSTREAM_ERROR, "m", status=501).status == 501
@@ -41,13 +55,22 @@ def test_the_wire_string_is_the_value() -> None:
 
 def test_named_constructors_keep_their_messages() -> None:
     assert errors.internal().body()["error"] == {
-        "message": "The server had an error while processing your request.", "type": "server_error", "param": None, "code": "server_error"
+        "message": "The server had an error while processing your request.",
+        "type": "server_error",
+        "param": None,
+        "code": "server_error",
     }
     assert errors.internal().status == 500
-    assert errors.unknown_parameter("text.foo").body()["error"]["message"] == "Unknown parameter: 'text.foo'."
+    assert (
+        errors.unknown_parameter("text.foo").body()["error"]["message"]
+        == "Unknown parameter: 'text.foo'."
+    )
     assert errors.model_not_found("m").status == 404
     assert errors.method_not_allowed("PUT", "/v1/x", "GET, POST").headers == {"Allow": "GET, POST"}
-    assert errors.upstream_without_events("d").message == "upstream 'd' ended its answer without any event"
+    assert (
+        errors.upstream_without_events("d").message
+        == "upstream 'd' ended its answer without any event"
+    )
 
 
 def test_the_gate_codes_are_in_the_catalogue() -> None:
@@ -81,7 +104,9 @@ def _bare_codes(tree: ast.AST) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
 
     def literal(node: ast.AST | None) -> str | None:
-        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        return (
+            node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+        )
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -105,19 +130,36 @@ def _bare_codes(tree: ast.AST) -> list[tuple[int, str]]:
                 found += [(node.lineno, v) for v in values if v is not None]
         elif isinstance(node, ast.arguments):  # def f(..., code="…")
             named = [*node.posonlyargs, *node.args][-len(node.defaults) or len(node.args) + 1 :]
-            pairs = [*zip(named, node.defaults, strict=True), *zip(node.kwonlyargs, node.kw_defaults, strict=True)]
-            found += [(arg.lineno, v) for arg, default in pairs if arg.arg == "code" and (v := literal(default)) is not None]
+            pairs = [
+                *zip(named, node.defaults, strict=True),
+                *zip(node.kwonlyargs, node.kw_defaults, strict=True),
+            ]
+            found += [
+                (arg.lineno, v)
+                for arg, default in pairs
+                if arg.arg == "code" and (v := literal(default)) is not None
+            ]
         elif isinstance(node, ast.Assign):
             targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            if any(CODE_NAME.search(t.upper()) for t in targets):  # CODE = "…", code = "a" if … else "b"
-                found += [(node.lineno, v) for sub in ast.walk(node.value) if isinstance(v := literal(sub), str) and (v in CODES or sub is node.value)]
+            if any(
+                CODE_NAME.search(t.upper()) for t in targets
+            ):  # CODE = "…", code = "a" if … else "b"
+                found += [
+                    (node.lineno, v)
+                    for sub in ast.walk(node.value)
+                    if isinstance(v := literal(sub), str) and (v in CODES or sub is node.value)
+                ]
     return found
 
 
 def _scanned() -> list[pathlib.Path]:
     # The catalogue itself; the store's one code and the gate's own vocabulary (it imports nothing
     # of orgate) are checked against the catalogue above.
-    skip = {SRC / "protocol" / "error_codes.py", SRC / "store" / "base.py", SRC / "gate" / "pairing.py"}
+    skip = {
+        SRC / "protocol" / "error_codes.py",
+        SRC / "store" / "base.py",
+        SRC / "gate" / "pairing.py",
+    }
     return [path for path in sorted(SRC.rglob("*.py")) if path not in skip]
 
 
@@ -127,7 +169,9 @@ def test_no_bare_code_string_at_a_construction_site() -> None:
         for path in _scanned()
         for line, value in _bare_codes(ast.parse(path.read_text(encoding="utf-8")))
     ]
-    assert not offenders, "name error codes through orgate.protocol.error_codes.ErrorCode:\n" + "\n".join(offenders)
+    assert not offenders, (
+        "name error codes through orgate.protocol.error_codes.ErrorCode:\n" + "\n".join(offenders)
+    )
 
 
 def test_the_scan_finds_bare_codes() -> None:
@@ -144,7 +188,16 @@ def test_the_scan_finds_bare_codes() -> None:
     )
     found = sorted(_bare_codes(sample))
     assert [value for _, value in found] == [
-        "invalid_value", "server_error", "request_timeout", "server_shutdown", "upstream_error", "unsupported_content", "invalid_type", "missing_call_id", "upstream_auth_failed", "upstream_redirect"
+        "invalid_value",
+        "server_error",
+        "request_timeout",
+        "server_shutdown",
+        "upstream_error",
+        "unsupported_content",
+        "invalid_type",
+        "missing_call_id",
+        "upstream_auth_failed",
+        "upstream_redirect",
     ]
 
 
@@ -154,7 +207,13 @@ def test_the_openapi_document_lists_the_catalogue() -> None:
     doc = build_document()
     listed = doc["components"]["x-orgate-error-codes"]
     assert [row["code"] for row in listed] == [code.value for code in ErrorCode]
-    assert listed[0] == {"code": "invalid_json", "status": 400, "type": "invalid_request_error", "when": ErrorCode.INVALID_JSON.when, "action": ErrorCode.INVALID_JSON.action}
+    assert listed[0] == {
+        "code": "invalid_json",
+        "status": 400,
+        "type": "invalid_request_error",
+        "when": ErrorCode.INVALID_JSON.when,
+        "action": ErrorCode.INVALID_JSON.action,
+    }
     answers = doc["paths"]["/responses"]["post"]["responses"]
     assert "`unknown_parameter`" in answers["400"]["description"]
     assert "`upstream_timeout`" in answers["504"]["description"]
@@ -163,7 +222,13 @@ def test_the_openapi_document_lists_the_catalogue() -> None:
 def test_every_catalogued_code_is_sent_somewhere() -> None:
     """No dead rows: each code is named at a site in src/, or is one of the gate's codes (the input
     gate sends those as ``ErrorCode(verdict.code)``)."""
-    text = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py") if p.name != "error_codes.py")
+    text = "\n".join(
+        p.read_text(encoding="utf-8") for p in SRC.rglob("*.py") if p.name != "error_codes.py"
+    )
     gate = {*(c.value for c in GateCode), *PAIRING_KINDS}
-    unused = [c.value for c in ErrorCode if c.value not in gate and not re.search(rf"ErrorCode\.{c.name}\b", text)]
+    unused = [
+        c.value
+        for c in ErrorCode
+        if c.value not in gate and not re.search(rf"ErrorCode\.{c.name}\b", text)
+    ]
     assert not unused

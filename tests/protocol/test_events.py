@@ -62,23 +62,41 @@ def all_events() -> list[BaseModel]:
         ResponseIncompleteStreamingEvent(sequence_number=5, response=RESP),
         ResponseOutputItemAddedStreamingEvent(sequence_number=6, output_index=0, item=MSG),
         ResponseOutputItemDoneStreamingEvent(
-            sequence_number=7, output_index=0,
+            sequence_number=7,
+            output_index=0,
             item=FunctionCall(id="fc", call_id="c", name="f", arguments="{}", status="completed"),
         ),
-        ResponseReasoningSummaryPartAddedStreamingEvent(sequence_number=8, **LOC, summary_index=0, part=SummaryTextContent(text="")),
-        ResponseReasoningSummaryPartDoneStreamingEvent(sequence_number=9, **LOC, summary_index=0, part=SummaryTextContent(text="s")),
-        ResponseContentPartAddedStreamingEvent(sequence_number=10, **LOC, content_index=0, part=OutputTextContent(text="")),
-        ResponseContentPartDoneStreamingEvent(sequence_number=11, **LOC, content_index=0, part=TEXT),
-        ResponseOutputTextDeltaStreamingEvent(sequence_number=12, **LOC, content_index=0, delta="h"),
+        ResponseReasoningSummaryPartAddedStreamingEvent(
+            sequence_number=8, **LOC, summary_index=0, part=SummaryTextContent(text="")
+        ),
+        ResponseReasoningSummaryPartDoneStreamingEvent(
+            sequence_number=9, **LOC, summary_index=0, part=SummaryTextContent(text="s")
+        ),
+        ResponseContentPartAddedStreamingEvent(
+            sequence_number=10, **LOC, content_index=0, part=OutputTextContent(text="")
+        ),
+        ResponseContentPartDoneStreamingEvent(
+            sequence_number=11, **LOC, content_index=0, part=TEXT
+        ),
+        ResponseOutputTextDeltaStreamingEvent(
+            sequence_number=12, **LOC, content_index=0, delta="h"
+        ),
         ResponseOutputTextDoneStreamingEvent(sequence_number=13, **LOC, content_index=0, text="hi"),
         ResponseRefusalDeltaStreamingEvent(sequence_number=14, **LOC, content_index=0, delta="n"),
         ResponseRefusalDoneStreamingEvent(sequence_number=15, **LOC, content_index=0, refusal="no"),
         ResponseReasoningDeltaStreamingEvent(sequence_number=16, **LOC, content_index=0, delta="t"),
         ResponseReasoningDoneStreamingEvent(sequence_number=17, **LOC, content_index=0, text="t"),
-        ResponseReasoningSummaryDeltaStreamingEvent(sequence_number=18, **LOC, summary_index=0, delta="s"),
-        ResponseReasoningSummaryDoneStreamingEvent(sequence_number=19, **LOC, summary_index=0, text="s"),
+        ResponseReasoningSummaryDeltaStreamingEvent(
+            sequence_number=18, **LOC, summary_index=0, delta="s"
+        ),
+        ResponseReasoningSummaryDoneStreamingEvent(
+            sequence_number=19, **LOC, summary_index=0, text="s"
+        ),
         ResponseOutputTextAnnotationAddedStreamingEvent(
-            sequence_number=20, **LOC, content_index=0, annotation_index=0,
+            sequence_number=20,
+            **LOC,
+            content_index=0,
+            annotation_index=0,
             annotation=UrlCitationBody(url="https://a", start_index=0, end_index=1, title="A"),
         ),
         ResponseFunctionCallArgumentsDeltaStreamingEvent(sequence_number=21, **LOC, delta="{"),
@@ -107,13 +125,19 @@ def test_event_dump_is_spec_valid_and_round_trips(event: BaseModel) -> None:
 
 
 def test_optional_event_fields_are_omitted() -> None:
-    dumped = ResponseOutputTextDeltaStreamingEvent(sequence_number=1, **LOC, content_index=0, delta="x").model_dump(mode="json")
+    dumped = ResponseOutputTextDeltaStreamingEvent(
+        sequence_number=1, **LOC, content_index=0, delta="x"
+    ).model_dump(mode="json")
     assert "logprobs" not in dumped and "obfuscation" not in dumped
 
 
 def test_builder_streams_parse_into_models_and_dump_back() -> None:
     events: list[dict[str, Any]] = (
-        StreamBuilder().reasoning("a", "b").message("He", "llo").function_call("f", "{", "}").completed()
+        StreamBuilder()
+        .reasoning("a", "b")
+        .message("He", "llo")
+        .function_call("f", "{", "}")
+        .completed()
     )
     for raw in events:
         assert EVENTS.validate_python(raw).model_dump(mode="json") == raw

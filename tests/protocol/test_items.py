@@ -36,13 +36,24 @@ VALID: list[tuple[dict[str, Any], type]] = [
             "content": [
                 {"type": "input_text", "text": "look"},
                 {"type": "input_image", "image_url": "https://x/y.png", "detail": "low"},
-                {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,AA=="},
+                {
+                    "type": "input_file",
+                    "filename": "a.pdf",
+                    "file_data": "data:application/pdf;base64,AA==",
+                },
                 {"type": "input_file", "file_url": "https://x/a.pdf"},
             ],
         },
         UserMessageItemParam,
     ),
-    ({"type": "message", "role": "system", "content": [{"type": "input_text", "text": "be brief"}]}, SystemMessageItemParam),
+    (
+        {
+            "type": "message",
+            "role": "system",
+            "content": [{"type": "input_text", "text": "be brief"}],
+        },
+        SystemMessageItemParam,
+    ),
     ({"type": "message", "role": "developer", "content": "rules"}, DeveloperMessageItemParam),
     (
         {
@@ -55,7 +66,13 @@ VALID: list[tuple[dict[str, Any], type]] = [
                     "type": "output_text",
                     "text": "see",
                     "annotations": [
-                        {"type": "url_citation", "start_index": 0, "end_index": 3, "url": "https://a", "title": "A"}
+                        {
+                            "type": "url_citation",
+                            "start_index": 0,
+                            "end_index": 3,
+                            "url": "https://a",
+                            "title": "A",
+                        }
                     ],
                 },
                 {"type": "refusal", "refusal": "no"},
@@ -64,10 +81,19 @@ VALID: list[tuple[dict[str, Any], type]] = [
         AssistantMessageItemParam,
     ),
     (
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}', "status": "completed"},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city":"Paris"}',
+            "status": "completed",
+        },
         FunctionCallItemParam,
     ),
-    ({"type": "function_call_output", "call_id": "call_1", "output": "sunny"}, FunctionCallOutputItemParam),
+    (
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+        FunctionCallOutputItemParam,
+    ),
     (
         {
             "type": "function_call_output",
@@ -81,7 +107,12 @@ VALID: list[tuple[dict[str, Any], type]] = [
         FunctionCallOutputItemParam,
     ),
     (
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thought"}], "encrypted_content": "gAAA"},
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": [{"type": "summary_text", "text": "thought"}],
+            "encrypted_content": "gAAA",
+        },
         ReasoningItemParam,
     ),
     ({"type": "compaction", "encrypted_content": "gAAA"}, CompactionSummaryItemParam),
@@ -89,7 +120,9 @@ VALID: list[tuple[dict[str, Any], type]] = [
 ]
 
 
-@pytest.mark.parametrize(("raw", "cls"), VALID, ids=[c.__name__ + str(i) for i, (_, c) in enumerate(VALID)])
+@pytest.mark.parametrize(
+    ("raw", "cls"), VALID, ids=[c.__name__ + str(i) for i, (_, c) in enumerate(VALID)]
+)
 def test_valid_items_round_trip_and_match_the_spec(raw: dict[str, Any], cls: type) -> None:
     validate("ItemParam", raw)
     item = ITEM.validate_python(raw)
@@ -122,11 +155,17 @@ def test_messages_and_references_without_type(raw: dict[str, Any], cls: type) ->
 def test_json_mode_matches_python_mode() -> None:
     raw = b'[{"role":"user","content":"hi"},{"id":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]'
     got = ITEMS.validate_json(raw)
-    assert [type(i) for i in got] == [UserMessageItemParam, ItemReferenceParam, FunctionCallItemParam]
+    assert [type(i) for i in got] == [
+        UserMessageItemParam,
+        ItemReferenceParam,
+        FunctionCallItemParam,
+    ]
 
 
 def test_model_instances_are_accepted() -> None:
-    items = ITEMS.validate_python([UserMessageItemParam(content="a"), FunctionCallOutputItemParam(call_id="c", output="o")])
+    items = ITEMS.validate_python(
+        [UserMessageItemParam(content="a"), FunctionCallOutputItemParam(call_id="c", output="o")]
+    )
     assert isinstance(items[1], FunctionCallOutputItemParam)
 
 
@@ -145,7 +184,11 @@ def _errors(raw: Any) -> list[tuple[str | None, str]]:
     ("raw", "param", "err_type"),
     [
         # arguments must be a JSON string, not an object
-        ({"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}, "[1].arguments", "string_type"),
+        (
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}},
+            "[1].arguments",
+            "string_type",
+        ),
         ({"type": "bogus"}, "[1].type", "literal_error"),
         ({"type": "openai:web_search_call", "id": "ws_1"}, "[1].type", "literal_error"),
         ({"type": 7}, "[1].type", "literal_error"),
@@ -156,17 +199,57 @@ def _errors(raw: Any) -> list[tuple[str | None, str]]:
         ({"content": "x"}, "[1].role", "missing"),
         ({"role": "user"}, "[1].content", "missing"),
         ({"role": "user", "content": 5}, "[1].content", "string_or_array_type"),
-        ({"role": "user", "content": [{"type": "output_text", "text": "x"}]}, "[1].content[0].type", "literal_error"),
+        (
+            {"role": "user", "content": [{"type": "output_text", "text": "x"}]},
+            "[1].content[0].type",
+            "literal_error",
+        ),
         ({"role": "user", "content": [{"text": "x"}]}, "[1].content[0].type", "missing"),
-        ({"role": "system", "content": [{"type": "input_image", "image_url": "u"}]}, "[1].content[0].type", "literal_error"),
-        ({"role": "assistant", "content": [{"type": "input_text", "text": "x"}]}, "[1].content[0].type", "literal_error"),
+        (
+            {"role": "system", "content": [{"type": "input_image", "image_url": "u"}]},
+            "[1].content[0].type",
+            "literal_error",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "input_text", "text": "x"}]},
+            "[1].content[0].type",
+            "literal_error",
+        ),
         ({"role": "assistant", "content": "x", "phase": "draft"}, "[1].phase", "literal_error"),
-        ({"type": "function_call", "call_id": "c", "name": "bad name", "arguments": "{}"}, "[1].name", "string_pattern_mismatch"),
-        ({"type": "function_call", "call_id": "c", "name": "f" * 65, "arguments": "{}"}, "[1].name", "string_too_long"),
-        ({"type": "function_call", "call_id": "", "name": "f", "arguments": "{}"}, "[1].call_id", "string_too_short"),
-        ({"type": "function_call_output", "call_id": "c", "output": {"a": 1}}, "[1].output", "string_or_array_type"),
-        ({"type": "function_call_output", "call_id": 5, "output": "x"}, "[1].call_id", "string_type"),
-        ({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "x"}]}, "[1].content", "none_required"),
+        (
+            {"type": "function_call", "call_id": "c", "name": "bad name", "arguments": "{}"},
+            "[1].name",
+            "string_pattern_mismatch",
+        ),
+        (
+            {"type": "function_call", "call_id": "c", "name": "f" * 65, "arguments": "{}"},
+            "[1].name",
+            "string_too_long",
+        ),
+        (
+            {"type": "function_call", "call_id": "", "name": "f", "arguments": "{}"},
+            "[1].call_id",
+            "string_too_short",
+        ),
+        (
+            {"type": "function_call_output", "call_id": "c", "output": {"a": 1}},
+            "[1].output",
+            "string_or_array_type",
+        ),
+        (
+            {"type": "function_call_output", "call_id": 5, "output": "x"},
+            "[1].call_id",
+            "string_type",
+        ),
+        (
+            {
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "x"}],
+            },
+            "[1].content",
+            "none_required",
+        ),
         ({"type": "reasoning"}, "[1].summary", "missing"),
         ({"type": "item_reference"}, "[1].id", "missing"),
     ],

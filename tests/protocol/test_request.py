@@ -29,8 +29,17 @@ FULL: dict[str, Any] = {
     "model": "gpt-test",
     "input": [
         {"type": "message", "role": "system", "content": "be brief"},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
-        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "weather?"}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city":"Paris"}',
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
     ],
     "previous_response_id": "resp_0",
@@ -40,13 +49,29 @@ FULL: dict[str, Any] = {
             "type": "function",
             "name": "get_weather",
             "description": "Weather for a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
             "strict": True,
         }
     ],
-    "tool_choice": {"type": "allowed_tools", "tools": [{"type": "function", "name": "get_weather"}], "mode": "required"},
+    "tool_choice": {
+        "type": "allowed_tools",
+        "tools": [{"type": "function", "name": "get_weather"}],
+        "mode": "required",
+    },
     "metadata": {"team": "a"},
-    "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"}, "strict": True}, "verbosity": "low"},
+    "text": {
+        "format": {
+            "type": "json_schema",
+            "name": "w",
+            "schema": {"type": "object"},
+            "strict": True,
+        },
+        "verbosity": "low",
+    },
     "temperature": 0.5,
     "top_p": 1,
     "presence_penalty": 0,
@@ -117,7 +142,10 @@ def test_unknown_top_level_fields_are_kept() -> None:
         ("none", str),
         ("required", str),
         ({"type": "function", "name": "f"}, SpecificFunctionParam),
-        ({"type": "allowed_tools", "tools": [{"type": "function", "name": "f"}]}, AllowedToolsParam),
+        (
+            {"type": "allowed_tools", "tools": [{"type": "function", "name": "f"}]},
+            AllowedToolsParam,
+        ),
     ],
 )
 def test_tool_choice_forms(choice: Any, cls: type) -> None:
@@ -161,21 +189,51 @@ def test_text_formats(fmt: dict[str, Any], cls: type) -> None:
         ({"service_tier": "gold"}, "service_tier", "literal_error"),
         ({"include": ["everything"]}, "include[0]", "literal_error"),
         ({"reasoning": {"effort": "max"}}, "reasoning.effort", "literal_error"),
-        ({"tools": [{"type": "function", "name": "bad name"}]}, "tools[0].name", "string_pattern_mismatch"),
+        (
+            {"tools": [{"type": "function", "name": "bad name"}]},
+            "tools[0].name",
+            "string_pattern_mismatch",
+        ),
         ({"tools": [{"type": "function", "name": ""}]}, "tools[0].name", "string_too_short"),
         ({"tools": [{"type": "teleport"}]}, "tools[0].type", "literal_error"),
         # a type that is an object or an array (unhashable) is an invalid type, not a crash
         ({"tools": [{"type": {}}]}, "tools[0].type", "literal_error"),
         ({"tools": [{"type": []}]}, "tools[0].type", "literal_error"),
         ({"tools": [{"name": "f"}]}, "tools[0].type", "missing"),
-        ({"tools": [{"type": "function", "name": "f", "parameters": "{}"}]}, "tools[0].parameters", "dict_type"),
+        (
+            {"tools": [{"type": "function", "name": "f", "parameters": "{}"}]},
+            "tools[0].parameters",
+            "dict_type",
+        ),
         ({"tool_choice": "sometimes"}, "tool_choice", "literal_error"),
         ({"tool_choice": {"type": "mcp"}}, "tool_choice.type", "literal_error"),
         ({"tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice.tools", "too_short"),
-        ({"tool_choice": {"type": "allowed_tools", "tools": [{"type": "function", "name": "f"}] * 129}}, "tool_choice.tools", "too_long"),
+        (
+            {
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "tools": [{"type": "function", "name": "f"}] * 129,
+                }
+            },
+            "tool_choice.tools",
+            "too_long",
+        ),
         ({"text": {"format": {"type": "yaml"}}}, "text.format.type", "literal_error"),
-        ({"text": {"format": {"type": "json_schema", "schema": "{}"}}}, "text.format.schema", "dict_type"),
-        ({"input": [{"role": "user", "content": "a"}, {"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]}, "input[1].arguments", "string_type"),
+        (
+            {"text": {"format": {"type": "json_schema", "schema": "{}"}}},
+            "text.format.schema",
+            "dict_type",
+        ),
+        (
+            {
+                "input": [
+                    {"role": "user", "content": "a"},
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": {}},
+                ]
+            },
+            "input[1].arguments",
+            "string_type",
+        ),
         ({"input": [{"type": "bogus"}]}, "input[0].type", "literal_error"),
         ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role", "literal_error"),
     ],
@@ -205,7 +263,9 @@ def test_invalid_json_is_a_validation_error() -> None:
 
 
 def test_websocket_create_event() -> None:
-    evt = WebSocketResponseCreateEvent.model_validate({"type": "response.create", "model": "m", "input": "hi"})
+    evt = WebSocketResponseCreateEvent.model_validate(
+        {"type": "response.create", "model": "m", "input": "hi"}
+    )
     assert evt.input == "hi"
     validate("WebSocketResponseCreateEvent", evt.model_dump(mode="json", exclude_none=True))
     for field, value in (("stream", True), ("background", False), ("stream_options", {})):
@@ -217,7 +277,9 @@ def test_websocket_create_event() -> None:
 
 
 def test_compact_body() -> None:
-    body = CompactResponseMethodPublicBody.model_validate({"model": "m", "input": [{"role": "user", "content": "x"}]})
+    body = CompactResponseMethodPublicBody.model_validate(
+        {"model": "m", "input": [{"role": "user", "content": "x"}]}
+    )
     validate("CompactResponseMethodPublicBody", body.model_dump(mode="json", exclude_none=True))
     with pytest.raises(ValidationError):
         CompactResponseMethodPublicBody.model_validate({"input": "x"})

@@ -58,7 +58,11 @@ def usage() -> Usage:
 
 def items() -> list[Any]:
     return [
-        ReasoningBody(id="rs_1", summary=[SummaryTextContent(text="plan")], content=[ReasoningTextContent(text="t")]),
+        ReasoningBody(
+            id="rs_1",
+            summary=[SummaryTextContent(text="plan")],
+            content=[ReasoningTextContent(text="t")],
+        ),
         Message(
             id="msg_1",
             status="completed",
@@ -67,8 +71,17 @@ def items() -> list[Any]:
             content=[
                 OutputTextContent(
                     text="hello",
-                    annotations=[UrlCitationBody(url="https://a", start_index=0, end_index=5, title="A")],
-                    logprobs=[LogProb(token="h", logprob=-0.1, bytes=[104], top_logprobs=[TopLogProb(token="h", logprob=-0.1, bytes=[104])])],
+                    annotations=[
+                        UrlCitationBody(url="https://a", start_index=0, end_index=5, title="A")
+                    ],
+                    logprobs=[
+                        LogProb(
+                            token="h",
+                            logprob=-0.1,
+                            bytes=[104],
+                            top_logprobs=[TopLogProb(token="h", logprob=-0.1, bytes=[104])],
+                        )
+                    ],
                 ),
                 RefusalContent(refusal="no"),
             ],
@@ -85,9 +98,13 @@ def items() -> list[Any]:
                 TextContent(text="t"),
             ],
         ),
-        FunctionCall(id="fc_1", call_id="call_1", name="f", arguments='{"a":1}', status="completed"),
+        FunctionCall(
+            id="fc_1", call_id="call_1", name="f", arguments='{"a":1}', status="completed"
+        ),
         FunctionCallOutput(id="fco_1", call_id="call_1", output="ok", status="completed"),
-        FunctionCallOutput(id="fco_2", call_id="call_1", output=[InputTextContent(text="ok")], status="incomplete"),
+        FunctionCallOutput(
+            id="fco_2", call_id="call_1", output=[InputTextContent(text="ok")], status="incomplete"
+        ),
         CompactionBody(id="cmp_1", encrypted_content="gAAA"),
     ]
 
@@ -104,7 +121,9 @@ def full_response(**overrides: Any) -> ResponseResource:
         instructions="be brief",
         output=items(),
         error=None,
-        tools=[FunctionTool(name="f", description=None, parameters={"type": "object"}, strict=True)],
+        tools=[
+            FunctionTool(name="f", description=None, parameters={"type": "object"}, strict=True)
+        ],
         tool_choice="auto",
         truncation="disabled",
         parallel_tool_calls=True,
@@ -132,7 +151,13 @@ def full_response(**overrides: Any) -> ResponseResource:
 def test_response_dump_is_spec_valid_with_nulls_present() -> None:
     dumped = full_response().model_dump(mode="json")
     validate("ResponseResource", dumped)
-    for key in ("incomplete_details", "previous_response_id", "error", "max_output_tokens", "safety_identifier"):
+    for key in (
+        "incomplete_details",
+        "previous_response_id",
+        "error",
+        "max_output_tokens",
+        "safety_identifier",
+    ):
         assert key in dumped and dumped[key] is None
     assert set(dumped) == set(response())
 
@@ -145,8 +170,15 @@ def test_response_dump_is_spec_valid_with_nulls_present() -> None:
         {"tool_choice": FunctionToolChoice()},
         {"tool_choice": AllowedToolChoice(tools=[FunctionToolChoice(name="f")], mode="auto")},
         {"text": TextField(format=JsonObjectResponseFormat(), verbosity="low")},
-        {"text": TextField(format=JsonSchemaResponseFormat(name="x", description=None, strict=True))},
-        {"status": "incomplete", "incomplete_details": IncompleteDetails(reason="max_output_tokens")},
+        {
+            "text": TextField(
+                format=JsonSchemaResponseFormat(name="x", description=None, strict=True)
+            )
+        },
+        {
+            "status": "incomplete",
+            "incomplete_details": IncompleteDetails(reason="max_output_tokens"),
+        },
         {"status": "failed", "error": Error(code="server_error", message="boom"), "usage": None},
         {"reasoning": None, "instructions": None, "output": []},
     ],
@@ -156,7 +188,9 @@ def test_response_variants_are_spec_valid(overrides: dict[str, Any]) -> None:
 
 
 def test_optional_non_nullable_fields_are_omitted_not_null() -> None:
-    msg = Message(id="m", status="in_progress", role="assistant", content=[]).model_dump(mode="json")
+    msg = Message(id="m", status="in_progress", role="assistant", content=[]).model_dump(
+        mode="json"
+    )
     assert "phase" not in msg
     assert "logprobs" not in OutputTextContent(text="x").model_dump(mode="json")
     reasoning = ReasoningBody(id="r", summary=[]).model_dump(mode="json")
@@ -179,11 +213,20 @@ def test_sample_response_parses_and_dumps_identically() -> None:
 
 def test_required_fields_are_required() -> None:
     with pytest.raises(ValidationError):
-        ResponseResource.model_validate({k: v for k, v in response().items() if k != "completed_at"})
+        ResponseResource.model_validate(
+            {k: v for k, v in response().items() if k != "completed_at"}
+        )
     with pytest.raises(ValidationError):
-        FunctionCall.model_validate({"type": "function_call", "id": "x", "call_id": "c", "name": "f", "arguments": "{}"})
+        FunctionCall.model_validate(
+            {"type": "function_call", "id": "x", "call_id": "c", "name": "f", "arguments": "{}"}
+        )
 
 
 def test_compact_resource_is_spec_valid() -> None:
-    res = CompactResource(id="cr_1", output=[CompactionBody(id="cmp_1", encrypted_content="x")], created_at=1, usage=usage())
+    res = CompactResource(
+        id="cr_1",
+        output=[CompactionBody(id="cmp_1", encrypted_content="x")],
+        created_at=1,
+        usage=usage(),
+    )
     validate("CompactResource", res.model_dump(mode="json"))

@@ -16,7 +16,9 @@ from tests.support.spec import PACKAGED_SPEC, SHARED_SPEC, spec, spec_path
 
 def test_the_packaged_copy_is_the_official_document() -> None:
     if not SHARED_SPEC.is_file():
-        pytest.skip(f"no official copy at {SHARED_SPEC} (a checkout elsewhere): the packaged copy is used")
+        pytest.skip(
+            f"no official copy at {SHARED_SPEC} (a checkout elsewhere): the packaged copy is used"
+        )
     assert PACKAGED_SPEC.read_bytes() == SHARED_SPEC.read_bytes()
 
 

@@ -390,7 +390,10 @@ def test_opaque_history_items_are_left_out() -> None:
     body = build_body(req(user("hi"), assistant("one"), item, assistant("two"), user("more")))
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        },
         {"role": "user", "content": [{"type": "text", "text": "more"}]},
     ]
 
@@ -430,8 +433,21 @@ def test_thinking_refuses_sampling_and_forced_tools_it_cannot_take() -> None:
             build_body(req(user("hi"), reasoning_effort="low", **extra))
         assert err.value.status == 400 and err.value.param == param
         build_body(req(user("hi"), **extra))  # without thinking: fine
-    body = build_body(req(user("hi"), reasoning_effort="low", temperature=1, top_p=0.95, tools=[tool], tool_choice="auto"))
-    assert body["temperature"] == 1 and body["top_p"] == 0.95 and body["tool_choice"] == {"type": "auto"}
+    body = build_body(
+        req(
+            user("hi"),
+            reasoning_effort="low",
+            temperature=1,
+            top_p=0.95,
+            tools=[tool],
+            tool_choice="auto",
+        )
+    )
+    assert (
+        body["temperature"] == 1
+        and body["top_p"] == 0.95
+        and body["tool_choice"] == {"type": "auto"}
+    )
 
 
 # --------------------------------------------------------------------------- prompt caching
@@ -457,16 +473,29 @@ def test_prompt_cache_marks_system_last_tool_and_the_last_message() -> None:
     assert marks == 3  # of the four breakpoints Anthropic allows
     # nothing else changes, and the plain body has none
     assert b"cache_control" not in orjson.dumps(plain)
-    assert {**body, "system": plain["system"], "tools": plain["tools"], "messages": plain["messages"]} == plain
+    assert {
+        **body,
+        "system": plain["system"],
+        "tools": plain["tools"],
+        "messages": plain["messages"],
+    } == plain
     assert body["messages"][:-1] == plain["messages"][:-1]
 
 
 def test_prompt_cache_skips_blocks_that_cannot_carry_a_breakpoint() -> None:
-    thinking = ReasoningItemParam(summary=[], encrypted_content=encode_blocks([{"type": "thinking", "thinking": "hm", "signature": "s"}]))
-    body = build_body(req(user("hi"), thinking), prompt_cache=True)  # the last message: assistant thinking only
+    thinking = ReasoningItemParam(
+        summary=[],
+        encrypted_content=encode_blocks([{"type": "thinking", "thinking": "hm", "signature": "s"}]),
+    )
+    body = build_body(
+        req(user("hi"), thinking), prompt_cache=True
+    )  # the last message: assistant thinking only
     assert "system" not in body and "tools" not in body
     assert all("cache_control" not in b for b in body["messages"][-1]["content"])
-    body = build_body(req(user([InputTextContentParam(text="a"), InputTextContentParam(text="b")])), prompt_cache=True)
+    body = build_body(
+        req(user([InputTextContentParam(text="a"), InputTextContentParam(text="b")])),
+        prompt_cache=True,
+    )
     assert [b.get("cache_control") for b in body["messages"][-1]["content"]] == [None, CACHED]
 
 

@@ -117,10 +117,14 @@ async def test_prompt_cache_option_puts_breakpoints_in_the_body(pool: HttpPool) 
     """``anthropic = { prompt_cache = true }`` reaches the provider as the deployment's options."""
     async with FakeAnthropic(text("ok"), text("ok")) as fake:
         for options in ({"prompt_cache": True}, {}):
-            events = await collect(provider(fake, pool, options=options), req(instructions="Be kind."))
+            events = await collect(
+                provider(fake, pool, options=options), req(instructions="Be kind.")
+            )
             assert joined(events, TextDelta) == "ok"
         cached, plain = fake.bodies
-        assert cached["system"] == [{"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}]
+        assert cached["system"] == [
+            {"type": "text", "text": "Be kind.", "cache_control": {"type": "ephemeral"}}
+        ]
         assert cached["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
         assert plain["system"] == "Be kind." and "cache_control" not in str(plain)
 
@@ -204,8 +208,14 @@ async def test_the_fake_refuses_thinking_after_an_unthought_tool_use() -> None:
         "thinking": {"type": "enabled", "budget_tokens": 2048},
         "messages": [
             {"role": "user", "content": "capital?"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "Paris"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "Paris"}],
+            },
         ],
     }
     async with FakeAnthropic(text("never")) as fake:

@@ -409,17 +409,33 @@ async def test_stop_sequences_end_the_text_before_the_first_one():
 
 @pytest.mark.parametrize(
     ("tool_choice", "calls"),
-    [("auto", False), ("required", True), (SpecificFunctionParam(type="function", name="get_weather"), True)],
+    [
+        ("auto", False),
+        ("required", True),
+        (SpecificFunctionParam(type="function", name="get_weather"), True),
+    ],
 )
 async def test_a_forced_call_comes_even_after_a_tool_output(tool_choice, calls):
     """After a ``function_call_output`` the model quotes it, unless ``tool_choice`` forces a call:
     then it calls (it answered text, which the gateway's tool guard refused and re-asked)."""
-    tool = FunctionToolParam(name="get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    tool = FunctionToolParam(
+        name="get_weather",
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    )
     request = ModelRequest(
         model="echo",
         input=[
             UserMessageItemParam(role="user", content="weather in Paris"),
-            FunctionCallItemParam(type="function_call", call_id="c1", name="get_weather", arguments='{"city": "Paris"}'),
+            FunctionCallItemParam(
+                type="function_call",
+                call_id="c1",
+                name="get_weather",
+                arguments='{"city": "Paris"}',
+            ),
             FunctionCallOutputItemParam(type="function_call_output", call_id="c1", output="sunny"),
         ],
         tools=[tool],

@@ -37,7 +37,9 @@ from tests.support.upstreams import provider_models, thinking_models
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
-    config = provider_models(fakes, api_key="k", read_timeout=10) + thinking_models(fakes, api_key="k", read_timeout=10)
+    config = provider_models(fakes, api_key="k", read_timeout=10) + thinking_models(
+        fakes, api_key="k", read_timeout=10
+    )
     with OrgateServer(config, env=server_env()) as running:
         yield running
 
@@ -1879,7 +1881,10 @@ def test_responses_two_reasoning_items_in_a_row_stay_two_items(
     message = r_text_events(2, UP_MSG, ["Done."])
     events += [
         *message,
-        {"type": "response.completed", "response": r_resp("completed", [*items, message[-1]["item"]])},
+        {
+            "type": "response.completed",
+            "response": r_resp("completed", [*items, message[-1]["item"]]),
+        },
     ]
     body = {"model": "resp-think", "input": "x", "reasoning": {"effort": "low", "summary": "auto"}}
     for reply in (
@@ -1911,7 +1916,12 @@ def test_anthropic_interleaved_thinking_keeps_both_signed_runs(
         *a_end("tool_use"),
     )
     tools = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
-    body = {"model": "anth-think", "input": "weather?", "tools": tools, "reasoning": {"effort": "low"}}
+    body = {
+        "model": "anth-think",
+        "input": "weather?",
+        "tools": tools,
+        "reasoning": {"effort": "low"},
+    }
     _, final = both(http, fx["anth"], reply, body)
     reasoning = [i for i in final["output"] if i["type"] == "reasoning"]
     assert ["".join(p["text"] for p in r["content"]) for r in reasoning] == [
@@ -1951,7 +1961,12 @@ def test_anthropic_tool_use_replayed_without_thinking_is_sent_without_it_and_sai
             "reasoning": {"effort": "low"},
             "input": [
                 {"role": "user", "content": "Weather in Paris?"},
-                {"type": "function_call", "call_id": "toolu_9", "name": "weather", "arguments": "{}"},
+                {
+                    "type": "function_call",
+                    "call_id": "toolu_9",
+                    "name": "weather",
+                    "arguments": "{}",
+                },
                 {"type": "function_call_output", "call_id": "toolu_9", "output": "sunny"},
             ],
         },

@@ -27,7 +27,11 @@ SHELL = {
     "name": "exec_command",
     "parameters": {
         "type": "object",
-        "properties": {"cmd": {"type": "string"}, "workdir": {"type": "string"}, "login": {"type": "boolean"}},
+        "properties": {
+            "cmd": {"type": "string"},
+            "workdir": {"type": "string"},
+            "login": {"type": "boolean"},
+        },
         "required": ["cmd"],
         "additionalProperties": False,
     },
@@ -47,10 +51,17 @@ def test_optional_arguments_are_left_out_unless_the_prompt_names_them(http: http
     assert set(json.loads(named["arguments"])) == {"cmd", "workdir"}
 
 
-def test_after_a_tool_output_a_json_format_gets_schema_valid_json_in_one_attempt(http: httpx.Client) -> None:
+def test_after_a_tool_output_a_json_format_gets_schema_valid_json_in_one_attempt(
+    http: httpx.Client,
+) -> None:
     history = [
         {"type": "message", "role": "user", "content": "echo hi"},
-        {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd": "echo hi"}'},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "exec_command",
+            "arguments": '{"cmd": "echo hi"}',
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": "hi"},
     ]
     reply = create(http, input=history, tools=[SHELL], text=FORMAT)

@@ -36,7 +36,9 @@ CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required"
 
 
 def _request(prompt: str, **fields) -> ModelRequest:
-    return ModelRequest(model="echo", input=[UserMessageItemParam(role="user", content=prompt)], **fields)
+    return ModelRequest(
+        model="echo", input=[UserMessageItemParam(role="user", content=prompt)], **fields
+    )
 
 
 def _after_tool_output(prompt: str, output: str, **fields) -> ModelRequest:
@@ -44,7 +46,9 @@ def _after_tool_output(prompt: str, output: str, **fields) -> ModelRequest:
         model="echo",
         input=[
             UserMessageItemParam(role="user", content=prompt),
-            FunctionCallItemParam(type="function_call", call_id="c1", name="get_weather", arguments="{}"),
+            FunctionCallItemParam(
+                type="function_call", call_id="c1", name="get_weather", arguments="{}"
+            ),
             FunctionCallOutputItemParam(type="function_call_output", call_id="c1", output=output),
         ],
         **fields,
@@ -52,12 +56,18 @@ def _after_tool_output(prompt: str, output: str, **fields) -> ModelRequest:
 
 
 async def _events(request: ModelRequest) -> list:
-    provider = BuiltinProvider(Deployment(name="orgate/echo", provider="builtin", upstream_model="echo"))
+    provider = BuiltinProvider(
+        Deployment(name="orgate/echo", provider="builtin", upstream_model="echo")
+    )
     return [ev async for ev in provider.stream(request)]
 
 
 def _text(events: list, kind=TextDelta) -> str:
-    return "".join(ev.text if kind is not ToolCallDelta else ev.arguments for ev in events if isinstance(ev, kind))
+    return "".join(
+        ev.text if kind is not ToolCallDelta else ev.arguments
+        for ev in events
+        if isinstance(ev, kind)
+    )
 
 
 async def test_fail_raises_a_model_error_before_any_event():
@@ -84,7 +94,11 @@ async def test_echo_counts_words_as_tokens():
     assert [ev.text for ev in events if isinstance(ev, TextDelta)] == ["one ", "two  ", "three"]
     finish = events[-1]
     assert finish == Finish("stop", finish.usage)
-    assert (finish.usage.input_tokens, finish.usage.output_tokens, finish.usage.reasoning_tokens) == (5, 3, 0)
+    assert (
+        finish.usage.input_tokens,
+        finish.usage.output_tokens,
+        finish.usage.reasoning_tokens,
+    ) == (5, 3, 0)
 
 
 async def test_empty_prompt_answers_no_text():
@@ -94,7 +108,9 @@ async def test_empty_prompt_answers_no_text():
 async def test_reason_gives_a_summary_first_and_counts_it_as_output():
     events = await _events(_request("hi orgate:reason"))
     summary = [ev for ev in events if isinstance(ev, ReasoningDelta)]
-    assert "".join(ev.text for ev in summary) == REASONING and {ev.part for ev in summary} == {"summary"}
+    assert "".join(ev.text for ev in summary) == REASONING and {ev.part for ev in summary} == {
+        "summary"
+    }
     first_text = next(i for i, ev in enumerate(events) if isinstance(ev, TextDelta))
     assert all(isinstance(ev, ReasoningDelta) for ev in events[:first_text])
     usage = events[-1].usage
@@ -116,7 +132,9 @@ async def test_budget_ends_the_text_with_length():
 
 
 async def test_a_tool_call_then_finish_tool_calls():
-    request = _request("weather in Paris", tools=[FunctionToolParam(name="get_weather", parameters=CITY)])
+    request = _request(
+        "weather in Paris", tools=[FunctionToolParam(name="get_weather", parameters=CITY)]
+    )
     events = await _events(request)
     assert events[0] == ToolCallStart(0, "", "get_weather")
     arguments = json.loads(_text(events, ToolCallDelta))
@@ -126,7 +144,11 @@ async def test_a_tool_call_then_finish_tool_calls():
 
 
 async def test_budget_ends_the_tool_call_with_length():
-    request = _request("weather in Paris", tools=[FunctionToolParam(name="get_weather", parameters=CITY)], max_output_tokens=1)
+    request = _request(
+        "weather in Paris",
+        tools=[FunctionToolParam(name="get_weather", parameters=CITY)],
+        max_output_tokens=1,
+    )
     events = await _events(request)
     assert [type(ev) for ev in events] == [ToolCallStart, ToolCallDelta, Finish]
     assert events[-1].reason == "length"
@@ -138,13 +160,19 @@ async def test_a_tool_without_parameters_gets_an_empty_object():
 
 
 async def test_bad_args_break_the_tool_schema():
-    request = _request("weather orgate:bad-args", tools=[FunctionToolParam(name="get_weather", parameters=CITY)])
+    request = _request(
+        "weather orgate:bad-args", tools=[FunctionToolParam(name="get_weather", parameters=CITY)]
+    )
     arguments = json.loads(_text(await _events(request), ToolCallDelta))
     assert list(jsonschema.Draft202012Validator(CITY).iter_errors(arguments))
 
 
 async def test_tool_choice_none_answers_text():
-    request = _request("weather", tools=[FunctionToolParam(name="get_weather", parameters=CITY)], tool_choice="none")
+    request = _request(
+        "weather",
+        tools=[FunctionToolParam(name="get_weather", parameters=CITY)],
+        tool_choice="none",
+    )
     events = await _events(request)
     assert _text(events) == "weather" and events[-1].reason == "stop"
 
@@ -152,13 +180,18 @@ async def test_tool_choice_none_answers_text():
 async def test_refuse_streams_a_refusal():
     events = await _events(_request("do it orgate:refuse"))
     assert not any(isinstance(ev, TextDelta) for ev in events)
-    assert _text(events, RefusalDelta) == "I can't help with that: the prompt asked me to refuse (orgate:refuse)."
+    assert (
+        _text(events, RefusalDelta)
+        == "I can't help with that: the prompt asked me to refuse (orgate:refuse)."
+    )
     assert events[-1].reason == "stop"
 
 
 async def test_fail_mid_fails_after_half_the_words():
     request = _request("one two three four orgate:fail-mid")
-    provider = BuiltinProvider(Deployment(name="orgate/echo", provider="builtin", upstream_model="echo"))
+    provider = BuiltinProvider(
+        Deployment(name="orgate/echo", provider="builtin", upstream_model="echo")
+    )
     seen = []
     with pytest.raises(ApiError) as caught:
         async for ev in provider.stream(request):
@@ -168,7 +201,9 @@ async def test_fail_mid_fails_after_half_the_words():
 
 
 async def test_fail_mid_fails_after_the_first_word_at_the_least():
-    provider = BuiltinProvider(Deployment(name="orgate/echo", provider="builtin", upstream_model="echo"))
+    provider = BuiltinProvider(
+        Deployment(name="orgate/echo", provider="builtin", upstream_model="echo")
+    )
     seen = []
     with pytest.raises(ApiError):
         async for ev in provider.stream(_request("one orgate:fail-mid")):
@@ -186,7 +221,9 @@ async def test_delay_sleeps_between_words(monkeypatch, with_tool):
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(builtin, "asyncio", types.SimpleNamespace(sleep=sleep, to_thread=asyncio.to_thread))
+    monkeypatch.setattr(
+        builtin, "asyncio", types.SimpleNamespace(sleep=sleep, to_thread=asyncio.to_thread)
+    )
     tools = [FunctionToolParam(name="get_weather", parameters=CITY)] if with_tool else []
     events = await _events(_request("a b orgate:delay=250 orgate:reason", tools=tools))
     produced = [ev for ev in events if isinstance(ev, ReasoningDelta | TextDelta | ToolCallDelta)]
@@ -199,7 +236,9 @@ async def test_no_delay_without_the_directive(monkeypatch):
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(builtin, "asyncio", types.SimpleNamespace(sleep=sleep, to_thread=asyncio.to_thread))
+    monkeypatch.setattr(
+        builtin, "asyncio", types.SimpleNamespace(sleep=sleep, to_thread=asyncio.to_thread)
+    )
     await _events(_request("a b orgate:reason"))
     assert slept == []
 
@@ -207,7 +246,9 @@ async def test_no_delay_without_the_directive(monkeypatch):
 async def test_json_object_echoes_the_prompt_and_bad_json_breaks_it():
     fmt = TextFormat(type="json_object")
     assert json.loads(_text(await _events(_request("hi", text_format=fmt)))) == {"echo": "hi"}
-    assert json.loads(_text(await _events(_request("hi orgate:bad-json", text_format=fmt)))) == {"echo": 12.5}
+    assert json.loads(_text(await _events(_request("hi orgate:bad-json", text_format=fmt)))) == {
+        "echo": 12.5
+    }
 
 
 async def test_bad_json_breaks_the_json_schema_answer():
@@ -220,7 +261,9 @@ async def test_bad_json_breaks_the_json_schema_answer():
 
 
 async def test_a_tool_output_is_quoted_as_json_when_json_is_asked_for():
-    events = await _events(_after_tool_output("weather", "sunny", text_format=TextFormat(type="json_object")))
+    events = await _events(
+        _after_tool_output("weather", "sunny", text_format=TextFormat(type="json_object"))
+    )
     assert json.loads(_text(events)) == {"echo": "get_weather returned: sunny"}
 
 

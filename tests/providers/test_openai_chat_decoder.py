@@ -573,7 +573,9 @@ def _lp(token: str, logprob: float, top: tuple[tuple[str, float], ...] = ()) -> 
 
 def _with_logprobs(delta: dict[str, Any], entries: list[dict[str, Any]] | None) -> dict[str, Any]:
     out = chunk(delta)
-    out["choices"][0]["logprobs"] = None if entries is None else {"content": entries, "refusal": None}
+    out["choices"][0]["logprobs"] = (
+        None if entries is None else {"content": entries, "refusal": None}
+    )
     return out
 
 
@@ -582,7 +584,9 @@ def test_streamed_logprobs_go_with_their_text_when_asked_for() -> None:
     data = sse(
         _with_logprobs({"role": "assistant", "content": ""}, []),
         _with_logprobs({"content": "Hello"}, [hello]),
-        _with_logprobs({"content": ""}, [_lp("\u00e9", -3.0)]),  # a token that is part of a character
+        _with_logprobs(
+            {"content": ""}, [_lp("\u00e9", -3.0)]
+        ),  # a token that is part of a character
         _with_logprobs({"content": " wörld"}, [world]),
         chunk({}, "stop"),
     )
@@ -608,8 +612,16 @@ def test_non_stream_logprobs_and_what_servers_leave_out() -> None:
                 "message": {"role": "assistant", "content": "Hi there"},
                 "logprobs": {
                     "content": [
-                        {"token": "Hi", "logprob": -0.5, "bytes": None},  # llama.cpp / vLLM spellings
-                        {"token": " there", "logprob": -1, "top_logprobs": [{"token": " there", "logprob": -1}]},
+                        {
+                            "token": "Hi",
+                            "logprob": -0.5,
+                            "bytes": None,
+                        },  # llama.cpp / vLLM spellings
+                        {
+                            "token": " there",
+                            "logprob": -1,
+                            "top_logprobs": [{"token": " there", "logprob": -1}],
+                        },
                         {"token": "?", "bytes": [63]},  # no logprob: nothing to show
                         "garbage",
                     ],
@@ -652,19 +664,43 @@ def test_a_completion_body_that_is_not_an_object_is_a_502(body: Any) -> None:
 
 
 def test_usage_counts_as_floats_or_garbage_and_usage_not_an_object() -> None:
-    usage = {"prompt_tokens": 12.0, "completion_tokens": "7", "prompt_tokens_details": {"cached_tokens": 4.5}, "completion_tokens_details": []}
+    usage = {
+        "prompt_tokens": 12.0,
+        "completion_tokens": "7",
+        "prompt_tokens_details": {"cached_tokens": 4.5},
+        "completion_tokens_details": [],
+    }
     finish = decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=usage)))[-1]
     assert finish == Finish("stop", Usage(12, 0, 0, 0)) and type(finish.usage.input_tokens) is int  # type: ignore[attr-defined]
-    assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=[1, 2])))[-1] == Finish("stop", None)
-    body = {"choices": [{"message": {"content": "a"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3.0, "completion_tokens": 2}}
+    assert decode(sse(chunk({"content": "a"}), chunk({}, "stop", usage=[1, 2])))[-1] == Finish(
+        "stop", None
+    )
+    body = {
+        "choices": [{"message": {"content": "a"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3.0, "completion_tokens": 2},
+    }
     assert decode_completion(body)[-1] == Finish("stop", Usage(3, 2, 0, 0))
     assert decode_completion({**body, "usage": "n/a"})[-1] == Finish("stop", None)
 
 
 def test_non_string_finish_reason_call_id_and_name() -> None:
     assert decode(sse(chunk({"content": "a"}, 1)))[-1] == Finish("stop", None)
-    assert decode_completion({"choices": [{"message": {"content": "a"}, "finish_reason": 7}]})[-1] == Finish("stop", None)
-    events = decode(sse(calls({"index": 0, "id": 42, "type": "function", "function": {"name": 5, "arguments": "{}"}}), chunk({}, "tool_calls")))
+    assert decode_completion({"choices": [{"message": {"content": "a"}, "finish_reason": 7}]})[
+        -1
+    ] == Finish("stop", None)
+    events = decode(
+        sse(
+            calls(
+                {
+                    "index": 0,
+                    "id": 42,
+                    "type": "function",
+                    "function": {"name": 5, "arguments": "{}"},
+                }
+            ),
+            chunk({}, "tool_calls"),
+        )
+    )
     start = next(e for e in events if isinstance(e, ToolCallStart))
     assert (start.call_id, start.name) == ("42", "5")
     assert events[-1] == Finish("tool_calls", None)

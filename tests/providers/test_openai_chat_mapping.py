@@ -109,7 +109,9 @@ def test_input_file_data_becomes_a_chat_file_part() -> None:
             user(
                 [
                     InputTextContentParam(text="read"),
-                    InputFileContentParam(filename="report.pdf", file_data=f"data:application/pdf;base64,{pdf}"),
+                    InputFileContentParam(
+                        filename="report.pdf", file_data=f"data:application/pdf;base64,{pdf}"
+                    ),
                     InputFileContentParam(file_data=pdf),  # bare base64, no name: a PDF
                     InputFileContentParam(filename="notes.txt", file_data="aGk="),
                 ]
@@ -117,9 +119,15 @@ def test_input_file_data_becomes_a_chat_file_part() -> None:
         )
     )
     assert body["messages"][0]["content"][1:] == [
-        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{pdf}", "filename": "report.pdf"}},
+        {
+            "type": "file",
+            "file": {"file_data": f"data:application/pdf;base64,{pdf}", "filename": "report.pdf"},
+        },
         {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{pdf}"}},
-        {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk=", "filename": "notes.txt"}},
+        {
+            "type": "file",
+            "file": {"file_data": "data:text/plain;base64,aGk=", "filename": "notes.txt"},
+        },
     ]
 
 
@@ -424,16 +432,18 @@ def test_opaque_history_items_are_left_out_as_if_absent() -> None:
         item={"type": "web_search_call", "id": "ws_1", "status": "completed"},
     )
     call = FunctionCallItemParam(call_id="c1", name="get_weather", arguments="{}")
-    body = build_body(
-        req(user("x"), AssistantMessageItemParam(content="looking"), item, call)
-    )
+    body = build_body(req(user("x"), AssistantMessageItemParam(content="looking"), item, call))
     # the call still joins the assistant message the opaque item stood after
     assert body["messages"][1:] == [
         {
             "role": "assistant",
             "content": "looking",
             "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{}"},
+                }
             ],
         }
     ]
@@ -459,7 +469,9 @@ def test_text_only_user_parts_become_one_string_by_default() -> None:
 
 
 def test_content_format_parts_keeps_text_parts() -> None:
-    body = build_body(req(user(TWO_TEXTS)), stream=False, options=ChatOptions(content_format="parts"))
+    body = build_body(
+        req(user(TWO_TEXTS)), stream=False, options=ChatOptions(content_format="parts")
+    )
     assert body["messages"][0]["content"] == [
         {"type": "text", "text": "Hello, "},
         {"type": "text", "text": "world"},
@@ -473,7 +485,9 @@ def test_content_format_auto_keeps_parts_where_an_image_needs_them() -> None:
 
 def test_content_format_string_refuses_an_image_with_its_path() -> None:
     with pytest.raises(ApiError) as info:
-        build_body(req(user(WITH_IMAGE)), stream=False, options=ChatOptions(content_format="string"))
+        build_body(
+            req(user(WITH_IMAGE)), stream=False, options=ChatOptions(content_format="string")
+        )
     assert info.value.status == 400
     assert info.value.param == "input[0].content[1].type"
     assert info.value.code == "unsupported_content"

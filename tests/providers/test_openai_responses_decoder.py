@@ -402,14 +402,27 @@ def test_an_extension_item_done_inside_an_open_call_follows_that_call() -> None:
 
 
 def test_namespaced_items_are_passed_on_whole_and_spec_types_without_an_event_are_skipped() -> None:
-    namespaced = {"id": "x_1", "type": "openai:web_search_preview_call", "status": "completed", "extra": None}
+    namespaced = {
+        "id": "x_1",
+        "type": "openai:web_search_preview_call",
+        "status": "completed",
+        "extra": None,
+    }
     stray = {"id": "fco_1", "type": "function_call_output", "call_id": "c", "output": "o"}
     events, decoder = decode(
         [
             frames(
-                {"type": "response.output_item.added", "output_index": 0, "item": {**namespaced, "status": "in_progress"}},
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": {**namespaced, "status": "in_progress"},
+                },
                 {"type": "response.output_item.done", "output_index": 0, "item": namespaced},
-                {"type": "response.output_item.done", "output_index": 0, "item": namespaced},  # repeated: once
+                {
+                    "type": "response.output_item.done",
+                    "output_index": 0,
+                    "item": namespaced,
+                },  # repeated: once
                 {"type": "response.output_item.done", "output_index": 1, "item": stray},
                 COMPLETED,
             )
@@ -589,7 +602,10 @@ def test_non_streaming_response() -> None:
         Finish("stop", Usage(5, 6, 1, 2)),
     ]
     # counts as a compatible server may spell them: integers in the response (neutral.token_count)
-    loose = {**body, "usage": {"input_tokens": 5.0, "output_tokens": "6", "input_tokens_details": None}}
+    loose = {
+        **body,
+        "usage": {"input_tokens": 5.0, "output_tokens": "6", "input_tokens_details": None},
+    }
     finish = decode_response(loose, "gpt", ORIGIN)[-1]
     assert finish == Finish("stop", Usage(5, 0, 0, 0)) and type(finish.usage.input_tokens) is int  # type: ignore[attr-defined]
     with pytest.raises(ApiError):
@@ -597,7 +613,12 @@ def test_non_streaming_response() -> None:
 
 
 def test_logprobs_ride_on_the_text_deltas_streamed_or_not() -> None:
-    token = {"token": "hi", "logprob": -0.25, "bytes": [104, 105], "top_logprobs": [{"token": "hi", "logprob": -0.25, "bytes": [104, 105]}]}
+    token = {
+        "token": "hi",
+        "logprob": -0.25,
+        "bytes": [104, 105],
+        "top_logprobs": [{"token": "hi", "logprob": -0.25, "bytes": [104, 105]}],
+    }
     bare = {"token": "!", "logprob": -1}  # what a compatible server may leave out is filled in
     filled = {"token": "!", "logprob": -1, "bytes": [33], "top_logprobs": []}
     base = {"item_id": "m", "output_index": 0, "content_index": 0}
@@ -612,6 +633,16 @@ def test_logprobs_ride_on_the_text_deltas_streamed_or_not() -> None:
         ]
     )
     assert streamed[:3] == [TextDelta("hi", [token]), TextDelta("!", [filled]), TextDelta(" ok")]
-    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi!", "logprobs": [token, bare]}]}
-    done_only, _ = decode([frames({"type": "response.output_item.done", "output_index": 0, "item": message}, COMPLETED)])
+    message = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "hi!", "logprobs": [token, bare]}],
+    }
+    done_only, _ = decode(
+        [
+            frames(
+                {"type": "response.output_item.done", "output_index": 0, "item": message}, COMPLETED
+            )
+        ]
+    )
     assert done_only[0] == TextDelta("hi!", [token, filled])

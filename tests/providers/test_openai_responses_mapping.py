@@ -229,8 +229,14 @@ def test_verbosity_and_logprobs() -> None:
 
 def test_hosted_tools_alone_carry_the_tool_fields() -> None:
     web = {"type": "web_search"}
-    body = build_body(req(user("hi"), hosted_tools=[web], tool_choice="auto", parallel_tool_calls=True))
-    assert (body["tools"], body["tool_choice"], body["parallel_tool_calls"]) == ([web], "auto", True)
+    body = build_body(
+        req(user("hi"), hosted_tools=[web], tool_choice="auto", parallel_tool_calls=True)
+    )
+    assert (body["tools"], body["tool_choice"], body["parallel_tool_calls"]) == (
+        [web],
+        "auto",
+        True,
+    )
     body = build_body(req(user("hi"), tool_choice="auto", parallel_tool_calls=True))
     assert "tools" not in body and "tool_choice" not in body and "parallel_tool_calls" not in body
 
@@ -311,7 +317,9 @@ def test_opaque_items_of_another_origin_are_left_out(origin: str | None) -> None
 
 def test_origin_of_ignores_credentials_query_case_and_default_port() -> None:
     def origin(provider: str, base_url: str) -> str:
-        return origin_of(Deployment(name="d", provider=provider, upstream_model="m", base_url=base_url))
+        return origin_of(
+            Deployment(name="d", provider=provider, upstream_model="m", base_url=base_url)
+        )
 
     assert origin("openai-responses", "https://api.openai.com/v1") == ORIGIN
     assert origin("openai-responses", "HTTPS://u:secret@API.OpenAI.com:443/v1/?k=secret") == ORIGIN

@@ -194,13 +194,25 @@ async def test_hosted_tool_items_come_whole_with_the_origin_and_go_back_only_the
         assert p.origin == f"openai-responses http://127.0.0.1:{fake.port}/v1"
         extensions = [e for e in events if isinstance(e, ExtensionItem)]
         assert extensions == [ExtensionItem(search, p.origin), ExtensionItem(namespaced, p.origin)]
-        assert events.index(extensions[-1]) < next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+        assert events.index(extensions[-1]) < next(
+            i for i, e in enumerate(events) if isinstance(e, TextDelta)
+        )
         assert joined(events, TextDelta) == "Found it."
         assert isinstance(events[-1], Finish) and events[-1].reason == "stop"
 
         mine = OpaqueItem(id="ext_1", origin=p.origin, item=search)
-        theirs = OpaqueItem(id="ext_2", origin="openai-responses http://elsewhere/v1", item=namespaced)
-        await collect(p, req(UserMessageItemParam(content="hi"), mine, theirs, UserMessageItemParam(content="more")))
+        theirs = OpaqueItem(
+            id="ext_2", origin="openai-responses http://elsewhere/v1", item=namespaced
+        )
+        await collect(
+            p,
+            req(
+                UserMessageItemParam(content="hi"),
+                mine,
+                theirs,
+                UserMessageItemParam(content="more"),
+            ),
+        )
         assert fake.bodies[-1]["input"] == [
             {"type": "message", "role": "user", "content": "hi"},
             search,

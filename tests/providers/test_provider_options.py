@@ -63,25 +63,42 @@ def load(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
 
 def test_the_field_follows_the_host_unless_configured(tmp_path: Path) -> None:
     table = deployment_table(load(tmp_path, CONFIG))
-    options = {name: ChatOptions.for_deployment(table[name]) for name in ("openai", "azure", "local")}
+    options = {
+        name: ChatOptions.for_deployment(table[name]) for name in ("openai", "azure", "local")
+    }
     assert options["openai"] == ChatOptions(max_tokens_field="max_completion_tokens")
     assert options["azure"].max_tokens_field == "max_completion_tokens"
-    assert options["local"] == ChatOptions(max_tokens_field="max_tokens", developer_role="developer", include_usage=False)
+    assert options["local"] == ChatOptions(
+        max_tokens_field="max_tokens", developer_role="developer", include_usage=False
+    )
 
 
 def test_an_entry_overrides_its_model_key_by_key(tmp_path: Path) -> None:
     a, b, claude = (t.deployment for t in route_table(load(tmp_path, CONFIG))["mixed"].targets)
-    assert ChatOptions.for_deployment(a) == ChatOptions(max_tokens_field="max_completion_tokens", developer_role="developer")
-    assert ChatOptions.for_deployment(b) == ChatOptions(max_tokens_field="max_tokens", developer_role="developer")
+    assert ChatOptions.for_deployment(a) == ChatOptions(
+        max_tokens_field="max_completion_tokens", developer_role="developer"
+    )
+    assert ChatOptions.for_deployment(b) == ChatOptions(
+        max_tokens_field="max_tokens", developer_role="developer"
+    )
     assert claude.options == {}  # not an openai-chat deployment: the model's settings are not its
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[[models]]\nname = "m"\nprovider = "anthropic"\nbase_url = "http://x"\nchat = { include_usage = false }\n', "for provider 'openai-chat'"),
-        ('[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { max_tokens_field = "tokens" }\n', "max_tokens_field"),
-        ('[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { developer = true }\n', "developer"),
+        (
+            '[[models]]\nname = "m"\nprovider = "anthropic"\nbase_url = "http://x"\nchat = { include_usage = false }\n',
+            "for provider 'openai-chat'",
+        ),
+        (
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { max_tokens_field = "tokens" }\n',
+            "max_tokens_field",
+        ),
+        (
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { developer = true }\n',
+            "developer",
+        ),
         (
             '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\n'
             '[[models.deployments]]\nprovider = "anthropic"\nchat = { include_usage = false }\n',
@@ -105,9 +122,16 @@ def test_the_anthropic_section_reaches_anthropic_deployments_only(tmp_path: Path
     )
     settings = load(tmp_path, text)
     assert deployment_table(settings)["claude"].options == {"prompt_cache": True}
-    assert [t.deployment.options for t in route_table(settings)["mixed"].targets] == [{"prompt_cache": True}, {"prompt_cache": False}, {}]
+    assert [t.deployment.options for t in route_table(settings)["mixed"].targets] == [
+        {"prompt_cache": True},
+        {"prompt_cache": False},
+        {},
+    ]
     with pytest.raises(ConfigError) as info:
-        load(tmp_path, '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n')
+        load(
+            tmp_path,
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n',
+        )
     assert "`anthropic` settings are for provider 'anthropic'" in str(info.value)
 
 
@@ -125,14 +149,29 @@ async def test_the_options_shape_the_upstream_request(fake: FakeOpenAIChat) -> N
     )
     pool = HttpPool()
     try:
-        for options in ({}, {"max_tokens_field": "max_completion_tokens", "developer_role": "developer", "include_usage": False}):
-            deployment = Deployment(name="d", provider="openai-chat", upstream_model="up", base_url=fake.base_url, options=options)
+        for options in (
+            {},
+            {
+                "max_tokens_field": "max_completion_tokens",
+                "developer_role": "developer",
+                "include_usage": False,
+            },
+        ):
+            deployment = Deployment(
+                name="d",
+                provider="openai-chat",
+                upstream_model="up",
+                base_url=fake.base_url,
+                options=options,
+            )
             events = [e async for e in OpenAIChatProvider(deployment, pool).stream(request)]
             assert events  # answered
     finally:
         await pool.aclose()
     default, configured = fake.bodies
     assert default["max_tokens"] == 64 and "max_completion_tokens" not in default
-    assert default["messages"][0]["role"] == "system" and default["stream_options"] == {"include_usage": True}
+    assert default["messages"][0]["role"] == "system" and default["stream_options"] == {
+        "include_usage": True
+    }
     assert configured["max_completion_tokens"] == 64 and "max_tokens" not in configured
     assert configured["messages"][0]["role"] == "developer" and "stream_options" not in configured

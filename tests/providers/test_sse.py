@@ -13,7 +13,17 @@ from orgate.providers.sse import LineTooLong, SseLines, SseParser
 # every line end, a comment, an id field, a two-line data event and an unterminated last line
 STREAM = b": ping\r\nevent: a\rdata: one\ndata: two\r\n\r\nid: 7\ndata: three\r\rdata: tail"
 EVENTS = [("a", "one\ntwo"), ("message", "three"), ("message", "tail")]
-LINES = [b": ping", b"event: a", b"data: one", b"data: two", b"", b"id: 7", b"data: three", b"", b"data: tail"]
+LINES = [
+    b": ping",
+    b"event: a",
+    b"data: one",
+    b"data: two",
+    b"",
+    b"id: 7",
+    b"data: three",
+    b"",
+    b"data: tail",
+]
 
 
 def parse(pieces: list[bytes]) -> list[tuple[str, str]]:
@@ -53,13 +63,16 @@ def test_a_line_longer_than_the_bound_is_refused_in_one_chunk_or_in_pieces() -> 
 
 
 def test_openai_chat_reads_lines_ended_by_a_lone_cr() -> None:
-    body = b"".join(
-        b"data: " + orjson.dumps(chunk) + b"\r\r"
-        for chunk in (
-            {"choices": [{"index": 0, "delta": {"content": "hi"}}]},
-            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    body = (
+        b"".join(
+            b"data: " + orjson.dumps(chunk) + b"\r\r"
+            for chunk in (
+                {"choices": [{"index": 0, "delta": {"content": "hi"}}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            )
         )
-    ) + b"data: [DONE]\r\r"
+        + b"data: [DONE]\r\r"
+    )
     for cut in range(1, len(body)):
         decoder = ChatStreamDecoder("m")
         events = decoder.feed(body[:cut]) + decoder.feed(body[cut:]) + decoder.close()

@@ -58,7 +58,8 @@ _CHAT = Wire(
     "/v1",
     _data({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]}),
     _data({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-    _data({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}) + b"data: [DONE]\n\n",
+    _data({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    + b"data: [DONE]\n\n",
 )
 _RESPONSE = {
     "id": "resp_1",
@@ -81,10 +82,20 @@ _ANTHROPIC = Wire(
     AnthropicProvider,
     "",
     _event({"type": "message_start", "message": {"usage": {"input_tokens": 3}}})
-    + _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
-    + _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}})
+    + _event(
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+    )
+    + _event(
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}
+    )
     + _event({"type": "content_block_stop", "index": 0})
-    + _event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+    + _event(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        }
+    ),
     _event({"type": "message_stop"}),
     b"",  # nothing follows message_stop but the end of the body
 )
@@ -101,7 +112,9 @@ class RawUpstream:
     end — or, by ``end``, nothing more with the connection held open (``"hold"``) or closed
     (``"close"``). Counts the connections it accepted and the bodies it ended."""
 
-    def __init__(self, before: bytes, after: bytes = b"", *, end: str = "body", pause: float = 0.0) -> None:
+    def __init__(
+        self, before: bytes, after: bytes = b"", *, end: str = "body", pause: float = 0.0
+    ) -> None:
         self.before, self.after, self.end, self.pause = before, after, end, pause
         self.connections = 0
         self.bodies_ended = 0
@@ -182,7 +195,9 @@ def text_of(events: list[ModelEvent]) -> str:
     return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
-async def until_finish(stream: AsyncIterator[list[ModelEvent]], at_finish: Any = None) -> list[ModelEvent]:
+async def until_finish(
+    stream: AsyncIterator[list[ModelEvent]], at_finish: Any = None
+) -> list[ModelEvent]:
     """The events up to the first batch holding a ``Finish``, then the stream is closed (as the
     engine does); ``at_finish()`` runs when that batch arrives."""
     events: list[ModelEvent] = []
@@ -199,7 +214,9 @@ async def until_finish(stream: AsyncIterator[list[ModelEvent]], at_finish: Any =
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-async def test_the_final_batch_comes_once_the_connection_is_back_in_the_pool(wire: Wire, pool: HttpPool) -> None:
+async def test_the_final_batch_comes_once_the_connection_is_back_in_the_pool(
+    wire: Wire, pool: HttpPool
+) -> None:
     # The terminal event, then a pause before the trailer and the body's end: a final batch
     # handed on at the terminal event would come before the body ended.
     async with RawUpstream(wire.opening + wire.terminal, wire.trailer, pause=0.2) as up:
@@ -211,7 +228,9 @@ async def test_the_final_batch_comes_once_the_connection_is_back_in_the_pool(wir
             )
             finish = events[-1]
             assert text_of(events) == "Hi" and isinstance(finish, Finish)
-            assert finish.usage is not None and finish.usage.output_tokens == 1  # chat: the trailer's
+            assert (
+                finish.usage is not None and finish.usage.output_tokens == 1
+            )  # chat: the trailer's
     assert ended_at_finish == [1, 2]  # each body had ended when its final batch came
     assert up.connections == 1  # the second request went over the first one's connection
 
@@ -251,7 +270,6 @@ async def test_a_connection_closed_before_the_terminal_event_is_truncated(
     assert text_of(events) == "Hi"  # what came before the cut was handed on
 
 
-
 # What each provider says of a body that ends cleanly too early, and of one in another format.
 _CUT_SHORT = {
     "openai-chat": "upstream 'm' ended the stream before the answer was complete",
@@ -266,7 +284,9 @@ _NOT_THIS_FORMAT = {
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-async def test_a_body_that_ends_before_the_terminal_event_is_truncated(wire: Wire, pool: HttpPool) -> None:
+async def test_a_body_that_ends_before_the_terminal_event_is_truncated(
+    wire: Wire, pool: HttpPool
+) -> None:
     async with RawUpstream(wire.opening) as up:  # the body ends properly, the answer does not
         with pytest.raises(ApiError) as caught:
             await until_finish(provider(wire, up.port, pool).stream_batches(request()))
@@ -276,13 +296,16 @@ async def test_a_body_that_ends_before_the_terminal_event_is_truncated(wire: Wir
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=str)
-async def test_a_body_without_one_event_of_the_wire_format_is_invalid(wire: Wire, pool: HttpPool) -> None:
+async def test_a_body_without_one_event_of_the_wire_format_is_invalid(
+    wire: Wire, pool: HttpPool
+) -> None:
     async with RawUpstream(b'data: {"status": "ok"}\n\n') as up:
         with pytest.raises(ApiError) as caught:
             await until_finish(provider(wire, up.port, pool).stream_batches(request()))
     assert (caught.value.status, caught.value.code) == (502, "upstream_invalid_response")
     assert _NOT_THIS_FORMAT[wire.provider] in caught.value.message
     assert "closed mid-stream" not in caught.value.message
+
 
 # --- what the exchange reads of a decoder ---------------------------------------------------
 
@@ -302,5 +325,7 @@ async def test_a_decoder_is_complete_at_the_terminal_event_and_ended_after_its_t
     assert decoder.ended and not decoder.failed
     events += decoder.close()  # openai-chat's Finish comes here, the others' with the terminal
     finish = events[-1]
-    assert isinstance(finish, Finish) and finish.usage is not None and finish.usage.output_tokens == 1
+    assert (
+        isinstance(finish, Finish) and finish.usage is not None and finish.usage.output_tokens == 1
+    )
     assert [e for e in events if isinstance(e, Finish)] == [finish]

@@ -79,7 +79,9 @@ def text_of(events: list[ModelEvent]) -> str:
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 @pytest.mark.parametrize("redirects", ["none", "same-origin"])
-async def test_a_redirect_to_another_origin_is_never_followed(kind: Kind, redirects: str, pool: HttpPool) -> None:
+async def test_a_redirect_to_another_origin_is_never_followed(
+    kind: Kind, redirects: str, pool: HttpPool
+) -> None:
     async with kind.fake() as elsewhere, with_redirects(kind.fake)() as upstream:
         upstream.redirect_to = f"http://127.0.0.1:{elsewhere.port}{kind.suffix}/elsewhere"
         provider = make(kind, upstream.old_url + kind.suffix, pool, redirects=redirects)
@@ -106,7 +108,9 @@ async def test_no_redirect_is_followed_by_default(kind: Kind, pool: HttpPool) ->
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 @pytest.mark.parametrize("status", [307, 308])
-async def test_same_origin_follows_a_method_keeping_redirect(kind: Kind, status: int, pool: HttpPool) -> None:
+async def test_same_origin_follows_a_method_keeping_redirect(
+    kind: Kind, status: int, pool: HttpPool
+) -> None:
     async with with_redirects(kind.fake)() as upstream:
         upstream.redirect_status = status
         provider = make(kind, upstream.old_url + kind.suffix, pool, redirects="same-origin")
@@ -148,7 +152,9 @@ async def test_a_redirect_loop_ends(pool: HttpPool) -> None:
 JUNK = {
     "json object": Raw([b'{"hello": "world"}'], content_type="application/json"),
     "empty json object": Raw([b"{}"], content_type="application/json"),
-    "another provider's json": Raw([b'{"id": "x", "choices": []}'], content_type="application/json"),
+    "another provider's json": Raw(
+        [b'{"id": "x", "choices": []}'], content_type="application/json"
+    ),
     "sse of junk events": Raw([b'data: {"foo": 1}\n\n', b'data: {"bar": 2}\n\n']),
     "sse of junk then [DONE]": Raw([b'data: {"foo": 1}\n\ndata: [DONE]\n\n']),
     "plain text": Raw([b"all good"], content_type="text/plain"),
@@ -162,7 +168,9 @@ BARE_TERMINAL = {
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 @pytest.mark.parametrize("name", list(JUNK))
-async def test_a_200_that_is_not_the_wire_format_is_a_502(kind: Kind, name: str, pool: HttpPool) -> None:
+async def test_a_200_that_is_not_the_wire_format_is_a_502(
+    kind: Kind, name: str, pool: HttpPool
+) -> None:
     async with kind.fake(JUNK[name]) as upstream:
         provider = make(kind, upstream.base_url, pool)
         with pytest.raises(ApiError) as caught:
@@ -187,12 +195,21 @@ def echoed_error(kind: Kind) -> Raw:
     if kind.provider == "anthropic":
         body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
     else:
-        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
     return Raw([orjson.dumps(body)], status=400, content_type="application/json")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
-async def test_an_echoed_key_or_header_value_is_cut_from_the_message(kind: Kind, pool: HttpPool) -> None:
+async def test_an_echoed_key_or_header_value_is_cut_from_the_message(
+    kind: Kind, pool: HttpPool
+) -> None:
     async with kind.fake(echoed_error(kind)) as upstream:
         with pytest.raises(ApiError) as caught:
             await run(make(kind, upstream.base_url, pool))

@@ -67,5 +67,7 @@ def gateway() -> Iterator[OrgateServer]:
 
 @pytest.fixture
 def api(gateway: OrgateServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, headers=gateway.headers(), timeout=REQUEST_TIMEOUT) as c:
+    with httpx.Client(
+        base_url=gateway.url, headers=gateway.headers(), timeout=REQUEST_TIMEOUT
+    ) as c:
         yield c

@@ -98,9 +98,7 @@ def test_previous_response_id_chain_is_stored_and_continued(api: httpx.Client) -
 
 
 def test_max_output_tokens_cuts_the_answer(api: httpx.Client) -> None:
-    events = stream(
-        api, input="Count from 1 to 200, separated by commas.", max_output_tokens=16
-    )
+    events = stream(api, input="Count from 1 to 200, separated by commas.", max_output_tokens=16)
     final = events[-1]
     assert final["type"] == "response.incomplete", [e["type"] for e in events][-3:]
     assert final["response"]["incomplete_details"] == {"reason": "max_output_tokens"}

@@ -19,13 +19,16 @@ from tests.server_process import OrgateServer
 @pytest.fixture(scope="module")
 def mcp_gateway() -> Iterator[OrgateServer]:
     tools = Running(tools_server()).start()
-    config = model_config() + f"""
+    config = (
+        model_config()
+        + f"""
 [[mcp_servers]]
 label = "calc"
 url = "{tools.url}"
 allowed_tools = ["add"]
 require_approval = "never"
 """
+    )
     with OrgateServer(config) as running:
         yield running
     tools.stop()
@@ -40,9 +43,13 @@ def test_a_real_model_in_the_mcp_loop(mcp_gateway: OrgateServer) -> None:
         "max_output_tokens": 64,
         "max_tool_calls": 2,
     }
-    with httpx.Client(base_url=mcp_gateway.url, headers=mcp_gateway.headers(), timeout=REQUEST_TIMEOUT) as api:
+    with httpx.Client(
+        base_url=mcp_gateway.url, headers=mcp_gateway.headers(), timeout=REQUEST_TIMEOUT
+    ) as api:
         res = api.post("/v1/responses", json=body)
-    assert res.status_code in (200, 400), res.text  # 400: the gate refused the model's calls (tool guard, enforce)
+    assert res.status_code in (200, 400), (
+        res.text
+    )  # 400: the gate refused the model's calls (tool guard, enforce)
     out = res.json()
     if res.status_code == 400:
         assert out["error"]["code"] in ("invalid_tool_arguments", "tool_choice_violation"), out
@@ -58,4 +65,8 @@ def test_a_real_model_in_the_mcp_loop(mcp_gateway: OrgateServer) -> None:
     for call in calls:
         if call["error"] is None:
             schema.validate(json.loads(call["arguments"]))
-    assert len(CALLS) == sum(1 for c in calls if c["error"] is None or c["error"].get("type") == "mcp_tool_execution_error")
+    assert len(CALLS) == sum(
+        1
+        for c in calls
+        if c["error"] is None or c["error"].get("type") == "mcp_tool_execution_error"
+    )

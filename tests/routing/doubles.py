@@ -29,17 +29,28 @@ from orgate.neutral import (
 from orgate.protocol.errors import ApiError
 
 
-def server_error(status: int = 502, code: str = "upstream_error", headers: dict[str, str] | None = None) -> ApiError:
-    return ApiError(status, f"upstream failed ({code})", type="server_error", code=code, headers=headers)
+def server_error(
+    status: int = 502, code: str = "upstream_error", headers: dict[str, str] | None = None
+) -> ApiError:
+    return ApiError(
+        status, f"upstream failed ({code})", type="server_error", code=code, headers=headers
+    )
 
 
 def rate_limit(retry_after: str | None = None) -> ApiError:
     headers = {"Retry-After": retry_after} if retry_after is not None else None
-    return ApiError(429, "slow down", type="rate_limit_error", code="rate_limit_exceeded", headers=headers)
+    return ApiError(
+        429, "slow down", type="rate_limit_error", code="rate_limit_exceeded", headers=headers
+    )
 
 
 def bad_request() -> ApiError:
-    return ApiError(400, "upstream rejected the request", type="invalid_request_error", code="upstream_bad_request")
+    return ApiError(
+        400,
+        "upstream rejected the request",
+        type="invalid_request_error",
+        code="upstream_bad_request",
+    )
 
 
 @dataclass
@@ -124,7 +135,13 @@ class ManualClock:
 
 
 def deployment(name: str, **caps: Any) -> Deployment:
-    return Deployment(name=name, provider="openai-chat", upstream_model=f"up-{name}", base_url=f"http://{name}", capabilities=Capabilities(**caps))
+    return Deployment(
+        name=name,
+        provider="openai-chat",
+        upstream_model=f"up-{name}",
+        base_url=f"http://{name}",
+        capabilities=Capabilities(**caps),
+    )
 
 
 def make_router(
@@ -137,13 +154,17 @@ def make_router(
     """A router with one route "m" over ``upstreams`` (in that order); returns it and the route's front deployment."""
     limits = limits or {}
     by_name = {u.name: u for u in upstreams}
-    targets = tuple(Target(deployment(u.name), max_concurrency=limits.get(u.name)) for u in upstreams)
+    targets = tuple(
+        Target(deployment(u.name), max_concurrency=limits.get(u.name)) for u in upstreams
+    )
     route = Route("m", targets, policy or RoutePolicy())
     kwargs: dict[str, Any] = {"rng": random.Random(seed)}
     if clock is not None:
         kwargs.update(clock=clock, sleep=clock.sleep)
     router = Router({"m": route}, lambda d: by_name[d.name], **kwargs)
-    front = Deployment(name="m", provider="openai-chat", upstream_model="front-model", base_url="http://front")
+    front = Deployment(
+        name="m", provider="openai-chat", upstream_model="front-model", base_url="http://front"
+    )
     return router, front
 
 

@@ -63,16 +63,29 @@ async def chats() -> AsyncIterator[tuple[FakeOpenAIChat, FakeOpenAIChat]]:
 
 
 def chat_deployment(name: str, base_url: str) -> Deployment:
-    return Deployment(name=name, provider="openai-chat", upstream_model=f"model-{name}", base_url=base_url, api_key=KEY, read_timeout=5.0)
+    return Deployment(
+        name=name,
+        provider="openai-chat",
+        upstream_model=f"model-{name}",
+        base_url=base_url,
+        api_key=KEY,
+        read_timeout=5.0,
+    )
 
 
-def routed(pool: HttpPool, *fakes: FakeOpenAIChat, policy: RoutePolicy) -> tuple[Router, Deployment]:
+def routed(
+    pool: HttpPool, *fakes: FakeOpenAIChat, policy: RoutePolicy
+) -> tuple[Router, Deployment]:
     """Route "m" over real ``openai-chat`` providers, one per fake (named a, b, ...)."""
-    deployments = [chat_deployment(chr(ord("a") + i), fake.base_url) for i, fake in enumerate(fakes)]
+    deployments = [
+        chat_deployment(chr(ord("a") + i), fake.base_url) for i, fake in enumerate(fakes)
+    ]
     providers: dict[str, Provider] = {d.name: OpenAIChatProvider(d, pool) for d in deployments}
     route = Route("m", tuple(Target(d) for d in deployments), policy)
     router = Router({"m": route}, lambda d: providers[d.name])
-    front = Deployment(name="m", provider="openai-chat", upstream_model="front", base_url="http://front")
+    front = Deployment(
+        name="m", provider="openai-chat", upstream_model="front", base_url="http://front"
+    )
     return router, front
 
 
@@ -99,20 +112,28 @@ async def test_a_429_that_may_be_retried_at_once_still_falls_back_first(retry_af
     assert len(a.calls) == 1 and len(b.calls) == 1
 
 
-async def test_retry_after_zero_from_a_real_upstream_falls_back(pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]) -> None:
+async def test_retry_after_zero_from_a_real_upstream_falls_back(
+    pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]
+) -> None:
     a, b = chats
     a.enqueue(rate_limited("0"), text("from a"))
     b.enqueue(text("from b"))
-    router, front = routed(pool, a, b, policy=RoutePolicy(retries=2, backoff_base=0.01, backoff_max=1))
+    router, front = routed(
+        pool, a, b, policy=RoutePolicy(retries=2, backoff_base=0.01, backoff_max=1)
+    )
     assert text_of(await drain(router(front).stream(user()))) == "from b"
     assert [body["model"] for body in a.bodies] == ["model-a"]
 
 
-async def test_retries_still_come_after_every_deployment_failed(pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]) -> None:
+async def test_retries_still_come_after_every_deployment_failed(
+    pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]
+) -> None:
     a, b = chats
     a.enqueue(rate_limited("0"), text("a again"))
     b.enqueue(http_error(500), http_error(500))
-    router, front = routed(pool, a, b, policy=RoutePolicy(retries=1, backoff_base=0.5, backoff_max=1))
+    router, front = routed(
+        pool, a, b, policy=RoutePolicy(retries=1, backoff_base=0.5, backoff_max=1)
+    )
     assert text_of(await drain(router(front).stream(user()))) == "a again"
     assert len(a.bodies) == 2 and len(b.bodies) == 1
 
@@ -126,7 +147,9 @@ async def test_an_upstream_501_or_other_4xx_is_neither_retried_nor_fallen_back(
 ) -> None:
     a, b = chats
     a.enqueue(http_error(status, "not like this"))
-    router, front = routed(pool, a, b, policy=RoutePolicy(retries=2, backoff_base=0.01, backoff_max=1))
+    router, front = routed(
+        pool, a, b, policy=RoutePolicy(retries=2, backoff_base=0.01, backoff_max=1)
+    )
     with pytest.raises(ApiError) as info:
         await drain(router(front).stream(user()))
     error = info.value
@@ -135,12 +158,18 @@ async def test_an_upstream_501_or_other_4xx_is_neither_retried_nor_fallen_back(
     if status == 501:
         assert (error.status, error.type) == (501, "server_error")
     else:
-        assert (error.status, error.type, error.code) == (400, "invalid_request_error", "upstream_bad_request")
+        assert (error.status, error.type, error.code) == (
+            400,
+            "invalid_request_error",
+            "upstream_bad_request",
+        )
     assert "not like this" in error.message and "'a'" in error.message
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504])
-async def test_the_retryable_statuses_still_fall_back(status: int, pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]) -> None:
+async def test_the_retryable_statuses_still_fall_back(
+    status: int, pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]
+) -> None:
     a, b = chats
     a.enqueue(http_error(status))
     b.enqueue(text("from b"))
@@ -149,8 +178,16 @@ async def test_the_retryable_statuses_still_fall_back(status: int, pool: HttpPoo
 
 
 async def test_an_anthropic_501_goes_to_the_client(pool: HttpPool) -> None:
-    async with FakeAnthropic(anthropic_fake.Script(status=501, error={"type": "api_error", "message": "nope"})) as fake:
-        deployment = Deployment(name="c", provider="anthropic", upstream_model="claude", base_url=fake.base_url, api_key=KEY)
+    async with FakeAnthropic(
+        anthropic_fake.Script(status=501, error={"type": "api_error", "message": "nope"})
+    ) as fake:
+        deployment = Deployment(
+            name="c",
+            provider="anthropic",
+            upstream_model="claude",
+            base_url=fake.base_url,
+            api_key=KEY,
+        )
         with pytest.raises(ApiError) as info:
             await drain(AnthropicProvider(deployment, pool).stream(user()))
     assert info.value.status == 501 and not retryable(info.value)
@@ -160,7 +197,9 @@ async def test_an_anthropic_501_goes_to_the_client(pool: HttpPool) -> None:
 
 
 @pytest.mark.parametrize("status", [400, 500, 503, 429, 422, 501])
-async def test_an_echoed_api_key_is_redacted_from_openai_chat_errors(status: int, pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]) -> None:
+async def test_an_echoed_api_key_is_redacted_from_openai_chat_errors(
+    status: int, pool: HttpPool, chats: tuple[FakeOpenAIChat, FakeOpenAIChat]
+) -> None:
     a, _ = chats
     a.enqueue(http_error(status, f"Invalid header Authorization: Bearer {KEY}"))
     with pytest.raises(ApiError) as info:
@@ -171,12 +210,34 @@ async def test_an_echoed_api_key_is_redacted_from_openai_chat_errors(status: int
 
 async def test_an_echoed_api_key_is_redacted_from_sse_provider_errors(pool: HttpPool) -> None:
     async with (
-        FakeAnthropic(anthropic_fake.Script(status=400, error={"type": "invalid_request_error", "message": f"bad key {KEY}"})) as claude,
+        FakeAnthropic(
+            anthropic_fake.Script(
+                status=400, error={"type": "invalid_request_error", "message": f"bad key {KEY}"}
+            )
+        ) as claude,
         FakeResponses(responses_fake.http_error(500, f"key {KEY} is odd")) as responses,
     ):
         providers: list[Any] = [
-            AnthropicProvider(Deployment(name="c", provider="anthropic", upstream_model="claude", base_url=claude.base_url, api_key=KEY), pool),
-            OpenAIResponsesProvider(Deployment(name="r", provider="openai-responses", upstream_model="gpt", base_url=responses.base_url, api_key=KEY), pool),
+            AnthropicProvider(
+                Deployment(
+                    name="c",
+                    provider="anthropic",
+                    upstream_model="claude",
+                    base_url=claude.base_url,
+                    api_key=KEY,
+                ),
+                pool,
+            ),
+            OpenAIResponsesProvider(
+                Deployment(
+                    name="r",
+                    provider="openai-responses",
+                    upstream_model="gpt",
+                    base_url=responses.base_url,
+                    api_key=KEY,
+                ),
+                pool,
+            ),
         ]
         for provider in providers:
             with pytest.raises(ApiError) as info:

@@ -76,7 +76,13 @@ def test_deployments_list_becomes_a_route(tmp_path: Path) -> None:
     )
     assert (first.read_timeout, first.headers) == (30, {"X-Team": "core"})
     assert (route.targets[0].max_concurrency, route.targets[0].weight) == (2, 3)
-    assert (second.name, second.provider, second.upstream_model, second.api_key, second.read_timeout) == (
+    assert (
+        second.name,
+        second.provider,
+        second.upstream_model,
+        second.api_key,
+        second.read_timeout,
+    ) == (
         "smart-claude",
         "anthropic",
         "claude-x",
@@ -94,7 +100,11 @@ def test_the_front_deployment_carries_the_shared_capabilities(tmp_path: Path) ->
     assert table["s"] is front
     assert front.name == "smart" and front.provider == "openai-chat"
     caps = front.capabilities
-    assert (caps.json_schema, caps.json_object, caps.reasoning) == (False, False, False)  # anthropic lacks JSON modes, openai-chat reasoning
+    assert (caps.json_schema, caps.json_object, caps.reasoning) == (
+        False,
+        False,
+        False,
+    )  # anthropic lacks JSON modes, openai-chat reasoning
     assert (caps.tools, caps.images, caps.max_output_tokens) == (True, True, 4096)
 
 
@@ -104,25 +114,40 @@ def test_service_tier_is_a_capability_off_for_anthropic(tmp_path: Path) -> None:
     table = deployment_table(load(tmp_path, ROUTED), ENV)
     assert table["flat"].capabilities.service_tier is True
     assert table["smart"].capabilities.service_tier is False  # one of its deployments is anthropic
-    first, second = (t.deployment for t in route_table(load(tmp_path, ROUTED), ENV)["smart"].targets)
+    first, second = (
+        t.deployment for t in route_table(load(tmp_path, ROUTED), ENV)["smart"].targets
+    )
     assert (first.capabilities.service_tier, second.capabilities.service_tier) == (True, False)
-    off = ROUTED.replace('capabilities = { max_output_tokens = 4096 }', 'capabilities = { max_output_tokens = 4096, service_tier = false }')
+    off = ROUTED.replace(
+        "capabilities = { max_output_tokens = 4096 }",
+        "capabilities = { max_output_tokens = 4096, service_tier = false }",
+    )
     assert deployment_table(load(tmp_path, off), ENV)["smart"].capabilities.service_tier is False
 
 
 def test_flat_models_are_unchanged(tmp_path: Path) -> None:
     table = deployment_table(load(tmp_path, ROUTED), ENV)
     flat = table["flat"]
-    assert (flat.name, flat.provider, flat.base_url, flat.upstream_model) == ("flat", "openai-chat", "http://c.example/v1", "flat")
+    assert (flat.name, flat.provider, flat.base_url, flat.upstream_model) == (
+        "flat",
+        "openai-chat",
+        "http://c.example/v1",
+        "flat",
+    )
     limited = route_table(load(tmp_path, ROUTED), ENV)["limited"]
-    assert [t.name for t in limited.targets] == ["limited"] and limited.targets[0].max_concurrency == 4
+    assert [t.name for t in limited.targets] == ["limited"] and limited.targets[
+        0
+    ].max_concurrency == 4
     assert limited.policy == RoutePolicy()
 
 
 def test_routing_section_alone_routes_a_flat_model(tmp_path: Path) -> None:
     text = '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x/v1"\n[models.routing]\nretries = 0\n'
     route = route_table(load(tmp_path, text))["m"]
-    assert route.policy.retries == 0 and route.targets[0].deployment == deployment_table(load(tmp_path, text))["m"]
+    assert (
+        route.policy.retries == 0
+        and route.targets[0].deployment == deployment_table(load(tmp_path, text))["m"]
+    )
 
 
 def test_environment_overrides_reach_routing(tmp_path: Path) -> None:
@@ -134,9 +159,15 @@ def test_environment_overrides_reach_routing(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('[[models]]\nname = "m"\n', "needs `provider`"),
-        ('[[models]]\nname = "m"\ndeployments = [{ base_url = "http://x" }]\n', "deployments[0] needs `provider`"),
+        (
+            '[[models]]\nname = "m"\ndeployments = [{ base_url = "http://x" }]\n',
+            "deployments[0] needs `provider`",
+        ),
         ('[[models]]\nname = "m"\ndeployments = [{ provider = "anthropic" }]\n', "needs base_url"),
-        ('[[models]]\nname = "m"\ndeployments = [{ provider = "grpc", base_url = "http://x" }]\n', "unknown provider"),
+        (
+            '[[models]]\nname = "m"\ndeployments = [{ provider = "grpc", base_url = "http://x" }]\n',
+            "unknown provider",
+        ),
         (
             '[[models]]\nname = "m"\nmax_concurrency = 2\ndeployments = [{ provider = "openai-chat", base_url = "http://x" }]\n',
             "max_concurrency per deployment",
@@ -146,9 +177,18 @@ def test_environment_overrides_reach_routing(tmp_path: Path) -> None:
             ' { name = "d", provider = "openai-chat", base_url = "http://y" }]\n',
             "deployment name 'd' is used twice",
         ),
-        ('[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { strategy = "random" }\n', "routing.strategy"),
-        ('[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { retries = -1 }\n', "routing.retries"),
-        ('[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { backoff = 1 }\n', "routing.backoff"),
+        (
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { strategy = "random" }\n',
+            "routing.strategy",
+        ),
+        (
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { retries = -1 }\n',
+            "routing.retries",
+        ),
+        (
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { backoff = 1 }\n',
+            "routing.backoff",
+        ),
     ],
 )
 def test_invalid_routing_config_names_the_problem(tmp_path: Path, text: str, message: str) -> None:

@@ -75,12 +75,18 @@ read_timeout = 3
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]]:
-    with FakeOpenAIChat.start_in_thread() as a, FakeOpenAIChat.start_in_thread() as b, FakeAnthropic.start_in_thread() as c:
+    with (
+        FakeOpenAIChat.start_in_thread() as a,
+        FakeOpenAIChat.start_in_thread() as b,
+        FakeAnthropic.start_in_thread() as c,
+    ):
         yield a, b, c
 
 
 @pytest.fixture(scope="module")
-def gateway(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> Iterator[OrgateServer]:
+def gateway(
+    upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic],
+) -> Iterator[OrgateServer]:
     a, b, c = upstreams
     running = OrgateServer(config(a.base_url, b.base_url, c.base_url)).start(timeout=60)
     try:
@@ -90,7 +96,9 @@ def gateway(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> 
 
 
 @pytest.fixture
-def fakes(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> Iterator[tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]]:
+def fakes(
+    upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic],
+) -> Iterator[tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]]:
     for fake in upstreams:
         fake.reset()
     yield upstreams
@@ -100,12 +108,16 @@ def fakes(upstreams: tuple[FakeOpenAIChat, FakeOpenAIChat, FakeAnthropic]) -> It
 
 @pytest.fixture
 def sdk(gateway: OrgateServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.base_url, api_key=gateway.api_key, max_retries=0, timeout=20)
+    return openai.OpenAI(
+        base_url=gateway.base_url, api_key=gateway.api_key, max_retries=0, timeout=20
+    )
 
 
 @pytest.fixture
 async def ahttp(gateway: OrgateServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.headers(), timeout=20) as client:
+    async with httpx.AsyncClient(
+        base_url=gateway.url, headers=gateway.headers(), timeout=20
+    ) as client:
         yield client
 
 
@@ -151,7 +163,9 @@ def test_both_failing_gives_the_client_the_error(sdk: openai.OpenAI, fakes: Any)
     assert len(a.bodies) == 2 and len(b.bodies) == 2  # one retry each (retries = 1)
 
 
-def test_both_rate_limited_passes_the_429_and_its_retry_after_on(sdk: openai.OpenAI, fakes: Any) -> None:
+def test_both_rate_limited_passes_the_429_and_its_retry_after_on(
+    sdk: openai.OpenAI, fakes: Any
+) -> None:
     a, b, _ = fakes
     a.enqueue(rate_limited("7"))
     b.enqueue(rate_limited("9"))
@@ -160,7 +174,9 @@ def test_both_rate_limited_passes_the_429_and_its_retry_after_on(sdk: openai.Ope
     assert info.value.response.headers.get("retry-after") == "9"
 
 
-def test_a_retry_reaches_the_first_deployment_again_after_the_backoff(sdk: openai.OpenAI, fakes: Any) -> None:
+def test_a_retry_reaches_the_first_deployment_again_after_the_backoff(
+    sdk: openai.OpenAI, fakes: Any
+) -> None:
     a, b, _ = fakes
     a.enqueue(http_error(502), text("a on the second try"))
     b.enqueue(http_error(502), http_error(502))
@@ -177,22 +193,33 @@ def test_a_flat_model_is_not_retried(sdk: openai.OpenAI, fakes: Any) -> None:
     assert len(a.bodies) == 1
 
 
-async def test_streaming_falls_back_before_the_first_byte(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_streaming_falls_back_before_the_first_byte(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     a, b, _ = fakes
     a.enqueue(http_error(503, "overloaded"))
     b.enqueue(text("streamed from b"))
-    response = await ahttp.post("/v1/responses", json={"model": "fb", "input": "hi", "stream": True})
+    response = await ahttp.post(
+        "/v1/responses", json={"model": "fb", "input": "hi", "stream": True}
+    )
     assert response.status_code == 200
     events = check_sse(response.text)
     assert events[-1]["type"] == "response.completed"
-    assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == "streamed from b"
+    assert (
+        "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+        == "streamed from b"
+    )
     assert len(a.bodies) == 1 and len(b.bodies) == 1
 
 
-async def test_streaming_failure_after_the_first_byte_is_not_retried(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_streaming_failure_after_the_first_byte_is_not_retried(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     a, b, _ = fakes
     a.enqueue(Script(content="one two three four", cut_after=3))
-    response = await ahttp.post("/v1/responses", json={"model": "fb", "input": "hi", "stream": True})
+    response = await ahttp.post(
+        "/v1/responses", json={"model": "fb", "input": "hi", "stream": True}
+    )
     events = check_sse(response.text)
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"]
     assert len(a.bodies) == 1 and not b.bodies
@@ -203,7 +230,9 @@ async def test_streaming_failure_after_the_first_byte_is_not_retried(ahttp: http
 
 async def _disconnect_after(ahttp: httpx.AsyncClient, model: str, events: int = 4) -> None:
     seen = 0
-    async with ahttp.stream("POST", "/v1/responses", json={"model": model, "input": "hi", "stream": True}) as response:
+    async with ahttp.stream(
+        "POST", "/v1/responses", json={"model": model, "input": "hi", "stream": True}
+    ) as response:
         assert response.status_code == 200
         async for line in response.aiter_lines():
             if line.startswith("data:"):
@@ -213,7 +242,9 @@ async def _disconnect_after(ahttp: httpx.AsyncClient, model: str, events: int = 
 
 
 @pytest.mark.parametrize("model", ["chat-a", "fb", "solo"])
-async def test_a_client_disconnect_cancels_the_openai_chat_upstream(ahttp: httpx.AsyncClient, fakes: Any, model: str) -> None:
+async def test_a_client_disconnect_cancels_the_openai_chat_upstream(
+    ahttp: httpx.AsyncClient, fakes: Any, model: str
+) -> None:
     a, _, _ = fakes
     a.enqueue(Script(content=SLOW_WORDS, delay=0.2))
     started = time.monotonic()
@@ -223,7 +254,9 @@ async def test_a_client_disconnect_cancels_the_openai_chat_upstream(ahttp: httpx
     assert not a.requests[-1].completed
 
 
-async def test_a_client_disconnect_cancels_the_anthropic_upstream(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_a_client_disconnect_cancels_the_anthropic_upstream(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     _, _, claude = fakes
     claude.enqueue(AnthropicScript(text=SLOW_WORDS, delay=0.2))
     await _disconnect_after(ahttp, "claude")
@@ -231,7 +264,9 @@ async def test_a_client_disconnect_cancels_the_anthropic_upstream(ahttp: httpx.A
     assert not claude.requests[-1].completed
 
 
-async def test_a_disconnect_frees_the_concurrency_slot(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_a_disconnect_frees_the_concurrency_slot(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     a, _, _ = fakes
     a.enqueue(Script(content=SLOW_WORDS, delay=0.2))
     await _disconnect_after(ahttp, "solo")
@@ -242,10 +277,14 @@ async def test_a_disconnect_frees_the_concurrency_slot(ahttp: httpx.AsyncClient,
     assert response.json()["output"][0]["content"][0]["text"] == "the slot is free"
 
 
-async def test_a_full_deployment_answers_429_after_the_queue_timeout(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_a_full_deployment_answers_429_after_the_queue_timeout(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     a, _, _ = fakes
     a.enqueue(Script(content=SLOW_WORDS, delay=0.1))
-    async with ahttp.stream("POST", "/v1/responses", json={"model": "solo", "input": "hi", "stream": True}) as held:
+    async with ahttp.stream(
+        "POST", "/v1/responses", json={"model": "solo", "input": "hi", "stream": True}
+    ) as held:
         assert held.status_code == 200
         lines = held.aiter_lines()
         await anext(lines)
@@ -267,7 +306,11 @@ def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, 
             "type": "function",
             "name": "get_weather",
             "description": "Weather in a city",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
         }
     ]
     a.enqueue(tool_calls(("get_weather", '{"city": "Paris"}')))
@@ -279,16 +322,34 @@ def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, 
     second = sdk.responses.create(
         model="claude",
         previous_response_id=first.id,
-        input=[{"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}],
+        input=[
+            {"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}
+        ],
         tools=tools,
     )
     assert second.output_text == "It is sunny in Paris."
     messages = claude.bodies[-1]["messages"]
-    uses = [(i, block) for i, m in enumerate(messages) if m["role"] == "assistant" for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_use"]
-    results = [(i, block) for i, m in enumerate(messages) if m["role"] == "user" for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_result"]
+    uses = [
+        (i, block)
+        for i, m in enumerate(messages)
+        if m["role"] == "assistant"
+        for block in m["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+    results = [
+        (i, block)
+        for i, m in enumerate(messages)
+        if m["role"] == "user"
+        for block in m["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
     assert len(uses) == 1 and len(results) == 1
     (use_at, use), (result_at, result) = uses[0], results[0]
-    assert use["id"] == call.call_id and use["name"] == "get_weather" and use["input"] == {"city": "Paris"}
+    assert (
+        use["id"] == call.call_id
+        and use["name"] == "get_weather"
+        and use["input"] == {"city": "Paris"}
+    )
     assert result["tool_use_id"] == call.call_id and result_at == use_at + 1
     assert messages[0]["role"] == "user"  # the first turn's question came along
 
@@ -296,7 +357,9 @@ def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, 
 # --- session affinity ------------------------------------------------------------------------------
 
 
-async def test_a_session_sticks_to_the_deployment_that_served_its_last_turn(ahttp: httpx.AsyncClient, fakes: Any) -> None:
+async def test_a_session_sticks_to_the_deployment_that_served_its_last_turn(
+    ahttp: httpx.AsyncClient, fakes: Any
+) -> None:
     a, b, _ = fakes
     a.enqueue(http_error(500, "a hiccups"))
     b.enqueue(text("first from b"), text("second from b"))
@@ -304,7 +367,9 @@ async def test_a_session_sticks_to_the_deployment_that_served_its_last_turn(ahtt
     first = await ahttp.post("/v1/responses", json={"model": "fb", "input": "one"}, headers=headers)
     assert first.status_code == 200, first.text
     # A is healthy again, but the session's previous turn was served by B: B answers (prompt-cache locality).
-    second = await ahttp.post("/v1/responses", json={"model": "fb", "input": "two"}, headers=headers)
+    second = await ahttp.post(
+        "/v1/responses", json={"model": "fb", "input": "two"}, headers=headers
+    )
     assert second.status_code == 200, second.text
     assert second.json()["output"][0]["content"][0]["text"] == "second from b"
     assert len(a.bodies) == 1 and len(b.bodies) == 2

@@ -172,7 +172,9 @@ async def test_a_fallback_does_not_wait_but_a_retry_does() -> None:
     clock = ManualClock()
     a = Scripted("a", fail(rate_limit("2")), answer("a again"))
     b = Scripted("b", fail(server_error(502, "upstream_auth_failed")))
-    router, front = make_router(a, b, policy=RoutePolicy(retries=1, backoff_base=4, backoff_max=8), clock=clock)
+    router, front = make_router(
+        a, b, policy=RoutePolicy(retries=1, backoff_base=4, backoff_max=8), clock=clock
+    )
     events = await drain(router(front).stream(request()))
     assert texts(events) == "a again"
     # a (429, Retry-After 2) → b at once → b failed for good: wait for a's Retry-After, not longer
@@ -208,13 +210,17 @@ def test_backoff_is_full_jitter_within_exponential_bounds() -> None:
     for retry, ceiling in [(1, 0.25), (2, 0.5), (3, 1.0), (4, 2.0), (5, 2.0), (12, 2.0)]:
         samples = [backoff_delay(retry, policy, rng) for _ in range(500)]
         assert all(0.0 <= s <= ceiling for s in samples)
-        assert max(samples) > 0.8 * ceiling and min(samples) < 0.2 * ceiling  # jitter spans the range
+        assert (
+            max(samples) > 0.8 * ceiling and min(samples) < 0.2 * ceiling
+        )  # jitter spans the range
 
 
 async def test_backoff_waits_grow_and_stay_bounded() -> None:
     clock = ManualClock()
     a = Scripted("a", *[fail(server_error(502)) for _ in range(5)])
-    router, front = make_router(a, policy=RoutePolicy(retries=4, backoff_base=1.0, backoff_max=3.0), clock=clock)
+    router, front = make_router(
+        a, policy=RoutePolicy(retries=4, backoff_base=1.0, backoff_max=3.0), clock=clock
+    )
     with pytest.raises(ApiError):
         await drain(router(front).stream(request()))
     assert len(a.calls) == 5
@@ -227,7 +233,9 @@ async def test_retries_count_per_deployment() -> None:
     clock = ManualClock()
     a = Scripted("a", *[fail(server_error(502)) for _ in range(3)])
     b = Scripted("b", *[fail(server_error(502)) for _ in range(3)])
-    router, front = make_router(a, b, policy=RoutePolicy(retries=2, circuit_failures=100), clock=clock)
+    router, front = make_router(
+        a, b, policy=RoutePolicy(retries=2, circuit_failures=100), clock=clock
+    )
     with pytest.raises(ApiError):
         await drain(router(front).stream(request()))
     assert (len(a.calls), len(b.calls)) == (3, 3)
@@ -267,7 +275,9 @@ async def test_a_failed_probe_opens_the_circuit_again() -> None:
     clock = ManualClock()
     a = Scripted("a", fail(server_error()), fail(server_error()))
     b = Scripted("b")
-    router, front = make_router(a, b, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=10), clock=clock)
+    router, front = make_router(
+        a, b, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=10), clock=clock
+    )
     await drain(router(front).stream(request()))
     clock.now += 10
     await drain(router(front).stream(request()))  # the probe fails; b answers
@@ -280,7 +290,9 @@ async def test_a_failed_probe_opens_the_circuit_again() -> None:
 async def test_every_circuit_open_fails_fast_with_503() -> None:
     clock = ManualClock()
     a = Scripted("a", fail(server_error()))
-    router, front = make_router(a, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=30), clock=clock)
+    router, front = make_router(
+        a, policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=30), clock=clock
+    )
     with pytest.raises(ApiError) as first:
         await drain(router(front).stream(request()))
     assert first.value.code == "upstream_error"  # the real error the first time
@@ -303,7 +315,9 @@ async def test_bad_requests_and_cancellations_do_not_trip_the_circuit() -> None:
 
 async def test_mid_stream_failures_count_towards_the_circuit() -> None:
     a = Scripted("a", answer_then_fail(server_error()))
-    router, front = make_router(a, Scripted("b"), policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=60))
+    router, front = make_router(
+        a, Scripted("b"), policy=RoutePolicy(retries=0, circuit_failures=1, circuit_cooldown=60)
+    )
     with pytest.raises(ApiError):
         await drain(router(front).stream(request()))
     assert texts(await drain(router(front).stream(request()))) == "b answers"
@@ -341,7 +355,9 @@ async def test_all_full_waits_for_a_slot_within_the_queue_timeout() -> None:
 
     finisher = asyncio.create_task(finish_first())
     assert texts(await drain(router(front).stream(request()))) == "a answers"
-    assert time.monotonic() - started >= 0.08  # it waited for the slot (a 429 would have come at 2 s)
+    assert (
+        time.monotonic() - started >= 0.08
+    )  # it waited for the slot (a 429 would have come at 2 s)
     await finisher
 
 
@@ -355,7 +371,11 @@ async def test_all_full_past_the_queue_timeout_is_a_429() -> None:
     with pytest.raises(ApiError) as info:
         await drain(router(front).stream(request()))
     assert 0.15 <= time.monotonic() - started < 3
-    assert (info.value.status, info.value.code, info.value.headers) == (429, "too_many_concurrent_requests", {"Retry-After": "1"})
+    assert (info.value.status, info.value.code, info.value.headers) == (
+        429,
+        "too_many_concurrent_requests",
+        {"Retry-After": "1"},
+    )
     release.set()
     await drain(first)
 
@@ -363,7 +383,9 @@ async def test_all_full_past_the_queue_timeout_is_a_429() -> None:
 async def test_slots_are_freed_on_failure_and_on_close() -> None:
     release = asyncio.Event()
     a = Scripted("a", fail(server_error()), hold(release), answer_then_fail(server_error()))
-    router, front = make_router(a, limits={"a": 1}, policy=RoutePolicy(retries=0, queue_timeout=0, circuit_failures=100))
+    router, front = make_router(
+        a, limits={"a": 1}, policy=RoutePolicy(retries=0, queue_timeout=0, circuit_failures=100)
+    )
     state = router.state(router.routes["m"].targets[0])
     with pytest.raises(ApiError):
         await drain(router(front).stream(request()))
@@ -446,8 +468,17 @@ async def test_unrouted_models_get_their_plain_provider() -> None:
 def test_route_capabilities_are_what_every_deployment_takes() -> None:
     caps = intersect_capabilities(
         [
-            Capabilities(tools=True, images=True, json_schema=True, reasoning=True, max_output_tokens=4096),
-            Capabilities(tools=True, images=False, json_schema=False, reasoning=True, max_output_tokens=None, context_window=8000),
+            Capabilities(
+                tools=True, images=True, json_schema=True, reasoning=True, max_output_tokens=4096
+            ),
+            Capabilities(
+                tools=True,
+                images=False,
+                json_schema=False,
+                reasoning=True,
+                max_output_tokens=None,
+                context_window=8000,
+            ),
         ]
     )
     assert (caps.tools, caps.images, caps.json_schema, caps.reasoning) == (True, False, False, True)

@@ -70,7 +70,9 @@ def _chat_brain(body: dict[str, Any]) -> chat.Script:
     if tools and body.get("tool_choice") != "none":
         thought = "Let me think about it." if "think" in said else None
         fns = [t["function"] for t in tools[: len(tools) if "parallel" in said else 1]]
-        return chat.tool_calls(*((fn["name"], _json_text(fn.get("parameters"), said)) for fn in fns), reasoning=thought)
+        return chat.tool_calls(
+            *((fn["name"], _json_text(fn.get("parameters"), said)) for fn in fns), reasoning=thought
+        )
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return chat.text(_json_text(fmt["json_schema"].get("schema"), said))
@@ -95,10 +97,17 @@ def _anthropic_brain(body: dict[str, Any]) -> anth.Script:
     tools = body.get("tools") or []
     if tools and (body.get("tool_choice") or {}).get("type") != "none":
         thought = "Let me think about it." if "think" in said else None
-        calls = [(t["name"], _json_text(t.get("input_schema"), said)) for t in tools[: len(tools) if "parallel" in said else 1]]
+        calls = [
+            (t["name"], _json_text(t.get("input_schema"), said))
+            for t in tools[: len(tools) if "parallel" in said else 1]
+        ]
         return anth.tool_use(*calls, thinking=thought)
     system = body.get("system")
-    system = " ".join(b.get("text", "") for b in system) if isinstance(system, list) else str(system or "")
+    system = (
+        " ".join(b.get("text", "") for b in system)
+        if isinstance(system, list)
+        else str(system or "")
+    )
     mark = SCHEMA_MARK.search(system)
     if mark:
         schema, _ = json.JSONDecoder().raw_decode(system[mark.end() :])
@@ -119,9 +128,17 @@ def _responses_brain(body: dict[str, Any]) -> resp.Script:
         return resp.text(f"The tool said: {last.get('output')}")
     tools = [t for t in body.get("tools") or [] if t.get("type") == "function"]
     if tools and body.get("tool_choice") != "none":
-        calls = [(t["name"], _json_text(t.get("parameters"), said)) for t in tools[: len(tools) if "parallel" in said else 1]]
+        calls = [
+            (t["name"], _json_text(t.get("parameters"), said))
+            for t in tools[: len(tools) if "parallel" in said else 1]
+        ]
         if "think" in said:
-            return resp.function_calls(*calls, reasoning_summary="Let me think about it.", encrypted_content="gAAAAABfake-encrypted", reasoning_tokens=7)
+            return resp.function_calls(
+                *calls,
+                reasoning_summary="Let me think about it.",
+                encrypted_content="gAAAAABfake-encrypted",
+                reasoning_tokens=7,
+            )
         return resp.function_calls(*calls)
     fmt = (body.get("text") or {}).get("format") or {}
     if fmt.get("type") == "json_schema":
@@ -134,7 +151,11 @@ def _responses_brain(body: dict[str, Any]) -> resp.Script:
     return resp.text(f"You said: {said}")
 
 
-BRAINS: dict[str, Callable[[dict[str, Any]], Any]] = {"chat": _chat_brain, "anth": _anthropic_brain, "resp": _responses_brain}
+BRAINS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "chat": _chat_brain,
+    "anth": _anthropic_brain,
+    "resp": _responses_brain,
+}
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -153,7 +174,13 @@ def node_modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
             if not marker.exists():
                 if NPM is None:
                     pytest.fail("tests/js/node_modules is missing and npm is not installed")
-                done = subprocess.run([NPM, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=300)
+                done = subprocess.run(
+                    [NPM, "ci", "--no-audit", "--no-fund"],
+                    cwd=JS_DIR,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
                 if done.returncode != 0:
                     pytest.fail(f"npm ci failed in {JS_DIR}:\n{done.stdout}\n{done.stderr}")
                 marker.touch()
@@ -185,7 +212,9 @@ def server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
 def openai_names_server(fakes: dict[str, LoopbackFake]) -> Iterator[OrgateServer]:
     """A server with ``[endpoints.responses] event_names = "openai"`` and the reasoning models."""
     config = thinking_models(fakes, api_key="k", read_timeout=10)
-    with OrgateServer(config, env={**server_env(), "ORGATE_ENDPOINTS__RESPONSES__EVENT_NAMES": "openai"}) as running:
+    with OrgateServer(
+        config, env={**server_env(), "ORGATE_ENDPOINTS__RESPONSES__EVENT_NAMES": "openai"}
+    ) as running:
         yield running
 
 
@@ -198,7 +227,9 @@ def run_js(node_modules: Path, server: OrgateServer) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def run_js_openai_names(node_modules: Path, openai_names_server: OrgateServer) -> Callable[..., Any]:
+def run_js_openai_names(
+    node_modules: Path, openai_names_server: OrgateServer
+) -> Callable[..., Any]:
     """``run_js`` against ``openai_names_server``."""
     return _runner(openai_names_server)
 
@@ -207,10 +238,24 @@ def _runner(server: OrgateServer) -> Callable[..., Any]:
     """The node-script runner of ``run_js`` for ``server``."""
 
     def run(script: str, timeout: float = 30, **env: str) -> Any:
-        full = {**os.environ, "ORGATE_BASE_URL": server.base_url, "ORGATE_API_KEY": server.api_key, **env}
-        done = subprocess.run([NODE or "node", script], cwd=JS_DIR, env=full, capture_output=True, text=True, timeout=timeout)
+        full = {
+            **os.environ,
+            "ORGATE_BASE_URL": server.base_url,
+            "ORGATE_API_KEY": server.api_key,
+            **env,
+        }
+        done = subprocess.run(
+            [NODE or "node", script],
+            cwd=JS_DIR,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if done.returncode != 0:
-            pytest.fail(f"node {script} {env} exited with {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+            pytest.fail(
+                f"node {script} {env} exited with {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+            )
         return json.loads(done.stdout)
 
     return run

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the JavaScript SDK tests need Node.js 20+")
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None,
+    reason="node is not installed: the JavaScript SDK tests need Node.js 20+",
+)
 
 Run = Callable[..., Any]
 PROVIDERS = ["chat", "anth", "resp"]
@@ -49,53 +52,90 @@ RESPONSES_SCENARIOS = "text,array_input_instructions,tools_round_trip,json_schem
 @pytest.mark.parametrize("model", ["orgate/echo", *PROVIDERS])
 def test_openai_sdk_responses(run_js: Run, model: str) -> None:
     builtin = model == "orgate/echo"
-    extras = ",stream_refusal,background,stream_reasoning_tools" if builtin else ""  # directives of the built-in model
+    extras = (
+        ",stream_refusal,background,stream_reasoning_tools" if builtin else ""
+    )  # directives of the built-in model
     r = ok(run_js("openai_responses.mjs", MODEL=model, SCENARIOS=RESPONSES_SCENARIOS + extras))
 
-    assert r["text"]["status"] == "completed" and r["text"]["output_text"] == said(model, "Hello there, gateway!")
+    assert r["text"]["status"] == "completed" and r["text"]["output_text"] == said(
+        model, "Hello there, gateway!"
+    )
     usage_adds_up(r["text"]["usage"])
     assert r["array_input_instructions"]["output_text"] == said(model, "Second question please")
     assert r["array_input_instructions"]["instructions"] == "Be brief."
 
     trip = r["tools_round_trip"]
-    assert trip["first"]["output_types"] == ["function_call"] and trip["call"]["name"] == "get_weather"
-    assert isinstance(trip["call"]["arguments"]["city"], str) and trip["call"]["status"] == "completed"
+    assert (
+        trip["first"]["output_types"] == ["function_call"] and trip["call"]["name"] == "get_weather"
+    )
+    assert (
+        isinstance(trip["call"]["arguments"]["city"], str) and trip["call"]["status"] == "completed"
+    )
     assert "sunny, 21C" in trip["second"]["output_text"]
 
-    assert set(r["json_schema"]["parsed"]) == {"name", "age"} and isinstance(r["json_schema"]["parsed"]["age"], int)
+    assert set(r["json_schema"]["parsed"]) == {"name", "age"} and isinstance(
+        r["json_schema"]["parsed"]["age"], int
+    )
     assert r["parse_helpers"]["output_parsed"] == r["parse_helpers"]["streamed_parsed"]
     assert set(r["parse_helpers"]["output_parsed"]) == {"name", "age"}
     assert isinstance(r["parse_helpers"]["parsed_arguments"]["city"], str)
 
     for incomplete in (r["max_output_tokens"], r["stream_incomplete"]["final"]):
-        assert incomplete["status"] == "incomplete" and incomplete["incomplete_details"] == {"reason": "max_output_tokens"}
+        assert incomplete["status"] == "incomplete" and incomplete["incomplete_details"] == {
+            "reason": "max_output_tokens"
+        }
     assert r["stream_incomplete"]["types"][-1] == "response.incomplete"
 
     stream = r["stream_helpers"]
-    assert "".join(stream["deltas"]) == stream["final"]["output_text"] == said(model, "Stream me word by word")
-    assert stream["types"][:2] == ["response.created", "response.in_progress"] and stream["types"][-1] == "response.completed"
+    assert (
+        "".join(stream["deltas"])
+        == stream["final"]["output_text"]
+        == said(model, "Stream me word by word")
+    )
+    assert (
+        stream["types"][:2] == ["response.created", "response.in_progress"]
+        and stream["types"][-1] == "response.completed"
+    )
     usage_adds_up(stream["final"]["usage"])
     tools = r["stream_tools"]
-    assert tools["joined"] == tools["done"] == tools["call"]["arguments"] and tools["call"]["parsed_arguments"]
+    assert (
+        tools["joined"] == tools["done"] == tools["call"]["arguments"]
+        and tools["call"]["parsed_arguments"]
+    )
     raw = r["stream_raw"]
-    assert raw["text"] == said(model, "Raw stream please") and raw["seq"] == list(range(len(raw["seq"])))
+    assert raw["text"] == said(model, "Raw stream please") and raw["seq"] == list(
+        range(len(raw["seq"]))
+    )
     assert raw["final"]["status"] == "completed"
 
     stored = r["stored"]
-    assert stored["retrieved"]["id"] == stored["first"]["id"] and stored["retrieved"]["output_text"] == stored["first"]["output_text"]
+    assert (
+        stored["retrieved"]["id"] == stored["first"]["id"]
+        and stored["retrieved"]["output_text"] == stored["first"]["output_text"]
+    )
     assert [(i["type"], i["role"]) for i in stored["items"]] == [("message", "user")]
     assert stored["second"]["previous_response_id"] == stored["first"]["id"]
-    assert stored["second"]["usage"]["input_tokens"] > stored["first"]["usage"]["input_tokens"]  # the history was sent
+    assert (
+        stored["second"]["usage"]["input_tokens"] > stored["first"]["usage"]["input_tokens"]
+    )  # the history was sent
     assert stored["deleted"] == {"id": stored["first"]["id"], "object": "response", "deleted": True}
     assert stored["after"]["status"] == 404 and stored["after"]["class"] == "NotFoundError"
 
     replay = r["replay_stream"]
-    assert replay["again"]["output_text"] == replay["first"]["output_text"] and replay["types"][-1] == "response.completed"
+    assert (
+        replay["again"]["output_text"] == replay["first"]["output_text"]
+        and replay["types"][-1] == "response.completed"
+    )
     assert replay["resumedTypes"][0] == 4  # starting_after=3
 
     if builtin:
-        assert "".join(r["stream_refusal"]["deltas"]) == r["stream_refusal"]["content"][0]["refusal"]
-        assert r["background"]["final"]["status"] == "completed" and r["background"]["cancelled"] == "cancelled"
+        assert (
+            "".join(r["stream_refusal"]["deltas"]) == r["stream_refusal"]["content"][0]["refusal"]
+        )
+        assert (
+            r["background"]["final"]["status"] == "completed"
+            and r["background"]["cancelled"] == "cancelled"
+        )
         reasoning = r["stream_reasoning_tools"]
         assert reasoning["final"]["output_types"] == ["reasoning", "function_call"]
         assert reasoning["second"]["output_text"] == "get_weather returned: rainy, 12C"
@@ -104,7 +144,9 @@ def test_openai_sdk_responses(run_js: Run, model: str) -> None:
 def test_openai_sdk_reasoning_summary_stream(run_js: Run) -> None:
     """A native Responses upstream's reasoning summary, streamed to ``responses.stream``, then the
     reasoning item (with its encrypted_content) sent back whole with the tool output."""
-    r = ok(run_js("openai_responses.mjs", MODEL="resp-think", SCENARIOS="stream_reasoning_tools"))["stream_reasoning_tools"]
+    r = ok(run_js("openai_responses.mjs", MODEL="resp-think", SCENARIOS="stream_reasoning_tools"))[
+        "stream_reasoning_tools"
+    ]
     assert r["reasoning"]["summary"] == [{"type": "summary_text", "text": "Let me think about it."}]
     assert r["reasoning"]["encrypted_content"]
     assert r["second"]["output_text"] == "The tool said: rainy, 12C"
@@ -118,17 +160,29 @@ def test_openai_sdk_reasoning_text_stream(run_js: Run, model: str) -> None:
     ``responses.stream()`` throws on them (raw ``stream: true`` iteration works). ``[endpoints.responses]
     event_names = "openai"`` is the opt-in that fixes it (the next test). This one fails the day the
     SDK takes the spec's names, or when the scenario breaks for any other reason."""
-    thrown = run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools")["stream_reasoning_tools"]["thrown"]
+    thrown = run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools")[
+        "stream_reasoning_tools"
+    ]["thrown"]
     assert thrown == {"class": "OpenAIError", "message": "Unhandled response stream event: unknown"}
 
 
 def test_openai_sdk_reasoning_text_stream_with_openai_event_names(run_js_openai_names: Run) -> None:
     """``[endpoints.responses] event_names = "openai"``: reasoning text streams as
     ``response.reasoning_text.delta/.done`` and openai-node's ``responses.stream()`` works."""
-    r = ok(run_js_openai_names("openai_responses.mjs", MODEL="anth-think", SCENARIOS="stream_reasoning_tools"))["stream_reasoning_tools"]
-    assert "response.reasoning_text.delta" in r["types"] and "response.reasoning_text.done" in r["types"]
+    r = ok(
+        run_js_openai_names(
+            "openai_responses.mjs", MODEL="anth-think", SCENARIOS="stream_reasoning_tools"
+        )
+    )["stream_reasoning_tools"]
+    assert (
+        "response.reasoning_text.delta" in r["types"]
+        and "response.reasoning_text.done" in r["types"]
+    )
     assert not any(t.startswith("response.reasoning.") for t in r["types"])
-    assert r["reasoning"]["content"][0]["type"] == "reasoning_text" and r["reasoning"]["content"][0]["text"]
+    assert (
+        r["reasoning"]["content"][0]["type"] == "reasoning_text"
+        and r["reasoning"]["content"][0]["text"]
+    )
     assert r["second"]["output_text"] == "The tool said: rainy, 12C"
 
 
@@ -138,22 +192,49 @@ def test_openai_sdk_reasoning_text_stream_with_openai_event_names(run_js_openai_
 def test_openai_sdk_errors_and_retries(run_js: Run) -> None:
     r = run_js("openai_errors.mjs", timeout=60)
 
-    assert r["unauthorized"]["class"] == "AuthenticationError" and r["unauthorized"]["status"] == 401
+    assert (
+        r["unauthorized"]["class"] == "AuthenticationError" and r["unauthorized"]["status"] == 401
+    )
     missing = r["model_not_found"]
-    assert (missing["class"], missing["status"], missing["code"], missing["param"]) == ("NotFoundError", 404, "model_not_found", "model")
+    assert (missing["class"], missing["status"], missing["code"], missing["param"]) == (
+        "NotFoundError",
+        404,
+        "model_not_found",
+        "model",
+    )
     bad = r["bad_param"]
     assert (bad["class"], bad["status"], bad["param"]) == ("BadRequestError", 400, "temperature")
-    assert (r["unknown_param"]["code"], r["unknown_param"]["param"]) == ("unknown_parameter", "bogus_field")
+    assert (r["unknown_param"]["code"], r["unknown_param"]["param"]) == (
+        "unknown_parameter",
+        "bogus_field",
+    )
     assert r["not_found_response"]["status"] == 404
-    assert r["server_error"]["class"] == "InternalServerError" and r["server_error"]["code"] == "model_error"
+    assert (
+        r["server_error"]["class"] == "InternalServerError"
+        and r["server_error"]["code"] == "model_error"
+    )
 
     # 429 + Retry-After: 1 — the SDK tries 1 + maxRetries times, waiting about a second each time.
-    for limited, retries in ((r["rate_limit_retries"], 2), (r["upstream_rate_limit"]["plain"], 1), (r["upstream_rate_limit"]["stream"], 1)):
-        assert (limited["class"], limited["status"], limited["retryAfter"]) == ("RateLimitError", 429, "1")
-        assert limited["requests"] == 1 + retries and 0.8 * retries < limited["seconds"] < 5 * retries
+    for limited, retries in (
+        (r["rate_limit_retries"], 2),
+        (r["upstream_rate_limit"]["plain"], 1),
+        (r["upstream_rate_limit"]["stream"], 1),
+    ):
+        assert (limited["class"], limited["status"], limited["retryAfter"]) == (
+            "RateLimitError",
+            429,
+            "1",
+        )
+        assert (
+            limited["requests"] == 1 + retries and 0.8 * retries < limited["seconds"] < 5 * retries
+        )
 
     for failed in (r["stream_fail_mid"], r["stream_fail_mid_raw"]["thrown"]):
-        assert failed["class"] == "APIError" and failed["code"] == "model_error" and "fail-mid" in failed["message"]
+        assert (
+            failed["class"] == "APIError"
+            and failed["code"] == "model_error"
+            and "fail-mid" in failed["message"]
+        )
     assert "response.output_text.delta" in r["stream_fail_mid"]["types"]
 
     ids = [m["id"] for m in r["models"]["ids"]]
@@ -170,12 +251,22 @@ def test_openai_sdk_chat_completions(run_js: Run, model: str) -> None:
 
     created = r["create"]
     assert created["object"] == "chat.completion" and created["id"].startswith("chatcmpl-")
-    assert created["choice"]["message"]["content"] == said(model, "Say hello please") and created["choice"]["finish_reason"] == "stop"
-    assert created["usage"]["total_tokens"] == created["usage"]["prompt_tokens"] + created["usage"]["completion_tokens"]
+    assert (
+        created["choice"]["message"]["content"] == said(model, "Say hello please")
+        and created["choice"]["finish_reason"] == "stop"
+    )
+    assert (
+        created["usage"]["total_tokens"]
+        == created["usage"]["prompt_tokens"] + created["usage"]["completion_tokens"]
+    )
 
     stream = r["stream_raw"]
     assert stream["text"] == said(model, "Count to three now") and stream["finish"] == ["stop"]
-    assert stream["objects"] == ["chat.completion.chunk"] and len(stream["ids"]) == 1 and stream["usage"]["completion_tokens"] > 0
+    assert (
+        stream["objects"] == ["chat.completion.chunk"]
+        and len(stream["ids"]) == 1
+        and stream["usage"]["completion_tokens"] > 0
+    )
 
     helper = r["stream_helper"]["choice"]
     assert helper["finish_reason"] == "tool_calls" and helper["message"]["content"] is None
@@ -183,7 +274,10 @@ def test_openai_sdk_chat_completions(run_js: Run, model: str) -> None:
 
     trip = r["tools_round_trip"]
     assert trip["first"]["choice"]["finish_reason"] == "tool_calls"
-    assert "sunny, 21C" in trip["second"]["choice"]["message"]["content"] and trip["second"]["choice"]["finish_reason"] == "stop"
+    assert (
+        "sunny, 21C" in trip["second"]["choice"]["message"]["content"]
+        and trip["second"]["choice"]["finish_reason"] == "stop"
+    )
     assert set(r["json_schema"]["parsed"]) == {"name", "age"}
     assert r["length"]["choice"]["finish_reason"] == "length"
 
@@ -195,8 +289,16 @@ AI_SCENARIOS = "generate_text,stream_text,tools_multi_step,stream_tools_multi_st
 
 def check_ai_sdk(r: dict[str, Any], model: str) -> None:
     gen = r["generate_text"]
-    assert gen["finishReason"] == "stop" and gen["text"] == said(model, "Hello from the AI SDK") and gen["warnings"] == []
-    assert gen["usage"]["totalTokens"] == gen["usage"]["inputTokens"] + gen["usage"]["outputTokens"] > 0
+    assert (
+        gen["finishReason"] == "stop"
+        and gen["text"] == said(model, "Hello from the AI SDK")
+        and gen["warnings"] == []
+    )
+    assert (
+        gen["usage"]["totalTokens"]
+        == gen["usage"]["inputTokens"] + gen["usage"]["outputTokens"]
+        > 0
+    )
 
     stream = r["stream_text"]
     assert "error" not in " ".join(stream["parts"]), stream["parts"]
@@ -205,15 +307,23 @@ def check_ai_sdk(r: dict[str, Any], model: str) -> None:
 
     for tools in (r["tools_multi_step"], r["stream_tools_multi_step"]):
         first, second = tools["steps"]
-        assert first["finishReason"] == "tool-calls" and [c["toolName"] for c in first["toolCalls"]] == ["weather"]
-        assert not first["toolCalls"][0]["invalid"] and first["toolResults"][0]["output"].startswith("sunny in ")
+        assert first["finishReason"] == "tool-calls" and [
+            c["toolName"] for c in first["toolCalls"]
+        ] == ["weather"]
+        assert not first["toolCalls"][0]["invalid"] and first["toolResults"][0][
+            "output"
+        ].startswith("sunny in ")
         assert second["finishReason"] == "stop" and "sunny in " in second["text"]
     assert "error" not in " ".join(r["stream_tools_multi_step"]["parts"])
 
     parallel = r["parallel_tools"]
     for steps in (parallel["steps"], parallel["streamed"]["steps"]):
-        expected = ["weather"] if model == "orgate/echo" else ["weather", "time"]  # the built-in model calls one tool
-        assert [c["toolName"] for c in steps[0]["toolCalls"]] == expected and steps[-1]["finishReason"] == "stop"
+        expected = (
+            ["weather"] if model == "orgate/echo" else ["weather", "time"]
+        )  # the built-in model calls one tool
+        assert [c["toolName"] for c in steps[0]["toolCalls"]] == expected and steps[-1][
+            "finishReason"
+        ] == "stop"
     assert parallel["streamed"]["errors"] == []
 
     for obj in (r["output_object"], r["stream_output_object"]):
@@ -230,7 +340,9 @@ def check_ai_sdk(r: dict[str, Any], model: str) -> None:
 
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_ai_sdk_responses_model(run_js: Run, model: str) -> None:
-    check_ai_sdk(ok(run_js("ai_sdk.mjs", API="responses", MODEL=model, SCENARIOS=AI_SCENARIOS)), model)
+    check_ai_sdk(
+        ok(run_js("ai_sdk.mjs", API="responses", MODEL=model, SCENARIOS=AI_SCENARIOS)), model
+    )
 
 
 @pytest.mark.parametrize("model", ["orgate/echo", "anth"])  # the adapter is provider-agnostic
@@ -241,7 +353,9 @@ def test_ai_sdk_chat_model(run_js: Run, model: str) -> None:
 def assert_builtin_reasoning_usage(r: dict[str, Any]) -> None:
     text_words = len(r["text"].split())
     for usage in (r["usage"], r["streamed"]["usage"]):
-        assert usage["outputTokenDetails"] == {"textTokens": text_words, "reasoningTokens": 10}, usage
+        assert usage["outputTokenDetails"] == {"textTokens": text_words, "reasoningTokens": 10}, (
+            usage
+        )
         assert usage["outputTokens"] == text_words + 10
 
 
@@ -250,14 +364,27 @@ def test_ai_sdk_reasoning_summary_and_tools(run_js: Run, model: str) -> None:
     """Reasoning summaries reach the AI SDK (reasoning parts, streamed reasoning deltas), and a
     reasoning model's tool loop works both stored (item references) and with ``store: false``
     (reasoning items sent back whole)."""
-    r = ok(run_js("ai_sdk.mjs", API="responses", MODEL=model, SCENARIOS="reasoning,reasoning_tools_stateless,reasoning_tools_stored"))
-    summary = "The user asked me to think first, so I did." if model == "orgate/echo" else "Let me think about it."
+    r = ok(
+        run_js(
+            "ai_sdk.mjs",
+            API="responses",
+            MODEL=model,
+            SCENARIOS="reasoning,reasoning_tools_stateless,reasoning_tools_stored",
+        )
+    )
+    summary = (
+        "The user asked me to think first, so I did."
+        if model == "orgate/echo"
+        else "Let me think about it."
+    )
     reasoning = r["reasoning"]
     assert reasoning["reasoning"] == reasoning["streamed"]["reasoning"] == summary
     assert "reasoning-delta" in reasoning["streamed"]["parts"]
     for key in ("reasoning_tools_stateless", "reasoning_tools_stored"):
         steps = r[key]["steps"]
-        assert [s["finishReason"] for s in steps] == ["tool-calls", "stop"] and steps[0]["reasoning"] == summary
+        assert [s["finishReason"] for s in steps] == ["tool-calls", "stop"] and steps[0][
+            "reasoning"
+        ] == summary
     assert r["reasoning_tools_stateless"]["streamed"]["errors"] == []
     if model == "orgate/echo":
         assert_builtin_reasoning_usage(reasoning)  # the bug of test_ai_sdk_builtin_reasoning_usage
@@ -268,12 +395,21 @@ def test_ai_sdk_builtin_reasoning_usage(run_js: Run) -> None:
     (``reasoning_tokens`` 0, so the AI SDK reported every output token as text). Its 10 words are
     output tokens and reasoning tokens now, in JSON and streamed (here through the chat adapter;
     ``test_ai_sdk_reasoning_summary_and_tools[orgate/echo]`` checks ``/v1/responses``)."""
-    r = ok(run_js("ai_sdk.mjs", API="chat", MODEL="orgate/echo", SCENARIOS="reasoning"))["reasoning"]
+    r = ok(run_js("ai_sdk.mjs", API="chat", MODEL="orgate/echo", SCENARIOS="reasoning"))[
+        "reasoning"
+    ]
     assert_builtin_reasoning_usage(r)
 
 
 def test_ai_sdk_errors_and_provider_options(run_js: Run) -> None:
-    r = ok(run_js("ai_sdk.mjs", API="responses", MODEL="orgate/echo", SCENARIOS="errors,provider_options,image_input"))
+    r = ok(
+        run_js(
+            "ai_sdk.mjs",
+            API="responses",
+            MODEL="orgate/echo",
+            SCENARIOS="errors,provider_options,image_input",
+        )
+    )
     errors = r["errors"]
     assert (errors["fail"]["statusCode"], errors["rate_limit"]["statusCode"]) == (500, 429)
     assert "failed on purpose" in errors["fail"]["message"] and errors["rate_limit"]["isRetryable"]
@@ -285,6 +421,11 @@ def test_ai_sdk_errors_and_provider_options(run_js: Run) -> None:
     assert refused == set(), options
     # top_logprobs: 2 → one LogProb per word of the answer, each certain, its alternatives the word itself
     logprobs = options["logprobs"]["logprobs"]
-    assert logprobs and [p["token"] for p in logprobs[0]] == ["Say ", "something ", "please"], options["logprobs"]
-    assert all(p["logprob"] == 0 and [t["token"] for t in p["top_logprobs"]] == [p["token"]] for p in logprobs[0])
+    assert logprobs and [p["token"] for p in logprobs[0]] == ["Say ", "something ", "please"], (
+        options["logprobs"]
+    )
+    assert all(
+        p["logprob"] == 0 and [t["token"] for t in p["top_logprobs"]] == [p["token"]]
+        for p in logprobs[0]
+    )
     assert r["image_input"]["text"] == "What is in this image?"

@@ -45,7 +45,9 @@ SCRIPT = textwrap.dedent(
 
 
 def test_app_serves_responses_without_the_chat_package() -> None:
-    result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("OK")
 
@@ -59,7 +61,11 @@ def test_chat_endpoint_disabled_by_default_and_warned_when_on(server: object) ->
     with OrgateServer("") as plain:
         import httpx
 
-        res = httpx.post(f"{plain.base_url}/chat/completions", headers=plain.headers(), json={"model": "orgate/echo", "messages": []})
+        res = httpx.post(
+            f"{plain.base_url}/chat/completions",
+            headers=plain.headers(),
+            json={"model": "orgate/echo", "messages": []},
+        )
         assert res.status_code == 404
         assert set(res.json()["error"]) == {"message", "type", "param", "code"}
         assert "legacy" not in plain.output().lower()

@@ -15,7 +15,13 @@ from orgate.server.auth import Authenticator
 def _keys() -> list[ResolvedKey]:
     return [
         ResolvedKey(name="plain", tenant="t1", secret=b"sk-plain", sha256=None, models=None),
-        ResolvedKey(name="hashed", tenant="t2", secret=None, sha256=hashlib.sha256(b"sk-hashed").digest(), models=("m",)),
+        ResolvedKey(
+            name="hashed",
+            tenant="t2",
+            secret=None,
+            sha256=hashlib.sha256(b"sk-hashed").digest(),
+            models=("m",),
+        ),
     ]
 
 
@@ -29,7 +35,14 @@ def test_plain_and_hashed_keys_twice_each() -> None:
 
 @pytest.mark.parametrize(
     ("header", "code"),
-    [(None, "missing_api_key"), ("", "missing_api_key"), ("Basic sk-plain", "invalid_api_key"), ("Bearer ", "invalid_api_key"), ("Bearer sk-plai", "invalid_api_key"), ("Bearer sk-plainx", "invalid_api_key")],
+    [
+        (None, "missing_api_key"),
+        ("", "missing_api_key"),
+        ("Basic sk-plain", "invalid_api_key"),
+        ("Bearer ", "invalid_api_key"),
+        ("Bearer sk-plai", "invalid_api_key"),
+        ("Bearer sk-plainx", "invalid_api_key"),
+    ],
 )
 def test_refusals_are_never_remembered(header: str | None, code: str) -> None:
     authenticator = Authenticator(_keys())
@@ -43,7 +56,10 @@ def test_refusals_are_never_remembered(header: str | None, code: str) -> None:
 
 def test_the_memory_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auth, "REMEMBERED_KEYS", 3)
-    keys = [ResolvedKey(name=f"k{i}", tenant="t", secret=f"sk-{i}".encode(), sha256=None, models=None) for i in range(5)]
+    keys = [
+        ResolvedKey(name=f"k{i}", tenant="t", secret=f"sk-{i}".encode(), sha256=None, models=None)
+        for i in range(5)
+    ]
     authenticator = Authenticator(keys)
     for i in range(5):
         assert authenticator.authenticate(f"Bearer sk-{i}").key_name == f"k{i}"

@@ -35,13 +35,18 @@ TOOL_G = {"type": "function", "name": "g", "parameters": {"type": "object", "pro
 
 @pytest.fixture(scope="module")
 def server(fakes: dict[str, Any]) -> Iterator[OrgateServer]:
-    with OrgateServer(provider_models(fakes, api_key="k", read_timeout=10), env=server_env()) as running:
+    with OrgateServer(
+        provider_models(fakes, api_key="k", read_timeout=10), env=server_env()
+    ) as running:
         yield running
 
 
 @pytest.fixture
 def http(server: OrgateServer, fakes: dict[str, LoopbackFake]) -> Iterator[httpx.Client]:
-    with fresh(fakes), httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
+    with (
+        fresh(fakes),
+        httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client,
+    ):
         yield client
 
 
@@ -310,7 +315,9 @@ def test_logprobs_reach_the_upstream_and_come_back_with_the_text(
     for p in logprobs:
         assert p["bytes"] == list(p["token"].encode()) and p["logprob"] <= 0
         alternatives = 1 if model == "orgate/echo" else 2  # the built-in model's words are certain
-        assert len(p["top_logprobs"]) == alternatives and p["top_logprobs"][0]["token"] == p["token"]
+        assert (
+            len(p["top_logprobs"]) == alternatives and p["top_logprobs"][0]["token"] == p["token"]
+        )
     if model == "chat":
         sent = upstream(fakes, "chat")
         assert (sent["logprobs"], sent["top_logprobs"]) == (True, 2)
@@ -319,9 +326,13 @@ def test_logprobs_reach_the_upstream_and_come_back_with_the_text(
         assert "message.output_text.logprobs" in sent["include"] and sent["top_logprobs"] == 2
 
     res = http.post("/v1/responses", json={"model": model, "input": "hi", "stream": True, **asked})
-    events = check_sse(res.text)  # the deltas' logprobs concatenate to the done event's and the part's
+    events = check_sse(
+        res.text
+    )  # the deltas' logprobs concatenate to the done event's and the part's
     deltas = [e for e in events if e["type"] == "response.output_text.delta"]
-    assert all(len(e["logprobs"]) == 1 for e in deltas)  # one token per delta, as the upstreams sent them
+    assert all(
+        len(e["logprobs"]) == 1 for e in deltas
+    )  # one token per delta, as the upstreams sent them
     assert _text_part(events[-1]["response"])["logprobs"] == logprobs
 
 
@@ -329,7 +340,9 @@ def test_logprobs_reach_the_upstream_and_come_back_with_the_text(
 def test_logprobs_come_with_either_field_and_not_without(
     http: httpx.Client, fakes: dict[str, Any], model: str
 ) -> None:
-    only_include = _text_part(create(http, model, include=["message.output_text.logprobs"]))["logprobs"]
+    only_include = _text_part(create(http, model, include=["message.output_text.logprobs"]))[
+        "logprobs"
+    ]
     assert only_include and all(p["top_logprobs"] == [] for p in only_include)
     only_top = _text_part(create(http, model, top_logprobs=1))["logprobs"]
     assert only_top and all(len(p["top_logprobs"]) == 1 for p in only_top)
@@ -345,7 +358,12 @@ def test_logprobs_the_anthropic_upstream_cannot_give_are_a_400(http: httpx.Clien
     error = refused(http, "anth", "top_logprobs", top_logprobs=3)
     assert error["code"] == "unsupported_parameter" and "log probabilities" in error["message"]
     refused(http, "anth", "include", include=["message.output_text.logprobs"])
-    assert create(http, "anth", top_logprobs=0, include=["reasoning.encrypted_content"])["top_logprobs"] == 0
+    assert (
+        create(http, "anth", top_logprobs=0, include=["reasoning.encrypted_content"])[
+            "top_logprobs"
+        ]
+        == 0
+    )
 
 
 def test_fields_outside_the_spec_and_limits_are_400s(http: httpx.Client) -> None:
@@ -431,10 +449,20 @@ def test_input_file_reaches_a_chat_upstream_as_a_file_part(
         {"type": "input_text", "text": "summarise"},
         {"type": "input_file", "filename": "r.pdf", "file_data": pdf},
     ]
-    res = http.post("/v1/responses", json={"model": "chat", "input": [{"role": "user", "content": content}]})
+    res = http.post(
+        "/v1/responses", json={"model": "chat", "input": [{"role": "user", "content": content}]}
+    )
     assert res.status_code == 200, res.text[:800]
     (message,) = upstream(fakes, "chat")["messages"]
-    assert message["content"][1] == {"type": "file", "file": {"file_data": pdf, "filename": "r.pdf"}}
-    url = [{"role": "user", "content": [{"type": "input_file", "file_url": "https://x.test/r.pdf"}]}]
+    assert message["content"][1] == {
+        "type": "file",
+        "file": {"file_data": pdf, "filename": "r.pdf"},
+    }
+    url = [
+        {"role": "user", "content": [{"type": "input_file", "file_url": "https://x.test/r.pdf"}]}
+    ]
     refused_url = http.post("/v1/responses", json={"model": "chat", "input": url})
-    assert refused_url.status_code == 400 and refused_url.json()["error"]["param"] == "input[0].content[0].file_url"
+    assert (
+        refused_url.status_code == 400
+        and refused_url.json()["error"]["param"] == "input[0].content[0].file_url"
+    )

@@ -35,7 +35,9 @@ def test_chat_parse_message_with_tool_calls_can_be_appended(client: openai.OpenA
     messages: list[object] = [{"role": "user", "content": "What is the weather in Paris?"}]
     first = client.chat.completions.parse(model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
     message = first.choices[0].message
-    assert message.tool_calls and message.tool_calls[0].function.parsed_arguments == GetWeather(city="What is the weather in Paris?")
+    assert message.tool_calls and message.tool_calls[0].function.parsed_arguments == GetWeather(
+        city="What is the weather in Paris?"
+    )
     messages += [message, *_tool_results(message)]
     second = client.chat.completions.parse(model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
     assert second.choices[0].message.content == "GetWeather returned: sunny"
@@ -75,7 +77,10 @@ def test_chat_unknown_message_fields_are_still_refused(client: openai.OpenAI) ->
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(
             model=MODEL,
-            messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo", "bogus": 1}],  # type: ignore[list-item]
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "yo", "bogus": 1},
+            ],  # type: ignore[list-item]
         )
     assert info.value.code == "unknown_parameter"
     assert info.value.param == "messages[1].bogus"

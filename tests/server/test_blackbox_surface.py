@@ -16,12 +16,19 @@ from tests.server_process import REPO, OrgateServer
 MODEL = '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "env:ORGATE_AUDIT_UNSET"\n'
 
 
-def _serve(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _serve(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `orgate serve` expecting it to refuse to start (it never gets to listen)."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ORGATE_")}
     environ.update({"ORGATE_STORE__URL": f"sqlite:///{tmp_path / 'orgate.db'}", **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "orgate.cli", "serve", *args], capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=30
+        [sys.executable, "-m", "orgate.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=environ,
+        timeout=30,
     )
 
 
@@ -45,7 +52,9 @@ def test_a_config_file_that_is_not_utf8_is_a_clear_error(tmp_path: Path) -> None
     _refused(_serve(tmp_path, "--config", "bin.toml"), "not valid TOML", "UTF-8")
 
 
-def test_an_unreadable_config_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_config_file_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "orgate.toml"
     path.write_text("[server]\n")
 
@@ -69,7 +78,9 @@ def test_an_out_of_range_port_on_the_command_line_is_refused(tmp_path: Path, por
 
 
 def test_a_configured_model_named_like_a_builtin_one_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "orgate.toml").write_text('[[models]]\nname = "orgate/echo"\nprovider = "openai-chat"\nbase_url = "http://x/v1"\n')
+    (tmp_path / "orgate.toml").write_text(
+        '[[models]]\nname = "orgate/echo"\nprovider = "openai-chat"\nbase_url = "http://x/v1"\n'
+    )
     _refused(_serve(tmp_path, "--config", "orgate.toml"), "'orgate/echo'", "built-in")
     # with the built-in models switched off, the name is free
     settings = load_settings(tmp_path / "orgate.toml", environ={"ORGATE_BUILTIN__ENABLED": "false"})
@@ -81,12 +92,16 @@ def test_a_configured_model_named_like_a_builtin_one_is_refused(tmp_path: Path) 
 
 def test_an_environment_error_names_the_variable(tmp_path: Path) -> None:
     _refused(_serve(tmp_path, env={"ORGATE_SERVR__PORT": "9000"}), "ORGATE_SERVR__PORT")
-    _refused(_serve(tmp_path, env={"ORGATE_SERVER__PORT": "99999"}), "server.port", "ORGATE_SERVER__PORT")
+    _refused(
+        _serve(tmp_path, env={"ORGATE_SERVER__PORT": "99999"}), "server.port", "ORGATE_SERVER__PORT"
+    )
 
 
 def test_numeric_environment_values_of_string_keys_are_kept_as_strings(tmp_path: Path) -> None:
     secret = "1234567890123456789012345678901234567890"
-    settings = load_settings(None, environ={"ORGATE_COMPACTION__SECRET": secret, "ORGATE_SESSIONS__HEADER": "2024-01-01"})
+    settings = load_settings(
+        None, environ={"ORGATE_COMPACTION__SECRET": secret, "ORGATE_SESSIONS__HEADER": "2024-01-01"}
+    )
     assert settings.compaction.secret == secret
     assert settings.sessions.header == "2024-01-01"  # TOML would read a date
     settings = load_settings(None, environ={"ORGATE_AUTH__API_KEYS": "123456"})
@@ -107,7 +122,13 @@ def test_a_list_of_keys_from_the_environment(tmp_path: Path) -> None:
 def test_a_model_entry_is_overridden_by_its_index(tmp_path: Path) -> None:
     path = tmp_path / "orgate.toml"
     path.write_text(MODEL)
-    settings = load_settings(path, environ={"ORGATE_MODELS__0__API_KEY": "sk-x", "ORGATE_MODELS__0__CAPABILITIES__TOOLS": "false"})
+    settings = load_settings(
+        path,
+        environ={
+            "ORGATE_MODELS__0__API_KEY": "sk-x",
+            "ORGATE_MODELS__0__CAPABILITIES__TOOLS": "false",
+        },
+    )
     assert len(settings.models) == 1
     assert settings.models[0].name == "m" and settings.models[0].api_key == "sk-x"
     assert settings.models[0].capabilities.tools is False
@@ -142,7 +163,14 @@ def test_the_banners_sdk_example_works_with_a_key_from_the_environment() -> None
         code = _sdk_example(running.output())
         assert "$ORGATE_API_KEY" not in code  # single quotes: the shell would not expand it
         env = {**os.environ, "ORGATE_API_KEY": "sk-from-env"}
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            cwd=REPO,
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "Hello!"
 
@@ -150,7 +178,11 @@ def test_the_banners_sdk_example_works_with_a_key_from_the_environment() -> None
 def test_the_banner_url_of_an_ipv6_address_is_bracketed() -> None:
     from orgate.cli import _banner_url
 
-    settings = load_settings(None, environ={"ORGATE_SERVER__HOST": "::1", "ORGATE_SERVER__PORT": "9000"})
+    settings = load_settings(
+        None, environ={"ORGATE_SERVER__HOST": "::1", "ORGATE_SERVER__PORT": "9000"}
+    )
     assert _banner_url(settings) == "http://[::1]:9000"
-    settings = load_settings(None, environ={"ORGATE_SERVER__PUBLIC_URL": "https://llm.example.com/"})
+    settings = load_settings(
+        None, environ={"ORGATE_SERVER__PUBLIC_URL": "https://llm.example.com/"}
+    )
     assert _banner_url(settings) == "https://llm.example.com"

@@ -221,7 +221,6 @@ def test_parsing_applies_the_structure_limits() -> None:
     assert refused(parse_json, b"[[[[[1]]]]]", "application/json", deep).code == "nesting_too_deep"
 
 
-
 def test_a_scalar_body_is_walked_like_any_other() -> None:
     limits = LimitSettings(max_string_bytes=1024)
     number = b"1" + b" " * 1100  # past the quick check (longer than a string may be): walked
@@ -229,10 +228,16 @@ def test_a_scalar_body_is_walked_like_any_other() -> None:
     text = b'"' + b"x" * 1100 + b'"'
     assert refused(parse_json, text, "application/json", limits).code == "string_too_long"
     # A long string inside a list, and the colons inside strings, which are not members.
-    assert refused(parse_json, b'["' + b"y" * 1100 + b'"]', "application/json", limits).code == "string_too_long"
+    assert (
+        refused(parse_json, b'["' + b"y" * 1100 + b'"]', "application/json", limits).code
+        == "string_too_long"
+    )
     colons = b'[{"a": "' + b":" * 1100 + b'"}]'
     assert parse_json(colons, "application/json", LIMITS) == [{"a": ":" * 1100}]
-    assert refused(parse_json, b'[{"a": ":", "a": 1}]', "application/json", LIMITS).code == "duplicate_key"
+    assert (
+        refused(parse_json, b'[{"a": ":", "a": 1}]', "application/json", LIMITS).code
+        == "duplicate_key"
+    )
     # An escaped colon is a colon in the parsed string but not in the raw bytes.
     escaped = b'{"a": 1, "a": "\\u003a"}'
     assert refused(parse_json, escaped, "application/json", LIMITS).code == "duplicate_key"
@@ -311,7 +316,9 @@ def test_a_schema_asking_for_too_much_work_names_its_keyword(
     assert error.param == f"text.format.schema.properties.v.{keyword}"
 
 
-def test_only_a_body_that_fails_the_colon_count_pays_for_the_exact_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_a_body_that_fails_the_colon_count_pays_for_the_exact_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from orgate.server import body
 
     exact: list[bytes] = []

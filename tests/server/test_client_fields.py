@@ -29,9 +29,15 @@ NAMESPACE = {
     "type": "namespace",
     "name": "agents",
     "description": "sub-agents",
-    "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object", "properties": {}}}],
+    "tools": [
+        {"type": "function", "name": "spawn", "parameters": {"type": "object", "properties": {}}}
+    ],
 }
-FUNCTION = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+FUNCTION = {
+    "type": "function",
+    "name": "lookup",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+}
 CLIENT_METADATA = {"thread_id": "t-1", "turn_id": "u-1"}
 
 
@@ -47,14 +53,22 @@ def server(upstreams: tuple[FakeResponses, FakeOpenAIChat]) -> Iterator[OrgateSe
     config = (
         model_block("native", "openai-responses", native.base_url, "gpt-fake-1")
         + model_block("chat", "openai-chat", chat.base_url, "fake-model")
-        + model_block("chat-strict", "openai-chat", chat.base_url, "fake-model", extra='hosted_tools = "refuse"')
+        + model_block(
+            "chat-strict",
+            "openai-chat",
+            chat.base_url,
+            "fake-model",
+            extra='hosted_tools = "refuse"',
+        )
     )
     with OrgateServer(config) as running:
         yield running
 
 
 @pytest.fixture
-def http(server: OrgateServer, upstreams: tuple[FakeResponses, FakeOpenAIChat]) -> Iterator[httpx.Client]:
+def http(
+    server: OrgateServer, upstreams: tuple[FakeResponses, FakeOpenAIChat]
+) -> Iterator[httpx.Client]:
     for fake in upstreams:
         fake.reset()
     with httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
@@ -66,7 +80,9 @@ def create(http: httpx.Client, **body: Any) -> httpx.Response:
 
 
 @pytest.mark.parametrize("model", ["native", "chat", "orgate/echo"])
-def test_generation_neutral_fields_are_accepted_and_sent_to_no_upstream(http: httpx.Client, upstreams: Any, model: str) -> None:
+def test_generation_neutral_fields_are_accepted_and_sent_to_no_upstream(
+    http: httpx.Client, upstreams: Any, model: str
+) -> None:
     native, chat = upstreams
     native.enqueue(native_text("ok"))
     chat.enqueue(chat_text("ok"))
@@ -79,8 +95,12 @@ def test_generation_neutral_fields_are_accepted_and_sent_to_no_upstream(http: ht
         assert "client_metadata" not in body and "prompt_cache_retention" not in body
 
 
-@pytest.mark.parametrize(("field", "value"), [("client_metadata", "not-an-object"), ("prompt_cache_retention", 24)])
-def test_a_neutral_field_of_the_wrong_type_is_refused(http: httpx.Client, field: str, value: Any) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"), [("client_metadata", "not-an-object"), ("prompt_cache_retention", 24)]
+)
+def test_a_neutral_field_of_the_wrong_type_is_refused(
+    http: httpx.Client, field: str, value: Any
+) -> None:
     reply = create(http, model="orgate/echo", **{field: value})
     assert reply.status_code == 400
     assert reply.json()["error"]["param"] == field
@@ -98,7 +118,9 @@ def test_other_unknown_fields_stay_refused(http: httpx.Client) -> None:
     }
 
 
-def test_a_reasoning_summary_alone_is_accepted_by_a_model_without_reasoning(http: httpx.Client, upstreams: Any) -> None:
+def test_a_reasoning_summary_alone_is_accepted_by_a_model_without_reasoning(
+    http: httpx.Client, upstreams: Any
+) -> None:
     _, chat = upstreams
     chat.enqueue(chat_text("ok"))
     reply = create(http, model="chat", reasoning={"summary": "auto"})
@@ -110,7 +132,12 @@ def test_a_reasoning_summary_alone_is_accepted_by_a_model_without_reasoning(http
 
 
 def test_the_builtin_model_takes_reasoning_options(http: httpx.Client) -> None:
-    reply = create(http, model="orgate/echo", input="orgate:reason think first", reasoning={"effort": "low", "summary": "auto"})
+    reply = create(
+        http,
+        model="orgate/echo",
+        input="orgate:reason think first",
+        reasoning={"effort": "low", "summary": "auto"},
+    )
     assert reply.status_code == 200, reply.text
     assert [item["type"] for item in reply.json()["output"]] == ["reasoning", "message"]
 
@@ -127,14 +154,19 @@ def test_hosted_tools_reach_a_native_responses_upstream(http: httpx.Client, upst
     assert [t["type"] for t in reply.json()["tools"]] == ["function"]
 
 
-def test_hosted_tools_are_dropped_with_a_warning_where_no_upstream_runs_them(http: httpx.Client, server: OrgateServer, upstreams: Any) -> None:
+def test_hosted_tools_are_dropped_with_a_warning_where_no_upstream_runs_them(
+    http: httpx.Client, server: OrgateServer, upstreams: Any
+) -> None:
     _, chat = upstreams
     chat.enqueue(chat_text("ok"))
     reply = create(http, model="chat", tools=[FUNCTION, WEB_SEARCH, NAMESPACE])
     assert reply.status_code == 200, reply.text
     assert [t["function"]["name"] for t in chat.bodies[0]["tools"]] == ["lookup"]
     warning = reply.headers[GATE_HEADER]
-    assert "tools[1]: dropped tool of type web_search" in warning and "tools[2]: dropped tool of type namespace" in warning
+    assert (
+        "tools[1]: dropped tool of type web_search" in warning
+        and "tools[2]: dropped tool of type namespace" in warning
+    )
     metrics = http.get("/metrics").text
     assert 'orgate_tools_dropped_total{model="chat",type="web_search"}' in metrics
 

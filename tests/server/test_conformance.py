@@ -32,27 +32,57 @@ IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAD
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "string_input": {"input": "Hello there"},
-    "plain_text": {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hello there"}]}]},
+    "plain_text": {
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "Hello there"}],
+            }
+        ]
+    },
     "untyped_message": {"input": [{"role": "user", "content": "Hello there"}]},
     "system_prompt": {
         "instructions": "Be brief.",
-        "input": [{"role": "system", "content": "You are a test."}, {"role": "developer", "content": "Answer."}, {"role": "user", "content": "Hi"}],
+        "input": [
+            {"role": "system", "content": "You are a test."},
+            {"role": "developer", "content": "Answer."},
+            {"role": "user", "content": "Hi"},
+        ],
     },
     "multi_turn": {
         "input": [
             {"role": "user", "content": "Hi"},
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello!"}]},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello!"}],
+            },
             {"role": "user", "content": "How are you?"},
         ]
     },
     "image_input": {
-        "input": [{"role": "user", "content": [{"type": "input_text", "text": "What is this?"}, {"type": "input_image", "image_url": IMAGE, "detail": "low"}]}]
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "What is this?"},
+                    {"type": "input_image", "image_url": IMAGE, "detail": "low"},
+                ],
+            }
+        ]
     },
     "tool_call": {"input": "What is the weather in Paris?", "tools": [WEATHER_TOOL]},
     "tool_output_round_trip": {
         "input": [
             {"role": "user", "content": "What is the weather in Paris?"},
-            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris","unit":"c"}', "status": "completed"},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": '{"city":"Paris","unit":"c"}',
+                "status": "completed",
+            },
             {"type": "function_call_output", "call_id": "call_1", "output": '{"temp": 21}'},
         ],
         "tools": [WEATHER_TOOL],
@@ -98,12 +128,17 @@ def _check_final(name: str, response: dict[str, Any]) -> None:
     else:
         assert response["status"] == "completed", response
         assert response["output"][-1]["type"] == "message"
-        assert response["usage"]["total_tokens"] == response["usage"]["input_tokens"] + response["usage"]["output_tokens"]
+        assert (
+            response["usage"]["total_tokens"]
+            == response["usage"]["input_tokens"] + response["usage"]["output_tokens"]
+        )
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_non_stream_body_validates(http: httpx.Client, fake: FakeOpenAIChat, model: str, name: str) -> None:
+def test_non_stream_body_validates(
+    http: httpx.Client, fake: FakeOpenAIChat, model: str, name: str
+) -> None:
     fake.handler = lambda body: upstream_reply(name, body)
     res = _post(http, {"model": model, **SCENARIOS[name]})
     assert res.status_code == 200, res.text
@@ -113,7 +148,9 @@ def test_non_stream_body_validates(http: httpx.Client, fake: FakeOpenAIChat, mod
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_stream_events_validate(http: httpx.Client, fake: FakeOpenAIChat, model: str, name: str) -> None:
+def test_stream_events_validate(
+    http: httpx.Client, fake: FakeOpenAIChat, model: str, name: str
+) -> None:
     fake.handler = lambda body: upstream_reply(name, body)
     res = _post(http, {"model": model, "stream": True, **SCENARIOS[name]})
     assert res.status_code == 200, res.text
@@ -135,7 +172,11 @@ def test_builtin_quotes_a_tool_output(http: httpx.Client) -> None:
 
 def test_openai_chat_mapping_reaches_upstream(http: httpx.Client, fake: FakeOpenAIChat) -> None:
     fake.handler = lambda body: text("ok")
-    res = _post(http, SCENARIOS["tool_output_round_trip"] | {"model": "fake-chat", "instructions": "Be brief.", "temperature": 0.5})
+    res = _post(
+        http,
+        SCENARIOS["tool_output_round_trip"]
+        | {"model": "fake-chat", "instructions": "Be brief.", "temperature": 0.5},
+    )
     assert res.status_code == 200, res.text
     body = fake.bodies[-1]
     assert body["model"] == "fake-model"
@@ -152,7 +193,13 @@ def test_stream_final_matches_output_item_done(http: httpx.Client) -> None:
     events = check_sse(res.text)
     deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert deltas == "one two three four five"
-    assert [e["delta"] for e in events if e["type"] == "response.output_text.delta"] == ["one ", "two ", "three ", "four ", "five"]
+    assert [e["delta"] for e in events if e["type"] == "response.output_text.delta"] == [
+        "one ",
+        "two ",
+        "three ",
+        "four ",
+        "five",
+    ]
     done_items = [e["item"] for e in events if e["type"] == "response.output_item.done"]
     assert events[-1]["response"]["output"] == done_items
     seq = [e["sequence_number"] for e in events]

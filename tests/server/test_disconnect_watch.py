@@ -34,7 +34,9 @@ async def _read_body(watch: DisconnectWatch, client: Client) -> str:
     return "read"
 
 
-async def _request(client: Client, *, delay: float, body_timeout: float, started: asyncio.Event | None = None) -> str:
+async def _request(
+    client: Client, *, delay: float, body_timeout: float, started: asyncio.Event | None = None
+) -> str:
     """A request that reads its body under a watch, then stops the watch."""
     watch = DisconnectWatch(client.receive, delay=delay, body_timeout=body_timeout)
     if started is not None:

@@ -40,9 +40,17 @@ PREVIEW = {
 
 
 def config(native: FakeResponses, claude: FakeAnthropic, chat: FakeOpenAIChat) -> str:
-    return native_and_claude(
-        native, claude, native_other=True, native_key="upstream-secret", claude_key="anthropic-secret", native_extra="capabilities = { reasoning = true }"
-    ) + model_block("chat", "openai-chat", chat.base_url, "fake-model") + f"""
+    return (
+        native_and_claude(
+            native,
+            claude,
+            native_other=True,
+            native_key="upstream-secret",
+            claude_key="anthropic-secret",
+            native_extra="capabilities = { reasoning = true }",
+        )
+        + model_block("chat", "openai-chat", chat.base_url, "fake-model")
+        + f"""
 [[models]]
 name = "mixed"
 read_timeout = 5
@@ -52,6 +60,7 @@ deployments = [
 ]
 routing = {{ retries = 0, circuit_failures = 1000 }}
 """
+    )
 
 
 Fakes = tuple[FakeResponses, FakeAnthropic, FakeOpenAIChat]
@@ -59,7 +68,11 @@ Fakes = tuple[FakeResponses, FakeAnthropic, FakeOpenAIChat]
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[Fakes]:
-    with FakeResponses.start_in_thread() as native, FakeAnthropic.start_in_thread() as claude, FakeOpenAIChat.start_in_thread() as chat:
+    with (
+        FakeResponses.start_in_thread() as native,
+        FakeAnthropic.start_in_thread() as claude,
+        FakeOpenAIChat.start_in_thread() as chat,
+    ):
         yield native, claude, chat
 
 
@@ -83,7 +96,9 @@ def fakes(upstreams: Fakes) -> Iterator[Fakes]:
 
 @pytest.fixture
 def sdk(gateway: OrgateServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.base_url, api_key=gateway.api_key, max_retries=0, timeout=20)
+    return openai.OpenAI(
+        base_url=gateway.base_url, api_key=gateway.api_key, max_retries=0, timeout=20
+    )
 
 
 @pytest.fixture
@@ -102,7 +117,9 @@ def searching(answer: str = "It is sunny in Paris.") -> Script:
     )
 
 
-def first_turn(http: httpx.Client, native: FakeResponses, *, stream: bool, model: str = "native") -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def first_turn(
+    http: httpx.Client, native: FakeResponses, *, stream: bool, model: str = "native"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One turn answered with extension items; (the spec response, the raw items the upstream made)."""
     script = searching()
     native.enqueue(script)
@@ -119,7 +136,9 @@ def first_turn(http: httpx.Client, native: FakeResponses, *, stream: bool, model
         res = http.post("/v1/responses", json=body)
         assert res.status_code == 200, res.text
         response = res.json()
-        assert "web_search" not in res.text and "openai:" not in res.text and "orgate:" not in res.text
+        assert (
+            "web_search" not in res.text and "openai:" not in res.text and "orgate:" not in res.text
+        )
     validate("ResponseResource", response)
     assert [item["type"] for item in response["output"]] == ["reasoning", "message"]
     assert response["output"][1]["content"][0]["text"] == "It is sunny in Paris."
@@ -128,14 +147,21 @@ def first_turn(http: httpx.Client, native: FakeResponses, *, stream: bool, model
 
 
 def extension_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [i for i in items if i.get("type") not in ("message", "reasoning", "function_call", "function_call_output", None)]
+    return [
+        i
+        for i in items
+        if i.get("type")
+        not in ("message", "reasoning", "function_call", "function_call_output", None)
+    ]
 
 
 # --- the client's view ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_client_never_sees_extension_items(http: httpx.Client, fakes: Fakes, stream: bool) -> None:
+def test_the_client_never_sees_extension_items(
+    http: httpx.Client, fakes: Fakes, stream: bool
+) -> None:
     native, _, _ = fakes
     response, _ = first_turn(http, native, stream=stream)
     stored = http.get(f"/v1/responses/{response['id']}")
@@ -156,23 +182,45 @@ def test_the_sdk_sees_a_plain_answer(sdk: openai.OpenAI, fakes: Fakes) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_follow_up_to_the_same_upstream_sends_them_back_in_order(http: httpx.Client, sdk: openai.OpenAI, fakes: Fakes, stream: bool) -> None:
+def test_a_follow_up_to_the_same_upstream_sends_them_back_in_order(
+    http: httpx.Client, sdk: openai.OpenAI, fakes: Fakes, stream: bool
+) -> None:
     native, _, _ = fakes
     first, made = first_turn(http, native, stream=stream)
     native.enqueue(text("You're welcome."))
-    raw = sdk.responses.with_raw_response.create(model="native", previous_response_id=first["id"], input="Thanks!")
+    raw = sdk.responses.with_raw_response.create(
+        model="native", previous_response_id=first["id"], input="Thanks!"
+    )
     second = raw.parse()
     assert second.output_text == "You're welcome."
     assert GATE_HEADER not in raw.headers
     sent = native.bodies[-1]["input"]
     # the upstream's order: its two items, its reasoning, its message
-    assert [i.get("type") for i in made] == ["web_search_call", "openai:web_search_preview_call", "reasoning", "message"]
-    assert [i.get("type") for i in sent] == ["message", "web_search_call", "openai:web_search_preview_call", "reasoning", "message", "message"]
+    assert [i.get("type") for i in made] == [
+        "web_search_call",
+        "openai:web_search_preview_call",
+        "reasoning",
+        "message",
+    ]
+    assert [i.get("type") for i in sent] == [
+        "message",
+        "web_search_call",
+        "openai:web_search_preview_call",
+        "reasoning",
+        "message",
+        "message",
+    ]
     # the upstream's own items go back exactly as it made them (ids and nulls included)
     assert sent[1] == made[0] and sent[2] == PREVIEW
     # reasoning goes back to the upstream that made it, summary and encrypted state intact
-    assert sent[3] == {"type": "reasoning", "summary": made[2]["summary"], "encrypted_content": "gAAAAB-native-state"}
-    assert sent[4]["role"] == "assistant" and sent[4]["content"][0]["text"] == "It is sunny in Paris."
+    assert sent[3] == {
+        "type": "reasoning",
+        "summary": made[2]["summary"],
+        "encrypted_content": "gAAAAB-native-state",
+    }
+    assert (
+        sent[4]["role"] == "assistant" and sent[4]["content"][0]["text"] == "It is sunny in Paris."
+    )
     assert (sent[0]["content"], sent[5]["content"]) == ("Weather in Paris?", "Thanks!")
 
 
@@ -180,10 +228,20 @@ def test_a_session_carries_them_to_the_next_turn(http: httpx.Client, fakes: Fake
     native, _, _ = fakes
     headers = {"X-Session-Id": "ext-items-session"}
     native.enqueue(searching(), text("Again."))
-    assert http.post("/v1/responses", json={"model": "native", "input": "Weather?"}, headers=headers).status_code == 200
-    res = http.post("/v1/responses", json={"model": "native", "input": "And tomorrow?"}, headers=headers)
+    assert (
+        http.post(
+            "/v1/responses", json={"model": "native", "input": "Weather?"}, headers=headers
+        ).status_code
+        == 200
+    )
+    res = http.post(
+        "/v1/responses", json={"model": "native", "input": "And tomorrow?"}, headers=headers
+    )
     assert res.status_code == 200, res.text
-    assert [i["type"] for i in extension_items(native.bodies[-1]["input"])] == ["web_search_call", "openai:web_search_preview_call"]
+    assert [i["type"] for i in extension_items(native.bodies[-1]["input"])] == [
+        "web_search_call",
+        "openai:web_search_preview_call",
+    ]
 
 
 # --- gated elsewhere ------------------------------------------------------------------------------
@@ -199,47 +257,75 @@ def _other_upstream_received(fakes: Fakes, model: str) -> str:
 
 
 @pytest.mark.parametrize("model", ["claude", "chat", "native-other"])
-def test_a_follow_up_elsewhere_leaves_them_out_and_says_so(http: httpx.Client, sdk: openai.OpenAI, fakes: Fakes, model: str) -> None:
+def test_a_follow_up_elsewhere_leaves_them_out_and_says_so(
+    http: httpx.Client, sdk: openai.OpenAI, fakes: Fakes, model: str
+) -> None:
     native, claude, chat = fakes
     first, made = first_turn(http, native, stream=False)
     claude.enqueue(claude_text("Still sunny."))
     chat.enqueue(chat_text("Still sunny."))
     native.enqueue(text("Still sunny."))
-    raw = sdk.responses.with_raw_response.create(model=model, previous_response_id=first["id"], input="Thanks!")
+    raw = sdk.responses.with_raw_response.create(
+        model=model, previous_response_id=first["id"], input="Thanks!"
+    )
     second = raw.parse()
     assert second.output_text == "Still sunny."
     validate("ResponseResource", raw.http_response.json())
     received = _other_upstream_received(fakes, model)
-    assert "web_search" not in received and "wsp_0001" not in received and made[0]["id"] not in received
-    assert "gAAAAB-native-state" not in received  # the reasoning state goes back only to the upstream that made it
-    assert "It is sunny in Paris." in received and "Thanks!" in received  # the rest of the conversation went
+    assert (
+        "web_search" not in received
+        and "wsp_0001" not in received
+        and made[0]["id"] not in received
+    )
+    assert (
+        "gAAAAB-native-state" not in received
+    )  # the reasoning state goes back only to the upstream that made it
+    assert (
+        "It is sunny in Paris." in received and "Thanks!" in received
+    )  # the rest of the conversation went
     warning = raw.headers[GATE_HEADER]
     assert warning.startswith("history: namespaced, 2 item(s) made by another upstream not sent to")
     assert "(web_search_call)" in warning and "(openai:web_search_preview_call)" in warning
 
 
-def test_a_fallback_to_another_upstream_is_gated_too(sdk: openai.OpenAI, http: httpx.Client, fakes: Fakes) -> None:
+def test_a_fallback_to_another_upstream_is_gated_too(
+    sdk: openai.OpenAI, http: httpx.Client, fakes: Fakes
+) -> None:
     native, claude, _ = fakes
     first, _ = first_turn(http, native, stream=False, model="mixed")
     native.enqueue(http_error(500, "down"))
     claude.enqueue(claude_text("From the fallback."))
-    raw = sdk.responses.with_raw_response.create(model="mixed", previous_response_id=first["id"], input="Thanks!")
+    raw = sdk.responses.with_raw_response.create(
+        model="mixed", previous_response_id=first["id"], input="Thanks!"
+    )
     assert raw.parse().output_text == "From the fallback."
-    assert "web_search" in json.dumps(native.bodies[-1]["input"])  # the native upstream was offered them
+    assert "web_search" in json.dumps(
+        native.bodies[-1]["input"]
+    )  # the native upstream was offered them
     assert "web_search" not in json.dumps(claude.bodies[-1])
     assert "not sent to 'mixed-claude'" in raw.headers[GATE_HEADER]
 
 
-def test_client_reasoning_items_carry_no_origin_and_go_as_before(http: httpx.Client, fakes: Fakes) -> None:
+def test_client_reasoning_items_carry_no_origin_and_go_as_before(
+    http: httpx.Client, fakes: Fakes
+) -> None:
     """Only history knows where reasoning came from: a client's own reasoning item goes to any Responses upstream."""
     native, _, _ = fakes
     first, _ = first_turn(http, native, stream=False)
     native.enqueue(text("Replayed."))
-    replay = [{"role": "user", "content": "Weather in Paris?"}, *first["output"], {"role": "user", "content": "Thanks!"}]
+    replay = [
+        {"role": "user", "content": "Weather in Paris?"},
+        *first["output"],
+        {"role": "user", "content": "Thanks!"},
+    ]
     res = http.post("/v1/responses", json={"model": "native-other", "input": replay})
     assert res.status_code == 200, res.text
     sent = native.bodies[-1]["input"]
-    assert sent[1] == {"type": "reasoning", "summary": first["output"][0]["summary"], "encrypted_content": "gAAAAB-native-state"}
+    assert sent[1] == {
+        "type": "reasoning",
+        "summary": first["output"][0]["summary"],
+        "encrypted_content": "gAAAAB-native-state",
+    }
 
 
 def test_the_stored_response_shows_no_origin(http: httpx.Client, fakes: Fakes) -> None:
@@ -256,21 +342,39 @@ def test_the_stored_response_shows_no_origin(http: httpx.Client, fakes: Fakes) -
     "item",
     [
         {"type": "openai:web_search_call", "id": "ws_1", "status": "completed"},
-        {"type": "orgate:extension_item", "id": "ext_1", "origin": "openai-responses http://x/v1", "item": {"type": "web_search_call"}},
+        {
+            "type": "orgate:extension_item",
+            "id": "ext_1",
+            "origin": "openai-responses http://x/v1",
+            "item": {"type": "web_search_call"},
+        },
     ],
 )
-def test_a_client_sending_such_an_item_gets_a_400(http: httpx.Client, fakes: Fakes, item: dict[str, Any]) -> None:
+def test_a_client_sending_such_an_item_gets_a_400(
+    http: httpx.Client, fakes: Fakes, item: dict[str, Any]
+) -> None:
     native, _, _ = fakes
-    res = http.post("/v1/responses", json={"model": "native", "input": [{"role": "user", "content": "hi"}, item]})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "native", "input": [{"role": "user", "content": "hi"}, item]},
+    )
     assert res.status_code == 400, res.text
-    assert (res.json()["error"]["code"], res.json()["error"]["param"]) == ("non_portable_item", "input[1].type")
+    assert (res.json()["error"]["code"], res.json()["error"]["param"]) == (
+        "non_portable_item",
+        "input[1].type",
+    )
     assert native.bodies == []
 
 
-def test_a_client_sending_an_unnamespaced_upstream_item_gets_a_400(http: httpx.Client, fakes: Fakes) -> None:
+def test_a_client_sending_an_unnamespaced_upstream_item_gets_a_400(
+    http: httpx.Client, fakes: Fakes
+) -> None:
     native, _, _ = fakes
     item = web_search_call()
-    res = http.post("/v1/responses", json={"model": "native", "input": [{"role": "user", "content": "hi"}, item]})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "native", "input": [{"role": "user", "content": "hi"}, item]},
+    )
     assert res.status_code == 400, res.text
     assert res.json()["error"]["param"].startswith("input[1]")
     assert native.bodies == []

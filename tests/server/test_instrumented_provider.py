@@ -51,7 +51,9 @@ def _value(registry: CollectorRegistry, name: str, **labels: str) -> float:
 
 
 def _calls(registry: CollectorRegistry, outcome: str) -> float:
-    return _value(registry, "orgate_upstream_duration_seconds_count", deployment="dep", outcome=outcome)
+    return _value(
+        registry, "orgate_upstream_duration_seconds_count", deployment="dep", outcome=outcome
+    )
 
 
 def _in_flight(registry: CollectorRegistry) -> float:
@@ -70,7 +72,9 @@ async def test_an_answered_call_is_ok_with_its_tokens_and_the_gauge_back_to_zero
     got = [batch async for batch in stream]
     assert got == ANSWER
     assert _calls(registry, "ok") == 1 and _in_flight(registry) == 0
-    assert _value(registry, "orgate_upstream_time_to_first_event_seconds_count", deployment="dep") == 1
+    assert (
+        _value(registry, "orgate_upstream_time_to_first_event_seconds_count", deployment="dep") == 1
+    )
     assert _value(registry, "orgate_tokens_total", deployment="dep", direction="input") == 3
     assert _value(registry, "orgate_tokens_total", deployment="dep", direction="output") == 2
     await stream.aclose()  # after the end: changes nothing
@@ -97,14 +101,21 @@ async def test_a_call_closed_before_its_answer_is_cancelled_and_closes_the_upstr
     assert await stream.__anext__() == ANSWER[0]
     await stream.aclose()
     assert inner.closed
-    assert _calls(registry, "cancelled") == 1 and _calls(registry, "ok") == 0 and _in_flight(registry) == 0
+    assert (
+        _calls(registry, "cancelled") == 1
+        and _calls(registry, "ok") == 0
+        and _in_flight(registry) == 0
+    )
     with pytest.raises(StopAsyncIteration):
         await stream.__anext__()
 
 
 @pytest.mark.parametrize(
     ("error", "code"),
-    [(ApiError(502, "bad", code="upstream_error"), "upstream_error"), (ConnectionResetError("cut"), "ConnectionResetError")],
+    [
+        (ApiError(502, "bad", code="upstream_error"), "upstream_error"),
+        (ConnectionResetError("cut"), "ConnectionResetError"),
+    ],
 )
 async def test_a_failing_call_counts_its_error(error: BaseException, code: str) -> None:
     inner = ScriptedProvider([[TextDelta("a")]], error=error)

@@ -20,7 +20,10 @@ from orgate.server.observability import JsonFormatter, TextFormatter
         ("< api-key: azure1", f"< api-key: {REDACTED}"),
         ("< cookie: a=1; b=2", f"< cookie: {REDACTED}"),
         ("> set-cookie: s=1; Path=/", f"> set-cookie: {REDACTED}"),
-        ("{'authorization': 'Bearer x', 'host': 'h'}", f"{{'authorization': '{REDACTED}', 'host': 'h'}}"),
+        (
+            "{'authorization': 'Bearer x', 'host': 'h'}",
+            f"{{'authorization': '{REDACTED}', 'host': 'h'}}",
+        ),
         ('{"X-Api-Key": "k1", "a": 1}', f'{{"X-Api-Key": "{REDACTED}", "a": 1}}'),
         ("headers authorization=Bearer x", f"headers authorization={REDACTED}"),
         ("the authorization failed", "the authorization failed"),  # a word, not a header

@@ -63,17 +63,30 @@ def test_only_the_four_delta_events_of_the_spec_are_padded() -> None:
     )
     padded = {e["type"] for e in events if "obfuscation" in e}
     schemas = spec()["components"]["schemas"].values()
-    in_spec = {s["properties"]["type"]["enum"][0] for s in schemas if "obfuscation" in s.get("properties", {})}
+    in_spec = {
+        s["properties"]["type"]["enum"][0]
+        for s in schemas
+        if "obfuscation" in s.get("properties", {})
+    }
     assert padded == in_spec  # the events the spec gives the field, each of them, no more
     unpadded = run(TextDelta("hi"), Finish("stop")).drain()  # a builder not told to: none
     assert not any("obfuscation" in e for e in unpadded)
 
 
-TOOLS = [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "name": "lookup",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
+]
 
 
 def _stream(http: httpx.Client, **fields: Any) -> list[dict[str, Any]]:
-    res = http.post("/v1/responses", json={"model": "orgate/echo", "input": "orgate:reason find cats", "stream": True, **fields})
+    res = http.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "orgate:reason find cats", "stream": True, **fields},
+    )
     assert res.status_code == 200, res.text
     return check_sse(res.text)  # spec-valid events, the grammar holds with the extra field
 
@@ -86,7 +99,10 @@ def _padded(events: list[dict[str, Any]]) -> set[str]:
 @pytest.fixture(scope="module", params=[True, False], ids=["default", "configured-off"])
 def http(request: pytest.FixtureRequest) -> Iterator[tuple[httpx.Client, bool]]:
     config = "" if request.param else "[endpoints.responses]\nobfuscation = false\n"
-    with OrgateServer(config) as server, httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client:
+    with (
+        OrgateServer(config) as server,
+        httpx.Client(base_url=server.url, headers=server.headers(), timeout=30) as client,
+    ):
         yield client, request.param
 
 
@@ -95,12 +111,23 @@ def test_streams_follow_the_request_then_the_configuration(http: tuple[httpx.Cli
     text_and_summary = {"response.output_text.delta", "response.reasoning_summary_text.delta"}
     assert _padded(_stream(client)) == (text_and_summary if default else set())
     assert _padded(_stream(client, stream_options={"include_obfuscation": False})) == set()
-    assert _padded(_stream(client, stream_options={"include_obfuscation": True})) == text_and_summary
-    assert _padded(_stream(client, tools=TOOLS, stream_options={"include_obfuscation": True})) >= {"response.function_call_arguments.delta"}
+    assert (
+        _padded(_stream(client, stream_options={"include_obfuscation": True})) == text_and_summary
+    )
+    assert _padded(_stream(client, tools=TOOLS, stream_options={"include_obfuscation": True})) >= {
+        "response.function_call_arguments.delta"
+    }
     # the stored stream replays what was sent, padding and all
     sent = _stream(client, stream_options={"include_obfuscation": True})
     replay = client.get(f"/v1/responses/{sent[0]['response']['id']}", params={"stream": "true"})
     assert replay.status_code == 200 and check_sse(replay.text) == sent
     # a non-streamed answer has no events to pad
-    res = client.post("/v1/responses", json={"model": "orgate/echo", "input": "hi", "stream_options": {"include_obfuscation": True}})
+    res = client.post(
+        "/v1/responses",
+        json={
+            "model": "orgate/echo",
+            "input": "hi",
+            "stream_options": {"include_obfuscation": True},
+        },
+    )
     assert res.status_code == 200 and "obfuscation" not in res.text

@@ -17,7 +17,9 @@ class Clock:
         return self.now
 
 
-def pair(tmp_path: Path, limits: dict[str, KeyLimits], clock: Clock) -> tuple[SharedLimiter, SharedLimiter]:
+def pair(
+    tmp_path: Path, limits: dict[str, KeyLimits], clock: Clock
+) -> tuple[SharedLimiter, SharedLimiter]:
     path = tmp_path / "ratelimit.db"
     return SharedLimiter(limits, path, clock=clock), SharedLimiter(limits, path, clock=clock)
 
@@ -29,7 +31,9 @@ async def test_two_workers_share_one_request_bucket(tmp_path: Path) -> None:
         assert await (one if turn % 2 else two).admit("a") is None
     for limiter in (one, two):
         refusal = await limiter.admit("a")
-        assert refusal is not None and refusal.status == 429 and refusal.headers["Retry-After"] == "1"
+        assert (
+            refusal is not None and refusal.status == 429 and refusal.headers["Retry-After"] == "1"
+        )
     clock.now += 1.0  # one request per second comes back, to whichever worker asks first
     assert await two.admit("a") is None
     assert await one.admit("a") is not None

@@ -49,8 +49,12 @@ def test_stream_and_final_response(client: openai.OpenAI, fake: FakeOpenAIChat, 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("streaming", [False, True])
-def test_tool_call_arguments_parse(client: openai.OpenAI, fake: FakeOpenAIChat, model: str, streaming: bool) -> None:
-    fake.handler = lambda body: tool_calls(("get_weather", '{"city": "Paris", "unit": "c"}'), fragments=5)
+def test_tool_call_arguments_parse(
+    client: openai.OpenAI, fake: FakeOpenAIChat, model: str, streaming: bool
+) -> None:
+    fake.handler = lambda body: tool_calls(
+        ("get_weather", '{"city": "Paris", "unit": "c"}'), fragments=5
+    )
     kwargs = {"model": model, "input": "What is the weather in Paris?", "tools": [WEATHER_TOOL]}
     if streaming:
         with client.responses.stream(**kwargs) as stream:
@@ -66,24 +70,42 @@ def test_tool_call_arguments_parse(client: openai.OpenAI, fake: FakeOpenAIChat, 
     assert calls[0].call_id
 
 
-def test_parallel_tool_calls_through_openai_chat(client: openai.OpenAI, fake: FakeOpenAIChat) -> None:
+def test_parallel_tool_calls_through_openai_chat(
+    client: openai.OpenAI, fake: FakeOpenAIChat
+) -> None:
     fake.handler = lambda body: tool_calls(
-        ("get_weather", '{"city": "Paris", "unit": "c"}'), ("get_weather", '{"city": "Oslo", "unit": "f"}'), interleave=True
+        ("get_weather", '{"city": "Paris", "unit": "c"}'),
+        ("get_weather", '{"city": "Oslo", "unit": "f"}'),
+        interleave=True,
     )
-    response = client.responses.create(model="fake-chat", input="Weather in Paris and Oslo?", tools=[WEATHER_TOOL])
-    cities = [json.loads(item.arguments)["city"] for item in response.output if item.type == "function_call"]
+    response = client.responses.create(
+        model="fake-chat", input="Weather in Paris and Oslo?", tools=[WEATHER_TOOL]
+    )
+    cities = [
+        json.loads(item.arguments)["city"]
+        for item in response.output
+        if item.type == "function_call"
+    ]
     assert cities == ["Paris", "Oslo"]
 
 
 def test_function_call_output_round_trip(client: openai.OpenAI) -> None:
-    first = client.responses.create(model="orgate/echo", input="What is the weather in Paris?", tools=[WEATHER_TOOL])
+    first = client.responses.create(
+        model="orgate/echo", input="What is the weather in Paris?", tools=[WEATHER_TOOL]
+    )
     call = next(item for item in first.output if item.type == "function_call")
     second = client.responses.create(
         model="orgate/echo",
         tools=[WEATHER_TOOL],
         input=[
             {"role": "user", "content": "What is the weather in Paris?"},
-            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments, "status": "completed"},
+            {
+                "type": "function_call",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "status": "completed",
+            },
             {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
         ],
     )
@@ -94,7 +116,10 @@ def test_length_finish_is_incomplete(client: openai.OpenAI, fake: FakeOpenAIChat
     fake.handler = lambda body: text("a b c d e f", finish_reason="length")
     response = client.responses.create(model="fake-chat", input="long please", max_output_tokens=16)
     assert response.status == "incomplete"
-    assert response.incomplete_details is not None and response.incomplete_details.reason == "max_output_tokens"
+    assert (
+        response.incomplete_details is not None
+        and response.incomplete_details.reason == "max_output_tokens"
+    )
 
 
 def test_upstream_429_passes_retry_after(client: openai.OpenAI, fake: FakeOpenAIChat) -> None:
@@ -108,7 +133,9 @@ def test_upstream_429_passes_retry_after(client: openai.OpenAI, fake: FakeOpenAI
 
 
 @pytest.mark.parametrize("streaming", [False, True])
-def test_upstream_500_is_a_server_error(client: openai.OpenAI, fake: FakeOpenAIChat, streaming: bool) -> None:
+def test_upstream_500_is_a_server_error(
+    client: openai.OpenAI, fake: FakeOpenAIChat, streaming: bool
+) -> None:
     fake.enqueue(http_error(500, "boom"))
     with pytest.raises(openai.APIStatusError) as info:
         if streaming:
@@ -130,7 +157,9 @@ def test_upstream_timeout_is_a_gateway_error(client: openai.OpenAI, fake: FakeOp
     assert info.value.status_code in (502, 504)
 
 
-def test_connection_cut_mid_stream_fails_the_stream_cleanly(client: openai.OpenAI, http: httpx.Client, fake: FakeOpenAIChat) -> None:
+def test_connection_cut_mid_stream_fails_the_stream_cleanly(
+    client: openai.OpenAI, http: httpx.Client, fake: FakeOpenAIChat
+) -> None:
     fake.enqueue(cut("one two three four five six", after=3))
     res = http.post("/v1/responses", json={"model": "fake-chat", "input": "hi", "stream": True})
     events = check_sse(res.text)
@@ -138,7 +167,10 @@ def test_connection_cut_mid_stream_fails_the_stream_cleanly(client: openai.OpenA
     assert events[-1]["response"]["status"] == "failed"
     # The SDK surfaces the same stream as an error.
     fake.enqueue(cut("one two three four five six", after=3))
-    with pytest.raises(openai.APIError), client.responses.stream(model="fake-chat", input="hi") as stream:
+    with (
+        pytest.raises(openai.APIError),
+        client.responses.stream(model="fake-chat", input="hi") as stream,
+    ):
         for _ in stream:
             pass
 

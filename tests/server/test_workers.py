@@ -88,7 +88,10 @@ def pid_serving(client_port: int, server_port: int, pids: set[int]) -> int | Non
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             local, remote, inode = fields[1], fields[2], fields[9]
-            if int(local.rsplit(":", 1)[1], 16) == server_port and int(remote.rsplit(":", 1)[1], 16) == client_port:
+            if (
+                int(local.rsplit(":", 1)[1], 16) == server_port
+                and int(remote.rsplit(":", 1)[1], 16) == client_port
+            ):
                 wanted = inode
     if wanted is None:
         return None
@@ -107,18 +110,38 @@ class Conn:
         # The workers are listed on each try: during a reload the connection may be held by a
         # worker that started after the first look.
         for _ in deadline_loop():
-            self.pid = pid_serving(self.http.sock.getsockname()[1], server.port, worker_pids(server.proc.pid))
+            self.pid = pid_serving(
+                self.http.sock.getsockname()[1], server.port, worker_pids(server.proc.pid)
+            )
             if self.pid is not None:
                 break
 
-    def request(self, method: str, path: str, body: dict | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
         self.send(method, path, body, headers)
         response = self.http.getresponse()
         return response.status, response.read()
 
-    def send(self, method: str, path: str, body: dict | None = None, headers: dict[str, str] | None = None) -> None:
-        all_headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json", **(headers or {})}
-        self.http.request(method, path, body=json.dumps(body) if body is not None else None, headers=all_headers)
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        all_headers = {
+            "Authorization": f"Bearer {self.key}",
+            "Content-Type": "application/json",
+            **(headers or {}),
+        }
+        self.http.request(
+            method, path, body=json.dumps(body) if body is not None else None, headers=all_headers
+        )
 
     def create(self, **body: object) -> tuple[int, dict]:
         status, raw = self.request("POST", "/v1/responses", {"model": "orgate/echo", **body})
@@ -152,13 +175,19 @@ def requests_total(server: OrgateServer, status: str) -> float:
     conn.close()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("orgate_http_requests_total{") and 'route="/v1/responses"' in line and f'status="{status}"' in line:
+        if (
+            line.startswith("orgate_http_requests_total{")
+            and 'route="/v1/responses"' in line
+            and f'status="{status}"' in line
+        ):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
 
 def _server(tmp: Path) -> OrgateServer:
-    return OrgateServer(CONFIG, env={"LIMITED_KEY": LIMITED}, args=("--workers", "2"), workdir=str(tmp))
+    return OrgateServer(
+        CONFIG, env={"LIMITED_KEY": LIMITED}, args=("--workers", "2"), workdir=str(tmp)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +221,9 @@ def test_rate_limit_is_shared_by_the_workers(server: OrgateServer) -> None:
     conns = list(one_on_each(server, key=LIMITED).values())
     started = time.monotonic()
     statuses = []
-    for _ in range(5):  # 10 calls, half on each worker: one bucket of 6 admits 6 (a bucket per worker, 10)
+    for _ in range(
+        5
+    ):  # 10 calls, half on each worker: one bucket of 6 admits 6 (a bucket per worker, 10)
         for conn in conns:
             statuses.append(conn.create(input="limited")[0])
     refilled = int((time.monotonic() - started) * 6 / 60)
@@ -206,17 +237,23 @@ def test_rate_limit_is_shared_by_the_workers(server: OrgateServer) -> None:
 def test_a_session_turn_is_busy_on_the_other_worker(server: OrgateServer) -> None:
     first, second = one_on_each(server).values()
     session = {"X-Session-Id": f"workers-{time.monotonic_ns()}"}
-    first.send("POST", "/v1/responses", {"model": "orgate/echo", "input": SLOW, "stream": True}, session)
+    first.send(
+        "POST", "/v1/responses", {"model": "orgate/echo", "input": SLOW, "stream": True}, session
+    )
     stream = first.http.getresponse()
     assert stream.status == 200
     assert stream.readline().startswith(b"event:")  # the turn has begun
-    status, raw = second.request("POST", "/v1/responses", {"model": "orgate/echo", "input": "me too"}, session)
+    status, raw = second.request(
+        "POST", "/v1/responses", {"model": "orgate/echo", "input": "me too"}, session
+    )
     assert status == 409 and json.loads(raw)["error"]["code"] == "session_busy", raw
     assert b"response.completed" in stream.read()
     first.close()
     second.close()
     after = Conn(server)  # (an idle keep-alive connection is closed after a few seconds)
-    status, raw = after.request("POST", "/v1/responses", {"model": "orgate/echo", "input": "after"}, session)
+    status, raw = after.request(
+        "POST", "/v1/responses", {"model": "orgate/echo", "input": "after"}, session
+    )
     assert status == 200, raw
     after.close()
 
@@ -258,14 +295,19 @@ def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> N
         conn.send("POST", "/v1/responses", {"model": "orgate/echo", "input": SLOW, "stream": True})
         stream = conn.http.getresponse()
         assert stream.status == 200
-        server.config_path.write_text(CONFIG + '\n[[models]]\nname = "added-by-reload"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\n')
+        server.config_path.write_text(
+            CONFIG
+            + '\n[[models]]\nname = "added-by-reload"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        )
         server.proc.send_signal(signal.SIGHUP)
         for _ in deadline_loop():
             # A plain request, not a Conn: during the reload an old, draining worker may answer it
             # and close the connection, so there is no worker left holding it to look up.
             probe = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
             try:
-                probe.request("GET", "/v1/models", headers={"Authorization": f"Bearer {server.api_key}"})
+                probe.request(
+                    "GET", "/v1/models", headers={"Authorization": f"Bearer {server.api_key}"}
+                )
                 raw = probe.getresponse().read()
             except OSError:
                 continue  # a connection reset while the workers change: ask again

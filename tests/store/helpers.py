@@ -48,7 +48,9 @@ def assistant(item_id: str, text: str) -> dict[str, Any]:
     }
 
 
-async def session_pointer(store: ResponseStore, tenant: str, session_id: str) -> tuple[str | None, str | None]:
+async def session_pointer(
+    store: ResponseStore, tenant: str, session_id: str
+) -> tuple[str | None, str | None]:
     """The session's latest response and deployment, as the next turn would see them (the turn
     is claimed and released)."""
     turn: SessionTurn = await store.begin_session_turn(tenant, session_id)

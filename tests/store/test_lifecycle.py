@@ -52,7 +52,11 @@ async def test_schema_created_then_reused(store_url: str, open_at: OpenStore) ->
 
 
 def _version(store_url: str) -> int:
-    return schema.SQLITE_SCHEMA_VERSION if store_url.startswith("sqlite") else schema.POSTGRES_SCHEMA_VERSION
+    return (
+        schema.SQLITE_SCHEMA_VERSION
+        if store_url.startswith("sqlite")
+        else schema.POSTGRES_SCHEMA_VERSION
+    )
 
 
 async def test_schema_newer_than_code_is_refused(store_url: str, open_at: OpenStore) -> None:
@@ -280,12 +284,22 @@ async def test_sqlite_version_1_file_is_migrated_with_its_items(tmp_path: Path) 
     conn.execute("INSERT INTO schema_version VALUES (1)")
     first = response("resp_1", [assistant("msg_out1", "one")])
     second = response("resp_2", [assistant("msg_out2", "two")])
-    for body, chain, prev in ((first, '["resp_1"]', None), (second, '["resp_1","resp_2"]', "resp_1")):
+    for body, chain, prev in (
+        (first, '["resp_1"]', None),
+        (second, '["resp_1","resp_2"]', "resp_1"),
+    ):
         conn.execute(
             """INSERT INTO responses (id, tenant, status, model, created_at, updated_at,
                 previous_response_id, chain, depth, history_len, own_items, response)
             VALUES (?, 't', 'completed', 'test-model', 1, 1, ?, ?, ?, ?, 2, ?)""",
-            (body["id"], prev, chain, chain.count(",") , 2 * (chain.count(",") + 1), orjson.dumps(body)),
+            (
+                body["id"],
+                prev,
+                chain,
+                chain.count(","),
+                2 * (chain.count(",") + 1),
+                orjson.dumps(body),
+            ),
         )
         rid = body["id"]
         conn.execute(
@@ -301,13 +315,21 @@ async def test_sqlite_version_1_file_is_migrated_with_its_items(tmp_path: Path) 
     try:
         assert (await store.stats()).schema_version == schema.SQLITE_SCHEMA_VERSION
         assert await store.context("resp_2", "t") == [
-            user("q resp_1"), first["output"][0], user("q resp_2"), second["output"][0]
+            user("q resp_1"),
+            first["output"][0],
+            user("q resp_2"),
+            second["output"][0],
         ]
         page = await store.input_items("resp_2", "t")
         assert page is not None and [i["id"] for i in page.data] == ["msg_legacy_resp_2"]
-        assert await store.get_item("msg_legacy_resp_1", "t") == {"id": "msg_legacy_resp_1", **user("q resp_1")}
+        assert await store.get_item("msg_legacy_resp_1", "t") == {
+            "id": "msg_legacy_resp_1",
+            **user("q resp_1"),
+        }
         assert await store.get_item("msg_out2", "t") == second["output"][0]
-        await store.save(response("resp_3"), tenant="t", input_items=[user("q3")], previous_response_id="resp_2")
+        await store.save(
+            response("resp_3"), tenant="t", input_items=[user("q3")], previous_response_id="resp_2"
+        )
         assert len(await store.context("resp_3", "t") or []) == 5
         assert await store.delete("resp_1", "t") is True
         assert await store.get_item("msg_legacy_resp_1", "t") is None

@@ -10,7 +10,15 @@ from orgate.store import ResponseFilter, ResponseStore
 from tests.store.helpers import response, user
 
 
-async def _save(store: ResponseStore, rid: str, tenant: str, *, status: str = "completed", created: int, session: str | None = None) -> None:
+async def _save(
+    store: ResponseStore,
+    rid: str,
+    tenant: str,
+    *,
+    status: str = "completed",
+    created: int,
+    session: str | None = None,
+) -> None:
     body = {**response(rid, status=status, created_at=created), "model": "m-" + rid[-1]}
     await store.save(body, tenant=tenant, input_items=[user(rid)], session_id=session)
 
@@ -62,11 +70,16 @@ async def test_an_update_keeps_a_response_in_its_place(store: ResponseStore) -> 
     await _save(store, "resp_2", "acme", created=2)
     await _save(store, "resp_1", "acme", created=1, status="completed")
     page = await store.list_responses(ResponseFilter(tenant="acme"))
-    assert [(r.id, r.status) for r in page.data] == [("resp_2", "completed"), ("resp_1", "completed")]
+    assert [(r.id, r.status) for r in page.data] == [
+        ("resp_2", "completed"),
+        ("resp_1", "completed"),
+    ]
 
 
 async def test_expired_responses_are_not_listed(store: ResponseStore) -> None:
-    await store.save(response("resp_old"), tenant="acme", input_items=[], expires_at=time.time() - 1)
+    await store.save(
+        response("resp_old"), tenant="acme", input_items=[], expires_at=time.time() - 1
+    )
     await _save(store, "resp_new", "acme", created=2)
     page = await store.list_responses(ResponseFilter(tenant="acme"))
     assert [r.id for r in page.data] == ["resp_new"]

@@ -75,20 +75,34 @@ async def test_a_finished_response_never_goes_back_to_running(store: ResponseSto
     """A save of an earlier state that lands after the final one (it waited for the write lock,
     or its caller was cancelled mid-way) changes nothing: the response stays finished."""
     inputs = [user("q")]
-    await store.save(response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"1")
-    await store.save(response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"12")
+    await store.save(
+        response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"1"
+    )
+    await store.save(
+        response("resp_late", status="in_progress"), tenant="t", input_items=inputs, events=b"12"
+    )
     done = response("resp_late", [assistant("msg_1", "all")], status="failed")
     await store.save(done, tenant="t", input_items=inputs, events=b"123", session_id="s1")
     for late in ("in_progress", "queued"):
-        await store.save(response("resp_late", status=late), tenant="t", input_items=inputs, events=b"1", session_id="s2")
+        await store.save(
+            response("resp_late", status=late),
+            tenant="t",
+            input_items=inputs,
+            events=b"1",
+            session_id="s2",
+        )
         got = await store.get("resp_late", "t")
         assert got is not None and got.status == "failed" and got.response == done
         assert await store.events("resp_late", "t") == b"123"
         assert await store.context("resp_late", "t") == [inputs[0], *done["output"]]
     with pytest.raises(ResponseConflict):  # another tenant's id is still refused, late or not
-        await store.save(response("resp_late", status="in_progress"), tenant="other", input_items=inputs)
+        await store.save(
+            response("resp_late", status="in_progress"), tenant="other", input_items=inputs
+        )
     final = response("resp_late", [assistant("msg_1", "all")], status="completed")
-    await store.save(final, tenant="t", input_items=inputs)  # finished to finished is a save like any
+    await store.save(
+        final, tenant="t", input_items=inputs
+    )  # finished to finished is a save like any
     got = await store.get("resp_late", "t")
     assert got is not None and got.status == "completed"
 
@@ -360,14 +374,18 @@ async def test_output_items_replace_the_spec_output_in_the_history(store: Respon
     extension = {"id": "ws_1", "type": "web_search_call", "status": "completed"}
     answer = assistant("msg_x", "found it")
     body = response("resp_x", [answer])
-    await store.save(body, tenant="t", input_items=[user("search")], output_items=[extension, answer])
+    await store.save(
+        body, tenant="t", input_items=[user("search")], output_items=[extension, answer]
+    )
     got = await store.get("resp_x", "t")
     assert got is not None and got.response == body
     assert await store.context("resp_x", "t") == [user("search"), extension, answer]
     assert await store.get_item("ws_1", "t") == extension
     page = await store.input_items("resp_x", "t")
     assert page is not None and [item["role"] for item in page.data] == ["user"]
-    await store.save(response("resp_y"), tenant="t", input_items=[user("more")], previous_response_id="resp_x")
+    await store.save(
+        response("resp_y"), tenant="t", input_items=[user("more")], previous_response_id="resp_x"
+    )
     assert await store.context("resp_y", "t") == [user("search"), extension, answer, user("more")]
 
 
@@ -390,7 +408,14 @@ async def test_builder_output_ids_resolve_without_an_index(store: ResponseStore)
     builder = ResponseBuilder({"model": "m"}, response_id="resp_0123abcd")
     out_id = ids.output_item_id("msg", builder.id, 0)
     call_id = ids.output_item_id("fc", builder.id, 1)
-    call = {"id": call_id, "type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}", "status": "completed"}
+    call = {
+        "id": call_id,
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "f",
+        "arguments": "{}",
+        "status": "completed",
+    }
     body = response(builder.id, [assistant(out_id, "hi"), call])
     before = store.query_count
     await store.save(body, tenant="t", input_items=[user("q")])
@@ -399,6 +424,8 @@ async def test_builder_output_ids_resolve_without_an_index(store: ResponseStore)
     assert await store.get_item(out_id, "t") == assistant(out_id, "hi")
     assert await store.get_item(call_id, "t") == call
     assert await store.get_item(call_id, "u") is None
-    assert await store.get_item(ids.output_item_id("fc", builder.id, 2), "t") is None  # no such output
+    assert (
+        await store.get_item(ids.output_item_id("fc", builder.id, 2), "t") is None
+    )  # no such output
     await store.delete(builder.id, "t")
     assert await store.get_item(out_id, "t") is None

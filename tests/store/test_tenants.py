@@ -15,8 +15,11 @@ from tests.store.helpers import assistant, response, session_pointer, user
 
 async def _two_tenants(store: ResponseStore) -> None:
     await store.save(
-        response("resp_a1", [assistant("msg_a1", "one")]), tenant="key0", input_items=[user("a")],
-        events=b"data: {}\n\n", session_id="s1",
+        response("resp_a1", [assistant("msg_a1", "one")]),
+        tenant="key0",
+        input_items=[user("a")],
+        events=b"data: {}\n\n",
+        session_id="s1",
     )
     turn = await store.begin_session_turn("key0", "s1")
     await store.end_session_turn(turn)
@@ -47,13 +50,17 @@ async def test_rename_never_merges_two_tenants(store: ResponseStore) -> None:
 
 
 async def test_rename_refuses_a_tenant_with_a_response_in_progress(store: ResponseStore) -> None:
-    await store.save(response("resp_live", status="in_progress"), tenant="key0", input_items=[user("a")])
+    await store.save(
+        response("resp_live", status="in_progress"), tenant="key0", input_items=[user("a")]
+    )
     with pytest.raises(TenantInUse, match="in progress"):
         await store.rename_tenant("key0", "default")
     assert await store.get("resp_live", "key0") is not None
 
 
-async def test_the_commands(store: ResponseStore, store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_the_commands(
+    store: ResponseStore, store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     await _two_tenants(store)
     parser = argparse.ArgumentParser(prog="orgate")
     register(parser.add_subparsers(dest="command", required=True))
@@ -68,8 +75,12 @@ async def test_the_commands(store: ResponseStore, store_url: str, capsys: pytest
     code, out, _ = await loop.run_in_executor(None, run, "store", "tenants", "--url", store_url)
     # piped (not a terminal): tab-separated tenant and count, no header
     assert code == 0 and out.splitlines() == ["key0\t1", "key1\t1"]
-    code, _, err = await loop.run_in_executor(None, run, "store", "rename-tenant", "key0", "key1", "--url", store_url)
+    code, _, err = await loop.run_in_executor(
+        None, run, "store", "rename-tenant", "key0", "key1", "--url", store_url
+    )
     assert code == 1 and "already holds data" in err
-    code, out, _ = await loop.run_in_executor(None, run, "store", "rename-tenant", "key0", "default", "--url", store_url)
+    code, out, _ = await loop.run_in_executor(
+        None, run, "store", "rename-tenant", "key0", "default", "--url", store_url
+    )
     assert code == 0 and "1 response(s) moved" in out
     assert await store.get("resp_a1", "default") is not None

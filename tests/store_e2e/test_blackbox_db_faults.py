@@ -68,7 +68,9 @@ class Cluster:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
         self.data = f"{self.dir}/data"
-        self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        self._pg(
+            "initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"
+        )
         with open(f"{self.data}/postgresql.conf", "a") as conf:
             conf.write(
                 f"listen_addresses = '127.0.0.1'\nport = {self.port}\nunix_socket_directories = '{self.dir}'\n"
@@ -159,7 +161,9 @@ def pg(cluster: Cluster) -> Iterator[PgServer]:
 
 
 def _client(server: OrgateServer) -> httpx.Client:
-    return httpx.Client(base_url=server.url, headers=server.headers(), timeout=httpx.Timeout(30, connect=5))
+    return httpx.Client(
+        base_url=server.url, headers=server.headers(), timeout=httpx.Timeout(30, connect=5)
+    )
 
 
 # --------------------------------------------------------------------------- load and its outcomes
@@ -184,7 +188,9 @@ class Outcome:
 class Load:
     server: OrgateServer
     seed: str
-    sessions: list[str] = field(default_factory=lambda: [f"fault-{uuid.uuid4().hex[:8]}-{k}" for k in range(6)])
+    sessions: list[str] = field(
+        default_factory=lambda: [f"fault-{uuid.uuid4().hex[:8]}-{k}" for k in range(6)]
+    )
     outcomes: list[Outcome] = field(default_factory=list)
 
     def one(self, client: httpx.Client, i: int) -> Outcome:
@@ -213,7 +219,13 @@ class Load:
             out.body = r.json()
         return out
 
-    def run(self, fault: Callable[[], None], n: int = 40, spacing: float = 0.03, fault_after: float = 0.4) -> list[Outcome]:
+    def run(
+        self,
+        fault: Callable[[], None],
+        n: int = 40,
+        spacing: float = 0.03,
+        fault_after: float = 0.4,
+    ) -> list[Outcome]:
         with _client(self.server) as client, ThreadPoolExecutor(24) as pool:
             injector = threading.Timer(fault_after, fault)
             injector.start()
@@ -234,18 +246,29 @@ def check_outcomes(outcomes: list[Outcome]) -> None:
         if out.status != 200:
             assert out.status in (503, 409), f"{where}: {out.status} {out.raw[:300]!r}"
             error = assert_error(httpx.Response(out.status, content=out.raw), out.status)
-            assert error["code"] == ("store_unavailable" if out.status == 503 else "session_busy"), error
+            assert error["code"] == (
+                "store_unavailable" if out.status == 503 else "session_busy"
+            ), error
             if out.status == 503:
-                assert "postgresql://" not in error["message"] and "sqlite" not in error["message"].lower(), error
+                assert (
+                    "postgresql://" not in error["message"]
+                    and "sqlite" not in error["message"].lower()
+                ), error
             continue
         if out.stream:
             events = check_sse(out.raw)  # grammar, one terminal event, [DONE]
-            assert events[-1]["type"] in ("response.completed", "response.failed"), f"{where}: {events[-1]['type']}"
+            assert events[-1]["type"] in ("response.completed", "response.failed"), (
+                f"{where}: {events[-1]['type']}"
+            )
             assert out.body is not None
         else:
             assert out.body is not None
             validate("ResponseResource", out.body)
-            assert (out.store_error == "store_unavailable") == (out.body["store"] is False), (where, out.store_error, out.body["store"])
+            assert (out.store_error == "store_unavailable") == (out.body["store"] is False), (
+                where,
+                out.store_error,
+                out.body["store"],
+            )
 
 
 def check_after(client: httpx.Client, outcomes: list[Outcome], deadline: float = 10.0) -> None:
@@ -260,17 +283,25 @@ def check_after(client: httpx.Client, outcomes: list[Outcome], deadline: float =
             r = client.get(f"/v1/responses/{out.response_id}")
             if r.status_code == 200 and (out.kind != "bg" or r.json()["status"] in TERMINAL):
                 break
-            assert time.monotonic() < end, f"{out.kind} {out.response_id}: {r.status_code} {r.text[:200]}"
+            assert time.monotonic() < end, (
+                f"{out.kind} {out.response_id}: {r.status_code} {r.text[:200]}"
+            )
             time.sleep(0.1)
 
 
 def session_turn_when_free(client: httpx.Client, session: str, deadline: float) -> httpx.Response:
     """A turn in ``session``, retried until it is answered 200 (its lease freed) before ``deadline``."""
     while True:
-        r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after"}, headers={"X-Session-Id": session})
+        r = client.post(
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": "after"},
+            headers={"X-Session-Id": session},
+        )
         if r.status_code == 200:
             return r
-        assert time.monotonic() < deadline, f"session {session} still refused: {r.status_code} {r.text[:200]}"
+        assert time.monotonic() < deadline, (
+            f"session {session} still refused: {r.status_code} {r.text[:200]}"
+        )
         time.sleep(0.2)
 
 
@@ -281,10 +312,14 @@ def check_recovered(client: httpx.Client, load: Load, within: float = 8.0) -> No
         r = session_turn_when_free(client, session, end)
         assert r.headers.get(STORE_ERROR) is None, r.headers
     for stream in (False, True):
-        r = client.post("/v1/responses", json={"model": "orgate/echo", "input": "after", "stream": stream})
+        r = client.post(
+            "/v1/responses", json={"model": "orgate/echo", "input": "after", "stream": stream}
+        )
         assert r.status_code == 200, r.text
         body = check_sse(r.content)[-1]["response"] if stream else r.json()
-        assert body["store"] is True and client.get(f"/v1/responses/{body['id']}").status_code == 200
+        assert (
+            body["store"] is True and client.get(f"/v1/responses/{body['id']}").status_code == 200
+        )
 
 
 def _seed(server: OrgateServer) -> str:
@@ -350,7 +385,11 @@ def test_pg_statement_cut_in_flight_is_retried_on_a_fresh_connection(pg: PgServe
     try:
         assert locked.wait(10)
         with _client(pg.server) as client:
-            poster = threading.Thread(target=lambda: holder.update(r=client.post("/v1/responses", json={"model": "orgate/echo", "input": "cut me"})))
+            poster = threading.Thread(
+                target=lambda: holder.update(
+                    r=client.post("/v1/responses", json={"model": "orgate/echo", "input": "cut me"})
+                )
+            )
             poster.start()
             waiting = f"SELECT count(*) FROM pg_stat_activity WHERE application_name = '{pg.app}' AND wait_event_type = 'Lock'"
             deadline = time.monotonic() + 10
@@ -359,7 +398,9 @@ def test_pg_statement_cut_in_flight_is_retried_on_a_fresh_connection(pg: PgServe
                 time.sleep(0.02)
             assert pg.kill_backends() >= 1
             deadline = time.monotonic() + 10
-            while pg.cluster.sql(waiting) == 0 and poster.is_alive():  # the retry waits for the lock again
+            while (
+                pg.cluster.sql(waiting) == 0 and poster.is_alive()
+            ):  # the retry waits for the lock again
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
             release.set()
@@ -388,20 +429,45 @@ def test_pg_down_then_back(pg: PgServer) -> None:
     session = f"fault-{uuid.uuid4().hex[:8]}"
     with _client(server) as client, ThreadPoolExecutor(8) as pool:
         slow = "orgate:delay=60 " + " ".join(f"w{i}" for i in range(12))  # ~0.8 s
-        in_session = pool.submit(client.post, "/v1/responses", json={"model": "orgate/echo", "input": slow}, headers={"X-Session-Id": session})
-        background = client.post("/v1/responses", json={"model": "orgate/echo", "input": slow, "background": True})
+        in_session = pool.submit(
+            client.post,
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": slow},
+            headers={"X-Session-Id": session},
+        )
+        background = client.post(
+            "/v1/responses", json={"model": "orgate/echo", "input": slow, "background": True}
+        )
         assert background.status_code == 200 and background.json()["status"] == "queued"
         time.sleep(0.3)
         pg.cluster.stop()
         down_at = time.monotonic()
         try:
-            plain = pool.submit(client.post, "/v1/responses", json={"model": "orgate/echo", "input": "while down"})
-            streamed = pool.submit(client.post, "/v1/responses", json={"model": "orgate/echo", "input": "while down", "stream": True})
-            refused_bg = client.post("/v1/responses", json={"model": "orgate/echo", "input": "bg while down", "background": True})
+            plain = pool.submit(
+                client.post, "/v1/responses", json={"model": "orgate/echo", "input": "while down"}
+            )
+            streamed = pool.submit(
+                client.post,
+                "/v1/responses",
+                json={"model": "orgate/echo", "input": "while down", "stream": True},
+            )
+            refused_bg = client.post(
+                "/v1/responses",
+                json={"model": "orgate/echo", "input": "bg while down", "background": True},
+            )
             assert_error(refused_bg, 503, "store_unavailable")
             assert refused_bg.headers.get("retry-after") == "1"
-            error = assert_error(client.post("/v1/responses", json={"model": "orgate/echo", "input": "next", "previous_response_id": seed}), 503, "store_unavailable")
-            assert "postgresql://" not in error["message"] and "127.0.0.1" not in error["message"], error
+            error = assert_error(
+                client.post(
+                    "/v1/responses",
+                    json={"model": "orgate/echo", "input": "next", "previous_response_id": seed},
+                ),
+                503,
+                "store_unavailable",
+            )
+            assert (
+                "postgresql://" not in error["message"] and "127.0.0.1" not in error["message"]
+            ), error
             assert_error(client.get(f"/v1/responses/{seed}"), 503, "store_unavailable")
 
             r = plain.result(timeout=15)
@@ -411,7 +477,10 @@ def test_pg_down_then_back(pg: PgServer) -> None:
             unstored = r.json()["id"]
             s = streamed.result(timeout=15)
             events = check_sse(s.content)
-            assert events[-1]["type"] == "response.completed" and events[-1]["response"]["store"] is False
+            assert (
+                events[-1]["type"] == "response.completed"
+                and events[-1]["response"]["store"] is False
+            )
             r = in_session.result(timeout=15)
             assert r.status_code == 200, r.text
             assert r.json()["store"] is False  # its save came after the outage began
@@ -427,11 +496,16 @@ def test_pg_down_then_back(pg: PgServer) -> None:
             if g.status_code == 200 and g.json()["status"] in TERMINAL:
                 assert g.json()["status"] == "completed", g.json()
                 break
-            assert time.monotonic() < deadline, f"background response stuck: {g.status_code} {g.text[:300]}"
+            assert time.monotonic() < deadline, (
+                f"background response stuck: {g.status_code} {g.text[:300]}"
+            )
             time.sleep(0.1)
         # What was answered "store": false is not stored; new turns are.
         assert_error(client.get(f"/v1/responses/{unstored}"), 404)
-        created = client.post("/v1/responses", json={"model": "orgate/echo", "input": "next", "previous_response_id": seed})
+        created = client.post(
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": "next", "previous_response_id": seed},
+        )
         assert created.status_code == 200 and created.json()["store"] is True, created.text
         assert client.get(f"/v1/responses/{created.json()['id']}").status_code == 200
 
@@ -453,9 +527,14 @@ def sq() -> Iterator[SqliteServer]:
     small = (
         os.getuid() == 0
         and shutil.which("mount") is not None
-        and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", path], capture_output=True).returncode == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", path], capture_output=True
+        ).returncode
+        == 0
     )
-    server = OrgateServer("", env=server_env({"ORGATE_STORE__URL": f"sqlite:///{path}/orgate.db"})).start()
+    server = OrgateServer(
+        "", env=server_env({"ORGATE_STORE__URL": f"sqlite:///{path}/orgate.db"})
+    ).start()
     try:
         yield SqliteServer(server, path, small)
     finally:
@@ -489,14 +568,18 @@ def test_sqlite_write_lock_held_then_disk_full(sq: SqliteServer) -> None:
 
     load.run(hold_lock, n=30)
     check_outcomes(load.outcomes)
-    assert all(o.status in (200, 409) for o in load.outcomes), [(o.kind, o.status) for o in load.outcomes]
+    assert all(o.status in (200, 409) for o in load.outcomes), [
+        (o.kind, o.status) for o in load.outcomes
+    ]
     assert not any(o.body and o.body.get("store") is False for o in load.outcomes)
     with _client(server) as client:
         check_after(client, load.outcomes)
         check_recovered(client, load)
 
     if not sq.small:
-        pytest.skip("filling a disk needs a small tmpfs, which only root can mount (the lock case passed)")
+        pytest.skip(
+            "filling a disk needs a small tmpfs, which only root can mount (the lock case passed)"
+        )
     filler = os.path.join(sq.dir, "filler")
     load = Load(server, seed)
 

@@ -16,14 +16,20 @@ def _sequence_numbers(raw: bytes) -> list[int]:
     return [orjson.loads(data)["sequence_number"] for _, data in parse_sse(raw) if data != "[DONE]"]
 
 
-def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(gw: OrgateServer) -> None:
+def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(
+    gw: OrgateServer,
+) -> None:
     """A client that leaves mid-stream: the response is stored failed (client_disconnected), and
     ``GET ?stream=true`` replays a grammatical stream ending in error + response.failed with that body
     (it used to stop at the last delta: an open item and no terminal event)."""
     words = " ".join(f"w{i}" for i in range(30))
     with httpx.Client(base_url=gw.url, headers={"Authorization": "Bearer key-a"}, timeout=30) as c:
         response_id = None
-        with c.stream("POST", "/v1/responses", json={"model": "orgate/echo", "input": f"orgate:delay=60 {words}", "stream": True}) as r:
+        with c.stream(
+            "POST",
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": f"orgate:delay=60 {words}", "stream": True},
+        ) as r:
             for line in r.iter_lines():
                 if line.startswith("data: {"):
                     event = orjson.loads(line[6:])
@@ -42,29 +48,43 @@ def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(gw: 
 
 def test_stream_replay_resumes_after_starting_after(a: httpx.Client) -> None:
     """``GET ?stream=true&starting_after=N`` sends only the events after sequence number N (it was ignored)."""
-    r = a.post("/v1/responses", json={"model": "orgate/echo", "input": "resume me from the middle please", "stream": True})
+    r = a.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": "resume me from the middle please", "stream": True},
+    )
     full = check_sse(r.content)
     response_id = full[0]["response"]["id"]
     numbers = [e["sequence_number"] for e in full]
     for after in (0, 3, numbers[-2]):
-        replay = a.get(f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": after})
+        replay = a.get(
+            f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": after}
+        )
         assert replay.status_code == 200, replay.text
         assert replay.content.endswith(b"data: [DONE]\n\n")
         assert _sequence_numbers(replay.content) == [n for n in numbers if n > after]
         for _, data in parse_sse(replay.content)[:-1]:
             event = orjson.loads(data)
             assert event == full[numbers.index(event["sequence_number"])]
-    past_the_end = a.get(f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": numbers[-1]})
+    past_the_end = a.get(
+        f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": numbers[-1]}
+    )
     assert past_the_end.status_code == 200 and _sequence_numbers(past_the_end.content) == []
     assert past_the_end.content.endswith(b"data: [DONE]\n\n")
     for bad in ("-1", "x", "1.5"):
-        assert_error(a.get(f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": bad}), 400, param="starting_after")
+        assert_error(
+            a.get(f"/v1/responses/{response_id}", params={"stream": "true", "starting_after": bad}),
+            400,
+            param="starting_after",
+        )
 
 
 def test_live_background_stream_resumes_after_starting_after(a: httpx.Client) -> None:
     """A background response still running: the live follow honours ``starting_after`` too."""
     words = " ".join(f"w{i}" for i in range(12))
-    created = a.post("/v1/responses", json={"model": "orgate/echo", "input": f"orgate:delay=40 {words}", "background": True}).json()
+    created = a.post(
+        "/v1/responses",
+        json={"model": "orgate/echo", "input": f"orgate:delay=40 {words}", "background": True},
+    ).json()
     validate("ResponseResource", created)
     time.sleep(0.3)
     live = a.get(f"/v1/responses/{created['id']}", params={"stream": "true", "starting_after": 4})

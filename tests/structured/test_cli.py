@@ -127,12 +127,18 @@ def test_review_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert run(["review", "show", "rev_missing", "--db", str(db)]) == 1
 
 
-def test_review_commands_show_and_filter_the_tenant(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_review_commands_show_and_filter_the_tenant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "review.db"
     q = ReviewQueue(db)
     schema = {"type": "object"}
-    a = q.add(NewReview("m", "product", "json_schema", "schema", ["bad"], schema, {}, [], tenant="team-a"))
-    b = q.add(NewReview("m", "product", "json_schema", "schema", ["bad"], schema, {}, [], tenant="team-b"))
+    a = q.add(
+        NewReview("m", "product", "json_schema", "schema", ["bad"], schema, {}, [], tenant="team-a")
+    )
+    b = q.add(
+        NewReview("m", "product", "json_schema", "schema", ["bad"], schema, {}, [], tenant="team-b")
+    )
     assert run(["review", "list", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert a in out and b in out and "team-a" in out and "team-b" in out

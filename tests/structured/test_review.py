@@ -114,4 +114,6 @@ def test_a_queue_from_before_tenants_gets_the_column(tmp_path: Path) -> None:
     assert q.list(tenant="default") == [] and q.get("rev_old", tenant="default") is None
     new = q.add(entry(tenant="default"))
     assert [i.id for i in q.list(tenant="default")] == [new]
-    assert [i.id for i in ReviewQueue(path).list(tenant=UNASSIGNED)] == ["rev_old"]  # reopening is a no-op
+    assert [i.id for i in ReviewQueue(path).list(tenant=UNASSIGNED)] == [
+        "rev_old"
+    ]  # reopening is a no-op

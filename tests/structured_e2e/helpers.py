@@ -15,6 +15,10 @@ def structured_counts(api: httpx.Client, fmt: str) -> dict[str, float]:
         for sample in family.samples:
             if sample.name.endswith("_total") and sample.labels.get("format") == fmt:
                 key = sample.name.removeprefix("orgate_structured_").removesuffix("_total")
-                extra = [f"{k}={v}" for k, v in sorted(sample.labels.items()) if k not in ("model", "format")]
+                extra = [
+                    f"{k}={v}"
+                    for k, v in sorted(sample.labels.items())
+                    if k not in ("model", "format")
+                ]
                 out[key + ("{" + ",".join(extra) + "}" if extra else "")] = sample.value
     return out

@@ -202,7 +202,12 @@ def test_builtin_model_meets_constraints_strict_mode_cannot_express(api: httpx.C
         "type": "object",
         "properties": {
             "sku": {"type": "string", "maxLength": 4},
-            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "uniqueItems": True},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 2,
+                "uniqueItems": True,
+            },
         },
         "required": ["sku", "tags"],
         "additionalProperties": False,
@@ -211,8 +216,15 @@ def test_builtin_model_meets_constraints_strict_mode_cannot_express(api: httpx.C
         fmt: dict[str, Any] = {"type": "json_schema", "name": "tagged", "schema": schema}
         if strict is not None:
             fmt["strict"] = strict
-        r = api.post("/v1/responses", json={"model": "orgate/echo", "input": "tag the blue kettle", "text": {"format": fmt}})
+        r = api.post(
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": "tag the blue kettle", "text": {"format": fmt}},
+        )
         assert r.status_code == 200, r.text
         assert r.headers["x-orgate-structured-outcome"] == "ok"
         value = json.loads(output_text(r.json()))
-        assert len(value["sku"]) <= 4 and len(value["tags"]) >= 2 and len(set(value["tags"])) == len(value["tags"])
+        assert (
+            len(value["sku"]) <= 4
+            and len(value["tags"]) >= 2
+            and len(set(value["tags"])) == len(value["tags"])
+        )

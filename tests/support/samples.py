@@ -78,11 +78,17 @@ class StreamBuilder:
     def message(self, *deltas: str, status: str = "completed") -> StreamBuilder:
         idx, item_id = len(self.items), f"msg_{len(self.items)}"
         base = {"type": "message", "id": item_id, "role": "assistant"}
-        self._emit("response.output_item.added", output_index=idx,
-                   item={**base, "status": "in_progress", "content": []})
+        self._emit(
+            "response.output_item.added",
+            output_index=idx,
+            item={**base, "status": "in_progress", "content": []},
+        )
         loc = {"item_id": item_id, "output_index": idx, "content_index": 0}
-        self._emit("response.content_part.added", **loc,
-                   part={"type": "output_text", "text": "", "annotations": []})
+        self._emit(
+            "response.content_part.added",
+            **loc,
+            part={"type": "output_text", "text": "", "annotations": []},
+        )
         for d in deltas:
             self._emit("response.output_text.delta", **loc, delta=d)
         text = "".join(deltas)
@@ -97,12 +103,22 @@ class StreamBuilder:
     def function_call(self, name: str, *deltas: str, call_id: str = "call_1") -> StreamBuilder:
         idx, item_id = len(self.items), f"fc_{len(self.items)}"
         base = {"type": "function_call", "id": item_id, "call_id": call_id, "name": name}
-        self._emit("response.output_item.added", output_index=idx,
-                   item={**base, "arguments": "", "status": "in_progress"})
+        self._emit(
+            "response.output_item.added",
+            output_index=idx,
+            item={**base, "arguments": "", "status": "in_progress"},
+        )
         for d in deltas:
-            self._emit("response.function_call_arguments.delta", item_id=item_id, output_index=idx, delta=d)
+            self._emit(
+                "response.function_call_arguments.delta", item_id=item_id, output_index=idx, delta=d
+            )
         args = "".join(deltas)
-        self._emit("response.function_call_arguments.done", item_id=item_id, output_index=idx, arguments=args)
+        self._emit(
+            "response.function_call_arguments.done",
+            item_id=item_id,
+            output_index=idx,
+            arguments=args,
+        )
         item = {**base, "arguments": args, "status": "completed"}
         self._emit("response.output_item.done", output_index=idx, item=item)
         self.items.append(item)
@@ -110,10 +126,17 @@ class StreamBuilder:
 
     def reasoning(self, *summary_deltas: str) -> StreamBuilder:
         idx, item_id = len(self.items), f"rs_{len(self.items)}"
-        self._emit("response.output_item.added", output_index=idx,
-                   item={"type": "reasoning", "id": item_id, "summary": []})
+        self._emit(
+            "response.output_item.added",
+            output_index=idx,
+            item={"type": "reasoning", "id": item_id, "summary": []},
+        )
         loc = {"item_id": item_id, "output_index": idx, "summary_index": 0}
-        self._emit("response.reasoning_summary_part.added", **loc, part={"type": "summary_text", "text": ""})
+        self._emit(
+            "response.reasoning_summary_part.added",
+            **loc,
+            part={"type": "summary_text", "text": ""},
+        )
         for d in summary_deltas:
             self._emit("response.reasoning_summary_text.delta", **loc, delta=d)
         text = "".join(summary_deltas)
@@ -136,8 +159,15 @@ class StreamBuilder:
         return self.events
 
     def failed(self, message: str = "upstream failed") -> list[dict[str, Any]]:
-        self._emit("error", error={"type": "server_error", "code": "upstream_error",
-                                   "message": message, "param": None})
+        self._emit(
+            "error",
+            error={
+                "type": "server_error",
+                "code": "upstream_error",
+                "message": message,
+                "param": None,
+            },
+        )
         resp = self._resp("failed")
         resp["error"] = {"code": "upstream_error", "message": message}
         self._emit("response.failed", response=resp)

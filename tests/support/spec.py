@@ -172,7 +172,9 @@ def check_sse(raw: bytes | str) -> list[dict[str, Any]]:
         assert field != "id", f"line {n + 1}: SSE 'id:' lines are not allowed: {line!r}"
     frames = parse_sse(text)
     assert frames, "empty SSE stream"
-    assert frames[-1][1] == "[DONE]", f"the stream must end with 'data: [DONE]', last frame: {frames[-1]!r}"
+    assert frames[-1][1] == "[DONE]", (
+        f"the stream must end with 'data: [DONE]', last frame: {frames[-1]!r}"
+    )
     events: list[dict[str, Any]] = []
     for i, (name, data) in enumerate(frames[:-1]):
         assert data != "[DONE]", f"frame {i}: 'data: [DONE]' before the end of the stream"
@@ -247,12 +249,16 @@ def check_events(events: list[dict[str, Any]]) -> None:
         assert b > a, f"event {i}: sequence_number {b} does not increase (previous {a})"
 
     types = [e["type"] for e in events]
-    assert types[0] == "response.created", f"the first event must be response.created, got {types[0]}"
+    assert types[0] == "response.created", (
+        f"the first event must be response.created, got {types[0]}"
+    )
     assert len(types) > 1 and types[1] in ("response.in_progress", "response.queued"), (
         f"the second event must be response.in_progress or response.queued, got {types[1:2]}"
     )
     terminals = [i for i, t in enumerate(types) if t in _TERMINAL]
-    assert len(terminals) == 1, f"expected exactly one terminal event, found {[types[i] for i in terminals]}"
+    assert len(terminals) == 1, (
+        f"expected exactly one terminal event, found {[types[i] for i in terminals]}"
+    )
     assert terminals[0] == len(events) - 1, (
         f"the terminal event {types[terminals[0]]} must be the last event before [DONE]"
     )
@@ -280,7 +286,9 @@ def check_events(events: list[dict[str, Any]]) -> None:
         if t in _LIFECYCLE or t == "error":
             continue
         if t == "response.output_item.added":
-            assert open_item is None, f"{where}: item {open_item.index} is still open (items must not overlap)"  # type: ignore[union-attr]
+            assert open_item is None, (
+                f"{where}: item {open_item.index} is still open (items must not overlap)"
+            )  # type: ignore[union-attr]
             assert not incomplete_seen, f"{where}: no item may follow an incomplete item"
             assert evt["output_index"] == len(done_items), (
                 f"{where}: output_index {evt['output_index']}, expected {len(done_items)}"
@@ -304,7 +312,9 @@ def check_events(events: list[dict[str, Any]]) -> None:
         it = open_item
 
         if t == "response.content_part.added":
-            assert it.kind in ("message", "reasoning"), f"{where}: content parts on a {it.kind} item"
+            assert it.kind in ("message", "reasoning"), (
+                f"{where}: content parts on a {it.kind} item"
+            )
             assert it.open_part is None, f"{where}: part {it.open_part} is still open"
             assert evt["content_index"] == len(it.parts), (
                 f"{where}: content_index {evt['content_index']}, expected {len(it.parts)}"
@@ -312,19 +322,27 @@ def check_events(events: list[dict[str, Any]]) -> None:
             it.open_part = evt["content_index"]
             it.part_kind = evt["part"]["type"]
             it.part_delta, it.part_text_done, it.part_logprobs = "", None, []
-        elif t in ("response.output_text.delta", "response.refusal.delta", "response.reasoning.delta"):
+        elif t in (
+            "response.output_text.delta",
+            "response.refusal.delta",
+            "response.reasoning.delta",
+        ):
             expected = {
                 "response.output_text.delta": "output_text",
                 "response.refusal.delta": "refusal",
                 "response.reasoning.delta": "reasoning_text",
             }[t]
-            assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
+            assert it.open_part == evt["content_index"], (
+                f"{where}: content part {evt['content_index']} is not open"
+            )
             assert it.part_kind == expected, f"{where}: delta for a {it.part_kind} part"
             assert it.part_text_done is None, f"{where}: delta after the part's text is done"
             it.part_delta += evt["delta"]
             it.part_logprobs += evt.get("logprobs") or []
         elif t in ("response.output_text.done", "response.refusal.done", "response.reasoning.done"):
-            assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
+            assert it.open_part == evt["content_index"], (
+                f"{where}: content part {evt['content_index']} is not open"
+            )
             assert it.part_text_done is None, f"{where}: text done twice"
             value = evt["refusal"] if t == "response.refusal.done" else evt["text"]
             assert value == it.part_delta, (
@@ -332,14 +350,22 @@ def check_events(events: list[dict[str, Any]]) -> None:
             )
             it.part_text_done = value
             if t == "response.output_text.done" and "logprobs" in evt:
-                assert evt["logprobs"] == it.part_logprobs, f"{where}: done logprobs != the deltas' logprobs"
+                assert evt["logprobs"] == it.part_logprobs, (
+                    f"{where}: done logprobs != the deltas' logprobs"
+                )
         elif t == "response.output_text.annotation.added":
-            assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
+            assert it.open_part == evt["content_index"], (
+                f"{where}: content part {evt['content_index']} is not open"
+            )
             assert it.part_kind == "output_text", f"{where}: annotation on a {it.part_kind} part"
         elif t == "response.content_part.done":
-            assert it.open_part == evt["content_index"], f"{where}: content part {evt['content_index']} is not open"
+            assert it.open_part == evt["content_index"], (
+                f"{where}: content part {evt['content_index']} is not open"
+            )
             text = _part_text(evt["part"])
-            assert evt["part"].get("type") == it.part_kind, f"{where}: part type changed from {it.part_kind}"
+            assert evt["part"].get("type") == it.part_kind, (
+                f"{where}: part type changed from {it.part_kind}"
+            )
             if it.part_kind in _TEXT_DONE:
                 assert it.part_text_done is not None, (
                     f"{where}: part done before its {_TEXT_DONE[it.part_kind]} event"
@@ -348,7 +374,9 @@ def check_events(events: list[dict[str, Any]]) -> None:
                     f"{where}: part text {str(text)[:80]!r} != done text {it.part_text_done[:80]!r}"
                 )
             if it.part_kind == "output_text" and "logprobs" in evt["part"]:
-                assert evt["part"]["logprobs"] == it.part_logprobs, f"{where}: part logprobs != the deltas' logprobs"
+                assert evt["part"]["logprobs"] == it.part_logprobs, (
+                    f"{where}: part logprobs != the deltas' logprobs"
+                )
             it.parts[it.open_part] = text or ""
             it.open_part = None
         elif t == "response.reasoning_summary_part.added":
@@ -370,7 +398,9 @@ def check_events(events: list[dict[str, Any]]) -> None:
         elif t == "response.reasoning_summary_part.done":
             assert it.open_summary == evt["summary_index"], f"{where}: summary part not open"
             assert it.summary_text_done is not None, f"{where}: part done before its text done"
-            assert evt["part"].get("text") == it.summary_text_done, f"{where}: part text != done text"
+            assert evt["part"].get("text") == it.summary_text_done, (
+                f"{where}: part text != done text"
+            )
             it.summaries[it.open_summary] = evt["part"].get("text", "")
             it.open_summary = None
         elif t == "response.function_call_arguments.delta":
@@ -401,7 +431,9 @@ def check_events(events: list[dict[str, Any]]) -> None:
                     f"{where}: {len(texts)} content parts, {len(it.parts)} were streamed"
                 )
                 for k, text in enumerate(texts):
-                    assert text == it.parts[k], f"{where}: content[{k}] text differs from the streamed part"
+                    assert text == it.parts[k], (
+                        f"{where}: content[{k}] text differs from the streamed part"
+                    )
             elif it.kind == "function_call":
                 assert it.args_done is not None, f"{where}: item done before arguments done"
                 assert item.get("arguments") == it.args_done, (

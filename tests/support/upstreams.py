@@ -13,7 +13,11 @@ from tests.fakes.responses_upstream import FakeResponses
 from tests.support.configs import model_block
 
 #: Model name (and key of the fakes dict) → provider kind and the upstream model it names.
-KINDS = {"chat": ("openai-chat", "m"), "anth": ("anthropic", "claude-x"), "resp": ("openai-responses", "gpt-x")}
+KINDS = {
+    "chat": ("openai-chat", "m"),
+    "anth": ("anthropic", "claude-x"),
+    "resp": ("openai-responses", "gpt-x"),
+}
 
 
 @contextmanager
@@ -38,11 +42,22 @@ def fresh(fakes: dict[str, LoopbackFake]) -> Iterator[dict[str, LoopbackFake]]:
 
 
 def provider_models(
-    fakes: dict[str, LoopbackFake], *, api_key: str, read_timeout: float, upstream_model: str | None = None
+    fakes: dict[str, LoopbackFake],
+    *,
+    api_key: str,
+    read_timeout: float,
+    upstream_model: str | None = None,
 ) -> str:
     """One model per fake, named like its key (``chat``, ``anth``, ``resp``)."""
     return "".join(
-        model_block(name, kind, fakes[name].base_url, upstream_model or upstream, api_key=api_key, read_timeout=read_timeout)  # type: ignore[attr-defined]
+        model_block(
+            name,
+            kind,
+            fakes[name].base_url,
+            upstream_model or upstream,
+            api_key=api_key,
+            read_timeout=read_timeout,
+        )  # type: ignore[attr-defined]
         for name, (kind, upstream) in KINDS.items()
     )
 
@@ -51,7 +66,19 @@ def thinking_models(fakes: dict[str, LoopbackFake], *, api_key: str, read_timeou
     """``anth-think`` and ``resp-think``: the anthropic and openai-responses fakes as reasoning models."""
     thinking = "capabilities = { reasoning = true }"
     return model_block(
-        "anth-think", "anthropic", fakes["anth"].base_url, "claude-x", api_key=api_key, read_timeout=read_timeout, extra=thinking  # type: ignore[attr-defined]
+        "anth-think",
+        "anthropic",
+        fakes["anth"].base_url,
+        "claude-x",
+        api_key=api_key,
+        read_timeout=read_timeout,
+        extra=thinking,  # type: ignore[attr-defined]
     ) + model_block(
-        "resp-think", "openai-responses", fakes["resp"].base_url, "gpt-x", api_key=api_key, read_timeout=read_timeout, extra=thinking  # type: ignore[attr-defined]
+        "resp-think",
+        "openai-responses",
+        fakes["resp"].base_url,
+        "gpt-x",
+        api_key=api_key,
+        read_timeout=read_timeout,
+        extra=thinking,  # type: ignore[attr-defined]
     )

@@ -23,14 +23,22 @@ from tests.server_process import START_TIMEOUT, free_port
 
 
 def clean_env(home: Path, extra: dict[str, str | None] | None = None) -> dict[str, str]:
-    env: dict[str, str | None] = {k: v for k, v in os.environ.items() if not k.upper().startswith(("ORGATE_", "XDG_"))}
+    env: dict[str, str | None] = {
+        k: v for k, v in os.environ.items() if not k.upper().startswith(("ORGATE_", "XDG_"))
+    }
     env["HOME"] = str(home)
     env["ORGATE_API_KEY"] = "test-key"
     env.update(extra or {})
     return {k: v for k, v in env.items() if v is not None}
 
 
-def run(cwd: Path, home: Path, *args: str, env: dict[str, str | None] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    cwd: Path,
+    home: Path,
+    *args: str,
+    env: dict[str, str | None] | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orgate.cli", *args],
         cwd=cwd,
@@ -62,7 +70,9 @@ def place(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 class Served:
     """``orgate serve`` in ``cwd``, its output kept outside ``cwd``."""
 
-    def __init__(self, cwd: Path, home: Path, *args: str, env: dict[str, str | None] | None = None) -> None:
+    def __init__(
+        self, cwd: Path, home: Path, *args: str, env: dict[str, str | None] | None = None
+    ) -> None:
         self.port = free_port()
         self.log = home.parent / f"serve-{self.port}.log"
         with self.log.open("wb") as out:
@@ -79,7 +89,10 @@ class Served:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=0.5).status_code == 200:
+                if (
+                    httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=0.5).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
@@ -114,7 +127,12 @@ def test_the_data_directory_and_its_files_are_owner_only(place: tuple[Path, Path
     try:
         server.wait_ready()
         headers = {"Authorization": "Bearer test-key"}
-        reply = httpx.post(f"http://127.0.0.1:{server.port}/v1/responses", json={"model": "orgate/echo", "input": "hi"}, headers=headers, timeout=30)
+        reply = httpx.post(
+            f"http://127.0.0.1:{server.port}/v1/responses",
+            json={"model": "orgate/echo", "input": "hi"},
+            headers=headers,
+            timeout=30,
+        )
         assert reply.status_code == 200, reply.text
     finally:
         server.stop()
@@ -138,7 +156,18 @@ def test_the_review_queue_is_created_owner_only_when_first_used(tmp_path: Path) 
     queue = ReviewQueue(path)
     assert queue.list(None) == [] and queue.get("rev_x") is None
     assert not (tmp_path / "deep").exists(), "reading created the queue"
-    queue.add(NewReview(model="m", format_name="f", mode="strict", stage="schema", errors=["e"], schema={}, request={}, attempts=[]))
+    queue.add(
+        NewReview(
+            model="m",
+            format_name="f",
+            mode="strict",
+            stage="schema",
+            errors=["e"],
+            schema={},
+            request={},
+            attempts=[],
+        )
+    )
     assert mode(tmp_path / "deep") == 0o700 and mode(path) == 0o600
     assert len(queue.list()) == 1
 
@@ -149,24 +178,44 @@ def test_read_only_commands_create_nothing(place: tuple[Path, Path]) -> None:
     assert result.returncode == 0 and "no entries" in result.stderr, result
     missing = home / "no" / "such" / "dir" / "x.db"
     result = run(cwd, home, "review", "list", "--db", str(missing))
-    assert result.returncode == 1 and result.stderr.startswith("orgate: error: ") and str(missing) in result.stderr, result
+    assert (
+        result.returncode == 1
+        and result.stderr.startswith("orgate: error: ")
+        and str(missing) in result.stderr
+    ), result
     for command in (["store", "stats"], ["store", "prune"], ["store", "prune", "--dry-run"]):
         result = run(cwd, home, *command, "--url", f"sqlite://{missing}")
         assert result.returncode == 1, result
-        assert result.stderr == f"orgate: error: no response store at {missing} (it is created by `orgate serve`; --url names another)\n"
+        assert (
+            result.stderr
+            == f"orgate: error: no response store at {missing} (it is created by `orgate serve`; --url names another)\n"
+        )
     result = run(cwd, home, "store", "stats")  # the default store
     assert result.returncode == 1 and "no response store at" in result.stderr
     assert files_under(cwd) == [] and files_under(home) == []
 
 
-@pytest.mark.skipif(not Path("/proc/self").exists(), reason="needs /proc (a directory nothing can be created in)")
-def test_a_bad_review_db_path_is_one_line_naming_the_key_and_the_path(place: tuple[Path, Path]) -> None:
+@pytest.mark.skipif(
+    not Path("/proc/self").exists(), reason="needs /proc (a directory nothing can be created in)"
+)
+def test_a_bad_review_db_path_is_one_line_naming_the_key_and_the_path(
+    place: tuple[Path, Path],
+) -> None:
     cwd, home = place
-    result = run(cwd, home, "serve", "--port", str(free_port()), env={"ORGATE_STRUCTURED__REVIEW_DB": "/proc/nope/r.db"})
+    result = run(
+        cwd,
+        home,
+        "serve",
+        "--port",
+        str(free_port()),
+        env={"ORGATE_STRUCTURED__REVIEW_DB": "/proc/nope/r.db"},
+    )
     assert result.returncode == 1, result
     assert "Traceback" not in result.stderr and "Try it:" not in result.stdout
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("orgate: error: [structured] review_db = /proc/nope/r.db: cannot create it"), result.stderr
+    assert lines[-1].startswith(
+        "orgate: error: [structured] review_db = /proc/nope/r.db: cannot create it"
+    ), result.stderr
 
 
 def _seed_store(url: str) -> None:
@@ -177,8 +226,12 @@ def _seed_store(url: str) -> None:
         store = await open_store(url, heartbeat_interval=0)
         old = int(time.time()) - 30 * 86400
         for n in range(3):
-            await store.save(response(f"resp_old{n}", created_at=old), tenant="t", input_items=[user("a")])
-        await store.save(response("resp_new", created_at=int(time.time())), tenant="t", input_items=[user("b")])
+            await store.save(
+                response(f"resp_old{n}", created_at=old), tenant="t", input_items=[user("a")]
+            )
+        await store.save(
+            response("resp_new", created_at=int(time.time())), tenant="t", input_items=[user("b")]
+        )
         await store.close()
 
     asyncio.run(seed())
@@ -213,7 +266,14 @@ def test_prune_dry_run_counts_and_deletes_nothing(place: tuple[Path, Path]) -> N
 def _on_a_terminal(cwd: Path, home: Path, answer: bytes, *args: str) -> tuple[int, str]:
     """``orgate ARGS`` with stdin and stderr on a pseudo-terminal, ``answer`` typed once asked."""
     main, side = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "orgate.cli", *args], cwd=cwd, env=clean_env(home), stdin=side, stderr=side, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orgate.cli", *args],
+        cwd=cwd,
+        env=clean_env(home),
+        stdin=side,
+        stderr=side,
+        stdout=subprocess.PIPE,
+    )
     os.close(side)
     seen = b""
     deadline = time.monotonic() + 60

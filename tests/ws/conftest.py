@@ -22,7 +22,9 @@ def app_server(fake_chat: FakeOpenAIChat) -> Iterator[InProcessServer]:
 
 
 def ws_connect(server: InProcessServer, key: str | None = None, **kw: Any) -> Any:
-    return connect(server.ws_url, additional_headers=server.headers(key), proxy=None, max_size=None, **kw)
+    return connect(
+        server.ws_url, additional_headers=server.headers(key), proxy=None, max_size=None, **kw
+    )
 
 
 async def send(ws: ClientConnection, message: dict[str, Any]) -> None:
@@ -38,7 +40,9 @@ async def recv(ws: ClientConnection, timeout: float = 10) -> dict[str, Any]:
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
 
-async def until_terminal(ws: ClientConnection, *, errors: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+async def until_terminal(
+    ws: ClientConnection, *, errors: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """The events of one response; WebSocket error envelopes (no sequence_number) go to ``errors``."""
     events: list[dict[str, Any]] = []
     while True:

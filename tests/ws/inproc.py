@@ -35,7 +35,16 @@ class InProcessServer:
         self.services = build_services(self.settings)
         self.app = create_app(self.settings, services=self.services)
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, ws="auto", lifespan="on", log_level="warning"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                host="127.0.0.1",
+                port=self.port,
+                ws="auto",
+                lifespan="on",
+                log_level="warning",
+            )
+        )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.api_key = API_KEY
 

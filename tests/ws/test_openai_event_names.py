@@ -18,11 +18,15 @@ CONFIG = '[endpoints]\nresponses = { enabled = true, event_names = "openai" }\n'
 
 @pytest.fixture(scope="module")
 def openai_names(fake_chat: FakeOpenAIChat) -> Iterator[InProcessServer]:
-    with InProcessServer(CONFIG + chat_model_config(fake_chat.base_url, capabilities="{ reasoning = true }")) as running:
+    with InProcessServer(
+        CONFIG + chat_model_config(fake_chat.base_url, capabilities="{ reasoning = true }")
+    ) as running:
         yield running
 
 
-async def test_reasoning_text_under_openai_names(openai_names: InProcessServer, fake_chat: FakeOpenAIChat) -> None:
+async def test_reasoning_text_under_openai_names(
+    openai_names: InProcessServer, fake_chat: FakeOpenAIChat
+) -> None:
     fake_chat.reset()
     fake_chat.enqueue(chat.Script(content="Paris.", reasoning="The capital of France is Paris."))
     async with ws_connect(openai_names) as ws:
@@ -31,6 +35,8 @@ async def test_reasoning_text_under_openai_names(openai_names: InProcessServer, 
     assert "response.reasoning_text.delta" in types and "response.reasoning_text.done" in types
     assert not any(kind.startswith("response.reasoning.") for kind in types)
     done = next(event for event in events if event["type"] == "response.reasoning_text.done")
-    deltas = "".join(event["delta"] for event in events if event["type"] == "response.reasoning_text.delta")
+    deltas = "".join(
+        event["delta"] for event in events if event["type"] == "response.reasoning_text.delta"
+    )
     assert done["text"] == deltas == "The capital of France is Paris."
     assert types[-1] == "response.completed" and "response.output_text.done" in types

@@ -30,7 +30,9 @@ def test_openai_chat_mapping_drops_phase() -> None:
     assert all("phase" not in m for m in messages)
 
 
-def test_phased_input_reaches_openai_chat_without_phase(app_server: InProcessServer, fake: FakeOpenAIChat) -> None:
+def test_phased_input_reaches_openai_chat_without_phase(
+    app_server: InProcessServer, fake: FakeOpenAIChat
+) -> None:
     with httpx.Client(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
         response = http.post("/v1/responses", json={"model": "fake-chat", "input": PHASED})
     assert response.status_code == 200, response.text
@@ -45,15 +47,35 @@ def test_phase_round_trips_through_previous_response_id(app_server: InProcessSer
         first = http.post("/v1/responses", json={"model": "orgate/echo", "input": PHASED}).json()
         stored = http.get(f"/v1/responses/{first['id']}/input_items", params={"order": "asc"})
         assert stored.status_code == 200, stored.text
-        phases = [item.get("phase") for item in stored.json()["data"] if item.get("role") == "assistant"]
+        phases = [
+            item.get("phase") for item in stored.json()["data"] if item.get("role") == "assistant"
+        ]
         assert phases == ["commentary", "final_answer"]
-        second = http.post("/v1/responses", json={"model": "orgate/echo", "input": "more", "previous_response_id": first["id"]})
+        second = http.post(
+            "/v1/responses",
+            json={"model": "orgate/echo", "input": "more", "previous_response_id": first["id"]},
+        )
         assert second.status_code == 200 and second.json()["status"] == "completed"
 
 
-async def test_phase_in_the_connection_cache(app_server: InProcessServer, fake: FakeOpenAIChat) -> None:
+async def test_phase_in_the_connection_cache(
+    app_server: InProcessServer, fake: FakeOpenAIChat
+) -> None:
     async with ws_connect(app_server) as ws:
         first = await create(ws, model="fake-chat", input=PHASED, store=False)
-        second = await create(ws, model="fake-chat", input="next", store=False, previous_response_id=first[-1]["response"]["id"])
+        second = await create(
+            ws,
+            model="fake-chat",
+            input="next",
+            store=False,
+            previous_response_id=first[-1]["response"]["id"],
+        )
     assert second[-1]["type"] == "response.completed"
-    assert [m["role"] for m in fake.requests[-1].body["messages"]] == ["user", "assistant", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in fake.requests[-1].body["messages"]] == [
+        "user",
+        "assistant",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]

@@ -28,8 +28,14 @@ def check_ws_events(events: list[dict]) -> None:
 
 
 async def test_same_events_as_sse(app_server: InProcessServer) -> None:
-    body = {"model": "orgate/echo", "input": "orgate:reason tell me about websockets please", "metadata": {"k": "v"}}
-    async with httpx.AsyncClient(base_url=app_server.url, headers=app_server.headers(), timeout=20) as http:
+    body = {
+        "model": "orgate/echo",
+        "input": "orgate:reason tell me about websockets please",
+        "metadata": {"k": "v"},
+    }
+    async with httpx.AsyncClient(
+        base_url=app_server.url, headers=app_server.headers(), timeout=20
+    ) as http:
         raw = (await http.post("/v1/responses", json={**body, "stream": True})).content
     sse = check_sse(raw)
     async with ws_connect(app_server) as ws:
@@ -53,9 +59,18 @@ async def test_several_responses_one_after_another(app_server: InProcessServer) 
         assert len(set(ids)) == 3
 
 
-async def test_second_create_while_one_is_running_gets_an_error(app_server: InProcessServer) -> None:
+async def test_second_create_while_one_is_running_gets_an_error(
+    app_server: InProcessServer,
+) -> None:
     async with ws_connect(app_server) as ws:
-        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "orgate:delay=30 one two three four five six"})
+        await send(
+            ws,
+            {
+                "type": "response.create",
+                "model": "orgate/echo",
+                "input": "orgate:delay=30 one two three four five six",
+            },
+        )
         first = await recv(ws)
         assert first["type"] == "response.created"
         await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "second"})
@@ -72,16 +87,30 @@ async def test_second_create_while_one_is_running_gets_an_error(app_server: InPr
         assert final_text(after) == "third"
 
 
-async def test_store_false_continuation_from_the_connection_cache(app_server: InProcessServer, fake: FakeOpenAIChat) -> None:
+async def test_store_false_continuation_from_the_connection_cache(
+    app_server: InProcessServer, fake: FakeOpenAIChat
+) -> None:
     async with ws_connect(app_server) as ws:
         first = await create(ws, model="fake-chat", input="my name is Ada", store=False)
         assert first[-1]["response"]["store"] is False
         first_id = first[-1]["response"]["id"]
-        second = await create(ws, model="fake-chat", input="what is my name?", store=False, previous_response_id=first_id)
+        second = await create(
+            ws,
+            model="fake-chat",
+            input="what is my name?",
+            store=False,
+            previous_response_id=first_id,
+        )
         check_ws_events(second)
         assert second[-1]["type"] == "response.completed"
         assert second[-1]["response"]["previous_response_id"] == first_id
-        third = await create(ws, model="fake-chat", input="and again?", store=False, previous_response_id=second[-1]["response"]["id"])
+        third = await create(
+            ws,
+            model="fake-chat",
+            input="and again?",
+            store=False,
+            previous_response_id=second[-1]["response"]["id"],
+        )
         assert third[-1]["type"] == "response.completed"
     messages = fake.requests[-1].body["messages"]
     contents = [(m["role"], m["content"]) for m in messages]
@@ -95,7 +124,16 @@ async def test_previous_response_not_found_after_reconnect(app_server: InProcess
     async with ws_connect(app_server) as ws:
         first = await create(ws, model="orgate/echo", input="remember me", store=False)
     async with ws_connect(app_server) as ws:
-        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "hi", "store": False, "previous_response_id": first[-1]["response"]["id"]})
+        await send(
+            ws,
+            {
+                "type": "response.create",
+                "model": "orgate/echo",
+                "input": "hi",
+                "store": False,
+                "previous_response_id": first[-1]["response"]["id"],
+            },
+        )
         error = await recv(ws)
         validate("WebSocketErrorEvent", error)
         assert error["error"]["code"] == "previous_response_not_found"
@@ -103,11 +141,22 @@ async def test_previous_response_not_found_after_reconnect(app_server: InProcess
 
 
 @pytest.mark.parametrize("directive", ["orgate:fail", "orgate:fail-mid"])
-async def test_failed_continuation_evicts_the_previous_response(app_server: InProcessServer, directive: str) -> None:
+async def test_failed_continuation_evicts_the_previous_response(
+    app_server: InProcessServer, directive: str
+) -> None:
     async with ws_connect(app_server) as ws:
         first = await create(ws, model="orgate/echo", input="base turn", store=False)
         first_id = first[-1]["response"]["id"]
-        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": f"{directive} a b c d", "store": False, "previous_response_id": first_id})
+        await send(
+            ws,
+            {
+                "type": "response.create",
+                "model": "orgate/echo",
+                "input": f"{directive} a b c d",
+                "store": False,
+                "previous_response_id": first_id,
+            },
+        )
         if directive == "orgate:fail":
             error = await recv(ws)
             validate("WebSocketErrorEvent", error)
@@ -116,25 +165,52 @@ async def test_failed_continuation_evicts_the_previous_response(app_server: InPr
             events = await until_terminal(ws)
             check_ws_events(events)
             assert events[-1]["type"] == "response.failed"
-        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "retry", "store": False, "previous_response_id": first_id})
+        await send(
+            ws,
+            {
+                "type": "response.create",
+                "model": "orgate/echo",
+                "input": "retry",
+                "store": False,
+                "previous_response_id": first_id,
+            },
+        )
         error = await recv(ws)
         validate("WebSocketErrorEvent", error)
         assert error["error"]["code"] == "previous_response_not_found"
 
 
-async def test_request_errors_are_envelopes_and_the_socket_stays_usable(app_server: InProcessServer) -> None:
+async def test_request_errors_are_envelopes_and_the_socket_stays_usable(
+    app_server: InProcessServer,
+) -> None:
     bad = [
         ("not json", 400, "invalid_json"),
         ("[1, 2]", 400, "invalid_type"),
         ('{"model": "orgate/echo"}', 400, "missing_required_parameter"),
         ('{"type": "response.cancel"}', 400, "unknown_event_type"),
-        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "stream": false}', 400, "unsupported_parameter"),
-        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "background": false}', 400, "unsupported_parameter"),
-        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "stream_options": {}}', 400, "unsupported_parameter"),
+        (
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", "stream": false}',
+            400,
+            "unsupported_parameter",
+        ),
+        (
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", "background": false}',
+            400,
+            "unsupported_parameter",
+        ),
+        (
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", "stream_options": {}}',
+            400,
+            "unsupported_parameter",
+        ),
         ('{"type": "response.create", "model": "orgate/echo", "input": 12}', 400, "invalid_type"),
         ('{"type": "response.create", "input": "x"}', 400, "missing_required_parameter"),
         ('{"type": "response.create", "model": "nope", "input": "x"}', 404, "model_not_found"),
-        ('{"type": "response.create", "model": "orgate/echo", "input": "x", "bogus": 1}', 400, "unknown_parameter"),
+        (
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", "bogus": 1}',
+            400,
+            "unknown_parameter",
+        ),
     ]
     async with ws_connect(app_server) as ws:
         for raw, status, code in bad:
@@ -176,7 +252,9 @@ async def test_two_different_keys_refuse_the_handshake(app_server: InProcessServ
         assert orjson.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
     same = [("Authorization", good), ("Authorization", good)]
     async with connect(app_server.ws_url, additional_headers=same, proxy=None) as ws:
-        await send(ws, {"type": "response.create", "model": "orgate/echo", "input": "twice the same key"})
+        await send(
+            ws, {"type": "response.create", "model": "orgate/echo", "input": "twice the same key"}
+        )
         assert final_text(await until_terminal(ws)) == "twice the same key"
 
 
@@ -206,7 +284,11 @@ async def test_disabled_websocket_mode_is_426() -> None:
         assert refused.value.response.status_code == 426
         assert orjson.loads(refused.value.response.body)["error"]["code"] == "websocket_disabled"
         # HTTP still works
-        response = httpx.post(f"{server.url}/v1/responses", headers=server.headers(), json={"model": "orgate/echo", "input": "hi"})
+        response = httpx.post(
+            f"{server.url}/v1/responses",
+            headers=server.headers(),
+            json={"model": "orgate/echo", "input": "hi"},
+        )
         assert response.status_code == 200
 
 
@@ -215,6 +297,11 @@ async def test_stored_continuation(app_server: InProcessServer) -> None:
     async with ws_connect(app_server) as ws:
         first = await create(ws, model="orgate/echo", input="stored turn", store=True)
     async with ws_connect(app_server) as ws:  # a new connection: only the store knows it
-        second = await create(ws, model="orgate/echo", input="next", previous_response_id=first[-1]["response"]["id"])
+        second = await create(
+            ws, model="orgate/echo", input="next", previous_response_id=first[-1]["response"]["id"]
+        )
         assert second[-1]["type"] == "response.completed"
-        assert second[-1]["response"]["usage"]["input_tokens"] > first[-1]["response"]["usage"]["input_tokens"]
+        assert (
+            second[-1]["response"]["usage"]["input_tokens"]
+            > first[-1]["response"]["usage"]["input_tokens"]
+        )

@@ -24,7 +24,10 @@ def test_admission_counts_per_key_and_in_all(monkeypatch: pytest.MonkeyPatch) ->
     limits = SocketLimits(max_connections=3, max_per_key=2)
     assert limits.admit("a") is None and limits.admit("a") is None
     refused = limits.admit("a")
-    assert refused is not None and (refused.status, refused.code) == (429, "too_many_websocket_connections")
+    assert refused is not None and (refused.status, refused.code) == (
+        429,
+        "too_many_websocket_connections",
+    )
     assert limits.admit("b") is None
     full = limits.admit("c")
     assert full is not None and (full.status, full.code) == (503, "websocket_capacity_reached")
@@ -43,7 +46,9 @@ def test_the_open_files_limit_lowers_the_process_cap(monkeypatch: pytest.MonkeyP
 
 
 async def test_refused_handshake_is_an_http_status_and_a_closed_socket_frees_its_place() -> None:
-    with InProcessServer(ws=WebSocketSettings(max_connections=10, max_connections_per_key=1)) as server:
+    with InProcessServer(
+        ws=WebSocketSettings(max_connections=10, max_connections_per_key=1)
+    ) as server:
         async with ws_connect(server):
             with pytest.raises(InvalidStatus) as refused:
                 async with ws_connect(server):
@@ -55,17 +60,25 @@ async def test_refused_handshake_is_an_http_status_and_a_closed_socket_frees_its
         while True:  # the server notices the close asynchronously
             try:
                 async with ws_connect(server) as ws:
-                    assert (await create(ws, model="orgate/echo", input="again"))[-1]["type"] == "response.completed"
+                    assert (await create(ws, model="orgate/echo", input="again"))[-1][
+                        "type"
+                    ] == "response.completed"
                 break
             except InvalidStatus:
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
 
 
-async def test_an_idle_connection_is_closed_but_not_while_a_response_runs(fake_chat: FakeOpenAIChat) -> None:
+async def test_an_idle_connection_is_closed_but_not_while_a_response_runs(
+    fake_chat: FakeOpenAIChat,
+) -> None:
     fake_chat.reset()
-    fake_chat.enqueue(text("one two three four five six", delay=0.4))  # ~2 s: longer than the idle time
-    with InProcessServer(chat_model_config(fake_chat.base_url), ws=WebSocketSettings(idle_seconds=1)) as server:
+    fake_chat.enqueue(
+        text("one two three four five six", delay=0.4)
+    )  # ~2 s: longer than the idle time
+    with InProcessServer(
+        chat_model_config(fake_chat.base_url), ws=WebSocketSettings(idle_seconds=1)
+    ) as server:
         async with ws_connect(server) as ws:
             events = await create(ws, model="fake-chat", input="slow")
             assert events[-1]["type"] == "response.completed"

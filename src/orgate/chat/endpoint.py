@@ -45,7 +45,9 @@ def _check_schemas(data: Any, limits: Any) -> None:
     for index, tool in enumerate(data.get("tools") or ()):
         function = tool.get("function") if isinstance(tool, dict) else None
         if isinstance(function, dict) and isinstance(function.get("parameters"), dict):
-            check_schema_bounds(function["parameters"], f"tools[{index}].function.parameters", limits)
+            check_schema_bounds(
+                function["parameters"], f"tools[{index}].function.parameters", limits
+            )
     fmt = data.get("response_format")
     spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
     if isinstance(spec, dict) and isinstance(spec.get("schema"), dict):
@@ -78,9 +80,13 @@ def make_handler(services: Services) -> Handler:
             )
         warnings: list[str] = []
         if not chat.stream:
-            return await _answer(request, services, body, caller, params, warnings, bool(chat.logprobs))
+            return await _answer(
+                request, services, body, caller, params, warnings, bool(chat.logprobs)
+            )
         # Watched until the first event; then Starlette's ``StreamingResponse`` watches the client.
-        events = await _watched(request, lambda watch: _create(services, body, caller, params, warnings))
+        events = await _watched(
+            request, lambda watch: _create(services, body, caller, params, warnings)
+        )
         if events is None:
             return Response(status_code=499)  # the client left before the first event
         options = chat.stream_options
@@ -99,7 +105,9 @@ def make_handler(services: Services) -> Handler:
     return chat_completions
 
 
-async def _create(services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]) -> Any:
+async def _create(
+    services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]
+) -> Any:
     try:
         return await services.responses.create(body, caller, warnings=warnings)
     except ApiError as err:
@@ -122,7 +130,13 @@ async def _watched(request: Request, work: Callable[[DisconnectWatch], Awaitable
 
 
 async def _answer(
-    request: Request, services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str], logprobs: bool
+    request: Request,
+    services: Services,
+    body: Any,
+    caller: Any,
+    params: translate.ParamMap,
+    warnings: list[str],
+    logprobs: bool,
 ) -> Response:
     """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call)."""
 

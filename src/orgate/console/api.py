@@ -46,7 +46,9 @@ def _session_body(signer: SessionSigner, session: ConsoleSession) -> dict[str, A
 
 def _store(services: Services) -> Any:
     if services.store is None:
-        raise ApiError.of(ErrorCode.STORE_DISABLED, "The response store is disabled ([store] enabled = false).")
+        raise ApiError.of(
+            ErrorCode.STORE_DISABLED, "The response store is disabled ([store] enabled = false)."
+        )
     return services.store
 
 
@@ -79,7 +81,12 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
         data = await read_json(request, services.settings.limits)
         token = data.get("key") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token.strip():
-            raise ApiError.of(ErrorCode.MISSING_API_KEY, "Send {\"key\": \"<your API key>\"}.", param="key", status=400)
+            raise ApiError.of(
+                ErrorCode.MISSING_API_KEY,
+                'Send {"key": "<your API key>"}.',
+                param="key",
+                status=400,
+            )
         caller = services.auth.check_token(token.strip())  # 401 for a wrong key
         cookie, session = signer.issue(keys[caller.key_name])
         response = json_response(_session_body(signer, session))
@@ -130,11 +137,17 @@ def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
         store = _store(services)
         record = await store.get(response_id, tenant)
         if record is None:
-            raise ApiError.of(ErrorCode.NOT_FOUND, f"No response found with id '{response_id}'.", param="response_id")
+            raise ApiError.of(
+                ErrorCode.NOT_FOUND,
+                f"No response found with id '{response_id}'.",
+                param="response_id",
+            )
         page = await store.input_items(response_id, tenant, limit=100, order="asc")
         events = await store.events(response_id, tenant)
         body = views.inspection(record, input_items=page.data if page else [], events=events)
-        review = await asyncio.to_thread(services.pipeline.review.for_response, response_id, tenant=tenant)
+        review = await asyncio.to_thread(
+            services.pipeline.review.for_response, response_id, tenant=tenant
+        )
         body["review"] = review.to_dict() if review is not None else None
         return json_response(body)
 

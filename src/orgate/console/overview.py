@@ -37,7 +37,8 @@ def _model_entry(models: dict[str, dict[str, float]], name: str) -> dict[str, fl
 
 def _deployment_entry(deployments: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
     return deployments.setdefault(
-        name, {"calls": 0.0, "errors": 0.0, "input_tokens": 0.0, "output_tokens": 0.0, "buckets": {}}
+        name,
+        {"calls": 0.0, "errors": 0.0, "input_tokens": 0.0, "output_tokens": 0.0, "buckets": {}},
     )
 
 
@@ -48,7 +49,11 @@ def snapshot(registry: Any) -> dict[str, Any]:
     for family in registry.collect():
         for sample in family.samples:
             labels = sample.labels
-            if family.name == _REQUESTS and sample.name.endswith("_total") and labels.get("route") == "/v1/responses":
+            if (
+                family.name == _REQUESTS
+                and sample.name.endswith("_total")
+                and labels.get("route") == "/v1/responses"
+            ):
                 entry = _model_entry(models, labels.get("model") or "(none)")
                 entry["requests"] += sample.value
                 if labels.get("status", "").startswith(("4", "5")):
@@ -69,7 +74,9 @@ def snapshot(registry: Any) -> dict[str, Any]:
                     entry[f"{direction}_tokens"] += sample.value
     for entry in deployments.values():
         # JSON has no infinity: the +Inf bucket is sent as null.
-        entry["buckets"] = [[None if math.isinf(le) else le, n] for le, n in sorted(entry["buckets"].items())]
+        entry["buckets"] = [
+            [None if math.isinf(le) else le, n] for le, n in sorted(entry["buckets"].items())
+        ]
     return {"at": time.time(), "models": models, "deployments": deployments}
 
 

@@ -39,7 +39,9 @@ def _with_default(services: Services, entry: dict[str, Any]) -> dict[str, Any]:
 def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def listing(request: Request) -> Response:
         session = require_session(signer, request)
-        body = await list_reviews(services, _scope(session), request.query_params.get("status", "pending"))
+        body = await list_reviews(
+            services, _scope(session), request.query_params.get("status", "pending")
+        )
         body["data"] = [_with_default(services, entry) for entry in body["data"]]
         return json_response(body)
 
@@ -55,7 +57,9 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         if not isinstance(data, dict) or "value" not in data:
             raise invalid_value('Send {"value": <the draft>}.', param="value")
         queue = services.pipeline.review
-        item: ReviewItem | None = await asyncio.to_thread(queue.get, review_id, tenant=_scope(session))
+        item: ReviewItem | None = await asyncio.to_thread(
+            queue.get, review_id, tenant=_scope(session)
+        )
         if item is None:
             raise review_not_found(review_id)
         errors = await asyncio.to_thread(schema_errors, item, data["value"])
@@ -64,7 +68,9 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def resolve(request: Request) -> Response:
         session = require_change_allowed(signer, request)
         data = await read_json(request, services.settings.limits)
-        return json_response(await resolve_review(services, _scope(session), request.path_params["review_id"], data))
+        return json_response(
+            await resolve_review(services, _scope(session), request.path_params["review_id"], data)
+        )
 
     return [
         Route("/console/api/review", listing, methods=["GET"]),

@@ -76,7 +76,9 @@ class SessionSigner:
         """A new session for ``key``: the cookie value and what it stands for."""
         expires = (time.time() if now is None else now) + self.lifetime
         session_id = secrets.token_urlsafe(16)
-        payload = orjson.dumps({"k": key.name, "f": _fingerprint(key), "e": expires, "s": session_id})
+        payload = orjson.dumps(
+            {"k": key.name, "f": _fingerprint(key), "e": expires, "s": session_id}
+        )
         cookie = f"{_b64(payload)}.{_b64(self._mac(b'session', payload))}"
         return cookie, self._session(key, session_id, expires)
 
@@ -94,7 +96,11 @@ class SessionSigner:
             return None
         key = self._keys.get(data.get("k")) if isinstance(data, dict) else None
         expires = data.get("e") if key is not None else None
-        if key is None or not isinstance(expires, float | int) or data.get("f") != _fingerprint(key):
+        if (
+            key is None
+            or not isinstance(expires, float | int)
+            or data.get("f") != _fingerprint(key)
+        ):
             return None
         if expires <= (time.time() if now is None else now) or data.get("s") in self._revoked:
             return None

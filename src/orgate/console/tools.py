@@ -65,7 +65,9 @@ def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
         try:
             items, tools = items_and_tools(value, cli_tools, response_tools)
         except ToolsError as exc:
-            raise ApiError.of(ErrorCode.INVALID_TOOLS, f"log: value {number}: invalid tools: {exc}", param="log") from None
+            raise ApiError.of(
+                ErrorCode.INVALID_TOOLS, f"log: value {number}: invalid tools: {exc}", param="log"
+            ) from None
         for item in items:
             verdict = check(item, tools)
             code = verdict.code.value
@@ -75,10 +77,27 @@ def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
                 calls += 1
                 failing += code != "ok"
             if len(rows) < MAX_ROWS:
-                rows.append({"index": index, "type": kind if isinstance(kind, str) else None, **verdict.to_dict()})
+                rows.append(
+                    {
+                        "index": index,
+                        "type": kind if isinstance(kind, str) else None,
+                        **verdict.to_dict(),
+                    }
+                )
             index += 1
-    summary = [{"code": code.value, "items": counts[code.value]} for code in CODES if counts.get(code.value)]
-    return {"items": rows, "truncated": index > len(rows), "total": index, "calls": calls, "failing": failing, "summary": summary}
+    summary = [
+        {"code": code.value, "items": counts[code.value]}
+        for code in CODES
+        if counts.get(code.value)
+    ]
+    return {
+        "items": rows,
+        "truncated": index > len(rows),
+        "total": index,
+        "calls": calls,
+        "failing": failing,
+        "summary": summary,
+    }
 
 
 def diff_report(left: str, right: str) -> dict[str, Any]:
@@ -119,15 +138,22 @@ def eval_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         require_session(signer, request)
         data = await read_json(request, services.settings.limits)
         files = data.get("reports") if isinstance(data, dict) else None
-        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("text"), str) for f in files):
-            raise invalid_value('Send {"reports": [{"name": "...", "text": "<report JSON>"}, ...]}.', param="reports")
+        if not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("text"), str) for f in files
+        ):
+            raise invalid_value(
+                'Send {"reports": [{"name": "...", "text": "<report JSON>"}, ...]}.',
+                param="reports",
+            )
         reports = []
         for number, file in enumerate(files):
             name = str(file.get("name") or f"report {number + 1}")
             try:
                 reports.append(parse_report(orjson.loads(file["text"]), name))
             except orjson.JSONDecodeError as exc:
-                raise ApiError.of(ErrorCode.INVALID_REPORT, f"{name}: invalid JSON: {exc}", param="reports") from None
+                raise ApiError.of(
+                    ErrorCode.INVALID_REPORT, f"{name}: invalid JSON: {exc}", param="reports"
+                ) from None
             except ReportError as exc:
                 raise ApiError.of(ErrorCode.INVALID_REPORT, str(exc), param="reports") from None
         return json_response(eval_model(reports))

@@ -35,7 +35,11 @@ def gate_verdicts(record: StoredResponse) -> list[dict[str, Any]]:
     output = record.response.get("output")
     if not isinstance(output, list):
         return []
-    calls = [(i, item) for i, item in enumerate(output) if isinstance(item, dict) and item.get("type") == "function_call"]
+    calls = [
+        (i, item)
+        for i, item in enumerate(output)
+        if isinstance(item, dict) and item.get("type") == "function_call"
+    ]
     if not calls:
         return []
     declared = record.response.get("tools")
@@ -106,7 +110,9 @@ def event_timeline(blob: bytes | None) -> list[dict[str, Any]]:
     return events
 
 
-def inspection(record: StoredResponse, *, input_items: list[dict[str, Any]], events: bytes | None) -> dict[str, Any]:
+def inspection(
+    record: StoredResponse, *, input_items: list[dict[str, Any]], events: bytes | None
+) -> dict[str, Any]:
     """Everything the inspector shows of one response."""
     return {
         "row": row(record),

@@ -47,7 +47,9 @@ class BackgroundRunner:
     def start(self, stream: ResponseStream, encode: Callable[[dict[str, Any]], bytes]) -> None:
         job = _Job(stream)
         self.jobs[stream.response_id] = job
-        job.task = asyncio.create_task(self._run(job, encode), name=f"background {stream.response_id}")
+        job.task = asyncio.create_task(
+            self._run(job, encode), name=f"background {stream.response_id}"
+        )
 
     async def _run(self, job: _Job, encode: Callable[[dict[str, Any]], bytes]) -> None:
         watcher = asyncio.create_task(self._watch_cancel(job))
@@ -108,7 +110,9 @@ class BackgroundRunner:
         finally:
             job.subscribers.discard(queue)
 
-    async def wait_stored(self, store: ResponseStore, response_id: str, tenant: str, timeout: float = 5.0) -> StoredResponse | None:
+    async def wait_stored(
+        self, store: ResponseStore, response_id: str, tenant: str, timeout: float = 5.0
+    ) -> StoredResponse | None:
         """Wait (briefly) until the stored response leaves queued/in_progress."""
         job = self.jobs.get(response_id)
         if job is not None and job.task is not None:
@@ -130,10 +134,16 @@ class BackgroundRunner:
         for job in list(self.jobs.values()):
             if job.task is None or job.done:
                 continue
-            if job.stream.interrupted is None and not job.stream.cancel_requested:  # cancelled once only
-                log.warning("background response %s interrupted by the shutdown", job.stream.response_id)
+            if (
+                job.stream.interrupted is None and not job.stream.cancel_requested
+            ):  # cancelled once only
+                log.warning(
+                    "background response %s interrupted by the shutdown", job.stream.response_id
+                )
                 job.stream.interrupted = shutdown_error()
                 job.task.cancel()
             tasks.append(job.task)
         if tasks:
-            await asyncio.wait(tasks)  # not ``await task``: a cancelled caller would cancel them again
+            await asyncio.wait(
+                tasks
+            )  # not ``await task``: a cancelled caller would cancel them again

@@ -76,20 +76,33 @@ class _Message:
         self.parts: list[dict[str, Any]] = []  # finished content parts
         self.kind: str | None = None  # "output_text" | "refusal" for the open part
         self.chunks: list[str] = []
-        self.logprobs: list[dict[str, Any]] = []  # the open output_text part's token log probabilities
+        self.logprobs: list[
+            dict[str, Any]
+        ] = []  # the open output_text part's token log probabilities
 
 
 class _ToolCallItem:
     __slots__ = ("id", "index", "call_id", "name", "chunks", "source_index", "custom", "namespace")
 
-    def __init__(self, item_id: str, index: int, call_id: str, name: str, source_index: int, custom: bool, namespace: str | None = None) -> None:
+    def __init__(
+        self,
+        item_id: str,
+        index: int,
+        call_id: str,
+        name: str,
+        source_index: int,
+        custom: bool,
+        namespace: str | None = None,
+    ) -> None:
         self.id = item_id
         self.index = index
         self.call_id = call_id or ids.call_id()
         self.name = name
         self.chunks: list[str] = []
         self.source_index = source_index
-        self.custom = custom  # a ``custom_tool_call``: ``input`` (free-form text) instead of ``arguments``
+        self.custom = (
+            custom  # a ``custom_tool_call``: ``input`` (free-form text) instead of ``arguments``
+        )
         self.namespace = namespace  # OpenAI's namespace of the tool, when the upstream named one
 
 
@@ -108,9 +121,23 @@ class _Reasoning:
 def _call_item(call: _ToolCallItem, status: str, text: str) -> dict[str, Any]:
     """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of ``arguments``)."""
     if call.custom:
-        item = {"id": call.id, "type": "custom_tool_call", "status": status, "call_id": call.call_id, "name": call.name, "input": text}
+        item = {
+            "id": call.id,
+            "type": "custom_tool_call",
+            "status": status,
+            "call_id": call.call_id,
+            "name": call.name,
+            "input": text,
+        }
     else:
-        item = {"id": call.id, "type": "function_call", "status": status, "call_id": call.call_id, "name": call.name, "arguments": text}
+        item = {
+            "id": call.id,
+            "type": "function_call",
+            "status": status,
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": text,
+        }
     if call.namespace is not None:
         item["namespace"] = call.namespace
     return item
@@ -125,7 +152,9 @@ class ResponseBuilder:
     copy of it; a base that holds them as placeholders fixes their key order.
     """
 
-    def __init__(self, base: dict[str, Any], *, response_id: str | None = None, created_at: int | None = None) -> None:
+    def __init__(
+        self, base: dict[str, Any], *, response_id: str | None = None, created_at: int | None = None
+    ) -> None:
         self.id = response_id or ids.response_id()
         self.created_at = created_at if created_at is not None else int(time.time())
         self.base = base
@@ -139,12 +168,18 @@ class ResponseBuilder:
         self._emit = self.events.append
         # Extension items in stored form, each with the number of spec output items before it.
         self.extensions: list[tuple[int, dict[str, Any]]] = []
-        self.sealed_reasoning = False  # a reasoning item carries encrypted_content (only its origin may read it)
+        self.sealed_reasoning = (
+            False  # a reasoning item carries encrypted_content (only its origin may read it)
+        )
         self._seq = 0
         self._open: _Message | _ToolCallItem | _Reasoning | None = None
-        self._mcp_open: dict[str, Any] | None = None  # an MCP item between its start and done events
+        self._mcp_open: dict[str, Any] | None = (
+            None  # an MCP item between its start and done events
+        )
         self.finished = False  # a terminal event was emitted (read only: the builder sets it)
-        self.final: dict[str, Any] | None = None  # the terminal snapshot (shared with its event; never changed)
+        self.final: dict[str, Any] | None = (
+            None  # the terminal snapshot (shared with its event; never changed)
+        )
         # Delta events carry ``obfuscation`` (engine.padding): set by a stream before its first event.
         self.padded = False
 
@@ -188,7 +223,9 @@ class ResponseBuilder:
         output = self.output
         if origin is not None and self.sealed_reasoning:
             output = [
-                with_origin(item, origin) if item.get("type") == "reasoning" and item.get("encrypted_content") else item
+                with_origin(item, origin)
+                if item.get("type") == "reasoning" and item.get("encrypted_content")
+                else item
                 for item in output
             ]
         if not self.extensions:
@@ -240,7 +277,10 @@ class ResponseBuilder:
 
     def feed(self, event: ModelEvent) -> None:
         if self.finished:
-            raise ApiError.of(ErrorCode.UPSTREAM_INVALID_RESPONSE, "the upstream sent events after the end of its answer")
+            raise ApiError.of(
+                ErrorCode.UPSTREAM_INVALID_RESPONSE,
+                "the upstream sent events after the end of its answer",
+            )
         # The common event, ahead of the match's class patterns and inline: the refusal delta's
         # shape below, without a shared method's call per delta (hot path — see bench/instructions.py).
         if isinstance(event, TextDelta):
@@ -295,7 +335,9 @@ class ResponseBuilder:
                     call.chunks.append(arguments)
                     self._emit_delta(
                         {
-                            "type": "response.custom_tool_call_input.delta" if call.custom else "response.function_call_arguments.delta",
+                            "type": "response.custom_tool_call_input.delta"
+                            if call.custom
+                            else "response.function_call_arguments.delta",
                             "item_id": call.id,
                             "output_index": call.index,
                             "delta": arguments,
@@ -306,20 +348,26 @@ class ResponseBuilder:
             case ReasoningStart():
                 self._open_reasoning()  # closes the open item, a reasoning one too
             case ReasoningEncrypted(data=data):
-                reasoning = self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
+                reasoning = (
+                    self._open if isinstance(self._open, _Reasoning) else self._open_reasoning()
+                )
                 reasoning.encrypted = data
                 self.sealed_reasoning = True
             case McpListStart() | McpListDone() | McpCallStart() | McpCallDone() | McpApproval():
                 self._mcp(event)
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")
-                self.extensions.append((len(self.output), extension_wire(ids.new_id("ext"), origin, item)))
+                self.extensions.append(
+                    (len(self.output), extension_wire(ids.new_id("ext"), origin, item))
+                )
             case _:
                 raise TypeError(f"unknown model event {event!r}")
 
     # --- MCP items (the gateway's own tool loop) ---------------------------------------------
 
-    def _mcp(self, event: McpListStart | McpListDone | McpCallStart | McpCallDone | McpApproval) -> None:
+    def _mcp(
+        self, event: McpListStart | McpListDone | McpCallStart | McpCallDone | McpApproval
+    ) -> None:
         """``mcp_list_tools`` / ``mcp_call`` / ``mcp_approval_request`` items and their events,
         as OpenAI's Responses API streams them (docs/mcp.md)."""
         if isinstance(event, McpListDone | McpCallDone):
@@ -332,10 +380,23 @@ class ResponseBuilder:
                 item = {**item, "tools": event.tools}
                 if event.error is not None:
                     item["error"] = event.error
-                name = "response.mcp_list_tools.failed" if event.error is not None else "response.mcp_list_tools.completed"
+                name = (
+                    "response.mcp_list_tools.failed"
+                    if event.error is not None
+                    else "response.mcp_list_tools.completed"
+                )
             else:
-                item = {**item, "output": event.output, "error": event.error, "status": "failed" if event.error is not None else "completed"}
-                name = "response.mcp_call.failed" if event.error is not None else "response.mcp_call.completed"
+                item = {
+                    **item,
+                    "output": event.output,
+                    "error": event.error,
+                    "status": "failed" if event.error is not None else "completed",
+                }
+                name = (
+                    "response.mcp_call.failed"
+                    if event.error is not None
+                    else "response.mcp_call.completed"
+                )
             self._emit({"type": name, "item_id": item["id"], "output_index": index})
             self.output.append(item)
             self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
@@ -357,10 +418,21 @@ class ResponseBuilder:
             self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
             return
         if isinstance(event, McpListStart):
-            item = {"id": ids.output_item_id("mcpl", self.id, index), "type": "mcp_list_tools", "server_label": event.server_label, "tools": []}
+            item = {
+                "id": ids.output_item_id("mcpl", self.id, index),
+                "type": "mcp_list_tools",
+                "server_label": event.server_label,
+                "tools": [],
+            }
             self._mcp_open = item
             self._emit({"type": "response.output_item.added", "output_index": index, "item": item})
-            self._emit({"type": "response.mcp_list_tools.in_progress", "item_id": item["id"], "output_index": index})
+            self._emit(
+                {
+                    "type": "response.mcp_list_tools.in_progress",
+                    "item_id": item["id"],
+                    "output_index": index,
+                }
+            )
             return
         item = {
             "id": ids.output_item_id("mcp", self.id, index),
@@ -374,10 +446,32 @@ class ResponseBuilder:
             "status": "in_progress",
         }
         self._mcp_open = item
-        self._emit({"type": "response.output_item.added", "output_index": index, "item": {**item, "arguments": ""}})
-        self._emit({"type": "response.mcp_call.in_progress", "item_id": item["id"], "output_index": index})
-        self._emit_delta({"type": "response.mcp_call_arguments.delta", "item_id": item["id"], "output_index": index, "delta": event.arguments})
-        self._emit({"type": "response.mcp_call_arguments.done", "item_id": item["id"], "output_index": index, "arguments": event.arguments})
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "arguments": ""},
+            }
+        )
+        self._emit(
+            {"type": "response.mcp_call.in_progress", "item_id": item["id"], "output_index": index}
+        )
+        self._emit_delta(
+            {
+                "type": "response.mcp_call_arguments.delta",
+                "item_id": item["id"],
+                "output_index": index,
+                "delta": event.arguments,
+            }
+        )
+        self._emit(
+            {
+                "type": "response.mcp_call_arguments.done",
+                "item_id": item["id"],
+                "output_index": index,
+                "arguments": event.arguments,
+            }
+        )
 
     # --- text ----------------------------------------------------------------------------
 
@@ -414,7 +508,13 @@ class ResponseBuilder:
             {
                 "type": "response.output_item.added",
                 "output_index": message.index,
-                "item": {"id": message.id, "type": "message", "status": "in_progress", "role": "assistant", "content": []},
+                "item": {
+                    "id": message.id,
+                    "type": "message",
+                    "status": "in_progress",
+                    "role": "assistant",
+                    "content": [],
+                },
             }
         )
         return message
@@ -466,9 +566,23 @@ class ResponseBuilder:
 
     def _open_call(self, start: ToolCallStart) -> None:
         index = len(self.output)
-        call = _ToolCallItem(ids.output_item_id("ctc" if start.custom else "fc", self.id, index), index, start.call_id, start.name, start.index, start.custom, start.namespace)
+        call = _ToolCallItem(
+            ids.output_item_id("ctc" if start.custom else "fc", self.id, index),
+            index,
+            start.call_id,
+            start.name,
+            start.index,
+            start.custom,
+            start.namespace,
+        )
         self._open = call
-        self._emit({"type": "response.output_item.added", "output_index": call.index, "item": _call_item(call, "in_progress", "")})
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": call.index,
+                "item": _call_item(call, "in_progress", ""),
+            }
+        )
 
     # --- reasoning ------------------------------------------------------------------------
 
@@ -593,7 +707,11 @@ class ResponseBuilder:
             return
         self._mcp_open = None
         index = len(self.output)
-        item = {**item, "status": "incomplete"} if item["type"] == "mcp_call" else {**item, "error": "the listing was interrupted"}
+        item = (
+            {**item, "status": "incomplete"}
+            if item["type"] == "mcp_call"
+            else {**item, "error": "the listing was interrupted"}
+        )
         self.output.append(item)
         self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
 
@@ -606,11 +724,24 @@ class ResponseBuilder:
         done: dict[str, Any]
         if isinstance(item, _Message):
             self._close_part(item)
-            done = {"id": item.id, "type": "message", "status": status, "role": "assistant", "content": item.parts}
+            done = {
+                "id": item.id,
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": item.parts,
+            }
         elif isinstance(item, _ToolCallItem):
             arguments = "".join(item.chunks)
             if item.custom:
-                self._emit({"type": "response.custom_tool_call_input.done", "item_id": item.id, "output_index": item.index, "input": arguments})
+                self._emit(
+                    {
+                        "type": "response.custom_tool_call_input.done",
+                        "item_id": item.id,
+                        "output_index": item.index,
+                        "input": arguments,
+                    }
+                )
             else:
                 self._emit(
                     {
@@ -624,7 +755,11 @@ class ResponseBuilder:
             done = _call_item(item, status, arguments)
         else:
             self._close_reasoning_part(item)
-            done = {"id": item.id, "type": "reasoning", "summary": [{"type": "summary_text", "text": t} for t in item.summary]}
+            done = {
+                "id": item.id,
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": t} for t in item.summary],
+            }
             if item.content:
                 done["content"] = [{"type": "reasoning_text", "text": t} for t in item.content]
             if item.encrypted is not None:
@@ -660,7 +795,12 @@ class ResponseBuilder:
         self._emit(
             {
                 "type": "error",
-                "error": {"type": error.type, "code": code, "message": error.message, "param": error.param},
+                "error": {
+                    "type": error.type,
+                    "code": code,
+                    "message": error.message,
+                    "param": error.param,
+                },
             }
         )
         self.final = self.snapshot()
@@ -673,4 +813,3 @@ class ResponseBuilder:
         self.finished = True
         self._close_open("incomplete")
         self.status = "cancelled"
-

@@ -120,7 +120,9 @@ class Compacted:
     payload: dict[str, Any]
 
 
-def make_payload(summary: str | None, *, covered: int, model: str | None = None, created_at: int | None = None) -> dict[str, Any]:
+def make_payload(
+    summary: str | None, *, covered: int, model: str | None = None, created_at: int | None = None
+) -> dict[str, Any]:
     """The sealed content of a compaction item."""
     return {
         "v": PAYLOAD_VERSION,
@@ -134,14 +136,20 @@ def make_payload(summary: str | None, *, covered: int, model: str | None = None,
 def extensions_payload(items: list[OpaqueItem], *, model: str | None = None) -> dict[str, Any]:
     """The content of a compaction item that holds extension items kept verbatim (and no summary)."""
     payload = make_payload(None, covered=0, model=model)
-    payload["items"] = [extension_wire(item.id or ids.new_id("ext"), item.origin, item.item) for item in items]
+    payload["items"] = [
+        extension_wire(item.id or ids.new_id("ext"), item.origin, item.item) for item in items
+    ]
     return payload
 
 
-def compact(items: list[Any], summary: str | None, *, keep_turns: int, model: str | None = None) -> Compacted:
+def compact(
+    items: list[Any], summary: str | None, *, keep_turns: int, model: str | None = None
+) -> Compacted:
     """Apply the policy: the kept items, and a payload carrying the summary of the older ones."""
     older, kept = partition(items, keep_turns)
-    return Compacted(kept=kept, payload=make_payload(summary if older else None, covered=len(older), model=model))
+    return Compacted(
+        kept=kept, payload=make_payload(summary if older else None, covered=len(older), model=model)
+    )
 
 
 # --------------------------------------------------------------------------- sealing
@@ -172,7 +180,9 @@ def _invalid(param: str | None, why: str) -> ApiError:
     )
 
 
-def open_sealed(token: str, key: bytes, *, context: str = "", param: str | None = "encrypted_content") -> dict[str, Any]:
+def open_sealed(
+    token: str, key: bytes, *, context: str = "", param: str | None = "encrypted_content"
+) -> dict[str, Any]:
     """The payload of a sealed token; a 400 ``invalid_compaction`` if it was altered or is foreign."""
     if not token.startswith(TOKEN_PREFIX):
         raise _invalid(param, "encrypted_content was not produced by orgate")
@@ -185,7 +195,10 @@ def open_sealed(token: str, key: bytes, *, context: str = "", param: str | None 
     try:
         plain = AESGCM(key).decrypt(raw[:_NONCE], raw[_NONCE:], _AAD + context.encode())
     except InvalidTag:
-        raise _invalid(param, "encrypted_content failed authentication (it was altered, or sealed with another key or for another tenant)") from None
+        raise _invalid(
+            param,
+            "encrypted_content failed authentication (it was altered, or sealed with another key or for another tenant)",
+        ) from None
     try:
         inflater = zlib.decompressobj()
         data = inflater.decompress(plain, _MAX_PLAINTEXT)
@@ -205,7 +218,9 @@ def summary_message(summary: str) -> DeveloperMessageItemParam:
     return DeveloperMessageItemParam(role="developer", content=f"{SUMMARY_HEADER}\n\n{summary}")
 
 
-def expand(items: list[Any], key: bytes, *, context: str = "", param_prefix: str = "input") -> list[Any]:
+def expand(
+    items: list[Any], key: bytes, *, context: str = "", param_prefix: str = "input"
+) -> list[Any]:
     """Replace every ``compaction`` item by the items it encodes (a summary message, or nothing)."""
     for item in items:  # (a loop, not any() over a generator: this runs on every request)
         if isinstance(item, CompactionSummaryItemParam):
@@ -262,7 +277,9 @@ def _field(item: Any, name: str) -> Any:
 
 def render_item(item: Any) -> str:
     """One line (or block) of a plain-text transcript."""
-    if type(item) is OpaqueItem:  # an upstream's own item (e.g. a hosted web search): named, not rendered
+    if (
+        type(item) is OpaqueItem
+    ):  # an upstream's own item (e.g. a hosted web search): named, not rendered
         return f"[{item.item_type} item]"
     kind = _kind(item)
     role = _role(item)
@@ -329,7 +346,11 @@ class Fit:
 
 
 def _too_long(estimate: int, budget: int, window: int, truncation: str) -> ApiError:
-    hint = "" if truncation == "auto" else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation (POST /v1/responses/compact)."
+    hint = (
+        ""
+        if truncation == "auto"
+        else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation (POST /v1/responses/compact)."
+    )
     return ApiError.of(
         ErrorCode.CONTEXT_LENGTH_EXCEEDED,
         f"The input is about {estimate} tokens, more than the {budget} this model can take (context window {window}, minus the output reserve).{hint}",
@@ -360,6 +381,7 @@ def fit_context(
         if estimate <= budget:
             return Fit(kept, dropped, estimate)
     raise _too_long(estimate, budget, context_window, "auto")
+
 
 __all__ = [
     "SUMMARISER_INSTRUCTIONS",

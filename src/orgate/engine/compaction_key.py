@@ -28,7 +28,9 @@ class KeyFileError(ValueError):
 
 def derive_key(material: bytes) -> bytes:
     """The 32-byte sealing key made from ``material`` (a secret, or a key file's bytes)."""
-    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=_HKDF_INFO).derive(material)
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=_HKDF_INFO).derive(
+        material
+    )
 
 
 def load_or_create_key(path: Path, where: str = "compaction.key_file") -> bytes:
@@ -41,7 +43,9 @@ def load_or_create_key(path: Path, where: str = "compaction.key_file") -> bytes:
     except OSError as exc:
         raise KeyFileError(f"{where} {path}: cannot read it ({exc.strerror})") from None
     if len(data) < KEY_BYTES:
-        raise KeyFileError(f"{where} {path}: holds {len(data)} bytes, expected at least {KEY_BYTES} random bytes")
+        raise KeyFileError(
+            f"{where} {path}: holds {len(data)} bytes, expected at least {KEY_BYTES} random bytes"
+        )
     return derive_key(data)
 
 
@@ -60,7 +64,9 @@ def _create(path: Path, where: str) -> None:
         private_dir(path.parent)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise KeyFileError(f"{where} {path}: cannot create it ({exc.strerror}); set [compaction] key_file or secret") from None
+        raise KeyFileError(
+            f"{where} {path}: cannot create it ({exc.strerror}); set [compaction] key_file or secret"
+        ) from None
     try:
         os.write(fd, secrets.token_bytes(KEY_BYTES))
         os.fsync(fd)

@@ -56,7 +56,9 @@ class CompactionService:
         self.key = key
         self.keep_turns = keep_turns
 
-    async def compact(self, body: CompactResponseMethodPublicBody, caller: Caller) -> dict[str, Any]:
+    async def compact(
+        self, body: CompactResponseMethodPublicBody, caller: Caller
+    ) -> dict[str, Any]:
         """The whole operation, as the ``CompactResource`` dict."""
         self.responses.resolve(body.model, caller)  # 400 without model, 404 unknown / not allowed
         key = self.key
@@ -65,7 +67,12 @@ class CompactionService:
         # here, in conversation order, so the error names its index in the request's `input`
         for index, item in enumerate(items[offset:]):
             if isinstance(item, CompactionSummaryItemParam):
-                compaction.open_sealed(item.encrypted_content, key, context=caller.tenant, param=f"input[{index}].encrypted_content")
+                compaction.open_sealed(
+                    item.encrypted_content,
+                    key,
+                    context=caller.tenant,
+                    param=f"input[{index}].encrypted_content",
+                )
         older, _ = compaction.partition(items, self.keep_turns)
         older = compaction.expand(older, key, context=caller.tenant)
         summary, usage = await self.summarise(body, caller, older)
@@ -73,32 +80,56 @@ class CompactionService:
         sealed = compaction.seal(result.payload, key, context=caller.tenant)
         output = kept_output(result.kept, key, tenant=caller.tenant, model=body.model)
         output.append({"type": "compaction", "id": ids.new_id("cmp"), "encrypted_content": sealed})
-        return {"id": ids.response_id(), "object": "response.compaction", "created_at": int(time.time()), "output": output, "usage": usage}
+        return {
+            "id": ids.response_id(),
+            "object": "response.compaction",
+            "created_at": int(time.time()),
+            "output": output,
+            "usage": usage,
+        }
 
-    async def conversation(self, body: CompactResponseMethodPublicBody, caller: Caller) -> tuple[list[Any], int]:
+    async def conversation(
+        self, body: CompactResponseMethodPublicBody, caller: Caller
+    ) -> tuple[list[Any], int]:
         """``previous_response_id``'s context + ``input``, references resolved (compaction items still
         sealed), and the number of history items before ``input``."""
         history: list[Any] = []
         if body.previous_response_id:
             store = self.responses.store
-            stored = await store.context(body.previous_response_id, caller.tenant) if store is not None else None
+            stored = (
+                await store.context(body.previous_response_id, caller.tenant)
+                if store is not None
+                else None
+            )
             if stored is None:
-                raise ApiError.of(ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND, f"Previous response with id '{body.previous_response_id}' not found.", param="previous_response_id")
+                raise ApiError.of(
+                    ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND,
+                    f"Previous response with id '{body.previous_response_id}' not found.",
+                    param="previous_response_id",
+                )
             history = items_from_wire(stored)
         new_input = await self.responses.resolve_references(normalize_input(body), caller)  # type: ignore[arg-type]
         items = [*history, *new_input]
         if not items:
-            raise missing_required_parameter("'input' is required (or a previous_response_id to compact).", param="input")
+            raise missing_required_parameter(
+                "'input' is required (or a previous_response_id to compact).", param="input"
+            )
         return items, len(history)
 
-    async def summarise(self, body: CompactResponseMethodPublicBody, caller: Caller, older: list[Any]) -> tuple[str | None, dict[str, Any]]:
+    async def summarise(
+        self, body: CompactResponseMethodPublicBody, caller: Caller, older: list[Any]
+    ) -> tuple[str | None, dict[str, Any]]:
         """Ask the requested model for the summary of ``older``: one unstored response."""
         if not older:
             return None, usage_dict(None)
         request = CreateResponseBody(
             model=body.model,
             instructions=compaction.SUMMARISER_INSTRUCTIONS,
-            input=[UserMessageItemParam(role="user", content=compaction.summariser_prompt(older, body.instructions))],
+            input=[
+                UserMessageItemParam(
+                    role="user", content=compaction.summariser_prompt(older, body.instructions)
+                )
+            ],
             store=False,
             prompt_cache_key=body.prompt_cache_key,
         )
@@ -108,7 +139,9 @@ class CompactionService:
             raise stream.error
         summary = "".join(_output_texts(final)).strip()
         if not summary:
-            raise ApiError.of(ErrorCode.COMPACTION_FAILED, f"model '{body.model}' returned no summary text")
+            raise ApiError.of(
+                ErrorCode.COMPACTION_FAILED, f"model '{body.model}' returned no summary text"
+            )
         return summary, final.get("usage") or usage_dict(None)
 
 
@@ -140,7 +173,9 @@ def _prune(value: Any, dumped: Any) -> Any:
             key = field.serialization_alias or field.alias or name
             if key in dumped:
                 dumped[key] = _prune(getattr(value, name), dumped[key])
-    elif isinstance(value, (list, tuple)) and isinstance(dumped, list) and len(value) == len(dumped):
+    elif (
+        isinstance(value, (list, tuple)) and isinstance(dumped, list) and len(value) == len(dumped)
+    ):
         return [_prune(v, d) for v, d in zip(value, dumped, strict=True)]
     return dumped
 
@@ -157,7 +192,12 @@ def _content_parts(content: Any, role: str) -> list[dict[str, Any]]:
 def _output_part(part: dict[str, Any]) -> dict[str, Any]:
     """A content part in the response-item shape (output text as the builder writes it)."""
     if part.get("type") == "output_text":
-        return {"type": "output_text", "text": part.get("text", ""), "annotations": part.get("annotations") or [], "logprobs": part.get("logprobs") or []}
+        return {
+            "type": "output_text",
+            "text": part.get("text", ""),
+            "annotations": part.get("annotations") or [],
+            "logprobs": part.get("logprobs") or [],
+        }
     return item_field_part(part)
 
 
@@ -167,7 +207,9 @@ def as_output_item(item: Any) -> dict[str, Any]:
     kind = wire.get("type") or "message"
     shape = _OUTPUT_SHAPES.get(kind)
     if shape is None or (kind == "message" and "role" not in wire):
-        raise ApiError.of(ErrorCode.UNSUPPORTED_ITEM, f"items of type '{kind}' cannot be compacted", param="input")
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_ITEM, f"items of type '{kind}' cannot be compacted", param="input"
+        )
     return shape(item, wire)
 
 
@@ -185,34 +227,67 @@ def _message_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
 
 
 def _function_call_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function_call", "id": wire.get("id") or ids.function_call_id(), "call_id": wire["call_id"], "name": wire["name"], "arguments": wire["arguments"], "status": "completed"}
+    return {
+        "type": "function_call",
+        "id": wire.get("id") or ids.function_call_id(),
+        "call_id": wire["call_id"],
+        "name": wire["name"],
+        "arguments": wire["arguments"],
+        "status": "completed",
+    }
 
 
 def _function_call_output_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
     output = wire["output"]
     if isinstance(output, list):
         output = [_output_part(part) if isinstance(part, dict) else part for part in output]
-    return {"type": "function_call_output", "id": wire.get("id") or ids.new_id("fco"), "call_id": wire["call_id"], "output": output, "status": "completed"}
+    return {
+        "type": "function_call_output",
+        "id": wire.get("id") or ids.new_id("fco"),
+        "call_id": wire["call_id"],
+        "output": output,
+        "status": "completed",
+    }
 
 
 # OpenAI's free-form tool call and its output, as OpenAI shapes them.
 def _custom_tool_call_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "custom_tool_call", "id": wire.get("id") or ids.new_id("ctc"), "call_id": wire["call_id"], "name": wire["name"], "input": wire["input"], "status": "completed"}
+    return {
+        "type": "custom_tool_call",
+        "id": wire.get("id") or ids.new_id("ctc"),
+        "call_id": wire["call_id"],
+        "name": wire["name"],
+        "input": wire["input"],
+        "status": "completed",
+    }
 
 
 def _custom_tool_call_output_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "custom_tool_call_output", "id": wire.get("id") or ids.new_id("ctco"), "call_id": wire["call_id"], "output": wire["output"]}
+    return {
+        "type": "custom_tool_call_output",
+        "id": wire.get("id") or ids.new_id("ctco"),
+        "call_id": wire["call_id"],
+        "output": wire["output"],
+    }
 
 
 def _reasoning_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
-    out = {"type": "reasoning", "id": wire.get("id") or ids.reasoning_id(), "summary": wire.get("summary", [])}
+    out = {
+        "type": "reasoning",
+        "id": wire.get("id") or ids.reasoning_id(),
+        "summary": wire.get("summary", []),
+    }
     if wire.get("encrypted_content"):
         out["encrypted_content"] = wire["encrypted_content"]
     return out
 
 
 def _compaction_item(item: Any, wire: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "compaction", "id": wire.get("id") or ids.new_id("cmp"), "encrypted_content": wire["encrypted_content"]}
+    return {
+        "type": "compaction",
+        "id": wire.get("id") or ids.new_id("cmp"),
+        "encrypted_content": wire["encrypted_content"],
+    }
 
 
 # Each item type that can be kept, and its response-item shape (from the item and its spec fields).
@@ -227,7 +302,9 @@ _OUTPUT_SHAPES: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
 }
 
 
-def kept_output(kept: list[Any], key: bytes, *, tenant: str, model: str | None) -> list[dict[str, Any]]:
+def kept_output(
+    kept: list[Any], key: bytes, *, tenant: str, model: str | None
+) -> list[dict[str, Any]]:
     """The kept items as response items; each run of extension items sealed, in place, into a compaction item."""
     output: list[dict[str, Any]] = []
     run: list[OpaqueItem] = []
@@ -236,8 +313,12 @@ def kept_output(kept: list[Any], key: bytes, *, tenant: str, model: str | None) 
             run.append(item)
             continue
         if run:
-            sealed = compaction.seal(compaction.extensions_payload(run, model=model), key, context=tenant)
-            output.append({"type": "compaction", "id": ids.new_id("cmp"), "encrypted_content": sealed})
+            sealed = compaction.seal(
+                compaction.extensions_payload(run, model=model), key, context=tenant
+            )
+            output.append(
+                {"type": "compaction", "id": ids.new_id("cmp"), "encrypted_content": sealed}
+            )
             run = []
         if item is not None:
             output.append(as_output_item(item))

@@ -78,10 +78,14 @@ class Turn(NamedTuple):
     store: bool = True
     background: bool = False
     user: str | None = None
-    history_unlinked: bool = False  # history given by the caller (not the store): saved as input, unchained
+    history_unlinked: bool = (
+        False  # history given by the caller (not the store): saved as input, unchained
+    )
     session_id: str | None = None
     tenant: str = ""  # the caller's: a review queue entry the turn leaves is that tenant's
-    opaque: tuple[Any, ...] = ()  # the OpaqueItems of request.input (history items only one origin may take)
+    opaque: tuple[
+        Any, ...
+    ] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
 
 
@@ -119,20 +123,33 @@ def items_from_wire(items: list[dict[str, Any]], *, param: str = "input") -> lis
             models.insert(index, OpaqueItem.model_validate(item))
     except ValidationError as exc:
         error = from_validation_error(exc)
-        raise ApiError.of(ErrorCode.STORE_CORRUPT, f"stored history could not be read back: {error.message}") from None
+        raise ApiError.of(
+            ErrorCode.STORE_CORRUPT, f"stored history could not be read back: {error.message}"
+        ) from None
     return models
 
 
 def _settings_objects(body: CreateResponseBody) -> list[tuple[str, Any]]:
     """The request's setting objects (not its input items) with their param paths."""
-    found: list[tuple[str, Any]] = [("text", body.text), ("reasoning", body.reasoning), ("stream_options", body.stream_options)]
+    found: list[tuple[str, Any]] = [
+        ("text", body.text),
+        ("reasoning", body.reasoning),
+        ("stream_options", body.stream_options),
+    ]
     if body.text is not None:
         found.append(("text.format", body.text.format))
-    found += [(f"tools[{i}]", tool) for i, tool in enumerate(body.tools or ()) if type(tool) is not HostedToolParam]
+    found += [
+        (f"tools[{i}]", tool)
+        for i, tool in enumerate(body.tools or ())
+        if type(tool) is not HostedToolParam
+    ]
     choice = body.tool_choice
     if choice is not None and not isinstance(choice, str):
         found.append(("tool_choice", choice))
-        found += [(f"tool_choice.tools[{i}]", t) for i, t in enumerate(getattr(choice, "tools", None) or ())]
+        found += [
+            (f"tool_choice.tools[{i}]", t)
+            for i, t in enumerate(getattr(choice, "tools", None) or ())
+        ]
     return found
 
 
@@ -145,8 +162,11 @@ def refuse_unknown_fields(body: CreateResponseBody) -> None:
     extra = body.model_extra
     error = _unknown_top_level(extra) if extra else None
     if error is None and (
-        body.text is not None or body.reasoning is not None or body.stream_options is not None
-        or body.tools or body.tool_choice is not None
+        body.text is not None
+        or body.reasoning is not None
+        or body.stream_options is not None
+        or body.tools
+        or body.tool_choice is not None
     ):
         error = _unknown_in_settings(body)
     if error is None and extra:
@@ -184,7 +204,9 @@ def _extension_of_wrong_type(extra: dict[str, Any]) -> ApiError | None:
     if user is not None and not isinstance(user, str):
         return invalid_type("Invalid 'user': expected a string.", param="user")
     stop = extra.get("stop")
-    if stop is not None and not (isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))):
+    if stop is not None and not (
+        isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))
+    ):
         return invalid_type("Invalid 'stop': expected a string or a list of strings.", param="stop")
     return None
 
@@ -195,7 +217,9 @@ def normalize_input(body: CreateResponseBody) -> list[Any]:
         return []
     if isinstance(raw, str):
         # Validated by pydantic-core: less than half the cost of model_construct's Python loop.
-        return [UserMessageItemParam.model_validate({"type": "message", "role": "user", "content": raw})]
+        return [
+            UserMessageItemParam.model_validate({"type": "message", "role": "user", "content": raw})
+        ]
     return list(raw)
 
 
@@ -203,7 +227,9 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
     """Content the routed deployment cannot take is a 400 naming the param, not an upstream error."""
     caps = deployment.capabilities
     if body.tools and not caps.tools:
-        raise unsupported_parameter(f"Model '{deployment.name}' does not support tools.", param="tools")
+        raise unsupported_parameter(
+            f"Model '{deployment.name}' does not support tools.", param="tools"
+        )
     if not caps.images:
         for i, item in enumerate(items):
             content = getattr(item, "content", None)
@@ -217,13 +243,20 @@ def check_capabilities(deployment: Deployment, items: list[Any], body: CreateRes
                         )
     if not caps.logprobs and wants_logprobs(body):
         param = "top_logprobs" if body.top_logprobs else "include"
-        raise unsupported_parameter(f"Model '{deployment.name}' does not return log probabilities.", param=param)
+        raise unsupported_parameter(
+            f"Model '{deployment.name}' does not return log probabilities.", param=param
+        )
     # A summary only asks to see reasoning if there is any (OpenAI accepts it for every model).
     if body.reasoning is not None and body.reasoning.effort and not caps.reasoning:
-        raise unsupported_parameter(f"Model '{deployment.name}' does not support reasoning options.", param="reasoning.effort")
+        raise unsupported_parameter(
+            f"Model '{deployment.name}' does not support reasoning options.",
+            param="reasoning.effort",
+        )
 
 
-def split_tools(tools: list[Any], deployment: Deployment, paths: list[str] | None = None) -> tuple[list[Any], list[dict[str, Any]], list[tuple[str, str]]]:
+def split_tools(
+    tools: list[Any], deployment: Deployment, paths: list[str] | None = None
+) -> tuple[list[Any], list[dict[str, Any]], list[tuple[str, str]]]:
     """``tools`` → (function and ``custom`` tools, hosted tools for the upstream, (param path, type)
     of those dropped); ``paths``: each tool's param path (default ``tools[i]``). Every upstream
     takes a ``custom`` tool (a function with one string argument where the upstream has no
@@ -246,13 +279,15 @@ def split_tools(tools: list[Any], deployment: Deployment, paths: list[str] | Non
         raise ApiError.of(
             ErrorCode.UNSUPPORTED_TOOL_TYPE,
             f"Model '{deployment.name}' cannot run tools of type '{tool.type}' (its upstream does not host them;"
-            " set hosted_tools = \"drop\" on the model to drop them with a warning).",
+            ' set hosted_tools = "drop" on the model to drop them with a warning).',
             param=f"{paths[index]}.type",
         )
     return functions, [], [(paths[i], t.type) for i, t in hosted]
 
 
-def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any], list[Any], list[str]]:
+def lift_additional_tools(
+    items: list[Any], history: int = 0
+) -> tuple[list[Any], list[Any], list[str]]:
     """The context without its ``additional_tools`` items, their tools (in order, a name already
     offered left out) and each tool's param path. Every upstream gets them as offered tools:
     the items themselves reach none. An ``mcp`` tool there is not run (only ``tools`` names
@@ -268,7 +303,10 @@ def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any]
             continue
         where = f"input[{i - history}]" if i >= history else f"history[{i}]"
         for j, tool in enumerate(item.tools):
-            key = (tool.type, str(getattr(tool, "name", None) or (tool.model_extra or {}).get("name")))
+            key = (
+                tool.type,
+                str(getattr(tool, "name", None) or (tool.model_extra or {}).get("name")),
+            )
             if key in seen:  # the same tool again (a replayed history carries its item each turn)
                 continue
             seen.add(key)
@@ -279,13 +317,17 @@ def lift_additional_tools(items: list[Any], history: int = 0) -> tuple[list[Any]
 
 def mcp_tools(tools: list[Any]) -> list[tuple[int, dict[str, Any]]]:
     """The request's tools of type ``mcp`` (index, fields as sent): orgate runs them itself."""
-    return [(i, t.wire()) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type == "mcp"]
+    return [
+        (i, t.wire()) for i, t in enumerate(tools) if type(t) is HostedToolParam and t.type == "mcp"
+    ]
 
 
 def wants_logprobs(body: CreateResponseBody) -> bool:
     """Token log probabilities asked for: ``include`` names them, or ``top_logprobs`` > 0
     (the alternatives only exist inside them)."""
-    return bool(body.top_logprobs) or (body.include is not None and LOGPROBS_INCLUDE in body.include)
+    return bool(body.top_logprobs) or (
+        body.include is not None and LOGPROBS_INCLUDE in body.include
+    )
 
 
 def check_tool_choice(choice: Any, tools: list[Any], *, mcp: bool = False) -> None:
@@ -293,14 +335,19 @@ def check_tool_choice(choice: Any, tools: list[Any], *, mcp: bool = False) -> No
     ``mcp``: the request has MCP tools, which count for ``required`` (their names are known once listed)."""
     if choice is None or isinstance(choice, str):
         if choice == "required" and not tools and not mcp:
-            raise invalid_value("tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice")
+            raise invalid_value(
+                "tool_choice 'required' needs at least one tool in 'tools'.", param="tool_choice"
+            )
         return
     # A function choice names a function tool, a custom choice a custom tool (OpenAI's rule).
     names = {(t.type, t.name) for t in tools}
     what = {"function": "function", "custom": "custom tool"}
     if choice.type in what:
         if (choice.type, choice.name) not in names:
-            raise invalid_value(f"tool_choice names the {what[choice.type]} '{choice.name}', which is not in 'tools'.", param="tool_choice.name")
+            raise invalid_value(
+                f"tool_choice names the {what[choice.type]} '{choice.name}', which is not in 'tools'.",
+                param="tool_choice.name",
+            )
         return
     for index, allowed in enumerate(choice.tools):
         if (allowed.type, allowed.name) not in names:
@@ -325,7 +372,10 @@ def _tool_choice_echo(choice: Any) -> Any:
         return "auto"
     if isinstance(choice, str):
         return choice
-    if choice.type in ("function", "custom"):  # ``custom``: OpenAI's extension, echoed as OpenAI does
+    if choice.type in (
+        "function",
+        "custom",
+    ):  # ``custom``: OpenAI's extension, echoed as OpenAI does
         return {"type": choice.type, "name": choice.name}
     return {
         "type": "allowed_tools",
@@ -341,19 +391,31 @@ def text_format_of(body: CreateResponseBody) -> TextFormat | None:
     if fmt.type == "json_object":
         return TextFormat(type="json_object")
     if fmt.schema_ is None:
-        raise missing_required_parameter("text.format of type json_schema needs a 'schema'.", param="text.format.schema")
+        raise missing_required_parameter(
+            "text.format of type json_schema needs a 'schema'.", param="text.format.schema"
+        )
     if not fmt.name:
-        raise missing_required_parameter("text.format of type json_schema needs a 'name'.", param="text.format.name")
+        raise missing_required_parameter(
+            "text.format of type json_schema needs a 'name'.", param="text.format.name"
+        )
     if _ref_cycle(fmt.schema_):
         raise ApiError.of(
             ErrorCode.INVALID_JSON_SCHEMA,
             "text.format.schema has a $ref cycle that never reaches a constraint: no value can be checked against it.",
             param="text.format.schema",
         )
-    return TextFormat(type="json_schema", name=fmt.name, schema=fmt.schema_, strict=fmt.strict, description=fmt.description)
+    return TextFormat(
+        type="json_schema",
+        name=fmt.name,
+        schema=fmt.schema_,
+        strict=fmt.strict,
+        description=fmt.description,
+    )
 
 
-_ANNOTATIONS = frozenset({"$ref", "$defs", "definitions", "description", "title", "$comment", "$schema", "$id"})
+_ANNOTATIONS = frozenset(
+    {"$ref", "$defs", "definitions", "description", "title", "$comment", "$schema", "$id"}
+)
 
 
 def _ref_cycle(schema: Any) -> bool:
@@ -372,7 +434,9 @@ def _ref_cycle(schema: Any) -> bool:
 
     stack: list[Any] = [schema]
     seen_nodes = 0
-    acyclic: set[int] = set()  # nodes whose reference chain ends: each chain is followed once (O(size), not O(size²))
+    acyclic: set[int] = (
+        set()
+    )  # nodes whose reference chain ends: each chain is followed once (O(size), not O(size²))
     while stack and seen_nodes < 10_000:
         node = stack.pop()
         seen_nodes += 1
@@ -384,7 +448,12 @@ def _ref_cycle(schema: Any) -> bool:
         stack.extend(v for v in node.values() if isinstance(v, dict | list))
         ref = node.get("$ref")
         chain: set[int] = set()
-        while isinstance(ref, str) and ref.startswith("#") and set(node) <= _ANNOTATIONS and id(node) not in acyclic:
+        while (
+            isinstance(ref, str)
+            and ref.startswith("#")
+            and set(node) <= _ANNOTATIONS
+            and id(node) not in acyclic
+        ):
             if id(node) in chain:
                 return True
             chain.add(id(node))
@@ -403,7 +472,15 @@ def _text_echo(body: CreateResponseBody, fmt: TextFormat | None) -> dict[str, An
         out = {"format": {"type": "json_object"}}
     else:
         # The spec's JsonSchemaResponseFormat allows only `schema: null` in a response.
-        out = {"format": {"type": "json_schema", "name": fmt.name, "description": fmt.description, "schema": None, "strict": bool(fmt.strict)}}
+        out = {
+            "format": {
+                "type": "json_schema",
+                "name": fmt.name,
+                "description": fmt.description,
+                "schema": None,
+                "strict": bool(fmt.strict),
+            }
+        }
     if body.text is not None and body.text.verbosity is not None:
         out["verbosity"] = body.text.verbosity
     return out
@@ -426,7 +503,9 @@ def build_turn(
     refuse_unknown_fields(body)
     context = [*history, *new_input]
     if not context:
-        raise missing_required_parameter("'input' is required (or a previous_response_id to continue).", param="input")
+        raise missing_required_parameter(
+            "'input' is required (or a previous_response_id to continue).", param="input"
+        )
     check_capabilities(deployment, new_input, body)
     sent = list(body.tools or ())
     lifted: list[Any] = []
@@ -436,7 +515,11 @@ def build_turn(
     if lifted:
         paths = [*(f"tools[{i}]" for i in range(len(sent))), *lifted_paths]
         tools, hosted_tools, dropped_tools = split_tools([*sent, *lifted], deployment, paths)
-        dropped_tools += [(lifted_paths[i], "mcp") for i, t in enumerate(lifted) if getattr(t, "type", None) == "mcp"]
+        dropped_tools += [
+            (lifted_paths[i], "mcp")
+            for i, t in enumerate(lifted)
+            if getattr(t, "type", None) == "mcp"
+        ]
     else:
         tools, hosted_tools, dropped_tools = split_tools(sent, deployment)
     requested_mcp = mcp_tools(sent) if sent else []
@@ -461,7 +544,9 @@ def build_turn(
         max_tool_calls=body.max_tool_calls,
         text_format=fmt,
         reasoning_effort=reasoning.effort if reasoning else None,
-        reasoning_summary=reasoning.summary if reasoning and deployment.capabilities.reasoning else None,
+        reasoning_summary=reasoning.summary
+        if reasoning and deployment.capabilities.reasoning
+        else None,
         user=extra.get("user"),
         safety_identifier=body.safety_identifier,
         prompt_cache_key=body.prompt_cache_key,
@@ -489,20 +574,25 @@ def build_turn(
         "tools": [_tool_echo(t) for t in tools if type(t) is FunctionToolParam],
         "tool_choice": _tool_choice_echo(body.tool_choice),
         "truncation": body.truncation or "disabled",
-        "parallel_tool_calls": body.parallel_tool_calls if body.parallel_tool_calls is not None else True,
+        "parallel_tool_calls": body.parallel_tool_calls
+        if body.parallel_tool_calls is not None
+        else True,
         "text": _text_echo(body, fmt),
         "top_p": body.top_p if body.top_p is not None else 1.0,
         "presence_penalty": body.presence_penalty if body.presence_penalty is not None else 0.0,
         "frequency_penalty": body.frequency_penalty if body.frequency_penalty is not None else 0.0,
         "top_logprobs": body.top_logprobs or 0,
         "temperature": body.temperature if body.temperature is not None else 1.0,
-        "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary} if reasoning else None,
+        "reasoning": {"effort": reasoning.effort, "summary": reasoning.summary}
+        if reasoning
+        else None,
         "usage": None,
         "max_output_tokens": body.max_output_tokens,
         "max_tool_calls": body.max_tool_calls,
         "store": store,
         "background": bool(body.background),
-        "service_tier": request.service_tier or "default",  # the tier used, not only the one asked for
+        "service_tier": request.service_tier
+        or "default",  # the tier used, not only the one asked for
         "metadata": dict(body.metadata) if body.metadata else {},
         "safety_identifier": body.safety_identifier,
         "prompt_cache_key": body.prompt_cache_key,
@@ -530,7 +620,13 @@ def item_to_wire(item: Any) -> dict[str, Any]:
     """An input item model as stored/listed JSON (unset fields left out; an opaque item's raw item unchanged)."""
     if type(item) is OpaqueItem:
         return extension_wire(item.id or ids.new_id("ext"), item.origin, item.item)
-    if type(item) is UserMessageItemParam and type(item.content) is str and item.id is None and item.status is None and not item.model_extra:
+    if (
+        type(item) is UserMessageItemParam
+        and type(item.content) is str
+        and item.id is None
+        and item.status is None
+        and not item.model_extra
+    ):
         # a string `input` (see normalize_input): what model_dump gives, without its cost on every stored turn
         return {"type": "message", "role": "user", "content": item.content}
     return item.model_dump(mode="json", exclude_none=True, by_alias=True)

@@ -42,7 +42,9 @@ from orgate.protocol.errors import ApiError, ErrorCode
 log = logging.getLogger("orgate.gate")
 
 Policy = Literal["enforce", "warn", "off"]
-_PAIRED_TYPES = frozenset({"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"})
+_PAIRED_TYPES = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
+)
 
 
 class _Dropped(str):
@@ -86,7 +88,9 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
                     f"input[{index}] has the provider-specific type '{kind}', which cannot be replayed to another model.",
                     param=f"input[{index}].type",
                 )
-            warnings.append(_Dropped(f"input[{index}]: dropped non-portable item of type {kind}", index))
+            warnings.append(
+                _Dropped(f"input[{index}]: dropped non-portable item of type {kind}", index)
+            )
             log.warning("gate: dropped non-portable input[%d] of type %s", index, kind)
             continue
         elif kind == "function_call" and policy == "enforce":
@@ -96,8 +100,18 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
             verdict = check(probe, None, require_status=False)
             if verdict.code in _RAW_CALL_CODES:
                 # a wrong-typed field is named as the parser would name it; other findings name the item
-                where = f"input[{index}].arguments" if verdict.code is Code.ARGUMENTS_TYPE else f"input[{index}]"
-                _report(policy, warnings, _call_message(index, verdict), code=ErrorCode(verdict.code), param=where)
+                where = (
+                    f"input[{index}].arguments"
+                    if verdict.code is Code.ARGUMENTS_TYPE
+                    else f"input[{index}]"
+                )
+                _report(
+                    policy,
+                    warnings,
+                    _call_message(index, verdict),
+                    code=ErrorCode(verdict.code),
+                    param=where,
+                )
         kept.append(item)
     return kept
 
@@ -115,7 +129,10 @@ def without_reasoning_text(item: dict[str, Any]) -> dict[str, Any]:
     """
     content = item.get("content")
     if isinstance(content, list) and all(
-        isinstance(part, dict) and part.get("type") == "reasoning_text" and isinstance(part.get("text"), str) and set(part) <= {"type", "text"}
+        isinstance(part, dict)
+        and part.get("type") == "reasoning_text"
+        and isinstance(part.get("text"), str)
+        and set(part) <= {"type", "text"}
         for part in content
     ):
         return {k: v for k, v in item.items() if k != "content"}
@@ -169,7 +186,13 @@ def check_context(
         if kind == "custom_tool_call":  # free-form input: its status and input's type only
             verdict = check(item, None, require_status=False)
             if verdict.code is not Code.OK:
-                _report(policy, warnings, _call_message(where(index), verdict, kind), code=ErrorCode(verdict.code), param=f"input[{where(index)}]")
+                _report(
+                    policy,
+                    warnings,
+                    _call_message(where(index), verdict, kind),
+                    code=ErrorCode(verdict.code),
+                    param=f"input[{where(index)}]",
+                )
             continue
         if kind != "function_call":
             continue
@@ -177,12 +200,24 @@ def check_context(
         known = catalog is not None and item.get("name") in catalog
         verdict = check(item, catalog if known else None, require_status=False)
         if verdict.code is not Code.OK:
-            _report(policy, warnings, _call_message(where(index), verdict), code=ErrorCode(verdict.code), param=f"input[{where(index)}]")
+            _report(
+                policy,
+                warnings,
+                _call_message(where(index), verdict),
+                code=ErrorCode(verdict.code),
+                param=f"input[{where(index)}]",
+            )
     result = check_pairing(items, None, require_status=False)
     for issue in result.issues:
         if issue.index < offset:
             continue
-        _report(policy, warnings, _relocate(issue.message, offset), code=ErrorCode(issue.kind), param=f"input[{where(issue.index)}].call_id")
+        _report(
+            policy,
+            warnings,
+            _relocate(issue.message, offset),
+            code=ErrorCode(issue.kind),
+            param=f"input[{where(issue.index)}].call_id",
+        )
 
 
 def _catalog(tools: Sequence[Any] | None) -> ToolCatalog | None:
@@ -190,7 +225,11 @@ def _catalog(tools: Sequence[Any] | None) -> ToolCatalog | None:
     if not tools:
         return None
     defs = [
-        {"type": "function", "name": getattr(t, "name", None), "parameters": getattr(t, "parameters", None)}
+        {
+            "type": "function",
+            "name": getattr(t, "name", None),
+            "parameters": getattr(t, "parameters", None),
+        }
         for t in tools
         if getattr(t, "type", None) == "function"
     ]
@@ -206,10 +245,15 @@ def _relocate(message: str, offset: int) -> str:
     """Pairing messages name context indexes; the client only knows its own input's indexes."""
     if offset == 0:
         return message
-    return message + f" (indexes count from the start of the conversation, {offset} items of which came from previous_response_id)"
+    return (
+        message
+        + f" (indexes count from the start of the conversation, {offset} items of which came from previous_response_id)"
+    )
 
 
-def _report(policy: Policy, warnings: list[str], message: str, *, code: ErrorCode, param: str) -> None:
+def _report(
+    policy: Policy, warnings: list[str], message: str, *, code: ErrorCode, param: str
+) -> None:
     if policy == "enforce":
         raise ApiError.of(code, message, param=param)
     warnings.append(f"{param}: {code}")
@@ -225,18 +269,28 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.:/@-]")  # warnings travel in an HTTP header
 _LISTED = 8
 
 
-def report_opaque(items: tuple[OpaqueItem, ...], served: Deployment, policy: Policy, warnings: list[str]) -> None:
+def report_opaque(
+    items: tuple[OpaqueItem, ...], served: Deployment, policy: Policy, warnings: list[str]
+) -> None:
     """Report the opaque items ``served`` does not send: those made by another origin (see the module docstring)."""
     origin = origin_of(served)
     dropped = [item for item in items if item.origin != origin]
     if not dropped:
         return
-    named = [f"{_UNSAFE.sub('_', item.id or '?')} ({_UNSAFE.sub('_', item.item_type)})" for item in dropped[:_LISTED]]
+    named = [
+        f"{_UNSAFE.sub('_', item.id or '?')} ({_UNSAFE.sub('_', item.item_type)})"
+        for item in dropped[:_LISTED]
+    ]
     if len(dropped) > _LISTED:
         named.append(f"and {len(dropped) - _LISTED} more")
     target = _UNSAFE.sub("_", served.name)
     message = f"{len(dropped)} item(s) made by another upstream not sent to '{target}': {', '.join(named)}"
-    log.warning("gate: %s (origins %s; served by %s)", message, sorted({item.origin for item in dropped}), origin)
+    log.warning(
+        "gate: %s (origins %s; served by %s)",
+        message,
+        sorted({item.origin for item in dropped}),
+        origin,
+    )
     if policy != "off":
         warnings.append(f"history: {Code.NAMESPACED.value}, {message}")
 

@@ -47,14 +47,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orgate.engine")
 
-STORE_ERROR_HEADER = "X-Orgate-Store-Error"  # set when the answer was not stored (see docs/store.md)
+STORE_ERROR_HEADER = (
+    "X-Orgate-Store-Error"  # set when the answer was not stored (see docs/store.md)
+)
 FOREGROUND_SAVE_GRACE = 2.0  # seconds a finished answer's save is retried while its client waits
 BACKGROUND_SAVE_RETRY = 600.0  # ... and a background response's, which nobody waits for
 
 
 def shutdown_error(what: str = "response") -> ApiError:
     """Why a response (or request) ended unfinished when the server shut down."""
-    return ApiError.of(ErrorCode.SERVER_SHUTDOWN, f"The server is shutting down: the {what} was interrupted.")
+    return ApiError.of(
+        ErrorCode.SERVER_SHUTDOWN, f"The server is shutting down: the {what} was interrupted."
+    )
 
 
 class Ending(enum.Enum):
@@ -70,7 +74,11 @@ class Ending(enum.Enum):
 
 
 _DICTS = DictSink()  # stateless: one for every stream
-_BY_STATUS = {"completed": Ending.COMPLETED, "incomplete": Ending.INCOMPLETE, "failed": Ending.FAILED}
+_BY_STATUS = {
+    "completed": Ending.COMPLETED,
+    "incomplete": Ending.INCOMPLETE,
+    "failed": Ending.FAILED,
+}
 
 
 class ResponseStream:
@@ -99,14 +107,18 @@ class ResponseStream:
         self.run = run  # what happens: route, safety-net outcome, warnings
         self.caller = caller
         self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
-        self.headers: dict[str, str] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
+        self.headers: dict[
+            str, str
+        ] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
         self.error: ApiError | None = None  # why the response failed, if it did
         self.ending: Ending | None = None  # how it ended, once it has
         self._upstream = upstream
         self._first = first  # None: a background response, whose upstream call starts in the pump
         self._failed = failed  # the turn already failed before its first event
         self._session = session
-        self.record: tuple[list[dict[str, Any]], dict[str, Any]] | None = None  # what every save stores of the request: built by the first
+        self.record: tuple[list[dict[str, Any]], dict[str, Any]] | None = (
+            None  # what every save stores of the request: built by the first
+        )
         self.cancel_requested = False  # set by the background runner before it cancels the task
         # Set by a consumer that watches its client: False while the client is known to be there (a
         # cancellation is then the server's own, e.g. a shutdown past its drain timeout), True once it left.
@@ -215,7 +227,9 @@ class ResponseStream:
         except StopAsyncIteration:
             raise upstream_without_events(self.turn.deployment.name) from None
         if self.turn.opaque:
-            self.service.report_opaque(self.turn, self.run)  # logged: a background turn sends no headers
+            self.service.report_opaque(
+                self.turn, self.run
+            )  # logged: a background turn sends no headers
         return first
 
     def _feed(self, batch: list[ModelEvent]) -> bool:
@@ -229,7 +243,10 @@ class ResponseStream:
         return False
 
     def _truncated(self) -> None:
-        raise ApiError.of(ErrorCode.UPSTREAM_STREAM_TRUNCATED, f"upstream '{self.turn.deployment.name}' ended its answer without finishing it")
+        raise ApiError.of(
+            ErrorCode.UPSTREAM_STREAM_TRUNCATED,
+            f"upstream '{self.turn.deployment.name}' ended its answer without finishing it",
+        )
 
     def _fail(self, error: ApiError, ending: Ending = Ending.FAILED) -> None:
         self.error = error
@@ -267,7 +284,9 @@ class ResponseStream:
         response, nobody waiting, a long one); then the answer, paid for, still goes out,
         marked not stored (docs/store.md)."""
         retry_for = BACKGROUND_SAVE_RETRY if self.turn.background else FOREGROUND_SAVE_GRACE
-        if self.turn.store and not await self.service.persist(self, sink.replay(), retry_for=retry_for):
+        if self.turn.store and not await self.service.persist(
+            self, sink.replay(), retry_for=retry_for
+        ):
             items = sink.render(self._not_stored(self._terminal))
         if self._session is not None:
             session, self._session = self._session, None
@@ -315,4 +334,9 @@ class ResponseStream:
         """The terminal events of a response whose save failed: its ``store`` says false, and
         ``X-Orgate-Store-Error`` says why (a non-streaming answer's headers are not sent yet)."""
         self.headers[STORE_ERROR_HEADER] = "store_unavailable"
-        return [{**event, "response": {**event["response"], "store": False}} if "response" in event else event for event in terminal]
+        return [
+            {**event, "response": {**event["response"], "store": False}}
+            if "response" in event
+            else event
+            for event in terminal
+        ]

@@ -135,7 +135,12 @@ class _Offer:
     catalog: Any = None
 
     def functions(self) -> list[FunctionToolParam]:
-        return [FunctionToolParam(name=name, description=o.tool.description, parameters=o.tool.input_schema) for name, o in self.tools.items()]
+        return [
+            FunctionToolParam(
+                name=name, description=o.tool.description, parameters=o.tool.input_schema
+            )
+            for name, o in self.tools.items()
+        ]
 
 
 class _Round:
@@ -147,7 +152,9 @@ class _Round:
     def __init__(self, offered: dict[str, _Offered]) -> None:
         self.offered = offered
         self.held: dict[int, _Held] = {}
-        self.client_calls = False  # the model also called the client's own functions: those end the response
+        self.client_calls = (
+            False  # the model also called the client's own functions: those end the response
+        )
         self.said: list[str] = []  # the round's text, which the model reads back before its calls
         self.finish: Finish | None = None
 
@@ -156,7 +163,9 @@ class _Round:
         out: list[ModelEvent] = []
         held = self.held
         for event in batch:
-            kind = type(event)  # the neutral events are final classes: an identity test, not isinstance
+            kind = type(
+                event
+            )  # the neutral events are final classes: an identity test, not isinstance
             if kind is TextDelta:
                 self.said.append(event.text)
             elif kind is ToolCallStart:
@@ -244,7 +253,9 @@ class McpLoop(WrapperProvider):
             async for batch in self._answered(pending, offer.tools, offer.catalog, extra):
                 yield batch
 
-    async def _run_calls(self, round_: _Round, offer: _Offer, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+    async def _run_calls(
+        self, round_: _Round, offer: _Offer, extra: list[Any]
+    ) -> AsyncIterator[list[ModelEvent]]:
         """The MCP calls the model made in a round, in order; ``self.stop`` once one ends the response."""
         self.stop = False
         for call in round_.held.values():
@@ -254,14 +265,20 @@ class McpLoop(WrapperProvider):
     async def _list(self, use: McpUse, offer: _Offer) -> McpListDone:
         """List a server's tools and offer those the operator and the request allow."""
         listed = await self.runtime.client.list_tools(use.server)
-        tools = [t for t in listed.tools if use.offers(t.name) and _FUNCTION_NAME.match(use.function_name(t.name))]
+        tools = [
+            t
+            for t in listed.tools
+            if use.offers(t.name) and _FUNCTION_NAME.match(use.function_name(t.name))
+        ]
         for tool in tools:
             offer.tools[use.function_name(tool.name)] = _Offered(use, tool)
         if self.runtime.on_list is not None:
             self.runtime.on_list(use.server.label, "failed" if listed.error else "ok")
         return McpListDone([t.wire() for t in tools], listed.error)
 
-    async def _model_call(self, call: _Held, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+    async def _model_call(
+        self, call: _Held, offered: dict[str, _Offered], catalog: Any, extra: list[Any]
+    ) -> AsyncIterator[list[ModelEvent]]:
         """One call the model made: gate, permission, budget, then run it."""
         name = call.start.name
         arguments = "".join(call.chunks)
@@ -269,9 +286,15 @@ class McpLoop(WrapperProvider):
         tool = entry.tool.name
         label = entry.use.server.label
         call_id = call.start.call_id or f"call_{_digest(arguments)[:24]}"
-        verdict = check({"type": "function_call", "name": name, "arguments": arguments, "status": "completed"}, catalog)
+        verdict = check(
+            {"type": "function_call", "name": name, "arguments": arguments, "status": "completed"},
+            catalog,
+        )
         if verdict.code is not Code.OK:
-            error = protocol_error(GATE_REFUSED, f"the call failed the replay gate ({verdict.code.value}): {verdict.message}")
+            error = protocol_error(
+                GATE_REFUSED,
+                f"the call failed the replay gate ({verdict.code.value}): {verdict.message}",
+            )
             self._report(label, tool, arguments, "refused", 0.0, None)
             yield [McpCallStart(label, tool, arguments), McpCallDone(error=error)]
             extra.extend(_pair(call_id, name, arguments, call_output(None, error)))
@@ -282,7 +305,10 @@ class McpLoop(WrapperProvider):
             self.stop = True
             return
         if self.calls >= self.turn.max_calls:
-            error = protocol_error(GATE_REFUSED, f"not run: the response reached max_tool_calls ({self.turn.max_calls})")
+            error = protocol_error(
+                GATE_REFUSED,
+                f"not run: the response reached max_tool_calls ({self.turn.max_calls})",
+            )
             self._report(label, tool, arguments, "over_budget", 0.0, None)
             yield [McpCallStart(label, tool, arguments), McpCallDone(error=error)]
             self.stop = True
@@ -290,47 +316,110 @@ class McpLoop(WrapperProvider):
         async for batch in self._run(entry, arguments, None, call_id, name, extra):
             yield batch
 
-    async def _answered(self, pending: Pending, offered: dict[str, _Offered], catalog: Any, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+    async def _answered(
+        self, pending: Pending, offered: dict[str, _Offered], catalog: Any, extra: list[Any]
+    ) -> AsyncIterator[list[ModelEvent]]:
         """A call the client approved (run it, through the gate again) or denied (the model is told)."""
         request = pending.request
         name = f"{request.server_label}__{request.name}"
         entry = offered.get(name)
         call_id = request.id[:64]
         if not pending.approve or entry is None:
-            why = "the user denied the call" + (f": {pending.reason}" if pending.reason else "") if not pending.approve else (
-                f"the tool '{request.name}' of server '{request.server_label}' is not offered in this request"
+            why = (
+                "the user denied the call" + (f": {pending.reason}" if pending.reason else "")
+                if not pending.approve
+                else (
+                    f"the tool '{request.name}' of server '{request.server_label}' is not offered in this request"
+                )
             )
             error = protocol_error(GATE_REFUSED, f"not run: {why}")
-            self._report(request.server_label, request.name, request.arguments, "denied" if not pending.approve else "refused", 0.0, request.id)
-            yield [McpCallStart(request.server_label, request.name, request.arguments, request.id), McpCallDone(error=error)]
+            self._report(
+                request.server_label,
+                request.name,
+                request.arguments,
+                "denied" if not pending.approve else "refused",
+                0.0,
+                request.id,
+            )
+            yield [
+                McpCallStart(request.server_label, request.name, request.arguments, request.id),
+                McpCallDone(error=error),
+            ]
             extra.extend(_pair(call_id, name, request.arguments, call_output(None, error)))
             return
-        verdict = check({"type": "function_call", "name": name, "arguments": request.arguments, "status": "completed"}, catalog)
+        verdict = check(
+            {
+                "type": "function_call",
+                "name": name,
+                "arguments": request.arguments,
+                "status": "completed",
+            },
+            catalog,
+        )
         if verdict.code is not Code.OK:
-            error = protocol_error(GATE_REFUSED, f"the call failed the replay gate ({verdict.code.value}): {verdict.message}")
-            self._report(request.server_label, request.name, request.arguments, "refused", 0.0, request.id)
-            yield [McpCallStart(request.server_label, request.name, request.arguments, request.id), McpCallDone(error=error)]
+            error = protocol_error(
+                GATE_REFUSED,
+                f"the call failed the replay gate ({verdict.code.value}): {verdict.message}",
+            )
+            self._report(
+                request.server_label, request.name, request.arguments, "refused", 0.0, request.id
+            )
+            yield [
+                McpCallStart(request.server_label, request.name, request.arguments, request.id),
+                McpCallDone(error=error),
+            ]
             extra.extend(_pair(call_id, name, request.arguments, call_output(None, error)))
             return
         async for batch in self._run(entry, request.arguments, request.id, call_id, name, extra):
             yield batch
 
-    async def _run(self, entry: _Offered, arguments: str, approval: str | None, call_id: str, name: str, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
+    async def _run(
+        self,
+        entry: _Offered,
+        arguments: str,
+        approval: str | None,
+        call_id: str,
+        name: str,
+        extra: list[Any],
+    ) -> AsyncIterator[list[ModelEvent]]:
         label, tool = entry.use.server.label, entry.tool.name
-        yield [McpCallStart(label, tool, arguments, approval)]  # leaves before the call runs: in_progress is seen
+        yield [
+            McpCallStart(label, tool, arguments, approval)
+        ]  # leaves before the call runs: in_progress is seen
         self.calls += 1
         started = time.monotonic()
         outcome = "cancelled"
         try:
-            result: CallResult = await self.runtime.client.call(entry.use.server, tool, orjson.loads(arguments) if arguments else {})
+            result: CallResult = await self.runtime.client.call(
+                entry.use.server, tool, orjson.loads(arguments) if arguments else {}
+            )
             outcome = result.outcome
         finally:
             self._report(label, tool, arguments, outcome, time.monotonic() - started, approval)
         yield [McpCallDone(result.output, result.error)]
         extra.extend(_pair(call_id, name, arguments, call_output(result.output, result.error)))
 
-    def _report(self, server: str, tool: str, arguments: str, outcome: str, duration: float, approval: str | None) -> None:
-        self.runtime.record(CallRecord(self.turn.tenant, server, tool, _digest(arguments), outcome, duration, approval, self.turn.response_id))
+    def _report(
+        self,
+        server: str,
+        tool: str,
+        arguments: str,
+        outcome: str,
+        duration: float,
+        approval: str | None,
+    ) -> None:
+        self.runtime.record(
+            CallRecord(
+                self.turn.tenant,
+                server,
+                tool,
+                _digest(arguments),
+                outcome,
+                duration,
+                approval,
+                self.turn.response_id,
+            )
+        )
 
 
 def _digest(text: str) -> str:

@@ -27,7 +27,9 @@ PAD_TO = 32
 _ALPHABET = string.ascii_letters + string.digits
 #: ``PADDING[r]``: the padding of a delta of ``r`` bytes more than a multiple of ``PAD_TO``
 #: (``PAD_TO - r`` characters; a whole ``PAD_TO`` for ``r == 0``: never empty).
-PADDING = tuple("".join(secrets.choice(_ALPHABET) for _ in range(PAD_TO - r)) for r in range(PAD_TO))
+PADDING = tuple(
+    "".join(secrets.choice(_ALPHABET) for _ in range(PAD_TO - r)) for r in range(PAD_TO)
+)
 
 
 def padding(delta: str) -> str:

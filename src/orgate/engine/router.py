@@ -65,7 +65,13 @@ RETRY_TYPES = frozenset({SERVER_ERROR, RATE_LIMIT, MODEL_ERROR})
 # Verdicts on the model's output made by orgate itself, not upstream failures: never retried here.
 NOT_UPSTREAM_CODES = frozenset({ErrorCode.INVALID_TOOL_ARGUMENTS, ErrorCode.TOOL_CHOICE_VIOLATION})
 # Failures that another deployment may not have, but that asking the same one again cannot fix.
-SAME_DEPLOYMENT_FUTILE = frozenset({ErrorCode.UPSTREAM_AUTH_FAILED, ErrorCode.UPSTREAM_MODEL_NOT_FOUND, ErrorCode.UPSTREAM_REDIRECT})
+SAME_DEPLOYMENT_FUTILE = frozenset(
+    {
+        ErrorCode.UPSTREAM_AUTH_FAILED,
+        ErrorCode.UPSTREAM_MODEL_NOT_FOUND,
+        ErrorCode.UPSTREAM_REDIRECT,
+    }
+)
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[object]]
@@ -93,7 +99,11 @@ class RouteTrace:
 
 def retryable(error: ApiError) -> bool:
     """An upstream failure another try (here or at another deployment) may not have."""
-    return error.status in RETRY_STATUSES and error.type in RETRY_TYPES and error.code not in NOT_UPSTREAM_CODES
+    return (
+        error.status in RETRY_STATUSES
+        and error.type in RETRY_TYPES
+        and error.code not in NOT_UPSTREAM_CODES
+    )
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -190,7 +200,9 @@ class DeploymentState:
     def failed(self, policy: RoutePolicy) -> bool:
         """Count a failure; True when this one opened (or re-opened) the circuit."""
         self.failures += 1
-        opened = self.probing or (self.open_until is None and self.failures >= policy.circuit_failures)
+        opened = self.probing or (
+            self.open_until is None and self.failures >= policy.circuit_failures
+        )
         if opened:
             self.open_until = self._clock() + policy.circuit_cooldown
         self.probing = False
@@ -208,7 +220,16 @@ class _Walk:
     """One request's way through its route's deployments, until one answers: how often each was
     tried, when each may be tried again, those given up on, the last failure, the queue deadline."""
 
-    __slots__ = ("route", "router", "order", "tries", "not_before", "done", "last_error", "queue_deadline")
+    __slots__ = (
+        "route",
+        "router",
+        "order",
+        "tries",
+        "not_before",
+        "done",
+        "last_error",
+        "queue_deadline",
+    )
 
     def __init__(self, route: Route, router: Router, order: list[Target]) -> None:
         self.route = route
@@ -264,7 +285,12 @@ class _Walk:
             self.queue_deadline = now + self.route.policy.queue_timeout
         if now >= self.queue_deadline:
             raise _busy(self.route, self.route.policy.queue_timeout)
-        wake = min([self.queue_deadline, *(self.not_before[t.name] for t in usable if self.not_before[t.name] > now)])
+        wake = min(
+            [
+                self.queue_deadline,
+                *(self.not_before[t.name] for t in usable if self.not_before[t.name] > now),
+            ]
+        )
         await self.router.wait_for_slot(wake - now)
 
     def failed(self, target: Target, error: ApiError) -> None:
@@ -273,22 +299,48 @@ class _Walk:
         policy = self.route.policy
         name = target.name
         # the request id is added by the log formatter (it is the current request's)
-        fields = {"event": "upstream_retry", "model": self.route.name, "deployment": name, "status": error.status, "code": error.code}
+        fields = {
+            "event": "upstream_retry",
+            "model": self.route.name,
+            "deployment": name,
+            "status": error.status,
+            "code": error.code,
+        }
         if self.tries[name] > policy.retries or error.code in SAME_DEPLOYMENT_FUTILE:
             self.done.add(name)
-            log.warning("route %s: %s failed (%s %s); not trying it again", self.route.name, name, error.status, error.code, extra=fields)
+            log.warning(
+                "route %s: %s failed (%s %s); not trying it again",
+                self.route.name,
+                name,
+                error.status,
+                error.code,
+                extra=fields,
+            )
             return
         wait = retry_after_seconds(error.headers)
         if wait is not None and wait > policy.backoff_max:
             self.done.add(name)
             log.warning(
-                "route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it", self.route.name, name, wait, policy.backoff_max, extra=fields
+                "route %s: %s asks to wait %gs (> backoff_max %gs); giving up on it",
+                self.route.name,
+                name,
+                wait,
+                policy.backoff_max,
+                extra=fields,
             )
             return
         if wait is None:
             wait = backoff_delay(self.tries[name], policy, self.router.rng)
         self.not_before[name] = self.router.clock() + wait
-        log.warning("route %s: %s failed (%s %s); may retry in %.3fs", self.route.name, name, error.status, error.code, wait, extra=fields)
+        log.warning(
+            "route %s: %s failed (%s %s); may retry in %.3fs",
+            self.route.name,
+            name,
+            error.status,
+            error.code,
+            wait,
+            extra=fields,
+        )
 
 
 @dataclass(slots=True)
@@ -312,7 +364,9 @@ def _failure(error: ApiError) -> str:
 class RoutedProvider(Provider):
     """A ``Provider`` over a ``Route``: fallbacks, retries, limits and circuits (see the module docstring)."""
 
-    def __init__(self, route: Route, providers: Callable[[Deployment], Provider], router: Router) -> None:
+    def __init__(
+        self, route: Route, providers: Callable[[Deployment], Provider], router: Router
+    ) -> None:
         self.route = route
         self._providers = providers
         self._router = router
@@ -357,7 +411,9 @@ class RoutedProvider(Provider):
             finally:
                 self._router.free(opened.state)
 
-    async def _open(self, target: Target, request: ModelRequest, walk: _Walk, trace: RouteTrace) -> _Opened | None:
+    async def _open(
+        self, target: Target, request: ModelRequest, walk: _Walk, trace: RouteTrace
+    ) -> _Opened | None:
         """Call ``target`` (its slot taken) and read its first batch. None: it failed as another try
         may not (the walk plans the next); any other failure frees the slot and propagates."""
         router = self._router
@@ -367,7 +423,9 @@ class RoutedProvider(Provider):
         upstream: AsyncIterator[list[ModelEvent]] | None = None
         try:
             provider = self._providers(target.deployment)
-            upstream = provider.stream_batches(dataclasses.replace(request, model=target.deployment.upstream_model))
+            upstream = provider.stream_batches(
+                dataclasses.replace(request, model=target.deployment.upstream_model)
+            )
             try:
                 first = await anext(upstream)
             except StopAsyncIteration:
@@ -422,7 +480,11 @@ class RoutedProvider(Provider):
                 target.name,
                 self.route.policy.circuit_cooldown,
                 state.failures,
-                extra={"event": "circuit_opened", "model": self.route.name, "deployment": target.name},
+                extra={
+                    "event": "circuit_opened",
+                    "model": self.route.name,
+                    "deployment": target.name,
+                },
             )
 
 
@@ -482,7 +544,9 @@ class Router:
         routed = self.routed(deployment.name)
         return self.providers(deployment) if routed is None else routed
 
-    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]:
+    def open(
+        self, deployment: Deployment, prefer: str | None = None
+    ) -> tuple[Provider, RouteTrace]:
         """The provider for one turn and its trace: ``trace.served_by`` names the deployment that answered."""
         trace = RouteTrace(prefer=prefer)
         routed = self.routed(deployment.name)
@@ -529,7 +593,9 @@ class TurnProviders(Protocol):
     """What the responses service asks of its providers: one turn's provider with its trace, and
     the deployment that served a trace (``Router``; ``Unrouted`` over a plain factory)."""
 
-    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]: ...
+    def open(
+        self, deployment: Deployment, prefer: str | None = None
+    ) -> tuple[Provider, RouteTrace]: ...
 
     def served(self, deployment: Deployment, served_by: str | None) -> Deployment: ...
 
@@ -540,7 +606,9 @@ class Unrouted:
     def __init__(self, providers: Callable[[Deployment], Provider]) -> None:
         self.providers = providers
 
-    def open(self, deployment: Deployment, prefer: str | None = None) -> tuple[Provider, RouteTrace]:
+    def open(
+        self, deployment: Deployment, prefer: str | None = None
+    ) -> tuple[Provider, RouteTrace]:
         return self.providers(deployment), RouteTrace(prefer=prefer, served_by=deployment.name)
 
     def served(self, deployment: Deployment, served_by: str | None) -> Deployment:

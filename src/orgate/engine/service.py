@@ -71,10 +71,18 @@ from orgate.store.base import (
 
 log = logging.getLogger("orgate.engine")
 
-GATE_WARNINGS_HEADER = "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
+GATE_WARNINGS_HEADER = (
+    "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
+)
 
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
-MODEL_OUTPUT_FAILURES = frozenset({ErrorCode.STRUCTURED_OUTPUT_INVALID, ErrorCode.INVALID_TOOL_ARGUMENTS, ErrorCode.TOOL_CHOICE_VIOLATION})
+MODEL_OUTPUT_FAILURES = frozenset(
+    {
+        ErrorCode.STRUCTURED_OUTPUT_INVALID,
+        ErrorCode.INVALID_TOOL_ARGUMENTS,
+        ErrorCode.TOOL_CHOICE_VIOLATION,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +105,11 @@ class TurnWrappers(Protocol):
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
 
-_REFUSALS = (UnknownResponse, ResponseConflict, SessionBusy)  # a save the store refused: retrying cannot help
+_REFUSALS = (
+    UnknownResponse,
+    ResponseConflict,
+    SessionBusy,
+)  # a save the store refused: retrying cannot help
 
 
 def store_failure(exc: StoreError) -> ApiError:
@@ -187,18 +199,30 @@ class ResponsesService:
         if turn.mcp_tools or has_mcp_items(request.input):
             request, mcp = self._prepare_mcp(turn, body, history, new_input)
         for path, kind in turn.dropped_tools:
-            warnings.append(f"{path}: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)")
-            log.warning("tools: dropped %s of type %s for model %s (no upstream runs it)", path, kind, deployment.name)
+            warnings.append(
+                f"{path}: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)"
+            )
+            log.warning(
+                "tools: dropped %s of type %s for model %s (no upstream runs it)",
+                path,
+                kind,
+                deployment.name,
+            )
         request = _fit(request, body, deployment)
         # only stored items (history, references, compaction items) can be opaque
         opaque = opaque_items(request.input) if history or unsealed else ()
         if turn.background and not turn.store:
-            raise invalid_request("background responses must be stored: remove store=false (or enable the store).", param="background")
+            raise invalid_request(
+                "background responses must be stored: remove store=false (or enable the store).",
+                param="background",
+            )
         if request is not turn.request or mcp is not None or opaque:
             turn = turn._replace(request=request, mcp=mcp, opaque=opaque)
         return turn
 
-    async def _history(self, previous: str | None, caller: Caller, history_override: list[dict[str, Any]] | None) -> list[Any]:
+    async def _history(
+        self, previous: str | None, caller: Caller, history_override: list[dict[str, Any]] | None
+    ) -> list[Any]:
         """The turn's context before its own input: the caller's (a WebSocket connection's cache),
         or the stored chain that ends with ``previous``."""
         if history_override is not None:
@@ -210,20 +234,30 @@ class ResponsesService:
             except StoreError as exc:
                 raise store_failure(exc) from None
         if stored is None:
-            raise not_found(f"Previous response with id '{previous}' not found.", param="previous_response_id")
+            raise not_found(
+                f"Previous response with id '{previous}' not found.", param="previous_response_id"
+            )
         return items_from_wire(stored)
 
-    def _prepare_mcp(self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]) -> tuple[ModelRequest, McpTurn | None]:
+    def _prepare_mcp(
+        self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]
+    ) -> tuple[ModelRequest, McpTurn | None]:
         """The model request with MCP items as the function calls they were (``orgate.mcptools.items``),
         and the turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals."""
         model_input, pending = read_context(history, new_input)
-        model_input = lift_additional_tools(model_input)[0]  # their tools are offered already (build_turn)
+        model_input = lift_additional_tools(model_input)[
+            0
+        ]  # their tools are offered already (build_turn)
         request = dataclasses.replace(turn.request, input=model_input)
         uses = []
         if turn.mcp_tools:
             if self.mcp is None:
                 index = turn.mcp_tools[0][0]
-                raise ApiError.of(ErrorCode.UNKNOWN_MCP_SERVER, f"tools[{index}]: no MCP server is configured on this gateway.", param=f"tools[{index}].server_label")
+                raise ApiError.of(
+                    ErrorCode.UNKNOWN_MCP_SERVER,
+                    f"tools[{index}]: no MCP server is configured on this gateway.",
+                    param=f"tools[{index}].server_label",
+                )
             uses = self.mcp.registry.resolve(turn.mcp_tools, turn.tenant)
         labels = {use.server.label for use in uses}
         for answer in pending:
@@ -280,7 +314,11 @@ class ResponsesService:
         try:
             await self.store.end_session_turn(session)
         except StoreError:
-            log.warning("could not release session %s (the store retries in the background)", session.session_id, exc_info=True)
+            log.warning(
+                "could not release session %s (the store retries in the background)",
+                session.session_id,
+                exc_info=True,
+            )
 
     async def create(
         self,
@@ -296,10 +334,19 @@ class ResponsesService:
         session = await self.begin_session(caller, session_id) if session_id is not None else None
         run = TurnRun([] if warnings is None else warnings)
         try:
-            turn = await self.prepare(body, caller, run.warnings, session=session, session_id=session_id, history_override=history_override)
+            turn = await self.prepare(
+                body,
+                caller,
+                run.warnings,
+                session=session,
+                session_id=session_id,
+                history_override=history_override,
+            )
             upstream = self._call(turn, run, session, budget)
             if turn.background:
-                return await self._queue(ResponseStream(self, turn, run, caller, upstream, None, session))
+                return await self._queue(
+                    ResponseStream(self, turn, run, caller, upstream, None, session)
+                )
             # The first batch, so that a failure before any output is an HTTP error.
             first: list[ModelEvent] | None = None
             failed: ApiError | None = None
@@ -316,10 +363,14 @@ class ResponsesService:
         self._set_headers(stream, session_id)
         return stream
 
-    def _call(self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: Any) -> AsyncIterator[list[ModelEvent]]:
+    def _call(
+        self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: Any
+    ) -> AsyncIterator[list[ModelEvent]]:
         """The turn's upstream call, not started yet: the routed provider inside the pipeline
         (safety net, tool guard) and the MCP loop, as batches of model events."""
-        provider, run.route = self._open(turn.deployment, session.deployment if session is not None else None)
+        provider, run.route = self._open(
+            turn.deployment, session.deployment if session is not None else None
+        )
         if self.pipeline is not None:
             provider, run.outcome = self.pipeline.open(turn, provider, budget)
         if turn.mcp is not None:
@@ -342,7 +393,9 @@ class ResponsesService:
             raise
         return stream
 
-    async def _no_first_batch(self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]], exc: BaseException) -> ApiError:
+    async def _no_first_batch(
+        self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]], exc: BaseException
+    ) -> ApiError:
         """The call failed before its first batch: raised (an HTTP error), the call closed; or,
         for a stream whose model answered but never validly, the error the stream ends with."""
         if isinstance(exc, StopAsyncIteration):
@@ -364,7 +417,11 @@ class ResponsesService:
         turn, run = stream.turn, stream.run
         outcome = run.outcome
         # Every answer to a format says what the net did, a passed-through tool call included.
-        if outcome is not None and outcome.status != "pending" and (outcome.status != "passthrough" or turn.request.text_format is not None):
+        if (
+            outcome is not None
+            and outcome.status != "pending"
+            and (outcome.status != "passthrough" or turn.request.text_format is not None)
+        ):
             stream.headers.update(outcome.headers())
         if run.warnings:
             stream.headers[GATE_WARNINGS_HEADER] = " | ".join(run.warnings)
@@ -373,9 +430,13 @@ class ResponsesService:
 
     def served(self, turn: Turn, run: TurnRun) -> Deployment:
         """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
-        return self.providers.served(turn.deployment, run.route.served_by if run.route is not None else None)
+        return self.providers.served(
+            turn.deployment, run.route.served_by if run.route is not None else None
+        )
 
-    def history_output(self, builder: ResponseBuilder, turn: Turn, run: TurnRun) -> list[dict[str, Any]] | None:
+    def history_output(
+        self, builder: ResponseBuilder, turn: Turn, run: TurnRun
+    ) -> list[dict[str, Any]] | None:
         """The output items the history keeps when they differ from the spec ``output`` (else None):
         extension items included, reasoning marked with the origin that made its ``encrypted_content``."""
         if not builder.history_differs:
@@ -410,7 +471,10 @@ class ResponsesService:
                 return True
             except UnknownResponse:
                 # The previous response was deleted while this turn ran: keep the answer, unchained.
-                log.warning("previous response of %s vanished; storing it without its chain", stream.builder.id)
+                log.warning(
+                    "previous response of %s vanished; storing it without its chain",
+                    stream.builder.id,
+                )
                 stream.builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
                 response, deadline, delay = None, clock() + retry_for, 0.1
             except StoreError as exc:
@@ -420,20 +484,31 @@ class ResponsesService:
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
 
-    async def _save(self, stream: ResponseStream, events: bytes | None, response: dict[str, Any] | None) -> None:
+    async def _save(
+        self, stream: ResponseStream, events: bytes | None, response: dict[str, Any] | None
+    ) -> None:
         """One save of the response as it stands (or ``response``), with what every save of the turn stores."""
         assert self.store is not None
         builder, turn, run = stream.builder, stream.turn, stream.run
-        if stream.record is None:  # a turn is saved up to three times (queued / in progress, final): built once
+        if (
+            stream.record is None
+        ):  # a turn is saved up to three times (queued / in progress, final): built once
             stream.record = _stored_request(turn)
         input_items, request = stream.record
         await self.store.save(
-            response if response is not None else builder.final if builder.final is not None else builder.snapshot(),
+            response
+            if response is not None
+            else builder.final
+            if builder.final is not None
+            else builder.snapshot(),
             tenant=stream.caller.tenant,
             input_items=input_items,
-            previous_response_id=None if turn.history_unlinked else turn.base.get("previous_response_id"),
+            previous_response_id=None
+            if turn.history_unlinked
+            else turn.base.get("previous_response_id"),
             session_id=turn.session_id,
-            deployment=(run.route.served_by if run.route is not None else None) or turn.deployment.name,
+            deployment=(run.route.served_by if run.route is not None else None)
+            or turn.deployment.name,
             request=_with_trace(request, run),
             events=events,
             expires_at=builder.created_at + self.ttl_seconds if self.ttl_seconds else None,
@@ -445,9 +520,17 @@ def _fit(request: ModelRequest, body: CreateResponseBody, deployment: Deployment
     """The request within the deployment's context window: with truncation "auto" the model gets
     the most recent turns (storage keeps everything); "disabled" fails rather than drop context."""
     window = deployment.capabilities.context_window
-    if window is None:  # unknown: everything goes (fit_context's own answer, without the call on the hot path)
+    if (
+        window is None
+    ):  # unknown: everything goes (fit_context's own answer, without the call on the hot path)
         return request
-    fit = fit_context(request.input, context_window=window, truncation=body.truncation, instructions=body.instructions, reserve=body.max_output_tokens or 0)
+    fit = fit_context(
+        request.input,
+        context_window=window,
+        truncation=body.truncation,
+        instructions=body.instructions,
+        reserve=body.max_output_tokens or 0,
+    )
     return dataclasses.replace(request, input=fit.items) if fit.dropped else request
 
 
@@ -462,7 +545,9 @@ def _save_failed(response_id: str, exc: StoreError, required: bool) -> bool:
 def _stored_request(turn: Turn) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """What every save of a turn stores of its request: its input items, the request record."""
     input_items = [item_to_wire(item) for item in turn.new_input]
-    if turn.history_unlinked:  # history came from the caller (WebSocket connection cache), not the store
+    if (
+        turn.history_unlinked
+    ):  # history came from the caller (WebSocket connection cache), not the store
         input_items = [*(item_to_wire(item) for item in turn.history), *input_items]
     return input_items, _request_record(turn)
 
@@ -488,7 +573,10 @@ def _with_trace(request: dict[str, Any], run: TurnRun) -> dict[str, Any]:
     route, outcome = run.route, run.outcome
     trace: dict[str, Any] = {}
     if route is not None and (len(route.attempts) > 1 or any(a.error for a in route.attempts)):
-        trace["route"] = {"served_by": route.served_by, "attempts": [{"deployment": a.deployment, "error": a.error} for a in route.attempts]}
+        trace["route"] = {
+            "served_by": route.served_by,
+            "attempts": [{"deployment": a.deployment, "error": a.error} for a in route.attempts],
+        }
     if outcome is not None and outcome.status not in ("pending", "passthrough"):
         trace["structured"] = {
             "status": outcome.status,

@@ -92,7 +92,9 @@ class _Attempt:
         out: list[ModelEvent] = []
         calls = self.calls
         for event in batch:
-            kind = type(event)  # the neutral events are final classes: an identity test, not isinstance
+            kind = type(
+                event
+            )  # the neutral events are final classes: an identity test, not isinstance
             if kind is ToolCallStart:
                 calls.append(_HeldCall(event, []))
             elif kind is ToolCallDelta:
@@ -117,7 +119,10 @@ class _Attempt:
     def ended(self) -> Finish:
         """How the attempt ended; an upstream that stopped without saying so is an upstream failure."""
         if self.finish is None:
-            raise ApiError.of(ErrorCode.UPSTREAM_STREAM_TRUNCATED, "the upstream ended without finishing its answer")
+            raise ApiError.of(
+                ErrorCode.UPSTREAM_STREAM_TRUNCATED,
+                "the upstream ended without finishing its answer",
+            )
         return self.finish
 
 
@@ -168,11 +173,17 @@ class ToolGuard(WrapperProvider):
             if last is not None:
                 yield last
                 return
-            log.warning("gate: attempt %d produced invalid tool calls: %s", number, "; ".join(attempt.problems))
+            log.warning(
+                "gate: attempt %d produced invalid tool calls: %s",
+                number,
+                "; ".join(attempt.problems),
+            )
             asked = _with_feedback(asked, attempt.held, attempt.calls, attempt.problems)
         raise _spent(attempt.problems, self.retries + 1)
 
-    def _verdict(self, attempt: _Attempt, finish: Finish, rules: _Rules, request: ModelRequest, usage: Usage) -> list[ModelEvent] | None:
+    def _verdict(
+        self, attempt: _Attempt, finish: Finish, rules: _Rules, request: ModelRequest, usage: Usage
+    ) -> list[ModelEvent] | None:
         """The attempt's last batch (its calls, its Finish with the usage of every attempt), or
         None when its calls are refused (``attempt.problems`` says why): ask again."""
         if finish.reason == "length":
@@ -202,7 +213,11 @@ class ToolGuard(WrapperProvider):
         try:
             return load_tools(tools, self.cache)
         except ToolsError as exc:
-            raise ApiError.of(ErrorCode.INVALID_TOOL_SCHEMA, f"A tool's parameters are not a valid JSON Schema: {exc}", param=exc.param or "tools") from None
+            raise ApiError.of(
+                ErrorCode.INVALID_TOOL_SCHEMA,
+                f"A tool's parameters are not a valid JSON Schema: {exc}",
+                param=exc.param or "tools",
+            ) from None
 
     def _problems(self, calls: list[_HeldCall], rules: _Rules) -> list[str]:
         """What is wrong with an attempt's calls."""
@@ -231,14 +246,24 @@ class ToolGuard(WrapperProvider):
         if call.start.custom:
             ok = name in rules.custom
             self._count(Code.OK.value if ok else Code.UNKNOWN_TOOL.value)
-            return None if ok else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
+            return (
+                None
+                if ok
+                else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
+            )
         return self._schema_problem(call, rules.catalog)
 
     def _schema_problem(self, call: _HeldCall, catalog: ToolCatalog) -> str | None:
         """What is wrong with a function call by the replay gate: a defined tool, arguments that
         parse and satisfy its schema."""
         name = call.start.name
-        item = {"type": "function_call", "status": "completed", "name": name, "call_id": call.start.call_id, "arguments": call.arguments}
+        item = {
+            "type": "function_call",
+            "status": "completed",
+            "name": name,
+            "call_id": call.start.call_id,
+            "arguments": call.arguments,
+        }
         verdict = check(item, catalog)
         self._count(verdict.code.value)
         if verdict.code is Code.OK:
@@ -254,10 +279,17 @@ class ToolGuard(WrapperProvider):
 
     def _limit(self, calls: list[_HeldCall], request: ModelRequest) -> list[_HeldCall]:
         limit = request.max_tool_calls
-        if request.parallel_tool_calls is False:  # at most one call, also when the upstream ignores the flag
+        if (
+            request.parallel_tool_calls is False
+        ):  # at most one call, also when the upstream ignores the flag
             limit = 1
         if limit is not None and len(calls) > limit:
-            log.warning("gate: max_tool_calls=%d (parallel_tool_calls=%s): dropped %d extra call(s)", limit, request.parallel_tool_calls, len(calls) - limit)
+            log.warning(
+                "gate: max_tool_calls=%d (parallel_tool_calls=%s): dropped %d extra call(s)",
+                limit,
+                request.parallel_tool_calls,
+                len(calls) - limit,
+            )
             return calls[:limit]
         return calls
 
@@ -265,7 +297,15 @@ class ToolGuard(WrapperProvider):
     def _release(held: list[ModelEvent], calls: list[_HeldCall]) -> list[ModelEvent]:
         events: list[ModelEvent] = list(held)
         for index, call in enumerate(calls):
-            events.append(ToolCallStart(index, call.start.call_id, call.start.name, call.start.custom, call.start.namespace))
+            events.append(
+                ToolCallStart(
+                    index,
+                    call.start.call_id,
+                    call.start.name,
+                    call.start.custom,
+                    call.start.namespace,
+                )
+            )
             events.extend(ToolCallDelta(index, d.arguments) for d in call.deltas)
         return events
 
@@ -274,7 +314,11 @@ def _spent(problems: list[str], attempts: int) -> ApiError:
     """The last attempt's calls refused too: a model error, a ``tool_choice`` one when that was all."""
     choice_only = all(p.startswith("tool_choice") for p in problems)
     code = ErrorCode.TOOL_CHOICE_VIOLATION if choice_only else ErrorCode.INVALID_TOOL_ARGUMENTS
-    return ApiError.of(code, f"The model produced invalid tool calls after {attempts} attempt(s): " + "; ".join(problems))
+    return ApiError.of(
+        code,
+        f"The model produced invalid tool calls after {attempts} attempt(s): "
+        + "; ".join(problems),
+    )
 
 
 def _constraints(request: ModelRequest) -> tuple[frozenset[str] | None, bool]:
@@ -296,20 +340,51 @@ def _constraints(request: ModelRequest) -> tuple[frozenset[str] | None, bool]:
     return None, False
 
 
-def _with_feedback(request: ModelRequest, held: list[ModelEvent], calls: list[_HeldCall], problems: list[str]) -> ModelRequest:
+def _with_feedback(
+    request: ModelRequest, held: list[ModelEvent], calls: list[_HeldCall], problems: list[str]
+) -> ModelRequest:
     """The next attempt: the failed calls, each answered with the precise errors."""
     feedback: list[Any] = []
     if calls:
         for call in calls:
             call_id = call.start.call_id or f"call_retry_{len(feedback)}"
-            rejected = "ERROR: this call was rejected and not run. " + "; ".join(problems) + ". Call the tool again with corrected arguments."
+            rejected = (
+                "ERROR: this call was rejected and not run. "
+                + "; ".join(problems)
+                + ". Call the tool again with corrected arguments."
+            )
             if call.start.custom:
-                feedback.append(CustomToolCallItemParam(call_id=call_id, name=call.start.name, input=call.arguments, status="completed"))
+                feedback.append(
+                    CustomToolCallItemParam(
+                        call_id=call_id,
+                        name=call.start.name,
+                        input=call.arguments,
+                        status="completed",
+                    )
+                )
                 feedback.append(CustomToolCallOutputItemParam(call_id=call_id, output=rejected))
                 continue
-            feedback.append(FunctionCallItemParam(type="function_call", call_id=call_id, name=call.start.name, arguments=call.arguments, status="completed"))
-            feedback.append(FunctionCallOutputItemParam(type="function_call_output", call_id=call_id, output=rejected))
+            feedback.append(
+                FunctionCallItemParam(
+                    type="function_call",
+                    call_id=call_id,
+                    name=call.start.name,
+                    arguments=call.arguments,
+                    status="completed",
+                )
+            )
+            feedback.append(
+                FunctionCallOutputItemParam(
+                    type="function_call_output", call_id=call_id, output=rejected
+                )
+            )
     else:
-        feedback.append(UserMessageItemParam(role="user", content="Your answer was rejected: " + "; ".join(problems) + ". Call one of the allowed tools."))
+        feedback.append(
+            UserMessageItemParam(
+                role="user",
+                content="Your answer was rejected: "
+                + "; ".join(problems)
+                + ". Call one of the allowed tools.",
+            )
+        )
     return dataclasses.replace(request, input=[*request.input, *feedback])
-

@@ -24,7 +24,9 @@ from typing import Any
 #: Keywords whose value is data, not a subschema.
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 #: Keywords whose value maps names to subschemas (its keys are names, never keywords).
-_NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
+_NAME_MAPS = frozenset(
+    {"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"}
+)
 
 # What a container is: a schema (or a list of schemas), a map of names to schemas, or data.
 _SCHEMA, _NAMES, _DATA = 0, 1, 2
@@ -33,6 +35,7 @@ _SCHEMA, _NAMES, _DATA = 0, 1, 2
 def _role(key: str) -> int:
     """The role of a schema object's member ``key``'s value."""
     return _DATA if key in _DATA_KEYWORDS else _NAMES if key in _NAME_MAPS else _SCHEMA
+
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*\Z")
 
@@ -63,7 +66,9 @@ class SchemaBounds:
 class SchemaTooComplex(ValueError):
     """A schema past one of its bounds: where (``path``, from the schema's root), what, which limit."""
 
-    def __init__(self, path: tuple[str | int, ...], keyword: str, detail: str, limit: int, setting: str) -> None:
+    def __init__(
+        self, path: tuple[str | int, ...], keyword: str, detail: str, limit: int, setting: str
+    ) -> None:
         self.path = path
         self.keyword = keyword
         self.limit = limit
@@ -90,7 +95,12 @@ def _number(value: Any) -> bool:
 
 #: The keywords the pass looks at: a set intersection per object keeps it cheap.
 _REFS = frozenset({"$ref", "$dynamicRef"})
-_WATCHED = frozenset({"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"}) | _REFS
+_WATCHED = (
+    frozenset(
+        {"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"}
+    )
+    | _REFS
+)
 
 
 def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
@@ -108,7 +118,13 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
     while stack:
         node, depth, role = stack.pop()
         if depth > max_depth:
-            raise SchemaTooComplex(_path_to(schema, node), "", f"the schema is nested {depth} levels deep", max_depth, "max_schema_depth")
+            raise SchemaTooComplex(
+                _path_to(schema, node),
+                "",
+                f"the schema is nested {depth} levels deep",
+                max_depth,
+                "max_schema_depth",
+            )
         if type(node) is dict:
             nodes += len(node)
             if role == _SCHEMA and not _WATCHED.isdisjoint(node):
@@ -119,14 +135,26 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
                         _check_keyword(key, node[key], schema, node, bounds)
             for key, value in node.items():
                 if type(value) is dict or type(value) is list:
-                    stack.append((value, depth + 1, _role(key) if role == _SCHEMA else role if role == _DATA else _SCHEMA))
+                    stack.append(
+                        (
+                            value,
+                            depth + 1,
+                            _role(key) if role == _SCHEMA else role if role == _DATA else _SCHEMA,
+                        )
+                    )
         else:
             nodes += len(node)
             for value in node:
                 if type(value) is dict or type(value) is list:
                     stack.append((value, depth + 1, role))
         if nodes > max_nodes:
-            raise SchemaTooComplex((), "", f"the schema has more than {max_nodes} JSON values", max_nodes, "max_schema_nodes")
+            raise SchemaTooComplex(
+                (),
+                "",
+                f"the schema has more than {max_nodes} JSON values",
+                max_nodes,
+                "max_schema_nodes",
+            )
     if refs:
         _check_expansion(schema, bounds.max_expansion)
 
@@ -138,14 +166,18 @@ def _path_to(root: Any, target: Any) -> tuple[str | int, ...]:
         node, path = stack.pop()
         if node is target:
             return path
-        items = node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+        items = (
+            node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+        )
         for key, value in items:
             if type(value) is dict or type(value) is list:
                 stack.append((value, (*path, key)))
     return ()
 
 
-def _check_keyword(key: str, value: Any, root: Any, node: dict[str, Any], bounds: SchemaBounds) -> None:
+def _check_keyword(
+    key: str, value: Any, root: Any, node: dict[str, Any], bounds: SchemaBounds
+) -> None:
     if _number(value):
         found = bounds.limit_of(key)
         if found is not None and value > found[0]:
@@ -161,7 +193,13 @@ def _check_keyword(key: str, value: Any, root: Any, node: dict[str, Any], bounds
 
 
 def _long_pattern(pattern: str, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
-    raise SchemaTooComplex(path, "pattern", f"a pattern of {len(pattern)} characters", bounds.max_pattern_length, "max_schema_pattern_length")
+    raise SchemaTooComplex(
+        path,
+        "pattern",
+        f"a pattern of {len(pattern)} characters",
+        bounds.max_pattern_length,
+        "max_schema_pattern_length",
+    )
 
 
 def _check_expansion(schema: Any, limit: int) -> None:
@@ -189,14 +227,20 @@ def _check_expansion(schema: Any, limit: int) -> None:
                 continue
             active.add(key)
             stack.append((node, role, True))
-            stack.extend((c, r, False) for c, r in children if id(c) not in sizes and id(c) not in active)
+            stack.extend(
+                (c, r, False) for c, r in children if id(c) not in sizes and id(c) not in active
+            )
             continue
         active.discard(key)
         size = 1 + unresolved * targets.total + sum(sizes.get(id(c), 1) for c, _ in children)
         sizes[key] = size
         if size > limit:
             raise SchemaTooComplex(
-                _path_to(schema, node), "$ref", "through $ref, the schema expands to more objects here", limit, "max_schema_expansion"
+                _path_to(schema, node),
+                "$ref",
+                "through $ref, the schema expands to more objects here",
+                limit,
+                "max_schema_expansion",
             )
 
 
@@ -238,7 +282,9 @@ class _Targets:
         out = [
             (v, _role(k))
             for k, v in node.items()
-            if (type(v) is dict or type(v) is list) and k not in _DATA_KEYWORDS and k not in _DEFINITIONS
+            if (type(v) is dict or type(v) is list)
+            and k not in _DATA_KEYWORDS
+            and k not in _DEFINITIONS
         ]
         unresolved = 0
         for ref_key in _REFS:

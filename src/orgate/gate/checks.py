@@ -216,16 +216,35 @@ def _tool_verdict(
     return Verdict(OK, "ok", (), name, call_id, id_)
 
 
-def _custom_call(item: dict[str, Any], name: str | None, call_id: str | None, id_: str | None, require_status: bool) -> Verdict:
+def _custom_call(
+    item: dict[str, Any],
+    name: str | None,
+    call_id: str | None,
+    id_: str | None,
+    require_status: bool,
+) -> Verdict:
     """A ``custom_tool_call``: its ``input`` is free-form text, with no schema to check. The
     status and the input's type are checked as a function call's are; a string input is ``ok``."""
     status = item.get("status")
     if status != "completed" and (require_status or "status" in item):
-        return Verdict(STATUS, f"status is {status!r}, not 'completed'" if "status" in item else "status is missing (must be 'completed')", (), name, call_id, id_)
+        return Verdict(
+            STATUS,
+            f"status is {status!r}, not 'completed'"
+            if "status" in item
+            else "status is missing (must be 'completed')",
+            (),
+            name,
+            call_id,
+            id_,
+        )
     value = item.get("input")
     if value.__class__ is not str:
         what = "missing" if "input" not in item else _kind(value)
         return Verdict(ARGUMENTS_TYPE, f"input is {what}, not a string", (), name, call_id, id_)
     if name is None:
-        return Verdict(UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_)
-    return Verdict(OK, "ok (custom tool: free-form input, no schema to check)", (), name, call_id, id_)
+        return Verdict(
+            UNKNOWN_TOOL, "the call names no tool (name is not a string)", (), name, call_id, id_
+        )
+    return Verdict(
+        OK, "ok (custom tool: free-form input, no schema to check)", (), name, call_id, id_
+    )

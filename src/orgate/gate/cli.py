@@ -29,7 +29,12 @@ from orgate.gate.verdict import CODES, Code
 _dumps = orjson.dumps
 _FLUSH_EVERY = 2048
 _PROGRESS_EVERY = 4096
-_COLOURS = {Code.OK.value: "32", Code.NOT_FUNCTION_CALL.value: "2", Code.NAMESPACED.value: "33", Code.HOSTED_CALL.value: "33"}
+_COLOURS = {
+    Code.OK.value: "32",
+    Code.NOT_FUNCTION_CALL.value: "2",
+    Code.NAMESPACED.value: "33",
+    Code.HOSTED_CALL.value: "33",
+}
 
 
 def _binary(stream: IO[Any]) -> Any:
@@ -75,7 +80,9 @@ class ResponseTools:
         return catalog
 
 
-def items_and_tools(value: Any, cli_tools: ToolCatalog | None, response_tools: ResponseTools) -> tuple[Sequence[Any], Any]:
+def items_and_tools(
+    value: Any, cli_tools: ToolCatalog | None, response_tools: ResponseTools
+) -> tuple[Sequence[Any], Any]:
     """The items one input value holds and the tools to check them against.
 
     A stored response, a page of items or a request body gives its items, checked against
@@ -210,7 +217,11 @@ class _Records:
         if not buf:
             return
         buf.append("")
-        self.out.write("\n".join(_aligned(buf, self._colour) if self._align else buf).encode("utf-8", "replace"))
+        self.out.write(
+            "\n".join(_aligned(buf, self._colour) if self._align else buf).encode(
+                "utf-8", "replace"
+            )
+        )
         buf.clear()
 
 
@@ -244,7 +255,12 @@ def _start_progress(args: argparse.Namespace, stderr: IO[str], tty_out: bool) ->
 
 
 def _check_all(
-    source: JsonSource, cli_tools: ToolCatalog | None, records: _Records, tally: _Tally, progress: Any, task: Any
+    source: JsonSource,
+    cli_tools: ToolCatalog | None,
+    records: _Records,
+    tally: _Tally,
+    progress: Any,
+    task: Any,
 ) -> None:
     """Check every item of ``source``, buffering one record per item and counting the codes.
 
@@ -273,7 +289,9 @@ def _check_all(
                     tally.calls += 1
                     if code != "ok":
                         tally.failing += 1
-                buf.append(_json_record(index, v, typ, code) if as_json else _text_record(index, v, code))
+                buf.append(
+                    _json_record(index, v, typ, code) if as_json else _text_record(index, v, code)
+                )
                 index += 1
                 if len(buf) >= _FLUSH_EVERY:
                     records.write_batch()
@@ -324,12 +342,16 @@ def run_gate(
     return tally.status()
 
 
-def _report_summary(args: argparse.Namespace, stdout: IO[str], stderr: IO[str], tally: _Tally, tty_out: bool) -> None:
+def _report_summary(
+    args: argparse.Namespace, stdout: IO[str], stderr: IO[str], tally: _Tally, tty_out: bool
+) -> None:
     """The summary: after the text records on stdout, or on stderr beside JSON records (unless ``--quiet``)."""
     if not args.json:
         _write_summary(stdout, tally.counts, tally.items, tally.calls, tally.failing, tty_out)
     elif not args.quiet:
-        _write_summary(stderr, tally.counts, tally.items, tally.calls, tally.failing, _isatty(stderr))
+        _write_summary(
+            stderr, tally.counts, tally.items, tally.calls, tally.failing, _isatty(stderr)
+        )
 
 
 def _diff_items(path: str) -> list[Any]:

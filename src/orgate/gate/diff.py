@@ -199,7 +199,9 @@ def _compare(li: int, ri: int, a: Any, b: Any, out: list[Difference]) -> None:
             out.append(Difference("arguments", li, ri, detail))
 
 
-def _pair_by_call_id(litems: Sequence[Any], ritems: Sequence[Any], lfree: list[bool], rfree: list[bool]) -> list[tuple[int, int]]:
+def _pair_by_call_id(
+    litems: Sequence[Any], ritems: Sequence[Any], lfree: list[bool], rfree: list[bool]
+) -> list[tuple[int, int]]:
     """Step 1: items with the same ``call_id`` and role, in order of occurrence."""
     rkeyed: dict[tuple[str, str], list[int]] = defaultdict(list)
     for j, item in enumerate(ritems):
@@ -220,7 +222,12 @@ def _pair_by_call_id(litems: Sequence[Any], ritems: Sequence[Any], lfree: list[b
 
 
 def _pair_by_position(
-    litems: Sequence[Any], ritems: Sequence[Any], lfree: list[bool], rfree: list[bool], *, call_like: bool
+    litems: Sequence[Any],
+    ritems: Sequence[Any],
+    lfree: list[bool],
+    rfree: list[bool],
+    *,
+    call_like: bool,
 ) -> list[tuple[int, int]]:
     """Steps 2 and 3: the unpaired items that are (or are not) call-like, by position."""
     lrest = [i for i, it in enumerate(litems) if lfree[i] and _call_like(it) == call_like]
@@ -242,7 +249,9 @@ def _call_id_change(i: int, j: int, a: Any, b: Any) -> Difference | None:
 def _unpaired(kind: Literal["missing", "extra"], index: int, item: Any) -> Difference:
     """An item one side has and the other does not (blocking when it is call-like)."""
     where = (index, None) if kind == "missing" else (None, index)
-    return Difference(kind, *where, {"type": _type(item), "call_id": _call_id(item)}, _call_like(item))
+    return Difference(
+        kind, *where, {"type": _type(item), "call_id": _call_id(item)}, _call_like(item)
+    )
 
 
 def diff(left: Any, right: Any) -> DiffResult:
@@ -258,7 +267,9 @@ def diff(left: Any, right: Any) -> DiffResult:
 
     differences: list[Difference] = []
     for i, j in sorted([*pairs, *changed]):
-        if (i, j) in changed and (change := _call_id_change(i, j, litems[i], ritems[j])) is not None:
+        if (i, j) in changed and (
+            change := _call_id_change(i, j, litems[i], ritems[j])
+        ) is not None:
             differences.append(change)
         _compare(i, j, litems[i], ritems[j], differences)
     differences += [_unpaired("missing", i, item) for i, item in enumerate(litems) if lfree[i]]

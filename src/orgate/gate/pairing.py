@@ -87,7 +87,10 @@ class PairingResult:
 
 
 # Each call type and the output type that answers it.
-_OUTPUT_OF = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+_OUTPUT_OF = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+}
 _CALL_OF = {output: call for call, output in _OUTPUT_OF.items()}
 
 
@@ -124,9 +127,7 @@ def check_pairing(
             cid = item.get("call_id")
             if not isinstance(cid, str) or not cid:
                 issues.append(
-                    PairingIssue(
-                        index, "missing_call_id", None, f"{typ} has no call_id", param
-                    )
+                    PairingIssue(index, "missing_call_id", None, f"{typ} has no call_id", param)
                 )
             elif cid in by_call_id:
                 issues.append(
@@ -145,9 +146,7 @@ def check_pairing(
             cid = item.get("call_id")
             if not isinstance(cid, str) or not cid:
                 issues.append(
-                    PairingIssue(
-                        index, "missing_call_id", None, f"{typ} has no call_id", param
-                    )
+                    PairingIssue(index, "missing_call_id", None, f"{typ} has no call_id", param)
                 )
                 continue
             call_index = by_call_id.get(cid)

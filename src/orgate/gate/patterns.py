@@ -48,7 +48,9 @@ PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=PATTERN_SIZE_LIMIT)
 def _matcher(pattern: str) -> Callable[[str], bool] | None:
     """``text → matched`` for one pattern (searched, as JSON Schema does); None if not a valid pattern."""
     try:
-        validator = jsonschema_rs.validator_for({"pattern": pattern}, pattern_options=PATTERN_OPTIONS)
+        validator = jsonschema_rs.validator_for(
+            {"pattern": pattern}, pattern_options=PATTERN_OPTIONS
+        )
     except Exception:  # noqa: BLE001 - an invalid (or unsupported) pattern
         return None
     return validator.is_valid  # type: ignore[no-any-return]
@@ -72,7 +74,9 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
@@ -81,12 +85,16 @@ def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    extras = [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+    extras = [
+        k for k in instance if k not in properties and not any(search(p, k) for p in patterns)
+    ]
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
@@ -96,10 +104,14 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         listed = ", ".join(repr(k) for k in sorted(extras))
         if patterns:
             verb = "does" if len(extras) == 1 else "do"
-            yield ValidationError(f"{listed} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}")
+            yield ValidationError(
+                f"{listed} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
+            )
         else:
             verb = "was" if len(extras) == 1 else "were"
-            yield ValidationError(f"Additional properties are not allowed ({listed} {verb} unexpected)")
+            yield ValidationError(
+                f"Additional properties are not allowed ({listed} {verb} unexpected)"
+            )
 
 
 _UNIQUE = jsonschema_rs.validator_for({"uniqueItems": True})
@@ -129,7 +141,9 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
     )
 
 
-def _keys_through_refs(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+def _keys_through_refs(
+    validator: Any, instance: dict[str, Any], schema: dict[str, Any]
+) -> set[str]:
     """The keys the schemas ``$ref`` and ``$dynamicRef`` point to evaluate."""
     keys: set[str] = set()
     for ref_keyword in ("$ref", "$dynamicRef"):
@@ -141,7 +155,9 @@ def _keys_through_refs(validator: Any, instance: dict[str, Any], schema: dict[st
     return keys
 
 
-def _keys_of_own_keywords(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+def _keys_of_own_keywords(
+    validator: Any, instance: dict[str, Any], schema: dict[str, Any]
+) -> set[str]:
     """The keys ``properties``, ``patternProperties`` and the valid members under
     ``additionalProperties`` / ``unevaluatedProperties`` evaluate."""
     keys: set[str] = set()
@@ -157,7 +173,9 @@ def _keys_of_own_keywords(validator: Any, instance: dict[str, Any], schema: dict
     return keys
 
 
-def _keys_through_subschemas(validator: Any, instance: dict[str, Any], schema: dict[str, Any]) -> set[str]:
+def _keys_through_subschemas(
+    validator: Any, instance: dict[str, Any], schema: dict[str, Any]
+) -> set[str]:
     """The keys evaluated by the subschemas that apply to ``instance``: ``dependentSchemas`` of
     present keys, the valid branches of ``allOf`` / ``oneOf`` / ``anyOf``, and ``if`` with
     ``then`` or ``else``."""
@@ -178,20 +196,31 @@ def _keys_through_subschemas(validator: Any, instance: dict[str, Any], schema: d
     return keys
 
 
-def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[Any]:
+def _unevaluated_properties(
+    validator: Any, unevaluated: Any, instance: Any, schema: Any
+) -> Iterator[Any]:
     if not validator.is_type(instance, "object"):
         return
     evaluated = _evaluated_keys(validator, instance, schema)
-    bad = [k for k in instance if k not in evaluated and not _no_error(validator.descend(instance[k], unevaluated, path=k, schema_path=k))]
+    bad = [
+        k
+        for k in instance
+        if k not in evaluated
+        and not _no_error(validator.descend(instance[k], unevaluated, path=k, schema_path=k))
+    ]
     if bad:
         from jsonschema.exceptions import ValidationError
 
         listed = ", ".join(repr(k) for k in sorted(bad))
         verb = "was" if len(bad) == 1 else "were"
         if unevaluated is False:
-            yield ValidationError(f"Unevaluated properties are not allowed ({listed} {verb} unexpected)")
+            yield ValidationError(
+                f"Unevaluated properties are not allowed ({listed} {verb} unexpected)"
+            )
         else:
-            yield ValidationError(f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)")
+            yield ValidationError(
+                f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)"
+            )
 
 
 @functools.cache
@@ -209,6 +238,10 @@ def bounded(cls: Any) -> Any:
             "patternProperties": _pattern_properties,
             "additionalProperties": _additional_properties,
             "uniqueItems": _unique_items,
-            **({"unevaluatedProperties": _unevaluated_properties} if "unevaluatedProperties" in cls.VALIDATORS else {}),
+            **(
+                {"unevaluatedProperties": _unevaluated_properties}
+                if "unevaluatedProperties" in cls.VALIDATORS
+                else {}
+            ),
         },
     )

@@ -66,7 +66,9 @@ class JsonSource:
             self.lineno += 1
             self.consumed += len(raw)
             if not head:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark (Windows editors, PowerShell)
+                raw = raw.removeprefix(
+                    b"\xef\xbb\xbf"
+                )  # a UTF-8 byte order mark (Windows editors, PowerShell)
             head += raw
             if raw.strip():
                 break
@@ -96,7 +98,11 @@ class JsonSource:
                     continue
                 self.lineno, self.consumed = lineno, consumed
                 # orjson's own "line 1 column N" is within this line (and "line 2" past its end): the column only
-                where = f" (column {exc.colno})" if isinstance(exc, orjson.JSONDecodeError) and exc.lineno == 1 else ""
+                where = (
+                    f" (column {exc.colno})"
+                    if isinstance(exc, orjson.JSONDecodeError) and exc.lineno == 1
+                    else ""
+                )
                 detail = exc.msg if isinstance(exc, orjson.JSONDecodeError) else str(exc)
                 raise InputError(f"{self.name}:{lineno}: invalid JSON: {detail}{where}") from None
             self.lineno = lineno

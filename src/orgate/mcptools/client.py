@@ -44,7 +44,12 @@ class McpTool:
 
     def wire(self) -> dict[str, Any]:
         """As in an ``mcp_list_tools`` item."""
-        return {"name": self.name, "description": self.description, "input_schema": self.input_schema, "annotations": self.annotations}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "annotations": self.annotations,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +105,16 @@ class McpClient:
                         page = await client.list_tools(cursor=cursor)
                         raw.extend(page.tools)
                         if len(raw) > server.max_tools:
-                            return ToolList(error=f"the server lists more than {server.max_tools} tools (max_tools)")
+                            return ToolList(
+                                error=f"the server lists more than {server.max_tools} tools (max_tools)"
+                            )
                         cursor = page.next_cursor
                         if not cursor:
                             break
         except TimeoutError:
-            return ToolList(error=f"listing the tools timed out after {server.connect_timeout + server.call_timeout:g}s")
+            return ToolList(
+                error=f"listing the tools timed out after {server.connect_timeout + server.call_timeout:g}s"
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             return ToolList(error=f"could not list the tools: {_describe(exc)}")
         return self._bounded(server, raw)
@@ -114,12 +123,20 @@ class McpClient:
         tools: list[McpTool] = []
         size = 0
         for tool in raw:
-            schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
-            annotations = tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations is not None else None
+            schema = (
+                tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+            )
+            annotations = (
+                tool.annotations.model_dump(mode="json", exclude_none=True)
+                if tool.annotations is not None
+                else None
+            )
             listed = McpTool(tool.name, tool.description, schema, annotations)
             size += len(orjson.dumps(listed.wire()))
             if size > server.max_list_bytes:
-                return ToolList(error=f"the tool list is larger than {server.max_list_bytes} bytes (max_list_bytes)")
+                return ToolList(
+                    error=f"the tool list is larger than {server.max_list_bytes} bytes (max_list_bytes)"
+                )
             try:
                 check_bounds(schema, self.bounds)
                 load_tools({tool.name: schema})
@@ -132,20 +149,38 @@ class McpClient:
         try:
             async with asyncio.timeout(server.connect_timeout + server.call_timeout):
                 async with _transport().connect(server) as client:
-                    result = await client.call_tool(name, arguments, read_timeout_seconds=server.call_timeout)
+                    result = await client.call_tool(
+                        name, arguments, read_timeout_seconds=server.call_timeout
+                    )
         except TimeoutError:
-            return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.connect_timeout + server.call_timeout:g}s"))
+            return CallResult(
+                error=protocol_error(
+                    TIMEOUT,
+                    f"the call timed out after {server.connect_timeout + server.call_timeout:g}s",
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             text = _describe(exc)
             if isinstance(_leaf(exc), _transport().TooLarge):
                 return CallResult(error=protocol_error(TOO_LARGE, f"the call failed: {text}"))
-            if "timed out" in text.lower() or "Timeout" in text:  # the SDK's read timeout, or the HTTP client's
-                return CallResult(error=protocol_error(TIMEOUT, f"the call timed out after {server.call_timeout:g}s ({text})"))
+            if (
+                "timed out" in text.lower() or "Timeout" in text
+            ):  # the SDK's read timeout, or the HTTP client's
+                return CallResult(
+                    error=protocol_error(
+                        TIMEOUT, f"the call timed out after {server.call_timeout:g}s ({text})"
+                    )
+                )
             return CallResult(error=protocol_error(UNREACHABLE, f"the call failed: {text}"))
         content = [part.model_dump(mode="json", exclude_none=True) for part in result.content]
         output = _text_of(content, result.structured_content)
         if len(output.encode()) > server.max_result_bytes:
-            return CallResult(error=protocol_error(TOO_LARGE, f"the result is larger than {server.max_result_bytes} bytes (max_result_bytes)"))
+            return CallResult(
+                error=protocol_error(
+                    TOO_LARGE,
+                    f"the result is larger than {server.max_result_bytes} bytes (max_result_bytes)",
+                )
+            )
         if result.is_error:
             return CallResult(error={"type": "mcp_tool_execution_error", "content": content})
         return CallResult(output=output)

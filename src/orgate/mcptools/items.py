@@ -33,7 +33,12 @@ from orgate.protocol import (
 from orgate.protocol.errors import invalid_value
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
-_MCP_TYPES = (McpListToolsItemParam, McpCallItemParam, McpApprovalRequestItemParam, McpApprovalResponseItemParam)
+_MCP_TYPES = (
+    McpListToolsItemParam,
+    McpCallItemParam,
+    McpApprovalRequestItemParam,
+    McpApprovalResponseItemParam,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +68,11 @@ def read_context(history: list[Any], new_input: list[Any]) -> tuple[list[Any], l
     """(the items the model reads, the approvals to act on). Items are protocol models."""
     context = [*history, *new_input]
     requests = {item.id: item for item in context if type(item) is McpApprovalRequestItemParam}
-    answered = {item.approval_request_id for item in context if type(item) is McpCallItemParam and item.approval_request_id}
+    answered = {
+        item.approval_request_id
+        for item in context
+        if type(item) is McpCallItemParam and item.approval_request_id
+    }
     pending: list[Pending] = []
     seen: set[str] = set()
     offset = len(history)
@@ -78,7 +87,10 @@ def read_context(history: list[Any], new_input: list[Any]) -> tuple[list[Any], l
             where = f"input[{position - offset}].approval_request_id"
             request = requests.get(item.approval_request_id)
             if request is None:
-                raise invalid_value(f"{where}: no mcp_approval_request '{item.approval_request_id}' in this conversation.", param=where)
+                raise invalid_value(
+                    f"{where}: no mcp_approval_request '{item.approval_request_id}' in this conversation.",
+                    param=where,
+                )
             if item.approval_request_id in answered or item.approval_request_id in seen:
                 continue
             seen.add(item.approval_request_id)
@@ -89,11 +101,19 @@ def read_context(history: list[Any], new_input: list[Any]) -> tuple[list[Any], l
 
 
 def _as_function_pair(item: McpCallItemParam) -> list[Any]:
-    digest = hashlib.sha256(f"{item.server_label}\0{item.name}\0{item.arguments}".encode()).hexdigest()[:24]
+    digest = hashlib.sha256(
+        f"{item.server_label}\0{item.name}\0{item.arguments}".encode()
+    ).hexdigest()[:24]
     call_id = (item.id or f"mcp_{digest}")[:64]
     name = _UNSAFE.sub("_", f"{item.server_label}{SEPARATOR}{item.name}")[:64]
-    error = item.error if isinstance(item.error, dict) else ({"type": "mcp_protocol_error", "message": str(item.error)} if item.error else None)
+    error = (
+        item.error
+        if isinstance(item.error, dict)
+        else ({"type": "mcp_protocol_error", "message": str(item.error)} if item.error else None)
+    )
     return [
-        FunctionCallItemParam(call_id=call_id, name=name, arguments=item.arguments, status="completed"),
+        FunctionCallItemParam(
+            call_id=call_id, name=name, arguments=item.arguments, status="completed"
+        ),
         FunctionCallOutputItemParam(call_id=call_id, output=call_output(item.output, error)),
     ]

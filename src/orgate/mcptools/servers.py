@@ -125,35 +125,71 @@ class McpRegistry:
         if url is not None:
             server = self._request_server(where, label, url, tool)
         elif server is None:
-            raise ApiError.of(ErrorCode.UNKNOWN_MCP_SERVER, f"{where}.server_label: no MCP server '{label}' is configured.", param=f"{where}.server_label")
+            raise ApiError.of(
+                ErrorCode.UNKNOWN_MCP_SERVER,
+                f"{where}.server_label: no MCP server '{label}' is configured.",
+                param=f"{where}.server_label",
+            )
         elif tool.get("headers") is not None:
             raise unsupported_parameter(
                 f"{where}.headers: the MCP server '{label}' is configured by the operator, with its own headers.",
                 param=f"{where}.headers",
             )
         if not server.allows_tenant(tenant):
-            raise ApiError.of(ErrorCode.MCP_SERVER_FORBIDDEN, f"{where}.server_label: the MCP server '{label}' is not available to this API key.", param=f"{where}.server_label")
+            raise ApiError.of(
+                ErrorCode.MCP_SERVER_FORBIDDEN,
+                f"{where}.server_label: the MCP server '{label}' is not available to this API key.",
+                param=f"{where}.server_label",
+            )
         for key in ("connector_id", "authorization"):
             if tool.get(key) is not None:
-                raise unsupported_parameter(f"{where}.{key} is not supported: MCP servers are configured by the operator.", param=f"{where}.{key}")
-        return McpUse(index, server, _allowed(where, tool.get("allowed_tools")), *_approval(where, tool.get("require_approval")))
+                raise unsupported_parameter(
+                    f"{where}.{key} is not supported: MCP servers are configured by the operator.",
+                    param=f"{where}.{key}",
+                )
+        return McpUse(
+            index,
+            server,
+            _allowed(where, tool.get("allowed_tools")),
+            *_approval(where, tool.get("require_approval")),
+        )
 
     def _request_server(self, where: str, label: str, url: Any, tool: dict[str, Any]) -> McpServer:
         """A server the request names by URL: only at an origin the operator allows."""
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or origin(url) not in self.request_origins:
+        if (
+            not isinstance(url, str)
+            or urlsplit(url).scheme not in ("http", "https")
+            or origin(url) not in self.request_origins
+        ):
             raise ApiError.of(
                 ErrorCode.MCP_ORIGIN_NOT_ALLOWED,
                 f"{where}.server_url: MCP servers are configured by the operator; this origin is not allowed for a request.",
                 param=f"{where}.server_url",
             )
         if label in self.servers:
-            raise invalid_value(f"{where}.server_label '{label}' is a configured server: leave out server_url.", param=f"{where}.server_url")
+            raise invalid_value(
+                f"{where}.server_label '{label}' is a configured server: leave out server_url.",
+                param=f"{where}.server_url",
+            )
         headers = tool.get("headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-            raise invalid_type(f"{where}.headers must map names to strings.", param=f"{where}.headers")
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise invalid_type(
+                f"{where}.headers must map names to strings.", param=f"{where}.headers"
+            )
         # A server nobody configured asks before every call unless the request says otherwise.
         base = self.request_defaults or McpServer(label=label, url=url)
-        return replace(base, label=label, url=url, headers=dict(headers), allowed_tools=None, require_approval="always", approval_per_tool={}, tenants=("*",))
+        return replace(
+            base,
+            label=label,
+            url=url,
+            headers=dict(headers),
+            allowed_tools=None,
+            require_approval="always",
+            approval_per_tool={},
+            tenants=("*",),
+        )
 
 
 def _allowed(where: str, value: Any) -> frozenset[str] | None:
@@ -162,7 +198,9 @@ def _allowed(where: str, value: Any) -> frozenset[str] | None:
     if isinstance(value, dict):  # OpenAI's filter form: {"tool_names": [...]}
         value = value.get("tool_names")
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise invalid_type(f"{where}.allowed_tools must be a list of tool names.", param=f"{where}.allowed_tools")
+        raise invalid_type(
+            f"{where}.allowed_tools must be a list of tool names.", param=f"{where}.allowed_tools"
+        )
     return frozenset(value)
 
 

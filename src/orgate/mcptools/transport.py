@@ -48,7 +48,11 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
         response = await self.inner.handle_async_request(request)
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         return httpx2.Response(
-            response.status_code, headers=response.headers, stream=_BoundedBody(response.stream, self.limit), extensions=response.extensions, request=request
+            response.status_code,
+            headers=response.headers,
+            stream=_BoundedBody(response.stream, self.limit),
+            extensions=response.extensions,
+            request=request,
         )
 
     async def aclose(self) -> None:
@@ -58,15 +62,26 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
 @asynccontextmanager
 async def connect(server: McpServer) -> AsyncIterator[Client]:
     if server.transport == "sse":
-        transport = sse_client(server.url, headers=server.headers, timeout=server.connect_timeout, sse_read_timeout=server.call_timeout)
-        async with Client(transport, read_timeout_seconds=server.call_timeout, cache=None) as client:
+        transport = sse_client(
+            server.url,
+            headers=server.headers,
+            timeout=server.connect_timeout,
+            sse_read_timeout=server.call_timeout,
+        )
+        async with Client(
+            transport, read_timeout_seconds=server.call_timeout, cache=None
+        ) as client:
             yield client
         return
     timeout = httpx2.Timeout(server.call_timeout, connect=server.connect_timeout)
     # What one operation may read: a listing or a result, JSON-escaped, with room for the envelope.
     limit = max(server.max_result_bytes, server.max_list_bytes) * 4 + 65_536
-    http = httpx2.AsyncClient(headers=server.headers, timeout=timeout, transport=_BoundedTransport(limit))
+    http = httpx2.AsyncClient(
+        headers=server.headers, timeout=timeout, transport=_BoundedTransport(limit)
+    )
     async with http:
         transport = streamable_http_client(server.url, http_client=http, max_sse_event_size=limit)
-        async with Client(transport, read_timeout_seconds=server.call_timeout, cache=None) as client:
+        async with Client(
+            transport, read_timeout_seconds=server.call_timeout, cache=None
+        ) as client:
             yield client

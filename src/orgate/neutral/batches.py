@@ -27,7 +27,9 @@ async def aclose(stream: Any) -> None:
 async def aclose_quietly(stream: Any) -> None:
     """Close an upstream stream; an error while closing is logged, never raised (closing a
     failed upstream must not mask how it ended)."""
-    close = getattr(stream, "aclose", None)  # not through ``aclose``: one coroutine less per response (hot path)
+    close = getattr(
+        stream, "aclose", None
+    )  # not through ``aclose``: one coroutine less per response (hot path)
     if close is None:
         return
     try:

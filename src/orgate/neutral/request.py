@@ -64,4 +64,3 @@ class ModelRequest:
     # e.g. thinking left off); the engine shows them in a warning header. Shared, not copied,
     # by ``dataclasses.replace``: the notes of a wrapper's rewritten request reach the turn.
     notices: list[str] = field(default_factory=list)
-

@@ -19,7 +19,9 @@ MetadataParam: TypeAlias = Annotated[
 ]
 """Up to 16 string key-value pairs: keys up to 64 characters (the spec's description), values up to 512."""
 
-FormatName: TypeAlias = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")]
+FormatName: TypeAlias = Annotated[
+    str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+]
 """A json_schema format's ``name``: "a-z, A-Z, 0-9, or contain underscores and dashes, with a
 maximum length of 64" (the spec's description of ``JsonSchemaResponseFormatParam.name``)."""
 

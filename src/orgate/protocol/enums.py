@@ -12,7 +12,9 @@ FunctionCallStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"
 FunctionCallItemStatus: TypeAlias = Literal["in_progress", "completed", "incomplete"]
 FunctionCallOutputStatusEnum: TypeAlias = Literal["in_progress", "completed", "incomplete"]
 IncludeEnum: TypeAlias = Literal["reasoning.encrypted_content", "message.output_text.logprobs"]
-LOGPROBS_INCLUDE: Final = "message.output_text.logprobs"  # the ``include`` value asking for logprobs
+LOGPROBS_INCLUDE: Final = (
+    "message.output_text.logprobs"  # the ``include`` value asking for logprobs
+)
 ToolChoiceValueEnum: TypeAlias = Literal["none", "auto", "required"]
 VerbosityEnum: TypeAlias = Literal["low", "medium", "high"]
 ReasoningEffortEnum: TypeAlias = Literal["none", "low", "medium", "high", "xhigh"]

@@ -49,510 +49,706 @@ class ErrorCode(StrEnum):
 
     # -- the request body and its parameters (400 unless said) -----------------------------
     INVALID_JSON = (
-        "invalid_json", 400, INVALID_REQUEST,
+        "invalid_json",
+        400,
+        INVALID_REQUEST,
         "The body is empty or is not valid JSON.",
         "Send one JSON object.",
     )
     DUPLICATE_KEY = (
-        "duplicate_key", 400, INVALID_REQUEST,
+        "duplicate_key",
+        400,
+        INVALID_REQUEST,
         "A JSON object in the body has the same key twice.",
         "Send each key once.",
     )
     INVALID_TYPE = (
-        "invalid_type", 400, INVALID_REQUEST,
+        "invalid_type",
+        400,
+        INVALID_REQUEST,
         "A parameter (or the body) has the wrong JSON type.",
         "Fix the parameter that `param` names.",
     )
     INVALID_VALUE = (
-        "invalid_value", 400, INVALID_REQUEST,
+        "invalid_value",
+        400,
+        INVALID_REQUEST,
         "A parameter has a value orgate does not accept.",
         "Fix the parameter that `param` names; the message says what is allowed.",
     )
     MISSING_REQUIRED_PARAMETER = (
-        "missing_required_parameter", 400, INVALID_REQUEST,
+        "missing_required_parameter",
+        400,
+        INVALID_REQUEST,
         "A required parameter is missing.",
         "Add the parameter that `param` names.",
     )
     UNKNOWN_PARAMETER = (
-        "unknown_parameter", 400, INVALID_REQUEST,
+        "unknown_parameter",
+        400,
+        INVALID_REQUEST,
         "The body has a parameter the endpoint does not define.",
         "Remove it, or check its spelling.",
     )
     UNKNOWN_EVENT_TYPE = (
-        "unknown_event_type", 400, INVALID_REQUEST,
+        "unknown_event_type",
+        400,
+        INVALID_REQUEST,
         "A WebSocket message's `type` is not `response.create`.",
         "Send `response.create` messages only.",
     )
     STRING_ABOVE_MAX_LENGTH = (
-        "string_above_max_length", 400, INVALID_REQUEST,
+        "string_above_max_length",
+        400,
+        INVALID_REQUEST,
         "A Chat Completions string parameter is longer than OpenAI allows.",
         "Shorten the value that `param` names.",
     )
     UNSUPPORTED_PARAMETER = (
-        "unsupported_parameter", 400, INVALID_REQUEST,
+        "unsupported_parameter",
+        400,
+        INVALID_REQUEST,
         "The model (or its upstream) cannot honour a parameter.",
         "Leave the parameter out, or use a model that supports it.",
     )
     UNSUPPORTED_CONTENT = (
-        "unsupported_content", 400, INVALID_REQUEST,
+        "unsupported_content",
+        400,
+        INVALID_REQUEST,
         "The input holds content (images, files, audio...) the model's upstream cannot take.",
         "Leave that content out, or use a model that takes it.",
     )
     UNSUPPORTED_ITEM = (
-        "unsupported_item", 400, INVALID_REQUEST,
+        "unsupported_item",
+        400,
+        INVALID_REQUEST,
         "The input holds an item type the model's upstream (or compaction) cannot take.",
         "Leave the item out, or use a model that takes it.",
     )
     UNSUPPORTED_TOOL = (
-        "unsupported_tool", 400, INVALID_REQUEST,
+        "unsupported_tool",
+        400,
+        INVALID_REQUEST,
         "A tool's type is not supported by the model's upstream.",
         "Leave the tool out, or use a model that supports it.",
     )
     UNSUPPORTED_TOOL_TYPE = (
-        "unsupported_tool_type", 400, INVALID_REQUEST,
+        "unsupported_tool_type",
+        400,
+        INVALID_REQUEST,
         "A hosted tool type that orgate does not run and the upstream cannot run.",
         "Use function tools, or a model whose upstream runs the tool.",
     )
     UNSUPPORTED_TOOL_CHOICE = (
-        "unsupported_tool_choice", 400, INVALID_REQUEST,
+        "unsupported_tool_choice",
+        400,
+        INVALID_REQUEST,
         "The `tool_choice` cannot be expressed to the model's upstream.",
         "Use `auto`, or another model.",
     )
     INVALID_JSON_SCHEMA = (
-        "invalid_json_schema", 400, INVALID_REQUEST,
+        "invalid_json_schema",
+        400,
+        INVALID_REQUEST,
         "`text.format`'s schema is not a usable JSON Schema.",
         "Fix the schema; the message names the problem.",
     )
     INVALID_TOOL_SCHEMA = (
-        "invalid_tool_schema", 400, INVALID_REQUEST,
+        "invalid_tool_schema",
+        400,
+        INVALID_REQUEST,
         "A function tool's `parameters` is not a valid JSON Schema.",
         "Fix the tool's `parameters`.",
     )
     INVALID_DATA_URL = (
-        "invalid_data_url", 400, INVALID_REQUEST,
+        "invalid_data_url",
+        400,
+        INVALID_REQUEST,
         "An image or file `data:` URL cannot be decoded for the upstream.",
         "Send a well-formed base64 `data:` URL.",
     )
     INVALID_FUNCTION_ARGUMENTS = (
-        "invalid_function_arguments", 400, INVALID_REQUEST,
+        "invalid_function_arguments",
+        400,
+        INVALID_REQUEST,
         "A `function_call` item's `arguments` is not a JSON object (the upstream needs one).",
         "Send the call's arguments as a JSON object string.",
     )
     INVALID_STRUCTURED_BUDGET = (
-        "invalid_structured_budget", 400, INVALID_REQUEST,
+        "invalid_structured_budget",
+        400,
+        INVALID_REQUEST,
         "The structured-output budget (header or body field) is malformed or above the server's limit.",
-        "Send a budget like `{\"retries\": 1, \"seconds\": 5}` within the limits.",
+        'Send a budget like `{"retries": 1, "seconds": 5}` within the limits.',
     )
     INVALID_COMPACTION = (
-        "invalid_compaction", 400, INVALID_REQUEST,
+        "invalid_compaction",
+        400,
+        INVALID_REQUEST,
         "A compaction item cannot be opened (changed, from another deployment or tenant).",
         "Send the compaction item exactly as this deployment returned it, with the same tenant's key.",
     )
     CONTEXT_LENGTH_EXCEEDED = (
-        "context_length_exceeded", 400, INVALID_REQUEST,
+        "context_length_exceeded",
+        400,
+        INVALID_REQUEST,
         "The input is longer than the model's context window.",
         "Set `truncation` to `auto`, compact the conversation, or send less input.",
     )
     NON_PORTABLE_ITEM = (
-        "non_portable_item", 400, INVALID_REQUEST,
+        "non_portable_item",
+        400,
+        INVALID_REQUEST,
         "The input holds a provider-specific item that cannot be replayed to another model.",
         "Leave the item out (or set the gate's policy to `warn`).",
     )
     UNKNOWN_MCP_SERVER = (
-        "unknown_mcp_server", 400, INVALID_REQUEST,
+        "unknown_mcp_server",
+        400,
+        INVALID_REQUEST,
         "An `mcp` tool names a server the operator did not configure.",
         "Use a configured server's label.",
     )
     MCP_ORIGIN_NOT_ALLOWED = (
-        "mcp_origin_not_allowed", 400, INVALID_REQUEST,
+        "mcp_origin_not_allowed",
+        400,
+        INVALID_REQUEST,
         "An `mcp` tool's `server_url` is not an origin the operator allows.",
         "Use a configured server or an allowed origin.",
     )
     MCP_SERVER_FORBIDDEN = (
-        "mcp_server_forbidden", 403, INVALID_REQUEST,
+        "mcp_server_forbidden",
+        403,
+        INVALID_REQUEST,
         "The API key's tenant may not use that MCP server.",
         "Use a server available to your key, or ask the operator.",
     )
     UPSTREAM_BAD_REQUEST = (
-        "upstream_bad_request", 400, INVALID_REQUEST,
+        "upstream_bad_request",
+        400,
+        INVALID_REQUEST,
         "The upstream rejected the request (its HTTP 4xx).",
         "Fix the request as the upstream's message says; retrying the same request fails again.",
     )
 
     # -- the replay gate: function calls and their outputs in the input (400) --------------
     NAMESPACED = (
-        "namespaced", 400, INVALID_REQUEST,
+        "namespaced",
+        400,
+        INVALID_REQUEST,
         "An input item's `type` is provider-specific (it contains `:`), or missing.",
         "Keep the item in its original session; do not replay it to another model.",
     )
     HOSTED_CALL = (
-        "hosted_call", 400, INVALID_REQUEST,
+        "hosted_call",
+        400,
+        INVALID_REQUEST,
         "A hosted tool's call item is in the input, where only function calls replay.",
         "Leave it out; the tool's runner keeps its own history.",
     )
     NOT_FUNCTION_CALL = (
-        "not_function_call", 400, INVALID_REQUEST,
+        "not_function_call",
+        400,
+        INVALID_REQUEST,
         "An item checked as a call is not a `function_call`.",
         "Send a `function_call` item.",
     )
     STATUS = (
-        "status", 400, INVALID_REQUEST,
+        "status",
+        400,
+        INVALID_REQUEST,
         "A `function_call` item's `status` is not `completed` (or is missing).",
         "Replay only completed calls.",
     )
     ARGUMENTS_TYPE = (
-        "arguments_type", 400, INVALID_REQUEST,
+        "arguments_type",
+        400,
+        INVALID_REQUEST,
         "A `function_call` item's `arguments` is missing or not a string.",
         "Send the arguments as a JSON string.",
     )
     ARGUMENTS_PARSE = (
-        "arguments_parse", 400, INVALID_REQUEST,
+        "arguments_parse",
+        400,
+        INVALID_REQUEST,
         "A `function_call` item's `arguments` is not valid JSON.",
         "Send valid JSON arguments.",
     )
     UNKNOWN_TOOL = (
-        "unknown_tool", 400, INVALID_REQUEST,
+        "unknown_tool",
+        400,
+        INVALID_REQUEST,
         "A `function_call` names a tool that is not in `tools`.",
         "Add the tool, or leave the call out.",
     )
     ARGUMENTS_SCHEMA = (
-        "arguments_schema", 400, INVALID_REQUEST,
+        "arguments_schema",
+        400,
+        INVALID_REQUEST,
         "A `function_call`'s arguments do not match the tool's `parameters`.",
         "Fix the arguments as the message says.",
     )
     MISSING_CALL_ID = (
-        "missing_call_id", 400, INVALID_REQUEST,
+        "missing_call_id",
+        400,
+        INVALID_REQUEST,
         "A call or call output has no `call_id`.",
         "Send the `call_id` of the call.",
     )
     ORPHAN_OUTPUT = (
-        "orphan_output", 400, INVALID_REQUEST,
+        "orphan_output",
+        400,
+        INVALID_REQUEST,
         "A `function_call_output` (`custom_tool_call_output`) follows no call with its `call_id`.",
         "Put the call before its output, or fix the `call_id`.",
     )
     DUPLICATE_OUTPUT = (
-        "duplicate_output", 400, INVALID_REQUEST,
+        "duplicate_output",
+        400,
+        INVALID_REQUEST,
         "A second output for the same call.",
         "Send one output per call.",
     )
     MISMATCHED_OUTPUT = (
-        "mismatched_output", 400, INVALID_REQUEST,
+        "mismatched_output",
+        400,
+        INVALID_REQUEST,
         "A `custom_tool_call_output` answers a `function_call`, or a `function_call_output` a `custom_tool_call`.",
         "Answer a call with the output of its own kind.",
     )
     FAILED_CALL = (
-        "failed_call", 400, INVALID_REQUEST,
+        "failed_call",
+        400,
+        INVALID_REQUEST,
         "An output answers a call that did not pass the gate.",
         "Fix or leave out the call and its output.",
     )
     DUPLICATE_CALL = (
-        "duplicate_call", 400, INVALID_REQUEST,
+        "duplicate_call",
+        400,
+        INVALID_REQUEST,
         "Two `function_call` items share a `call_id`.",
         "Give each call its own `call_id`.",
     )
 
     # -- limits on what a request may cost --------------------------------------------------
     REQUEST_TOO_LARGE = (
-        "request_too_large", 413, INVALID_REQUEST,
+        "request_too_large",
+        413,
+        INVALID_REQUEST,
         "The body (or WebSocket message) is larger than `limits.max_body_bytes`.",
         "Send a smaller request.",
     )
     REQUEST_TIMEOUT = (
-        "request_timeout", 408, INVALID_REQUEST,
+        "request_timeout",
+        408,
+        INVALID_REQUEST,
         "The request head or body did not arrive within `limits.header_timeout`/`limits.body_timeout`.",
         "Send the request faster, or check the network.",
     )
     REQUEST_HEADER_FIELDS_TOO_LARGE = (
-        "request_header_fields_too_large", 431, INVALID_REQUEST,
+        "request_header_fields_too_large",
+        431,
+        INVALID_REQUEST,
         "The request line and headers are too large.",
         "Send fewer or shorter headers.",
     )
     INVALID_HTTP_REQUEST = (
-        "invalid_http_request", 400, INVALID_REQUEST,
+        "invalid_http_request",
+        400,
+        INVALID_REQUEST,
         "The bytes received are not a valid HTTP/1.1 request.",
         "Fix the client's HTTP.",
     )
     UNSUPPORTED_MEDIA_TYPE = (
-        "unsupported_media_type", 415, INVALID_REQUEST,
+        "unsupported_media_type",
+        415,
+        INVALID_REQUEST,
         "The body is not sent as `application/json`.",
         "Send `Content-Type: application/json`.",
     )
     UNSUPPORTED_CONTENT_ENCODING = (
-        "unsupported_content_encoding", 415, INVALID_REQUEST,
+        "unsupported_content_encoding",
+        415,
+        INVALID_REQUEST,
         "The body has a `Content-Encoding` orgate does not decode.",
         "Send the body uncompressed.",
     )
     NESTING_TOO_DEEP = (
-        "nesting_too_deep", 400, INVALID_REQUEST,
+        "nesting_too_deep",
+        400,
+        INVALID_REQUEST,
         "The body is nested deeper than `limits.max_json_depth`.",
         "Flatten the request.",
     )
     STRING_TOO_LONG = (
-        "string_too_long", 400, INVALID_REQUEST,
+        "string_too_long",
+        400,
+        INVALID_REQUEST,
         "A string in the body is longer than `limits.max_string_bytes`.",
         "Send shorter strings.",
     )
     TOO_MANY_ITEMS = (
-        "too_many_items", 400, INVALID_REQUEST,
+        "too_many_items",
+        400,
+        INVALID_REQUEST,
         "`input` (or `messages`) has more items than `limits.max_input_items`.",
         "Send fewer items, or continue with `previous_response_id`.",
     )
     TOO_MANY_TOOLS = (
-        "too_many_tools", 400, INVALID_REQUEST,
+        "too_many_tools",
+        400,
+        INVALID_REQUEST,
         "`tools` has more tools than `limits.max_tools`.",
         "Send fewer tools.",
     )
     SCHEMA_TOO_LARGE = (
-        "schema_too_large", 400, INVALID_REQUEST,
+        "schema_too_large",
+        400,
+        INVALID_REQUEST,
         "A client JSON Schema is larger than the schema bounds allow.",
         "Send a smaller schema.",
     )
     SCHEMA_TOO_COMPLEX = (
-        "schema_too_complex", 400, INVALID_REQUEST,
+        "schema_too_complex",
+        400,
+        INVALID_REQUEST,
         "A client JSON Schema is deeper, or has more or costlier parts, than the schema bounds allow.",
         "Simplify the schema.",
     )
 
     # -- routes and resources ----------------------------------------------------------------
     NOT_FOUND = (
-        "not_found", 404, INVALID_REQUEST,
+        "not_found",
+        404,
+        INVALID_REQUEST,
         "The route, stored response or review item does not exist (or the store is off).",
         "Check the URL and the id.",
     )
     METHOD_NOT_ALLOWED = (
-        "method_not_allowed", 405, INVALID_REQUEST,
+        "method_not_allowed",
+        405,
+        INVALID_REQUEST,
         "The route does not serve this HTTP method.",
         "Use a method the `Allow` header lists.",
     )
     MODEL_NOT_FOUND = (
-        "model_not_found", 404, INVALID_REQUEST,
+        "model_not_found",
+        404,
+        INVALID_REQUEST,
         "The model is not configured, or the API key may not use it.",
         "Use a model `GET /v1/models` lists.",
     )
     PREVIOUS_RESPONSE_NOT_FOUND = (
-        "previous_response_not_found", 404, INVALID_REQUEST,
+        "previous_response_not_found",
+        404,
+        INVALID_REQUEST,
         "`previous_response_id` names no response this key can continue.",
         "Send the id of a stored response, or the whole conversation.",
     )
     EVENTS_NOT_STORED = (
-        "events_not_stored", 400, INVALID_REQUEST,
+        "events_not_stored",
+        400,
+        INVALID_REQUEST,
         "`stream=true` on a stored response whose events were not kept.",
         "Fetch the response without `stream`.",
     )
     NOT_BACKGROUND = (
-        "not_background", 400, INVALID_REQUEST,
+        "not_background",
+        400,
+        INVALID_REQUEST,
         "A cancel for a response that was not created with `background: true`.",
         "Cancel background responses only.",
     )
     STORE_DISABLED = (
-        "store_disabled", 404, INVALID_REQUEST,
+        "store_disabled",
+        404,
+        INVALID_REQUEST,
         "A console view of stored responses while the store is off.",
         "Turn the store on (`[store] enabled = true`).",
     )
     INVALID_REVIEW_RESOLUTION = (
-        "invalid_review_resolution", 400, INVALID_REQUEST,
+        "invalid_review_resolution",
+        400,
+        INVALID_REQUEST,
         "A review-queue resolution is neither a value nor a discard, or does not validate.",
-        "Send `{\"value\": <object>}` or `{\"discard\": true}`.",
+        'Send `{"value": <object>}` or `{"discard": true}`.',
     )
 
     # -- authentication and permissions ------------------------------------------------------
     MISSING_API_KEY = (
-        "missing_api_key", 401, AUTHENTICATION,
+        "missing_api_key",
+        401,
+        AUTHENTICATION,
         "No API key was sent (400 from the console's sign-in form).",
         "Send `Authorization: Bearer <key>`.",
     )
     INVALID_API_KEY = (
-        "invalid_api_key", 401, AUTHENTICATION,
+        "invalid_api_key",
+        401,
+        AUTHENTICATION,
         "The API key is unknown, or the `Authorization` header is malformed or repeated.",
         "Send one `Authorization: Bearer <key>` with a valid key.",
     )
     CONSOLE_SESSION_REQUIRED = (
-        "console_session_required", 401, AUTHENTICATION,
+        "console_session_required",
+        401,
+        AUTHENTICATION,
         "A console endpoint without a signed-in session.",
         "Sign in to the console.",
     )
     CSRF_FAILED = (
-        "csrf_failed", 403, INVALID_REQUEST,
+        "csrf_failed",
+        403,
+        INVALID_REQUEST,
         "A console write without a valid CSRF token, or from another origin.",
         "Reload the console page and retry.",
     )
     ADMIN_REQUIRED = (
-        "admin_required", 403, PERMISSION,
+        "admin_required",
+        403,
+        PERMISSION,
         "A console view for administrators, asked by another key.",
         "Sign in with an admin key.",
     )
 
     # -- rate limits, capacity and concurrency -----------------------------------------------
     RATE_LIMIT_EXCEEDED = (
-        "rate_limit_exceeded", 429, RATE_LIMIT,
+        "rate_limit_exceeded",
+        429,
+        RATE_LIMIT,
         "The key's rate limit, or the upstream's, is reached.",
         "Retry after the `Retry-After` header's seconds.",
     )
     TOO_MANY_CONCURRENT_REQUESTS = (
-        "too_many_concurrent_requests", 429, RATE_LIMIT,
+        "too_many_concurrent_requests",
+        429,
+        RATE_LIMIT,
         "The model's deployments are all at their concurrency limit.",
         "Retry after a short wait.",
     )
     TOO_MANY_WEBSOCKET_CONNECTIONS = (
-        "too_many_websocket_connections", 429, RATE_LIMIT,
+        "too_many_websocket_connections",
+        429,
+        RATE_LIMIT,
         "The key has as many WebSocket connections open as it may.",
         "Close a connection, or reuse one.",
     )
     WEBSOCKET_CAPACITY_REACHED = (
-        "websocket_capacity_reached", 503, _SERVER,
+        "websocket_capacity_reached",
+        503,
+        _SERVER,
         "The server has as many WebSocket connections open as it may.",
         "Retry later, or use HTTP.",
     )
     WEBSOCKET_IDLE_TIMEOUT = (
-        "websocket_idle_timeout", 400, INVALID_REQUEST,
+        "websocket_idle_timeout",
+        400,
+        INVALID_REQUEST,
         "The WebSocket connection was idle for `websocket.idle_seconds`.",
         "Open a new connection.",
     )
     WEBSOCKET_CONNECTION_LIMIT_REACHED = (
-        "websocket_connection_limit_reached", 400, INVALID_REQUEST,
+        "websocket_connection_limit_reached",
+        400,
+        INVALID_REQUEST,
         "The WebSocket connection reached its maximum lifetime.",
         "Open a new connection.",
     )
     WEBSOCKET_DISABLED = (
-        "websocket_disabled", 426, INVALID_REQUEST,
+        "websocket_disabled",
+        426,
+        INVALID_REQUEST,
         "WebSocket mode is off on this server.",
         "Use HTTP (`POST /v1/responses`, with `stream: true` for events).",
     )
     RESPONSE_IN_PROGRESS = (
-        "response_in_progress", 409, INVALID_REQUEST,
+        "response_in_progress",
+        409,
+        INVALID_REQUEST,
         "A `response.create` on a WebSocket connection that is still answering one.",
         "Wait for the terminal event before sending the next.",
     )
     SESSION_BUSY = (
-        "session_busy", 409, INVALID_REQUEST,
+        "session_busy",
+        409,
+        INVALID_REQUEST,
         "Another request of the same session is in progress.",
         "Wait for it to finish, then retry.",
     )
 
     # -- the model's output ------------------------------------------------------------------
     MODEL_ERROR = (
-        "model_error", 500, _MODEL,
+        "model_error",
+        500,
+        _MODEL,
         "The model failed (the built-in test models' scripted failures).",
         "Retry, or use another model.",
     )
     STRUCTURED_OUTPUT_INVALID = (
-        "structured_output_invalid", 500, _MODEL,
+        "structured_output_invalid",
+        500,
+        _MODEL,
         "The model's output never matched `text.format` within the safety net's budget.",
         "Retry, relax the schema, or raise the budget; the `X-Orgate-Structured-*` headers say why.",
     )
     INVALID_TOOL_ARGUMENTS = (
-        "invalid_tool_arguments", 500, _MODEL,
+        "invalid_tool_arguments",
+        500,
+        _MODEL,
         "The model's tool calls never matched the tools' `parameters` within the tool guard's retries.",
         "Retry, or simplify the tools.",
     )
     TOOL_CHOICE_VIOLATION = (
-        "tool_choice_violation", 500, _MODEL,
+        "tool_choice_violation",
+        500,
+        _MODEL,
         "The model's tool calls never obeyed `tool_choice` within the tool guard's retries.",
         "Retry, or loosen `tool_choice`.",
     )
     SEMANTIC_CHECK_ERROR = (
-        "semantic_check_error", 500, _SERVER,
+        "semantic_check_error",
+        500,
+        _SERVER,
         "The operator's semantic check of a structured output failed to run.",
         "Do not retry; tell the operator.",
     )
     COMPACTION_FAILED = (
-        "compaction_failed", 502, _SERVER,
+        "compaction_failed",
+        502,
+        _SERVER,
         "The model answered a compaction with no summary text.",
         "Retry, or compact with another model.",
     )
 
     # -- upstreams ---------------------------------------------------------------------------
     UPSTREAM_ERROR = (
-        "upstream_error", 502, _SERVER,
+        "upstream_error",
+        502,
+        _SERVER,
         "The upstream failed (its 5xx, or an error in its stream); 501 when it does not implement the request.",
         "Retry later; a 501 will not succeed on retry.",
     )
     UPSTREAM_FAILED = (
-        "upstream_failed", 502, _MODEL,
+        "upstream_failed",
+        502,
+        _MODEL,
         "An upstream Responses API reported `response.failed` without a code of its own (with one, its code is passed on).",
         "Retry, or read the upstream's message.",
     )
     UPSTREAM_TIMEOUT = (
-        "upstream_timeout", 504, _SERVER,
+        "upstream_timeout",
+        504,
+        _SERVER,
         "The upstream did not answer in time.",
         "Retry later.",
     )
     UPSTREAM_UNAVAILABLE = (
-        "upstream_unavailable", 503, _SERVER,
+        "upstream_unavailable",
+        503,
+        _SERVER,
         "No deployment of the model could be reached (503), or the connection failed (502).",
         "Retry later.",
     )
     UPSTREAM_OVERLOADED = (
-        "upstream_overloaded", 503, _SERVER,
+        "upstream_overloaded",
+        503,
+        _SERVER,
         "The upstream says it is overloaded.",
         "Retry after the `Retry-After` header's seconds.",
     )
     UPSTREAM_AUTH_FAILED = (
-        "upstream_auth_failed", 502, _SERVER,
+        "upstream_auth_failed",
+        502,
+        _SERVER,
         "The upstream rejected orgate's credentials.",
         "Tell the operator: the deployment's key is wrong.",
     )
     UPSTREAM_MODEL_NOT_FOUND = (
-        "upstream_model_not_found", 502, _SERVER,
+        "upstream_model_not_found",
+        502,
+        _SERVER,
         "The upstream does not know the configured model or endpoint.",
         "Tell the operator: the deployment's model or URL is wrong.",
     )
     UPSTREAM_REDIRECT = (
-        "upstream_redirect", 502, _SERVER,
+        "upstream_redirect",
+        502,
+        _SERVER,
         "The upstream answered with a redirect orgate does not follow.",
         "Tell the operator: the deployment's URL is out of date.",
     )
     UPSTREAM_INVALID_RESPONSE = (
-        "upstream_invalid_response", 502, _SERVER,
+        "upstream_invalid_response",
+        502,
+        _SERVER,
         "The upstream's answer is not its wire format (a web page, bad JSON, events out of order, no event).",
         "Retry; if it persists, tell the operator.",
     )
     UPSTREAM_STREAM_TRUNCATED = (
-        "upstream_stream_truncated", 502, _SERVER,
+        "upstream_stream_truncated",
+        502,
+        _SERVER,
         "The upstream's stream ended before its answer did.",
         "Retry.",
     )
 
     # -- orgate itself -----------------------------------------------------------------------
     SERVER_ERROR = (
-        "server_error", 500, _SERVER,
+        "server_error",
+        500,
+        _SERVER,
         "An unexpected error in orgate (logged with the request id).",
         "Retry; if it persists, report the `x-request-id`.",
     )
     STORE_UNAVAILABLE = (
-        "store_unavailable", 503, _SERVER,
+        "store_unavailable",
+        503,
+        _SERVER,
         "The response store cannot be reached.",
         "Retry later.",
     )
     STORE_CORRUPT = (
-        "store_corrupt", 500, _SERVER,
+        "store_corrupt",
+        500,
+        _SERVER,
         "Stored history could not be read back.",
         "Start a new conversation; tell the operator.",
     )
     SERVER_SHUTDOWN = (
-        "server_shutdown", 503, _SERVER,
+        "server_shutdown",
+        503,
+        _SERVER,
         "The server shut down before the response finished.",
         "Retry (another worker or instance answers).",
     )
     CLIENT_DISCONNECTED = (
-        "client_disconnected", 499, _SERVER,
+        "client_disconnected",
+        499,
+        _SERVER,
         "The client went away before the response finished (seen on the stored response).",
         "Nothing: the response is stored as failed.",
     )
 
     # -- the web console's tools -------------------------------------------------------------
     INVALID_INPUT = (
-        "invalid_input", 400, INVALID_REQUEST,
+        "invalid_input",
+        400,
+        INVALID_REQUEST,
         "A console gate/diff input (trajectory or log) cannot be read.",
         "Fix the file as the message says.",
     )
     INVALID_TOOLS = (
-        "invalid_tools", 400, INVALID_REQUEST,
+        "invalid_tools",
+        400,
+        INVALID_REQUEST,
         "A console gate input's tools cannot be loaded.",
         "Fix the tools file as the message says.",
     )
     INVALID_REPORT = (
-        "invalid_report", 400, INVALID_REQUEST,
+        "invalid_report",
+        400,
+        INVALID_REQUEST,
         "A console eval report is not a report orgate wrote.",
         "Upload the JSON that `orgate eval` wrote.",
     )

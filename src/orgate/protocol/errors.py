@@ -58,7 +58,9 @@ class ApiError(Exception):
     ) -> ApiError:
         """An error of catalogue ``code`` with the code's status and type. ``status`` is for
         the few sites that send a code with another status (an upstream's own 501, say)."""
-        return cls(status or code.status, message, type=code.type, code=code, param=param, headers=headers)
+        return cls(
+            status or code.status, message, type=code.type, code=code, param=param, headers=headers
+        )
 
     def payload(self) -> dict[str, Any]:
         """The inner error object: ``{"message", "type", "param", "code"}``."""
@@ -77,12 +79,16 @@ class ApiError(Exception):
 INTERNAL_MESSAGE = "The server had an error while processing your request."
 
 
-def invalid_request(message: str, *, param: str | None = None, code: ErrorCode | None = None) -> ApiError:
+def invalid_request(
+    message: str, *, param: str | None = None, code: ErrorCode | None = None
+) -> ApiError:
     """A 400 ``invalid_request_error``; without ``code`` the body's code is null."""
     return ApiError(400, message, type=INVALID_REQUEST, code=code, param=param)
 
 
-def not_found(message: str, *, param: str | None = None, code: ErrorCode = ErrorCode.NOT_FOUND) -> ApiError:
+def not_found(
+    message: str, *, param: str | None = None, code: ErrorCode = ErrorCode.NOT_FOUND
+) -> ApiError:
     return ApiError(404, message, type=INVALID_REQUEST, code=code, param=param)
 
 
@@ -118,7 +124,9 @@ def model_not_found(model: str) -> ApiError:
 
 
 def review_not_found(review_id: str) -> ApiError:
-    return ApiError.of(ErrorCode.NOT_FOUND, f"Review item '{review_id}' not found.", param="review_id")
+    return ApiError.of(
+        ErrorCode.NOT_FOUND, f"Review item '{review_id}' not found.", param="review_id"
+    )
 
 
 def method_not_allowed(method: str, path: str, allow: str) -> ApiError:
@@ -134,13 +142,17 @@ def internal() -> ApiError:
 
 def client_disconnected(before: str) -> ApiError:
     """What a stored response records when its client left before it ``before`` (started, finished)."""
-    return ApiError.of(ErrorCode.CLIENT_DISCONNECTED, f"The client disconnected before the response {before}.")
+    return ApiError.of(
+        ErrorCode.CLIENT_DISCONNECTED, f"The client disconnected before the response {before}."
+    )
 
 
 def upstream_invalid_response(who: str, detail: str, *, what: str = "response") -> ApiError:
     """An upstream answer that is not its wire format. ``who`` names the upstream
     (``upstream 'name'``, with its kind or host), ``what`` is ``response`` or ``stream``."""
-    return ApiError.of(ErrorCode.UPSTREAM_INVALID_RESPONSE, f"{who} sent an invalid {what}: {detail}")
+    return ApiError.of(
+        ErrorCode.UPSTREAM_INVALID_RESPONSE, f"{who} sent an invalid {what}: {detail}"
+    )
 
 
 def upstream_without_events(name: str) -> ApiError:

@@ -198,7 +198,9 @@ class ResponseOutputTextAnnotationAddedStreamingEvent(WireModel):
 
 
 class ResponseFunctionCallArgumentsDeltaStreamingEvent(WireModel):
-    type: Literal["response.function_call_arguments.delta"] = "response.function_call_arguments.delta"
+    type: Literal["response.function_call_arguments.delta"] = (
+        "response.function_call_arguments.delta"
+    )
     sequence_number: int
     item_id: str
     output_index: int

@@ -200,7 +200,12 @@ class McpApprovalResponseItemParam(ParamModel):
     reason: str | None = None
 
 
-MCP_ITEM_PARAMS = (McpListToolsItemParam, McpCallItemParam, McpApprovalRequestItemParam, McpApprovalResponseItemParam)
+MCP_ITEM_PARAMS = (
+    McpListToolsItemParam,
+    McpCallItemParam,
+    McpApprovalRequestItemParam,
+    McpApprovalResponseItemParam,
+)
 
 _TYPE_TAGS: dict[str, str] = {
     "item_reference": "ItemReferenceParam",

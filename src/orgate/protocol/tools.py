@@ -52,7 +52,9 @@ class CustomGrammarFormatParam(ParamModel):
 if TYPE_CHECKING:
     CustomToolFormatParam: TypeAlias = CustomTextFormatParam | CustomGrammarFormatParam
 else:
-    CustomToolFormatParam = type_union(CustomTextFormatParam, CustomGrammarFormatParam, unknown="UnknownCustomFormatType")
+    CustomToolFormatParam = type_union(
+        CustomTextFormatParam, CustomGrammarFormatParam, unknown="UnknownCustomFormatType"
+    )
 
 
 class CustomToolParam(ParamModel):
@@ -122,7 +124,9 @@ SpecificToolChoiceParam: TypeAlias = SpecificFunctionParam
 if TYPE_CHECKING:
     AllowedToolParam: TypeAlias = SpecificFunctionParam | SpecificCustomParam
 else:
-    AllowedToolParam = type_union(SpecificFunctionParam, SpecificCustomParam, unknown="UnknownAllowedToolType")
+    AllowedToolParam = type_union(
+        SpecificFunctionParam, SpecificCustomParam, unknown="UnknownAllowedToolType"
+    )
 
 
 class AllowedToolsParam(ParamModel):
@@ -137,10 +141,16 @@ def _choice_value(value: Any) -> str | None:
 
 if TYPE_CHECKING:
     ResponsesToolParam: TypeAlias = FunctionToolParam | CustomToolParam | HostedToolParam
-    ToolChoiceParam: TypeAlias = SpecificToolChoiceParam | SpecificCustomParam | ToolChoiceValueEnum | AllowedToolsParam
+    ToolChoiceParam: TypeAlias = (
+        SpecificToolChoiceParam | SpecificCustomParam | ToolChoiceValueEnum | AllowedToolsParam
+    )
 else:
     ResponsesToolParam = type_union(
-        FunctionToolParam, CustomToolParam, unknown="UnknownToolType", extra=_hosted_tag, extra_members=((HostedToolParam, "HostedToolParam"),)
+        FunctionToolParam,
+        CustomToolParam,
+        unknown="UnknownToolType",
+        extra=_hosted_tag,
+        extra_members=((HostedToolParam, "HostedToolParam"),),
     )
     ToolChoiceParam = type_union(
         SpecificFunctionParam,

@@ -42,7 +42,10 @@ class ProviderRegistry:
     """
 
     def __init__(
-        self, wrap: Callable[[Provider, Deployment], Provider] | None = None, *, kinds: Iterable[str] = ()
+        self,
+        wrap: Callable[[Provider, Deployment], Provider] | None = None,
+        *,
+        kinds: Iterable[str] = (),
     ) -> None:
         self._pool: HttpPool | None = None
         self._providers: dict[tuple[str, str, str], Provider] = {}

@@ -95,7 +95,11 @@ def _last_prompt(request: ModelRequest) -> tuple[Any, str, bool]:
         (item for item in reversed(request.input) if getattr(item, "role", None) == "user"),
         None,
     )
-    return last, _text_of(getattr(last_user, "content", None)), last is not None and last is last_user
+    return (
+        last,
+        _text_of(getattr(last_user, "content", None)),
+        last is not None and last is last_user,
+    )
 
 
 def _cut_at_stop(text: str, stop: list[str] | None) -> str:
@@ -119,7 +123,9 @@ class BuiltinProvider(Provider):
     async def _events(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
-        out = _Output(request.max_output_tokens, _count_input_tokens(request), _delay_of(directives))
+        out = _Output(
+            request.max_output_tokens, _count_input_tokens(request), _delay_of(directives)
+        )
         error = self._error_on_purpose(directives)
         if error is not None:
             raise error
@@ -140,7 +146,11 @@ class BuiltinProvider(Provider):
             yield Finish("stop", out.usage())
 
     async def _tool_call(
-        self, out: _Output, tool: tuple[str, dict[str, Any] | None], prompt: str, directives: dict[str, str]
+        self,
+        out: _Output,
+        tool: tuple[str, dict[str, Any] | None],
+        prompt: str,
+        directives: dict[str, str],
     ) -> AsyncIterator[ModelEvent]:
         """One call of ``tool``, its arguments a word at a time, then ``Finish("tool_calls")``."""
         name, schema = tool
@@ -160,7 +170,9 @@ class BuiltinProvider(Provider):
             return await asyncio.to_thread(self._answer, request, last, prompt, directives)
         return self._answer(request, last, prompt, directives)
 
-    def _answer_deltas(self, request: ModelRequest, text: str, directives: dict[str, str]) -> Iterator[ModelEvent]:
+    def _answer_deltas(
+        self, request: ModelRequest, text: str, directives: dict[str, str]
+    ) -> Iterator[ModelEvent]:
         """The answer's words as text (or refusal) deltas; ``orgate:fail-mid`` raises half-way."""
         words = tokens(_cut_at_stop(text, request.stop))
         fail_at = max(len(words) // 2, 1) if "fail-mid" in directives else None
@@ -261,7 +273,9 @@ class _Output:
     def usage(self) -> Usage:
         return Usage(self.input_tokens, self.emitted, reasoning_tokens=self.reasoning)
 
-    async def emit(self, events: Iterable[ModelEvent], *, reasoning: bool = False) -> AsyncIterator[ModelEvent]:
+    async def emit(
+        self, events: Iterable[ModelEvent], *, reasoning: bool = False
+    ) -> AsyncIterator[ModelEvent]:
         """Each event, one token each, until the budget runs out (then ``Finish("length")``)."""
         for event in events:
             if self.budget is not None and self.emitted >= self.budget:
@@ -293,7 +307,9 @@ def _may_call(request: ModelRequest, last_is_user: bool) -> bool:
     return last_is_user or _forces_a_call(request.tool_choice)
 
 
-async def _tool_arguments(schema: dict[str, Any] | None, prompt: str, directives: dict[str, str]) -> str:
+async def _tool_arguments(
+    schema: dict[str, Any] | None, prompt: str, directives: dict[str, str]
+) -> str:
     """The call's JSON arguments (schema-breaking for ``orgate:bad-args``). Generation from a
     client's schema is bounded but may take a moment: off the event loop."""
     if "bad-args" in directives:
@@ -312,7 +328,9 @@ def _arguments_for(schema: Any, prompt: str) -> Any:
         kept = {k: v for k, v in props.items() if k in required or k.lower() in named}
         if len(kept) < len(props):
             # No extra keys either: the value stays valid for the whole schema.
-            value = example_for({**schema, "properties": kept, "additionalProperties": False}, prompt)
+            value = example_for(
+                {**schema, "properties": kept, "additionalProperties": False}, prompt
+            )
             if value is not None:
                 return value
     return example_for(schema, prompt)
@@ -327,7 +345,9 @@ def _forces_a_call(choice: Any) -> bool:
     if choice == "required":
         return True
     kind = getattr(choice, "type", None)
-    return kind == "function" or (kind == "allowed_tools" and getattr(choice, "mode", "auto") == "required")
+    return kind == "function" or (
+        kind == "allowed_tools" and getattr(choice, "mode", "auto") == "required"
+    )
 
 
 def _parameters(tool: Any) -> dict[str, Any] | None:
@@ -370,5 +390,9 @@ def text_token(word: str, request: ModelRequest) -> TextDelta:
     if not request.logprobs:
         return TextDelta(word)
     word_bytes = list(word.encode("utf-8"))
-    alternatives = [{"token": word, "logprob": 0.0, "bytes": word_bytes}] if request.top_logprobs else []
-    return TextDelta(word, [{"token": word, "logprob": 0.0, "bytes": word_bytes, "top_logprobs": alternatives}])
+    alternatives = (
+        [{"token": word, "logprob": 0.0, "bytes": word_bytes}] if request.top_logprobs else []
+    )
+    return TextDelta(
+        word, [{"token": word, "logprob": 0.0, "bytes": word_bytes, "top_logprobs": alternatives}]
+    )

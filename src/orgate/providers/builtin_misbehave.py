@@ -47,7 +47,15 @@ from orgate.neutral import (
 from orgate.providers.builtin import text_token, tokens
 from orgate.providers.settings import FLAKY_MODEL, KINDS, MisbehaveSettings, Misbehaviour
 
-__all__ = ["FLAKY_MODEL", "KINDS", "EXTRA_KEY", "FlakyProvider", "MisbehaveSettings", "Misbehaviour", "flaky_wrapper"]
+__all__ = [
+    "FLAKY_MODEL",
+    "KINDS",
+    "EXTRA_KEY",
+    "FlakyProvider",
+    "MisbehaveSettings",
+    "Misbehaviour",
+    "flaky_wrapper",
+]
 
 EXTRA_KEY = "unexpected_note"
 

@@ -41,7 +41,9 @@ def as_function_tool(tool: CustomToolParam) -> FunctionToolParam:
     """A custom tool as a function with one string argument, its format described."""
     parts = [tool.description] if tool.description else []
     fmt = tool.format
-    lead = f"Put the whole free-form input in the string argument '{ARGUMENT}' (plain text, not JSON)"
+    lead = (
+        f"Put the whole free-form input in the string argument '{ARGUMENT}' (plain text, not JSON)"
+    )
     if fmt is not None and fmt.type == "grammar":
         kind = "Lark grammar" if fmt.syntax == "lark" else "regular expression"
         parts.append(f"{lead}; it must match this {kind}:\n{fmt.definition}")
@@ -52,7 +54,9 @@ def as_function_tool(tool: CustomToolParam) -> FunctionToolParam:
         description="\n\n".join(parts),
         parameters={
             "type": "object",
-            "properties": {ARGUMENT: {"type": "string", "description": "The tool's free-form input."}},
+            "properties": {
+                ARGUMENT: {"type": "string", "description": "The tool's free-form input."}
+            },
             "required": [ARGUMENT],
             "additionalProperties": False,
         },
@@ -65,7 +69,9 @@ def as_function_item(item: Any) -> Any:
     kind = type(item)
     if kind is CustomToolCallItemParam:
         arguments = orjson.dumps({ARGUMENT: item.input}).decode()
-        return FunctionCallItemParam(call_id=item.call_id, name=item.name, arguments=arguments, status=item.status)
+        return FunctionCallItemParam(
+            call_id=item.call_id, name=item.name, arguments=arguments, status=item.status
+        )
     if kind is CustomToolCallOutputItemParam:
         return FunctionCallOutputItemParam(call_id=item.call_id, output=item.output)
     return item
@@ -74,7 +80,9 @@ def as_function_item(item: Any) -> Any:
 def _function_choice(choice: Any) -> Any:
     if type(choice) is SpecificCustomParam:
         return SpecificFunctionParam(name=choice.name)
-    if type(choice) is AllowedToolsParam and any(type(t) is SpecificCustomParam for t in choice.tools):
+    if type(choice) is AllowedToolsParam and any(
+        type(t) is SpecificCustomParam for t in choice.tools
+    ):
         tools = [SpecificFunctionParam(name=t.name) for t in choice.tools]
         return AllowedToolsParam(tools=tools, mode=choice.mode)
     return choice
@@ -152,7 +160,9 @@ class CustomCalls:
             out.append(ToolCallDelta(call.index, text))
 
 
-def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
+def custom_call_batches(
+    request: ModelRequest, batches: AsyncIterator[list[ModelEvent]]
+) -> AsyncIterator[list[ModelEvent]]:
     """``batches`` with the request's custom tools' calls as custom calls (``batches`` itself when
     the request has no custom tool: nothing is added to the stream's path)."""
     if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
@@ -160,14 +170,18 @@ def custom_call_batches(request: ModelRequest, batches: AsyncIterator[list[Model
     return _custom_batches(CustomCalls(custom_tool_names(request)), batches)
 
 
-def custom_call_events(request: ModelRequest, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
+def custom_call_events(
+    request: ModelRequest, events: AsyncIterator[ModelEvent]
+) -> AsyncIterator[ModelEvent]:
     """The same for a stream of single events."""
     if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
         return events
     return _custom_events(CustomCalls(custom_tool_names(request)), events)
 
 
-async def _custom_batches(calls: CustomCalls, batches: AsyncIterator[list[ModelEvent]]) -> AsyncIterator[list[ModelEvent]]:
+async def _custom_batches(
+    calls: CustomCalls, batches: AsyncIterator[list[ModelEvent]]
+) -> AsyncIterator[list[ModelEvent]]:
     try:
         async for batch in batches:
             batch = calls.feed(batch)
@@ -177,7 +191,9 @@ async def _custom_batches(calls: CustomCalls, batches: AsyncIterator[list[ModelE
         await aclose(batches)
 
 
-async def _custom_events(calls: CustomCalls, events: AsyncIterator[ModelEvent]) -> AsyncIterator[ModelEvent]:
+async def _custom_events(
+    calls: CustomCalls, events: AsyncIterator[ModelEvent]
+) -> AsyncIterator[ModelEvent]:
     try:
         async for event in events:
             for out in calls.feed([event]):

@@ -188,7 +188,9 @@ def redirected(resp: aiohttp.ClientResponse, deployment: Deployment) -> ApiError
     else:
         why = f"to {where} more than {MAX_REDIRECTS} times"
     return _upstream_error(
-        deployment, ErrorCode.UPSTREAM_REDIRECT, f"answered with a redirect (HTTP {resp.status}) {why}"
+        deployment,
+        ErrorCode.UPSTREAM_REDIRECT,
+        f"answered with a redirect (HTTP {resp.status}) {why}",
     )
 
 
@@ -261,7 +263,9 @@ def _who(deployment: Deployment) -> str:
     return f"upstream '{deployment.name}' at {host_of(deployment.base_url)}"
 
 
-def _upstream_error(deployment: Deployment, code: ErrorCode, what: str, *, status: int | None = None) -> ApiError:
+def _upstream_error(
+    deployment: Deployment, code: ErrorCode, what: str, *, status: int | None = None
+) -> ApiError:
     return ApiError.of(code, f"{_who(deployment)} {what}", status=status)
 
 
@@ -271,7 +275,9 @@ def invalid(deployment: Deployment, detail: str) -> ApiError:
 
 def unavailable(deployment: Deployment, detail: str) -> ApiError:
     # 502, not the catalogue's 503: this deployment could not be reached; a fallback may be.
-    return _upstream_error(deployment, ErrorCode.UPSTREAM_UNAVAILABLE, f"is unavailable: {detail}", status=502)
+    return _upstream_error(
+        deployment, ErrorCode.UPSTREAM_UNAVAILABLE, f"is unavailable: {detail}", status=502
+    )
 
 
 def timed_out(deployment: Deployment, detail: str) -> ApiError:
@@ -279,7 +285,9 @@ def timed_out(deployment: Deployment, detail: str) -> ApiError:
 
 
 def truncated(deployment: Deployment, detail: str) -> ApiError:
-    return _upstream_error(deployment, ErrorCode.UPSTREAM_STREAM_TRUNCATED, f"ended the stream early: {detail}")
+    return _upstream_error(
+        deployment, ErrorCode.UPSTREAM_STREAM_TRUNCATED, f"ended the stream early: {detail}"
+    )
 
 
 def client_error(exc: BaseException, deployment: Deployment) -> ApiError:

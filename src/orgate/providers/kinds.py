@@ -72,7 +72,11 @@ KINDS: dict[str, ProviderKind] = {
             "anthropic",
             "orgate.providers.anthropic.provider:AnthropicProvider",
             Capabilities(
-                json_schema=False, json_object=False, reasoning=True, service_tier=False, logprobs=False
+                json_schema=False,
+                json_object=False,
+                reasoning=True,
+                service_tier=False,
+                logprobs=False,
             ),
             section="anthropic",
             settings=AnthropicSettings,

@@ -49,5 +49,7 @@ def allowed_tools(choice: Any, tools: list[Any]) -> tuple[list[Any], str]:
     kept = [t for t in tools if get_field(t, "name") in allowed]
     mode = get_field(choice, "mode") or "auto"
     if not kept and mode == "required":
-        raise invalid_request("tool_choice.allowed_tools names no tool of this request", param="tool_choice")
+        raise invalid_request(
+            "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
+        )
     return kept, mode

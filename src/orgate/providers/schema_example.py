@@ -51,7 +51,9 @@ _MAX_DEPTH = 24
 _SOFT_DEPTH = 5  # deeper than this, prefer the smallest values (ends recursion)
 _MAX_CANDIDATES = 48  # candidates tried per sub-schema
 _BUDGET = 20000  # validations per call, then best effort
-_STEPS = 200_000  # sub-schemas expanded per call (``$ref`` trees can be exponential), then best effort
+_STEPS = (
+    200_000  # sub-schemas expanded per call (``$ref`` trees can be exponential), then best effort
+)
 _MAX_TEXT = 100_000  # characters of one generated string, then no candidate
 _MAX_COUNT = 10_000  # items or properties of one generated value, then no candidate
 _ROOT_URI = "urn:orgate:schema-example"
@@ -507,7 +509,9 @@ def _option_rank(option: Any, deep: bool) -> int:
     return 1 if is_null else 0
 
 
-def _expand_ref(schema: dict[str, Any], resolver: Resolver) -> tuple[dict[str, Any], Resolver] | None:
+def _expand_ref(
+    schema: dict[str, Any], resolver: Resolver
+) -> tuple[dict[str, Any], Resolver] | None:
     """A ``$ref`` schema as its target merged with its other keywords, and the resolver of the
     target's document; None when the target is ``false`` (no value). An unresolvable reference
     is an empty target."""
@@ -524,7 +528,9 @@ def _expand_ref(schema: dict[str, Any], resolver: Resolver) -> tuple[dict[str, A
     return _merge(target if isinstance(target, dict) else {}, rest), inner
 
 
-def _alternatives(schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[dict[str, Any]] | None:
+def _alternatives(
+    schema: dict[str, Any], depth: int, resolver: Resolver
+) -> Iterator[dict[str, Any]] | None:
     """The schemas whose candidates are this one's when it combines others — ``allOf`` merged
     into one, ``anyOf`` / ``oneOf`` options best first, ``if``: its then-branch, then its
     else-branch — or None when it combines none."""
@@ -552,7 +558,9 @@ def _merge_all_of(schema: dict[str, Any], resolver: Resolver) -> dict[str, Any]:
     return merged
 
 
-def _options(schema: dict[str, Any], key: str, options: list[Any], depth: int) -> Iterator[dict[str, Any]]:
+def _options(
+    schema: dict[str, Any], key: str, options: list[Any], depth: int
+) -> Iterator[dict[str, Any]]:
     base = {k: v for k, v in schema.items() if k != key}
     for option in sorted(options, key=lambda o: _option_rank(o, depth > _SOFT_DEPTH)):
         if isinstance(option, dict):
@@ -615,7 +623,9 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         elif key in _COMBINATORS:
             if isinstance(value, list):
                 _merge_combinator(out, key, value)
-        elif (rule := _merge_rule(key)) is not None and (merged := rule(out[key], value)) is not _KEEP:
+        elif (rule := _merge_rule(key)) is not None and (
+            merged := rule(out[key], value)
+        ) is not _KEEP:
             out[key] = merged
     return out
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_LINE = 32 * 1024 * 1024  # bytes of one SSE line (a 5 MB data line passes; an endless one does not)
+MAX_LINE = (
+    32 * 1024 * 1024
+)  # bytes of one SSE line (a 5 MB data line passes; an endless one does not)
 
 _NO_LINES: list[bytes] = []  # what a chunk without a line end completes (never appended to)
 
@@ -42,7 +44,9 @@ class SseLines:
         self.max_line = max_line
         self._parts: list[bytes] = []  # the unfinished last line, in the pieces it arrived in
         self._size = 0  # bytes in _parts
-        self._after_cr = False  # the last chunk ended in "\r": a "\n" opening the next one is its pair
+        self._after_cr = (
+            False  # the last chunk ended in "\r": a "\n" opening the next one is its pair
+        )
 
     def feed(self, chunk: bytes) -> list[bytes]:
         # find(), not `in`: `in` tries a bytes needle as an integer first and builds (then

@@ -52,7 +52,9 @@ class SseStreamDecoder:
         try:
             events = self._sse.feed(chunk)
         except LineTooLong as exc:
-            raise upstream_invalid_response(f"upstream '{self.name}'", str(exc), what="stream") from None
+            raise upstream_invalid_response(
+                f"upstream '{self.name}'", str(exc), what="stream"
+            ) from None
         return self._run_events(events)
 
     def close(self) -> list[ModelEvent]:

@@ -134,8 +134,12 @@ class SseProvider(Provider):
         final: list[ModelEvent]  # the batch with the Finish: handed on once the request is over
         try:
             async with await post(
-                session, deployment, self._url,
-                data=payload, headers=self._headers, timeout=self._timeout,
+                session,
+                deployment,
+                self._url,
+                data=payload,
+                headers=self._headers,
+                timeout=self._timeout,
             ) as resp:
                 body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
                 if body is not STREAM:
@@ -170,7 +174,9 @@ class SseProvider(Provider):
                     if decoder.skipped:
                         self.log.info(
                             "upstream '%s': skipped %s %s",
-                            deployment.name, self.skipped, dict(decoder.skipped),
+                            deployment.name,
+                            self.skipped,
+                            dict(decoder.skipped),
                         )
                     if not resp.content.at_eof():
                         await drain(resp)
@@ -181,7 +187,6 @@ class SseProvider(Provider):
             raise client_error(exc, deployment) from exc
         # Out of the ``async with``: the connection is back in the pool before the last batch.
         yield final
-
 
     def _cut_short(self, decoder: UpstreamDecoder) -> ApiError:
         """The error for a body that ended before the answer was complete: invalid when not one

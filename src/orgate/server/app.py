@@ -74,7 +74,9 @@ async def _warn_unreachable_tenants(store: ResponseStore, keys: Sequence[Resolve
         )
 
 
-def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] = (), services: Services | None = None) -> Starlette:
+def create_app(
+    settings: Settings, *, route_sets: Sequence[RouteSet] = (), services: Services | None = None
+) -> Starlette:
     """Build the ASGI app with the core routes and ``route_sets`` (``orgate.gateway.create_app``
     adds what the settings switch on)."""
     services = services or build_services(settings)
@@ -95,12 +97,18 @@ def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] = (), servi
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         maintenance: asyncio.Task[None] | None = None
         unreachable: asyncio.Task[None] | None = None
-        snapshots = asyncio.create_task(keep_snapshots(services.metrics, services.worker.metrics_dir)) if services.worker else None
+        snapshots = (
+            asyncio.create_task(keep_snapshots(services.metrics, services.worker.metrics_dir))
+            if services.worker
+            else None
+        )
         if settings.store.enabled:
             try:
                 store = await open_store(settings.store.url)
             except (StoreError, ValueError) as exc:
-                log.error("cannot open the response store %s: %s", describe_url(settings.store.url), exc)
+                log.error(
+                    "cannot open the response store %s: %s", describe_url(settings.store.url), exc
+                )
                 raise SystemExit(f"orgate: cannot open the response store: {exc}") from None
             services.store = store
             services.responses.store = store
@@ -145,7 +153,9 @@ def create_app(settings: Settings, *, route_sets: Sequence[RouteSet] = (), servi
         auth=services.auth,
         limiter=services.limiter,
         log_bodies=settings.logging.bodies,
-        tracer=setup_tracing(settings.tracing.enabled, settings.tracing.service_name, settings.tracing.otlp_endpoint),
+        tracer=setup_tracing(
+            settings.tracing.enabled, settings.tracing.service_name, settings.tracing.otlp_endpoint
+        ),
         static_routes=[path for route in table if "{" not in (path := getattr(route, "path", "{"))],
     )
     app.edge = wrap(app.dispatch, stack)
@@ -178,7 +188,12 @@ class OrgateApp(Starlette):
     def dispatch(self, scope: Any, receive: Any, send: Any) -> Awaitable[None]:
         """The fast path, or Starlette (the awaitable of either: no coroutine of its own)."""
         fast = self.fast_create
-        if fast is not None and scope["type"] == "http" and scope["path"] == "/v1/responses" and scope["method"] == "POST":
+        if (
+            fast is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/v1/responses"
+            and scope["method"] == "POST"
+        ):
             return fast(scope, receive, send)
         return super().__call__(scope, receive, send)
 

@@ -30,13 +30,19 @@ REMEMBERED_KEYS = 1024
 
 
 def missing_key() -> ApiError:
-    return ApiError.of(ErrorCode.MISSING_API_KEY, "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.")
+    return ApiError.of(
+        ErrorCode.MISSING_API_KEY,
+        "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+    )
 
 
 def ambiguous_key() -> ApiError:
     """A request with two different ``Authorization`` headers: refused rather than run under one
     of them (the layers used to read headers differently, the first one or the last one)."""
-    return ApiError.of(ErrorCode.INVALID_API_KEY, "The request has more than one Authorization header; send exactly one.")
+    return ApiError.of(
+        ErrorCode.INVALID_API_KEY,
+        "The request has more than one Authorization header; send exactly one.",
+    )
 
 
 class Authenticator:
@@ -53,7 +59,9 @@ class Authenticator:
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise ApiError.of(ErrorCode.INVALID_API_KEY, "The Authorization header must be 'Bearer <key>'.")
+            raise ApiError.of(
+                ErrorCode.INVALID_API_KEY, "The Authorization header must be 'Bearer <key>'."
+            )
         caller = self._accepted.get(token)  # every request asks: the remembered case without a call
         return caller if caller is not None else self._remember(token)
 
@@ -83,7 +91,9 @@ class Authenticator:
                 match = key
         if match is None:
             raise ApiError.of(ErrorCode.INVALID_API_KEY, "Incorrect API key provided.")
-        return Caller(key_name=match.name, tenant=match.tenant, models=match.models, admin=match.admin)
+        return Caller(
+            key_name=match.name, tenant=match.tenant, models=match.models, admin=match.admin
+        )
 
 
 def caller_of(scope: MutableMapping[str, Any]) -> Caller:

@@ -75,7 +75,10 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
 
 
 def body_timeout_error(limits: LimitSettings) -> ApiError:
-    return ApiError.of(ErrorCode.REQUEST_TIMEOUT, f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).")
+    return ApiError.of(
+        ErrorCode.REQUEST_TIMEOUT,
+        f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).",
+    )
 
 
 async def receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
@@ -102,7 +105,10 @@ def media_type(content_type: str) -> str:
     media = content_type.split(";", 1)[0].strip().lower()
     if media in LENIENT_MEDIA or media == "application/json" or media.endswith("+json"):
         return media
-    raise ApiError.of(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type '{media}': send application/json.")
+    raise ApiError.of(
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        f"Unsupported Content-Type '{media}': send application/json.",
+    )
 
 
 def check_content_encoding(encoding: str | None) -> None:
@@ -128,18 +134,29 @@ def parse_json(raw: bytes, media: str, limits: LimitSettings) -> Any:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if media in LENIENT_MEDIA and media:
-            raise ApiError.of(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.") from None
-        raise ApiError.of(ErrorCode.INVALID_JSON, f"We could not parse the JSON body of your request: {exc}") from None
+            raise ApiError.of(
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.",
+            ) from None
+        raise ApiError.of(
+            ErrorCode.INVALID_JSON, f"We could not parse the JSON body of your request: {exc}"
+        ) from None
     check_structure(data, raw, limits)
     return data
 
 
 def _too_large(limits: LimitSettings) -> ApiError:
-    return ApiError.of(ErrorCode.REQUEST_TOO_LARGE, f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).")
+    return ApiError.of(
+        ErrorCode.REQUEST_TOO_LARGE,
+        f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).",
+    )
 
 
 def _too_deep(limit: int) -> ApiError:
-    return ApiError.of(ErrorCode.NESTING_TOO_DEEP, f"The request body is nested deeper than {limit} levels (limits.max_json_depth).")
+    return ApiError.of(
+        ErrorCode.NESTING_TOO_DEEP,
+        f"The request body is nested deeper than {limit} levels (limits.max_json_depth).",
+    )
 
 
 def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
@@ -157,7 +174,11 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
     max_string = limits.max_string_bytes
     # When neither limit can be reached (a string's UTF-8 is never longer than its JSON text, a
     # level takes a bracket), only the duplicate-key count is left: over the objects alone.
-    if len(raw) <= max_string and raw.count(b"{") + raw.count(b"[") <= max_depth and raw.count(b":") == _members(data):
+    if (
+        len(raw) <= max_string
+        and raw.count(b"{") + raw.count(b"[") <= max_depth
+        and raw.count(b":") == _members(data)
+    ):
         return
     members, strings = _walk(data, max_depth)
     _check_string_sizes(strings, max_string)
@@ -216,7 +237,9 @@ def _may_repeat_a_key(raw: bytes, members: int, strings: list[str]) -> bool:
     if colons == members:
         return False
     inside = sum(text.count(":") for text in strings if ":" in text)
-    escaped = raw.count(b"\\u003a") + raw.count(b"\\u003A")  # may over-count (never under-count): errs towards the exact pass
+    escaped = raw.count(b"\\u003a") + raw.count(
+        b"\\u003A"
+    )  # may over-count (never under-count): errs towards the exact pass
     return colons - inside + escaped > members
 
 
@@ -292,7 +315,11 @@ def _check_tools(tools: Any, param: str, limits: LimitSettings) -> None:
     if not isinstance(tools, list):
         return
     if len(tools) > limits.max_tools:
-        raise ApiError.of(ErrorCode.TOO_MANY_TOOLS, f"'{param}' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).", param=param)
+        raise ApiError.of(
+            ErrorCode.TOO_MANY_TOOLS,
+            f"'{param}' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).",
+            param=param,
+        )
     for index, tool in enumerate(tools):
         if isinstance(tool, dict):
             _check_schema(tool.get("parameters"), f"{param}[{index}].parameters", limits)

@@ -66,11 +66,16 @@ def compaction_key(settings: Settings) -> bytes:
     secret = resolve_secret(conf.secret, where="compaction.secret", required=False)
     if secret:
         if len(secret) < 16:
-            raise ConfigError("compaction.secret: use at least 16 characters (32 random bytes recommended)")
+            raise ConfigError(
+                "compaction.secret: use at least 16 characters (32 random bytes recommended)"
+            )
         return derive_key(secret.encode())
     path = Path(conf.key_file).expanduser() if conf.key_file else _default_key_file(settings)
     if settings.store.url and settings.store.url.startswith(("postgres://", "postgresql://")):
-        log.warning("compaction: no [compaction] secret; using the host-local key file %s (set ORGATE_COMPACTION_SECRET when several hosts serve one store)", path)
+        log.warning(
+            "compaction: no [compaction] secret; using the host-local key file %s (set ORGATE_COMPACTION_SECRET when several hosts serve one store)",
+            path,
+        )
     try:
         return load_or_create_key(path)
     except KeyFileError as exc:
@@ -97,11 +102,17 @@ def compact_routes(services: Services) -> Sequence[BaseRoute]:
         caller = caller_of(request.scope)
         data = await read_json(request, services.settings.limits)
         if isinstance(data, dict):
-            request_state(request.scope).note_model(data.get("model"))  # the metrics' `model` label and the access log, as for /v1/responses
+            request_state(request.scope).note_model(
+                data.get("model")
+            )  # the metrics' `model` label and the access log, as for /v1/responses
         if isinstance(data, dict) and isinstance(data.get("input"), list):
             limit = services.settings.limits.max_input_items
             if len(data["input"]) > limit:
-                raise ApiError.of(ErrorCode.TOO_MANY_ITEMS, f"'input' has {len(data['input'])} items, more than the limit of {limit} (limits.max_input_items).", param="input")
+                raise ApiError.of(
+                    ErrorCode.TOO_MANY_ITEMS,
+                    f"'input' has {len(data['input'])} items, more than the limit of {limit} (limits.max_input_items).",
+                    param="input",
+                )
             data["input"] = split_namespaced(data["input"], services.settings.gate.policy, [])
         body = parse_compact_body(data)
         return json_response(await services.compaction.compact(body, caller))
@@ -120,7 +131,7 @@ class OnlyPost:
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        error = method_not_allowed(scope['method'], scope['path'], "POST")
+        error = method_not_allowed(scope["method"], scope["path"], "POST")
         await error_response(error)(scope, receive, send)
 
 

@@ -46,7 +46,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("orgate.server")
 
 Scope = dict[str, Any]
-_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 def _headers(scope: Scope, names: Mapping[bytes, str]) -> dict[str, str]:
@@ -56,7 +60,9 @@ def _headers(scope: Scope, names: Mapping[bytes, str]) -> dict[str, str]:
     return {names[key]: raw[key].decode("latin-1") for key in raw.keys() & names.keys()}
 
 
-async def send_sse(send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None, watch: DisconnectWatch) -> None:
+async def send_sse(
+    send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None, watch: DisconnectWatch
+) -> None:
     """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call).
 
     The chunks are pumped in the request's own task; the request's ``DisconnectWatch``
@@ -100,7 +106,13 @@ class CreateResponse:
         self.limits = services.settings.limits
         self.session_header = services.settings.sessions.header.lower()
         self.budget_header = BUDGET_HEADER.lower()
-        read = ("content-type", "content-encoding", "content-length", self.session_header, self.budget_header)
+        read = (
+            "content-type",
+            "content-encoding",
+            "content-length",
+            self.session_header,
+            self.budget_header,
+        )
         self.header_names = {name.encode("latin-1"): name for name in read}
         endpoint = services.settings.endpoints.responses
         self.frame = openai_frame if endpoint.event_names == "openai" else frame
@@ -120,7 +132,9 @@ class CreateResponse:
         caller = caller_of(scope)
         headers = _headers(scope, self.header_names)
         media = check_body_headers(headers, self.limits)
-        watch = DisconnectWatch(receive, body_timeout=self.limits.body_timeout)  # one timer for both
+        watch = DisconnectWatch(
+            receive, body_timeout=self.limits.body_timeout
+        )  # one timer for both
         try:
             try:
                 raw = await receive_body(receive, self.limits)
@@ -144,7 +158,16 @@ class CreateResponse:
         finally:
             watch.stop()
 
-    async def _respond(self, raw: bytes, headers: dict[str, str], media: str, caller: Caller, state: RequestState, send: Any, watch: DisconnectWatch) -> None:
+    async def _respond(
+        self,
+        raw: bytes,
+        headers: dict[str, str],
+        media: str,
+        caller: Caller,
+        state: RequestState,
+        send: Any,
+        watch: DisconnectWatch,
+    ) -> None:
         services = self.services
         data = parse_json(raw, media, self.limits)
         warnings: list[str] = []
@@ -155,16 +178,25 @@ class CreateResponse:
             if BODY_FIELD in data or self.budget_header in headers:
                 budget = structured_budget(data, headers.get(self.budget_header))
             if "input" in data:
-                data["input"] = split_namespaced(data["input"], services.settings.gate.policy, warnings)
+                data["input"] = split_namespaced(
+                    data["input"], services.settings.gate.policy, warnings
+                )
         body = parse_body(data)
         session_id = self._session(headers, body)
-        stream = await services.responses.create(body, caller, warnings, budget=budget, session_id=session_id)
+        stream = await services.responses.create(
+            body, caller, warnings, budget=budget, session_id=session_id
+        )
         if body.stream and pads(body.stream_options, self.obfuscation):
             stream.builder.padded = True
         if body.background:
             services.background.start(stream, self.frame)
             if body.stream:
-                await send_sse(send, then_done(services.background.subscribe(stream.response_id)), stream.headers, watch)
+                await send_sse(
+                    send,
+                    then_done(services.background.subscribe(stream.response_id)),
+                    stream.headers,
+                    watch,
+                )
             else:
                 await send_json(send, 200, orjson.dumps(stream.builder.snapshot()), stream.headers)
             return
@@ -201,7 +233,11 @@ def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
     if isinstance(data, dict) and BODY_FIELD in data:
         raw = data.pop(BODY_FIELD)
         if raw is not None and not isinstance(raw, dict):  # null = not given
-            raise ApiError.of(ErrorCode.INVALID_STRUCTURED_BUDGET, f"'{BODY_FIELD}' must be an object like {{\"retries\": 1, \"seconds\": 5}}.", param=BODY_FIELD)
+            raise ApiError.of(
+                ErrorCode.INVALID_STRUCTURED_BUDGET,
+                f'\'{BODY_FIELD}\' must be an object like {{"retries": 1, "seconds": 5}}.',
+                param=BODY_FIELD,
+            )
         from_body = None if raw is None else BudgetOverride.from_mapping(raw)
     from_header = BudgetOverride.from_header(header) if header else None
     if from_body is not None and from_header is not None:

@@ -43,16 +43,33 @@ class DisconnectWatch:
     ``receive`` then unused).
     """
 
-    __slots__ = ("disconnected", "stream", "_armed", "_receive", "_task", "_timer", "_watcher", "_delay", "_body_timeout", "_waited", "_expired", "_cancelling")
+    __slots__ = (
+        "disconnected",
+        "stream",
+        "_armed",
+        "_receive",
+        "_task",
+        "_timer",
+        "_watcher",
+        "_delay",
+        "_body_timeout",
+        "_waited",
+        "_expired",
+        "_cancelling",
+    )
 
-    def __init__(self, receive: Any, delay: float = WATCH_AFTER, *, body_timeout: float | None = None) -> None:
+    def __init__(
+        self, receive: Any, delay: float = WATCH_AFTER, *, body_timeout: float | None = None
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._task = task
         self._receive = receive
         self._armed = True
         self.disconnected = False
-        self.stream: Any = None  # the ResponseStream being answered: told whether its client is there
+        self.stream: Any = (
+            None  # the ResponseStream being answered: told whether its client is there
+        )
         self._watcher: asyncio.Task[None] | None = None
         self._delay = delay
         self._body_timeout = body_timeout  # None once the body is read (or when it was read before)
@@ -60,7 +77,9 @@ class DisconnectWatch:
         self._cancelling = 0
         first = delay if body_timeout is None else min(delay, body_timeout)
         self._waited = first  # seconds from creation to the timer's firing
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(first, self._tick)
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            first, self._tick
+        )
 
     def _tick(self) -> None:
         self._timer = None

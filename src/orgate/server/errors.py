@@ -22,10 +22,14 @@ _JSON_HEADERS = ((b"content-type", b"application/json"),)
 
 def encode_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     """Header names and values as plain ASGI sends them."""
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()]
+    return [
+        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()
+    ]
 
 
-async def send_json(send: Any, status: int, body: bytes, extra: Mapping[str, str] | None = None) -> None:
+async def send_json(
+    send: Any, status: int, body: bytes, extra: Mapping[str, str] | None = None
+) -> None:
     """A whole JSON response on plain ASGI (the paths that bypass Starlette's responses)."""
     headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
     if extra:
@@ -41,7 +45,12 @@ async def send_error(send: Any, error: ApiError) -> None:
 
 def error_response(error: ApiError) -> Response:
     headers = dict(error.headers)
-    return Response(orjson.dumps(error.body()), status_code=error.status, media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(error.body()),
+        status_code=error.status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 async def handle_api_error(request: Request, exc: Exception) -> Response:
@@ -63,7 +72,9 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     if status == 404:
         # OpenAI answers an unknown URL with type invalid_request_error (as orgate's other 404s do).
         message = f"Unknown route: {request.method} {request.url.path}"
-        if request.url.path.rstrip("/") == CHAT_COMPLETIONS_PATH:  # the adapter is off (it would be routed)
+        if (
+            request.url.path.rstrip("/") == CHAT_COMPLETIONS_PATH
+        ):  # the adapter is off (it would be routed)
             message += CHAT_COMPLETIONS_OFF
         error = ApiError.of(ErrorCode.NOT_FOUND, message)
     elif status == 405:

@@ -128,9 +128,13 @@ class OrgateHttpProtocol(HttpToolsProtocol):
             # The connection's first wait (the only timer armed outside a head): no request came.
             self.transport.close()
             return
-        self.logger.warning("Request head not received within %g seconds: 408.", self._header_timeout)
+        self.logger.warning(
+            "Request head not received within %g seconds: 408.", self._header_timeout
+        )
         message = f"The request line and headers did not arrive within {self._header_timeout:g} seconds (limits.header_timeout)."
-        self._refuse(error_bytes(ErrorCode.REQUEST_TIMEOUT, message, self.server_state.default_headers))
+        self._refuse(
+            error_bytes(ErrorCode.REQUEST_TIMEOUT, message, self.server_state.default_headers)
+        )
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -173,7 +177,9 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         message = f"The request line and headers are larger than {MAX_HEAD_BYTES} bytes."
         self._refuse(
             error_bytes(
-                ErrorCode.REQUEST_HEADER_FIELDS_TOO_LARGE, message, self.server_state.default_headers
+                ErrorCode.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                message,
+                self.server_state.default_headers,
             )
         )
 

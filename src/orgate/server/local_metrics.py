@@ -31,7 +31,14 @@ class _Family:
 
     kind = ""
 
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str] = (),
+        *,
+        registry: CollectorRegistry,
+    ) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
@@ -111,7 +118,14 @@ class LocalGauge(_Family):
 
     kind = "gauge"
 
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str] = (),
+        *,
+        registry: CollectorRegistry,
+    ) -> None:
         super().__init__(name, documentation, labelnames, registry=registry)
         if not self.labelnames:
             own = self.labels()
@@ -152,7 +166,13 @@ class LocalHistogram(_Family):
     kind = "histogram"
 
     def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str] = (), *, buckets: Sequence[float], registry: CollectorRegistry
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str] = (),
+        *,
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
     ) -> None:
         bounds = tuple(sorted(float(b) for b in buckets if b != math.inf))
         if not bounds:

@@ -110,4 +110,11 @@ def url_password(url: str | None) -> str | None:
 #: The process's one redactor (installed on the root handler by ``configure_logging``).
 REDACTOR = Redactor()
 
-__all__ = ["CREDENTIAL_HEADERS", "REDACTED", "REDACTOR", "RedactingFormatter", "Redactor", "url_password"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "REDACTED",
+    "REDACTOR",
+    "RedactingFormatter",
+    "Redactor",
+    "url_password",
+]

@@ -26,17 +26,38 @@ def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRun
     # The SDK's HTTP client logs every request at INFO (several per call); the audit line says what matters.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     servers = mcp_registry(settings)
-    REDACTOR.add_secrets(value for server in servers.servers.values() for value in server.headers.values())
+    REDACTOR.add_secrets(
+        value for server in servers.servers.values() for value in server.headers.values()
+    )
     REDACTOR.add_headers(name for server in servers.servers.values() for name in server.headers)
-    calls = Counter("orgate_mcp_calls", "MCP tool call decisions, by server, tool and outcome.", ["server", "tool", "outcome"], registry=registry)
-    seconds = Histogram("orgate_mcp_call_seconds", "Duration of the MCP tool calls that ran, by server.", ["server"], registry=registry)
-    lists = Counter("orgate_mcp_list_tools", "MCP tool listings, by server and outcome.", ["server", "outcome"], registry=registry)
+    calls = Counter(
+        "orgate_mcp_calls",
+        "MCP tool call decisions, by server, tool and outcome.",
+        ["server", "tool", "outcome"],
+        registry=registry,
+    )
+    seconds = Histogram(
+        "orgate_mcp_call_seconds",
+        "Duration of the MCP tool calls that ran, by server.",
+        ["server"],
+        registry=registry,
+    )
+    lists = Counter(
+        "orgate_mcp_list_tools",
+        "MCP tool listings, by server and outcome.",
+        ["server", "outcome"],
+        registry=registry,
+    )
 
     configured = servers.servers
 
     def on_call(entry: CallRecord) -> None:
         # A server a request named by URL has a label and tools its client chose: one series for all of them.
-        server, tool = (entry.server, entry.tool) if entry.server in configured else (REQUEST_NAMED, REQUEST_NAMED)
+        server, tool = (
+            (entry.server, entry.tool)
+            if entry.server in configured
+            else (REQUEST_NAMED, REQUEST_NAMED)
+        )
         calls.labels(server, tool, entry.outcome).inc()
         if entry.duration:
             seconds.labels(server).observe(entry.duration)

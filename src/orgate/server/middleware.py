@@ -70,7 +70,13 @@ def edge_middleware(
     """The stack, outermost first (build it with ``wrap``)."""
     stack = [
         Middleware(RequestIdMiddleware),
-        Middleware(AccessLogMiddleware, metrics=metrics, log_bodies=log_bodies, tracer=tracer, static_routes=static_routes),
+        Middleware(
+            AccessLogMiddleware,
+            metrics=metrics,
+            log_bodies=log_bodies,
+            tracer=tracer,
+            static_routes=static_routes,
+        ),
         Middleware(AuthMiddleware, auth=auth),
     ]
     if limiter is not None:
@@ -119,10 +125,18 @@ class RequestIdMiddleware:
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         given_id, credential, conflict = edge_headers(scope)
-        state = RequestState(_request_id(given_id), scope.get("method", ""), scope.get("path", ""), credential, conflict)
+        state = RequestState(
+            _request_id(given_id),
+            scope.get("method", ""),
+            scope.get("path", ""),
+            credential,
+            conflict,
+        )
         scope[STATE_KEY] = state
         if scope["type"] != "http":
-            return self.app(scope, receive, send)  # a WebSocket's handshake answer has no header of ours
+            return self.app(
+                scope, receive, send
+            )  # a WebSocket's handshake answer has no header of ours
         id_header = (REQUEST_ID_HEADER, state.request_id.encode("ascii"))
         watching = True  # False once nothing more is to be learned from the messages
 
@@ -155,7 +169,15 @@ class AccessLogMiddleware:
     """One access log line and the HTTP metrics per request (and a span when tracing); the
     request's state is the context's current request while it runs."""
 
-    def __init__(self, app: ASGIApp, *, metrics: HttpMetrics, log_bodies: bool = False, tracer: Any = None, static_routes: Iterable[str] = ("/v1/responses",)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: HttpMetrics,
+        log_bodies: bool = False,
+        tracer: Any = None,
+        static_routes: Iterable[str] = ("/v1/responses",),
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.log_bodies = log_bodies
@@ -197,11 +219,15 @@ class AccessLogMiddleware:
                 in_flight.dec()
                 # nothing sent: the client left, or a failure
                 status = state.status or (499 if state.client_gone else 500)
-                self._record(scope, state, status, started, time.perf_counter(), state.first_chunk, body_log)
+                self._record(
+                    scope, state, status, started, time.perf_counter(), state.first_chunk, body_log
+                )
                 if span is not None:
                     self._end_span(span, state, status)
             finally:
-                CURRENT_REQUEST.reset(token)  # after the access log line, which carries the request id
+                CURRENT_REQUEST.reset(
+                    token
+                )  # after the access log line, which carries the request id
 
     def _route(self, scope: Scope) -> str:
         route = scope.get("route")
@@ -212,7 +238,16 @@ class AccessLogMiddleware:
         path = scope["path"]
         return path if path in self.static_routes else "unmatched"
 
-    def _record(self, scope: Scope, state: RequestState, status: int, started: float, ended: float, first_chunk: float | None, body: bytearray | None) -> None:
+    def _record(
+        self,
+        scope: Scope,
+        state: RequestState,
+        status: int,
+        started: float,
+        ended: float,
+        first_chunk: float | None,
+        body: bytearray | None,
+    ) -> None:
         route = self._route(scope)
         model = self.metrics.model_label(state.model)
         duration = ended - started
@@ -238,7 +273,14 @@ class AccessLogMiddleware:
             fields["first_chunk_ms"] = round((first_chunk - started) * 1000, 3)
         if body is not None:
             fields["body"] = body.decode("utf-8", "replace")
-        access_log.info("%s %s %s %.1fms", state.method, route, status, duration * 1000, extra={"orgate": fields})
+        access_log.info(
+            "%s %s %s %.1fms",
+            state.method,
+            route,
+            status,
+            duration * 1000,
+            extra={"orgate": fields},
+        )
 
     def _end_span(self, span: Any, state: RequestState, status: int) -> None:
         span.set_attribute("http.response.status_code", status)
@@ -296,7 +338,11 @@ class RateLimitMiddleware:
         self.metrics = metrics
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] == "http" and scope.get("method") == "POST" and scope.get("path") in LIMITED_PATHS:
+        if (
+            scope["type"] == "http"
+            and scope.get("method") == "POST"
+            and scope.get("path") in LIMITED_PATHS
+        ):
             state: RequestState = scope[STATE_KEY]
             if state.caller is not None:
                 return self._admit(state, scope, receive, send)
@@ -304,7 +350,9 @@ class RateLimitMiddleware:
 
     async def _admit(self, state: RequestState, scope: Scope, receive: Receive, send: Send) -> None:
         assert state.caller is not None
-        key_name = state.key_name = state.caller.key_name  # the upstream instrumentation charges its tokens
+        key_name = state.key_name = (
+            state.caller.key_name
+        )  # the upstream instrumentation charges its tokens
         refusal = await self.limiter.admit(key_name)
         if refusal is not None:
             self.metrics.rate_limited.labels(key_name).inc()

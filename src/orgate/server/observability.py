@@ -48,7 +48,23 @@ upstream_log = logging.getLogger("orgate.upstream")
 MAX_ERROR_CODES = 64
 _ERROR_CODE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+LATENCY_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+)
 
 
 class HttpMetrics:
@@ -57,7 +73,10 @@ class HttpMetrics:
     def __init__(self, registry: CollectorRegistry, known_models: Iterable[str] = ()) -> None:
         self.known_models = frozenset(known_models)
         self.requests = LocalCounter(
-            "orgate_http_requests", "HTTP requests by route template, method, status and model.", ["route", "method", "status", "model"], registry=registry
+            "orgate_http_requests",
+            "HTTP requests by route template, method, status and model.",
+            ["route", "method", "status", "model"],
+            registry=registry,
         )
         self.duration = LocalHistogram(
             "orgate_http_request_duration_seconds",
@@ -88,15 +107,33 @@ class HttpMetrics:
             registry=registry,
         )
         self.upstream_errors = LocalCounter(
-            "orgate_upstream_errors", "Upstream calls that failed, by deployment and error code.", ["deployment", "code"], registry=registry
+            "orgate_upstream_errors",
+            "Upstream calls that failed, by deployment and error code.",
+            ["deployment", "code"],
+            registry=registry,
         )
         self.tokens = LocalCounter(
-            "orgate_tokens", "Tokens reported by upstreams, by deployment and direction (input, output).", ["deployment", "direction"], registry=registry
+            "orgate_tokens",
+            "Tokens reported by upstreams, by deployment and direction (input, output).",
+            ["deployment", "direction"],
+            registry=registry,
         )
-        self.rate_limited = LocalCounter("orgate_rate_limited", "Requests refused with 429 by the per-key limits, by key name.", ["key"], registry=registry)
-        self.in_flight = LocalGauge("orgate_http_requests_in_flight", "HTTP requests being served (streams until their last byte).", registry=registry)
+        self.rate_limited = LocalCounter(
+            "orgate_rate_limited",
+            "Requests refused with 429 by the per-key limits, by key name.",
+            ["key"],
+            registry=registry,
+        )
+        self.in_flight = LocalGauge(
+            "orgate_http_requests_in_flight",
+            "HTTP requests being served (streams until their last byte).",
+            registry=registry,
+        )
         self.upstream_in_flight = LocalGauge(
-            "orgate_upstream_requests_in_flight", "Upstream calls running, by deployment.", ["deployment"], registry=registry
+            "orgate_upstream_requests_in_flight",
+            "Upstream calls running, by deployment.",
+            ["deployment"],
+            registry=registry,
         )
         # Children kept by their full label set (one lookup per request; the label sets are bounded).
         self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
@@ -106,7 +143,10 @@ class HttpMetrics:
         key = (route, method, status, model)
         children = self._children.get(key)
         if children is None:
-            children = (self.requests.labels(route, method, status, model), self.duration.labels(route, method))
+            children = (
+                self.requests.labels(route, method, status, model),
+                self.duration.labels(route, method),
+            )
             self._children[key] = children
         return children
 
@@ -140,7 +180,13 @@ def server_span_kind() -> Any:
 class InstrumentedProvider(WrapperProvider):
     """Wraps one deployment's provider: latency, errors and tokens by deployment; tokens charged to the caller."""
 
-    def __init__(self, inner: Provider, deployment: Deployment, metrics: HttpMetrics, limiter: RateLimiter | None) -> None:
+    def __init__(
+        self,
+        inner: Provider,
+        deployment: Deployment,
+        metrics: HttpMetrics,
+        limiter: RateLimiter | None,
+    ) -> None:
         super().__init__(inner)
         self.deployment = deployment
         self.metrics = metrics
@@ -148,7 +194,10 @@ class InstrumentedProvider(WrapperProvider):
         # Label children looked up once: the deployment never changes (labels() takes a lock).
         name = deployment.name
         self._first = metrics.upstream_first.labels(name)
-        self._duration = {outcome: metrics.upstream_duration.labels(name, outcome) for outcome in ("ok", "error", "cancelled")}
+        self._duration = {
+            outcome: metrics.upstream_duration.labels(name, outcome)
+            for outcome in ("ok", "error", "cancelled")
+        }
         self._tokens_in = metrics.tokens.labels(name, "input")
         self._tokens_out = metrics.tokens.labels(name, "output")
         self._in_flight = metrics.upstream_in_flight.labels(name)
@@ -171,7 +220,6 @@ class InstrumentedProvider(WrapperProvider):
             await self.limiter.charge(info.key_name, usage.input_tokens + usage.output_tokens)
 
 
-
 class _MeasuredBatches:
     """One upstream call's batches, measured: latency to the first batch, the call's duration by
     outcome (``ok``, ``error``, ``cancelled``: ended before its answer), errors, tokens, and
@@ -185,14 +233,21 @@ class _MeasuredBatches:
 
     __slots__ = ("_owner", "_inner", "_info", "_started", "_first", "_outcome", "_ended")
 
-    def __init__(self, owner: InstrumentedProvider, inner: AsyncIterator[list[ModelEvent]], info: RequestState | None) -> None:
+    def __init__(
+        self,
+        owner: InstrumentedProvider,
+        inner: AsyncIterator[list[ModelEvent]],
+        info: RequestState | None,
+    ) -> None:
         self._ended = False
         self._owner = owner
         self._inner = inner
         self._info = info
         self._first = True
         self._outcome = "cancelled"
-        self._started: float | None = None  # the call starts with the first batch asked for (a background
+        self._started: float | None = (
+            None  # the call starts with the first batch asked for (a background
+        )
         # response's stream is created when it is queued, and iterated when it runs)
 
     def __aiter__(self) -> _MeasuredBatches:
@@ -223,7 +278,9 @@ class _MeasuredBatches:
             raise
         except ApiError as exc:
             metrics = owner.metrics
-            metrics.upstream_errors.labels(owner.deployment.name, metrics.error_label(exc.code or str(exc.status))).inc()
+            metrics.upstream_errors.labels(
+                owner.deployment.name, metrics.error_label(exc.code or str(exc.status))
+            ).inc()
             self._end("error")
             self._log_failure(exc.status, exc.code, exc.message)
             raise
@@ -246,7 +303,12 @@ class _MeasuredBatches:
             "request_id": info.request_id if info is not None else None,
         }
         upstream_log.warning(
-            "upstream %s failed: %s %s: %s", deployment.name, status or "-", code or "-", message[:300], extra={"orgate": fields}
+            "upstream %s failed: %s %s: %s",
+            deployment.name,
+            status or "-",
+            code or "-",
+            message[:300],
+            extra={"orgate": fields},
         )
 
     def _end(self, outcome: str) -> None:
@@ -284,7 +346,12 @@ def instrument_providers(
 
 # --- logging ----------------------------------------------------------------------------------------
 
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "orgate", "color_message"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "orgate",
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):
@@ -292,7 +359,8 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -308,7 +376,9 @@ class JsonFormatter(logging.Formatter):
             if key not in _STANDARD and key not in entry and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
-            entry["exc"] = record.exc_text or "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            entry["exc"] = (
+                record.exc_text or "".join(traceback.format_exception(*record.exc_info)).rstrip()
+            )
         return orjson.dumps(entry, default=str).decode()
 
 
@@ -347,7 +417,11 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         fields = getattr(record, "orgate", None)
         if isinstance(fields, dict):
-            extras = " ".join(f"{k}={_text_value(v)}" for k, v in fields.items() if k not in ("method", "route", "status", "duration_ms", "body"))
+            extras = " ".join(
+                f"{k}={_text_value(v)}"
+                for k, v in fields.items()
+                if k not in ("method", "route", "status", "duration_ms", "body")
+            )
             line = f"{line} {extras}"
             if "body" in fields:
                 line += " body=" + orjson.dumps(fields["body"]).decode()
@@ -386,7 +460,9 @@ def setup_tracing(enabled: bool, service_name: str = "orgate", endpoint: str | N
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise SystemExit(f"orgate: [tracing] enabled = true needs OpenTelemetry ({exc.name}): pip install 'orgate[otel]'") from None
+        raise SystemExit(
+            f"orgate: [tracing] enabled = true needs OpenTelemetry ({exc.name}): pip install 'orgate[otel]'"
+        ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
     provider.add_span_processor(BatchSpanProcessor(exporter))

@@ -73,8 +73,22 @@ def load_spec() -> dict[str, Any]:
 
 def _error_responses(*statuses: int) -> dict[str, Any]:
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
-    text = {400: "Invalid request", 401: "Missing or invalid API key", 404: "Not found", 413: "Request body too large", 415: "Unsupported Content-Type", 429: "Rate limit", 500: "Server error", 502: "Upstream error", 503: "Unavailable", 504: "Upstream timeout"}
-    return {str(s): {"description": _described(text.get(s, "Error"), s), "content": content} for s in statuses}
+    text = {
+        400: "Invalid request",
+        401: "Missing or invalid API key",
+        404: "Not found",
+        413: "Request body too large",
+        415: "Unsupported Content-Type",
+        429: "Rate limit",
+        500: "Server error",
+        502: "Upstream error",
+        503: "Unavailable",
+        504: "Upstream timeout",
+    }
+    return {
+        str(s): {"description": _described(text.get(s, "Error"), s), "content": content}
+        for s in statuses
+    }
 
 
 def _described(text: str, status: int) -> str:
@@ -86,7 +100,13 @@ def _described(text: str, status: int) -> str:
 def error_catalogue() -> list[dict[str, Any]]:
     """Every error code orgate sends, as ``components["x-orgate-error-codes"]`` lists it."""
     return [
-        {"code": code.value, "status": code.status, "type": code.type, "when": code.when, "action": code.action}
+        {
+            "code": code.value,
+            "status": code.status,
+            "type": code.type,
+            "when": code.when,
+            "action": code.action,
+        }
         for code in ErrorCode
     ]
 
@@ -102,8 +122,22 @@ def _stored_paths() -> dict[str, Any]:
             "get": {
                 "summary": "Get a stored response",
                 "operationId": "getResponse",
-                "parameters": [_ID, {"name": "stream", "in": "query", "required": False, "schema": {"type": "boolean"}}],
-                "responses": {"200": {"description": "The response", "content": {"application/json": {"schema": resource}}}, **_error_responses(*_COMMON)},
+                "parameters": [
+                    _ID,
+                    {
+                        "name": "stream",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "boolean"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The response",
+                        "content": {"application/json": {"schema": resource}},
+                    },
+                    **_error_responses(*_COMMON),
+                },
             },
             "delete": {
                 "summary": "Delete a stored response",
@@ -117,7 +151,11 @@ def _stored_paths() -> dict[str, Any]:
                                 "schema": {
                                     "type": "object",
                                     "required": ["id", "object", "deleted"],
-                                    "properties": {"id": {"type": "string"}, "object": {"type": "string", "enum": ["response"]}, "deleted": {"type": "boolean"}},
+                                    "properties": {
+                                        "id": {"type": "string"},
+                                        "object": {"type": "string", "enum": ["response"]},
+                                        "deleted": {"type": "boolean"},
+                                    },
                                 }
                             }
                         },
@@ -132,9 +170,24 @@ def _stored_paths() -> dict[str, Any]:
                 "operationId": "listInputItems",
                 "parameters": [
                     _ID,
-                    {"name": "limit", "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1, "maximum": 100}},
-                    {"name": "order", "in": "query", "required": False, "schema": {"type": "string", "enum": ["asc", "desc"]}},
-                    {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 100},
+                    },
+                    {
+                        "name": "order",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["asc", "desc"]},
+                    },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
                 ],
                 "responses": {
                     "200": {
@@ -146,7 +199,10 @@ def _stored_paths() -> dict[str, Any]:
                                     "required": ["object", "data", "has_more"],
                                     "properties": {
                                         "object": {"type": "string", "enum": ["list"]},
-                                        "data": {"type": "array", "items": {"$ref": "#/components/schemas/ItemField"}},
+                                        "data": {
+                                            "type": "array",
+                                            "items": {"$ref": "#/components/schemas/ItemField"},
+                                        },
                                         "first_id": {"type": ["string", "null"]},
                                         "last_id": {"type": ["string", "null"]},
                                         "has_more": {"type": "boolean"},
@@ -164,7 +220,13 @@ def _stored_paths() -> dict[str, Any]:
                 "summary": "Cancel a background response",
                 "operationId": "cancelResponse",
                 "parameters": [_ID],
-                "responses": {"200": {"description": "The response", "content": {"application/json": {"schema": resource}}}, **_error_responses(*_COMMON)},
+                "responses": {
+                    "200": {
+                        "description": "The response",
+                        "content": {"application/json": {"schema": resource}},
+                    },
+                    **_error_responses(*_COMMON),
+                },
             }
         },
         "/models": {
@@ -186,7 +248,12 @@ def _stored_paths() -> dict[str, Any]:
                                             "items": {
                                                 "type": "object",
                                                 "required": ["id", "object", "owned_by"],
-                                                "properties": {"id": {"type": "string"}, "object": {"type": "string"}, "created": {"type": "integer"}, "owned_by": {"type": "string"}},
+                                                "properties": {
+                                                    "id": {"type": "string"},
+                                                    "object": {"type": "string"},
+                                                    "created": {"type": "integer"},
+                                                    "owned_by": {"type": "string"},
+                                                },
                                             },
                                         },
                                     },
@@ -209,14 +276,31 @@ def _chat_path() -> dict[str, Any]:
                 "description": "The legacy OpenAI Chat Completions endpoint, mapped onto /responses. Not part of Open Responses; prefer /responses.",
                 "operationId": "createChatCompletion",
                 "deprecated": True,
-                "requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object", "required": ["model", "messages"]}}}},
-                "responses": {"200": {"description": "A chat.completion or a stream of chat.completion.chunk"}, **_error_responses(*_COMMON)},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"type": "object", "required": ["model", "messages"]}
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "A chat.completion or a stream of chat.completion.chunk"
+                    },
+                    **_error_responses(*_COMMON),
+                },
             }
         }
     }
 
 
-def build_document(*, public_url: str | None = None, routed: set[str] | None = None, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_document(
+    *,
+    public_url: str | None = None,
+    routed: set[str] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The document orgate serves, built from the spec (not modified in place).
 
     ``routed`` is the set of the app's route paths (``/v1/...``): only operations it
@@ -227,7 +311,12 @@ def build_document(*, public_url: str | None = None, routed: set[str] | None = N
     info = doc.setdefault("info", {})
     info["title"] = "orgate (Open Responses gateway)"
     info["x-open-responses-version"] = info.get("version")
-    doc["servers"] = [{"url": (public_url.rstrip("/") if public_url else "") + "/v1", "description": "this orgate gateway"}]
+    doc["servers"] = [
+        {
+            "url": (public_url.rstrip("/") if public_url else "") + "/v1",
+            "description": "this orgate gateway",
+        }
+    ]
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("ErrorResponse", ERROR_RESPONSE)
     _model_required(schemas.get("CreateResponseBody"))
@@ -256,7 +345,9 @@ def _model_required(body: Any) -> None:
     if not isinstance(body, dict) or "model" not in body.get("properties", {}):
         return
     model = body["properties"]["model"]
-    strings = [s for s in model.get("anyOf", ()) if isinstance(s, dict) and s.get("type") == "string"]
+    strings = [
+        s for s in model.get("anyOf", ()) if isinstance(s, dict) and s.get("type") == "string"
+    ]
     if strings:
         body["properties"]["model"] = strings[0]
     required = body.setdefault("required", [])
@@ -271,7 +362,11 @@ def openapi_routes(services: Services) -> Sequence[BaseRoute]:
 
     async def openapi(request: Request) -> Response:
         if not built:
-            routed = {path for route in request.app.routes if isinstance(path := getattr(route, "path", None), str)}
+            routed = {
+                path
+                for route in request.app.routes
+                if isinstance(path := getattr(route, "path", None), str)
+            }
             built.append(orjson.dumps(build_document(public_url=public_url, routed=routed)))
         return Response(built[0], media_type="application/json")
 

@@ -54,17 +54,25 @@ class OutputChecks:
         self.review = ReviewQueue(settings.structured.review_path())
         self.downgrades = ModeDowngrades()  # JSON modes each upstream refused, until restart
         self.gate_verdicts = Counter(
-            "orgate_gate_verdicts", "Replay-gate verdicts on model tool calls, by code.", ["code"], registry=registry
+            "orgate_gate_verdicts",
+            "Replay-gate verdicts on model tool calls, by code.",
+            ["code"],
+            registry=registry,
         )
 
         self.tools_dropped = Counter(
-            "orgate_tools_dropped", "Hosted tools dropped because no upstream of the model runs them, by model and tool type.", ["model", "type"], registry=registry
+            "orgate_tools_dropped",
+            "Hosted tools dropped because no upstream of the model runs them, by model and tool type.",
+            ["model", "type"],
+            registry=registry,
         )
 
     def _count(self, code: str) -> None:
         self.gate_verdicts.labels(code).inc()
 
-    def open(self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None) -> tuple[Provider, Outcome | None]:
+    def open(
+        self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None
+    ) -> tuple[Provider, Outcome | None]:
         request = turn.request
         for _, kind in turn.dropped_tools:
             self.tools_dropped.labels(turn.deployment.name, kind).inc()

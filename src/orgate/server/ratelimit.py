@@ -107,8 +107,14 @@ class LocalLimiter:
         tokens = self._bucket(key_name, "tpm", limits.tpm, now) if limits.tpm else None
         # Both buckets are checked: Retry-After is the longer wait, so that a client that waits
         # that long gets in (an empty request bucket must not hide a token debt that lasts longer).
-        rpm_wait = (1 - requests.level) / requests.rate if requests is not None and requests.level < 1 else 0.0
-        tpm_wait = (1 - tokens.level) / tokens.rate if tokens is not None and tokens.level <= 0 else 0.0
+        rpm_wait = (
+            (1 - requests.level) / requests.rate
+            if requests is not None and requests.level < 1
+            else 0.0
+        )
+        tpm_wait = (
+            (1 - tokens.level) / tokens.rate if tokens is not None and tokens.level <= 0 else 0.0
+        )
         if tokens is not None and tpm_wait > rpm_wait:
             return refusal(key_name, "tpm", int(tokens.capacity), tpm_wait)
         if requests is not None and rpm_wait > 0:
@@ -192,7 +198,9 @@ class RedisLimiter:
             from redis.backoff import NoBackoff
             from redis.exceptions import ConnectionError as RedisConnectionError
         except ImportError:
-            raise SystemExit("orgate: [ratelimit] redis_url needs redis: pip install 'orgate[redis]'") from None
+            raise SystemExit(
+                "orgate: [ratelimit] redis_url needs redis: pip install 'orgate[redis]'"
+            ) from None
 
         self.limits = limits
         self.prefix = prefix
@@ -200,7 +208,9 @@ class RedisLimiter:
         # is stale, and without it each one failed open once (a burst was admitted past the limits).
         # A timeout is not retried (a hung Redis costs a request at most socket_timeout).
         retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-        self.client: Any = aioredis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0, retry=retry)
+        self.client: Any = aioredis.Redis.from_url(
+            url, socket_timeout=1.0, socket_connect_timeout=1.0, retry=retry
+        )
         self._admit = self.client.register_script(_ADMIT)
         self._charge = self.client.register_script(_CHARGE)
         self._errors: tuple[type[BaseException], ...] = (aioredis.RedisError, OSError, TimeoutError)
@@ -224,7 +234,10 @@ class RedisLimiter:
 
     def _available(self) -> None:
         """Redis answered after an outage that was warned about."""
-        log.warning("rate limiter: Redis reachable again (%d more request(s) were admitted without it)", self._failures)
+        log.warning(
+            "rate limiter: Redis reachable again (%d more request(s) were admitted without it)",
+            self._failures,
+        )
         self._warned_at = None
         self._failures = 0
 
@@ -236,7 +249,9 @@ class RedisLimiter:
         if limits is None:
             return None
         try:
-            which, retry_ms = await self._admit(keys=self._keys(key_name), args=[limits.rpm or 0, limits.tpm or 0])
+            which, retry_ms = await self._admit(
+                keys=self._keys(key_name), args=[limits.rpm or 0, limits.tpm or 0]
+            )
         except self._errors as exc:
             self._unavailable(exc, "admitting the request")
             return None
@@ -273,7 +288,10 @@ def limits_of(keys: Iterable[Any]) -> dict[str, KeyLimits]:
 
 
 def build_limiter(
-    keys: Iterable[Any], redis_url: str | None = None, prefix: str = "orgate:rl", shared_path: Path | None = None
+    keys: Iterable[Any],
+    redis_url: str | None = None,
+    prefix: str = "orgate:rl",
+    shared_path: Path | None = None,
 ) -> RateLimiter | None:
     """None when no key has a limit; Redis-backed when ``redis_url`` (may be ``env:NAME``) is given,
     else shared by the server's workers through the file ``shared_path`` when given, else in-process."""
@@ -290,4 +308,12 @@ def build_limiter(
     return LocalLimiter(limits)
 
 
-__all__ = ["KeyLimits", "LocalLimiter", "RateLimiter", "RedisLimiter", "build_limiter", "limits_of", "refusal"]
+__all__ = [
+    "KeyLimits",
+    "LocalLimiter",
+    "RateLimiter",
+    "RedisLimiter",
+    "build_limiter",
+    "limits_of",
+    "refusal",
+]

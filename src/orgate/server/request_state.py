@@ -39,7 +39,9 @@ class RequestState:
     auth_error: ApiError | None = None  # why the credential the request carries was refused
     key_name: str | None = None  # the caller the rate limits count (a model call, with limits on)
     client_gone: bool = False  # the client left before any answer: recorded as 499, not 500
-    status: int = 0  # of the http.response.start sent (0: none yet; nothing else can answer after one)
+    status: int = (
+        0  # of the http.response.start sent (0: none yet; nothing else can answer after one)
+    )
     streaming: bool = False  # the response is an event stream
     first_chunk: float | None = None  # a stream's first body chunk left (``time.perf_counter``)
 
@@ -54,7 +56,9 @@ class RequestState:
 
 
 #: The HTTP request being served in this context (set by ``AccessLogMiddleware``).
-CURRENT_REQUEST: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar("orgate_request", default=None)
+CURRENT_REQUEST: contextvars.ContextVar[RequestState | None] = contextvars.ContextVar(
+    "orgate_request", default=None
+)
 
 
 def current_request() -> RequestState | None:

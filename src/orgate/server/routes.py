@@ -35,7 +35,9 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
+    return Response(
+        orjson.dumps(data), status_code=status, media_type="application/json", headers=headers
+    )
 
 
 # The review queue's operations, for /v1/orgate/review and the web console alike.
@@ -45,7 +47,9 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 async def list_reviews(services: Services, tenant: str | None, status: str) -> dict[str, Any]:
     if status not in ("pending", "resolved", "discarded", "all"):
         raise invalid_value("status must be pending, resolved, discarded or all.", param="status")
-    items = await asyncio.to_thread(services.pipeline.review.list, None if status == "all" else status, tenant=tenant)
+    items = await asyncio.to_thread(
+        services.pipeline.review.list, None if status == "all" else status, tenant=tenant
+    )
     return {"object": "list", "data": [item.to_dict() for item in items]}
 
 
@@ -56,16 +60,25 @@ async def get_review(services: Services, tenant: str | None, review_id: str) -> 
     return item.to_dict()
 
 
-async def resolve_review(services: Services, tenant: str | None, review_id: str, data: Any) -> dict[str, Any]:
+async def resolve_review(
+    services: Services, tenant: str | None, review_id: str, data: Any
+) -> dict[str, Any]:
     """``{"value": ...}`` (checked against the entry's schema) or ``{"discard": true}``, optional ``note``."""
     if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
-        raise ApiError.of(ErrorCode.INVALID_REVIEW_RESOLUTION, "Send {\"value\": <the corrected object>} or {\"discard\": true}.")
+        raise ApiError.of(
+            ErrorCode.INVALID_REVIEW_RESOLUTION,
+            'Send {"value": <the corrected object>} or {"discard": true}.',
+        )
     note = data.get("note") if isinstance(data.get("note"), str) else None
     try:
         if data.get("discard"):
-            item = await asyncio.to_thread(services.pipeline.review.discard, review_id, note=note, tenant=tenant)
+            item = await asyncio.to_thread(
+                services.pipeline.review.discard, review_id, note=note, tenant=tenant
+            )
         else:
-            item = await asyncio.to_thread(services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant)
+            item = await asyncio.to_thread(
+                services.pipeline.review.resolve, review_id, data["value"], note=note, tenant=tenant
+            )
     except ReviewNotFound as exc:
         raise review_not_found(review_id) from exc
     except ReviewError as exc:
@@ -89,13 +102,18 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         deployment = services.deployments.get(name)
         if deployment is None or (caller_models is not None and name not in caller_models):
             raise model_not_found(name)
-        return json_response({"id": name, "object": "model", "created": 0, "owned_by": deployment.provider})
+        return json_response(
+            {"id": name, "object": "model", "created": 0, "owned_by": deployment.provider}
+        )
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def metrics(request: Request) -> Response:
-        return Response(generate_latest(services.metrics_view or services.metrics), media_type=CONTENT_TYPE_LATEST)
+        return Response(
+            generate_latest(services.metrics_view or services.metrics),
+            media_type=CONTENT_TYPE_LATEST,
+        )
 
     def review_scope(request: Request) -> str | None:
         """The tenant whose review entries the caller sees: its own; an admin key's, every tenant's."""
@@ -103,15 +121,23 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         return None if caller.admin else caller.tenant
 
     async def review_list(request: Request) -> Response:
-        return json_response(await list_reviews(services, review_scope(request), request.query_params.get("status", "pending")))
+        return json_response(
+            await list_reviews(
+                services, review_scope(request), request.query_params.get("status", "pending")
+            )
+        )
 
     async def review_get(request: Request) -> Response:
-        return json_response(await get_review(services, review_scope(request), request.path_params["review_id"]))
+        return json_response(
+            await get_review(services, review_scope(request), request.path_params["review_id"])
+        )
 
     async def review_resolve(request: Request) -> Response:
         tenant = review_scope(request)
         data = await read_json(request, services.settings.limits)
-        return json_response(await resolve_review(services, tenant, request.path_params["review_id"], data))
+        return json_response(
+            await resolve_review(services, tenant, request.path_params["review_id"], data)
+        )
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

@@ -75,19 +75,29 @@ def build_services(settings: Settings) -> Services:
     http_metrics = HttpMetrics(metrics, known_models=table)
     worker = worker_context()
     shared = worker.ratelimit_file if worker else None
-    limiter = build_limiter(keys, settings.ratelimit.redis_url, settings.ratelimit.prefix, shared_path=shared)
+    limiter = build_limiter(
+        keys, settings.ratelimit.redis_url, settings.ratelimit.prefix, shared_path=shared
+    )
     ttl = settings.store.ttl_days * 86400 if settings.store.ttl_days else None
     key = compaction_key(settings)  # ConfigError on an unreadable key file / too short secret
     routes_ = route_table(settings)
     upstreams = [*table.values(), *(t.deployment for r in routes_.values() for t in r.targets)]
     providers = ProviderRegistry(
-        wrap=instrument_providers(http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)),
+        wrap=instrument_providers(
+            http_metrics, limiter, inner=flaky_wrapper(settings.builtin.misbehave)
+        ),
         kinds={deployment.provider for deployment in upstreams},  # imported now, not by a request
     )
     router = Router(routes_, providers)
     register_secrets(settings, keys, upstreams)
     responses = ResponsesService(
-        table, router, store=None, gate_policy=settings.gate.policy, pipeline=pipeline, ttl_seconds=ttl, compaction_key=key,
+        table,
+        router,
+        store=None,
+        gate_policy=settings.gate.policy,
+        pipeline=pipeline,
+        ttl_seconds=ttl,
+        compaction_key=key,
         mcp=build_mcp_runtime(settings, metrics),
     )
     return Services(
@@ -108,7 +118,9 @@ def build_services(settings: Settings) -> Services:
     )
 
 
-def register_secrets(settings: Settings, keys: Sequence[ResolvedKey], upstreams: Sequence[Deployment]) -> None:
+def register_secrets(
+    settings: Settings, keys: Sequence[ResolvedKey], upstreams: Sequence[Deployment]
+) -> None:
     """Tell the log redaction every secret this configuration resolved (and the names of the
     configured upstream headers, whose values it hides wherever they are logged)."""
     REDACTOR.add_secrets(k.secret.decode() for k in keys if k.secret)
@@ -119,7 +131,11 @@ def register_secrets(settings: Settings, keys: Sequence[ResolvedKey], upstreams:
         [
             resolve_secret(settings.compaction.secret, where="compaction.secret", required=False),
             url_password(resolve_secret(settings.store.url, where="store.url", required=False)),
-            url_password(resolve_secret(settings.ratelimit.redis_url, where="ratelimit.redis_url", required=False)),
+            url_password(
+                resolve_secret(
+                    settings.ratelimit.redis_url, where="ratelimit.redis_url", required=False
+                )
+            ),
         ]
     )
 

@@ -96,7 +96,11 @@ class DrainingServer(uvicorn.Server):
 
 def draining_config(drain_timeout: float, **options: Any) -> uvicorn.Config:
     """``uvicorn.Config`` for a ``DrainingServer``: its WebSocket protocol, and the grace after the drain."""
-    return uvicorn.Config(ws=DrainingWebSocketProtocol, timeout_graceful_shutdown=drain_timeout + FINISH_GRACE, **options)
+    return uvicorn.Config(
+        ws=DrainingWebSocketProtocol,
+        timeout_graceful_shutdown=drain_timeout + FINISH_GRACE,
+        **options,
+    )
 
 
 class DrainingWebSocketProtocol(WebSocketsSansIOProtocol):

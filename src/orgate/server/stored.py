@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
 def _store(services: Services) -> ResponseStore:
     if services.store is None:
-        raise ApiError.of(ErrorCode.NOT_FOUND, "This server does not store responses ([store] enabled = false).")
+        raise ApiError.of(
+            ErrorCode.NOT_FOUND, "This server does not store responses ([store] enabled = false)."
+        )
     return services.store
 
 
@@ -66,19 +68,32 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         store = _store(services)
         try:
             if request.query_params.get("stream", "false").lower() == "true":
-                after = _int_param(request.query_params.get("starting_after"), "starting_after", default=-1, low=0, high=2**63 - 1)
+                after = _int_param(
+                    request.query_params.get("starting_after"),
+                    "starting_after",
+                    default=-1,
+                    low=0,
+                    high=2**63 - 1,
+                )
                 record = await store.get(response_id, caller.tenant)
                 if record is None:
                     raise _missing(response_id)
-                if record.status in ("queued", "in_progress") and response_id in services.background.jobs:
+                if (
+                    record.status in ("queued", "in_progress")
+                    and response_id in services.background.jobs
+                ):
                     # Still running here: replay its frames so far, then follow it live.
                     follower = asyncio.current_task()
                     if follower is not None:
-                        services.shutdown.followers.add(follower)  # it ends with the response, at shutdown too
+                        services.shutdown.followers.add(
+                            follower
+                        )  # it ends with the response, at shutdown too
                     frames = then_done(services.background.subscribe(response_id))
                     if after >= 0:
                         frames = _frames_after(frames, after)
-                    return StreamingResponse(frames, media_type="text/event-stream", headers=SSE_HEADERS)
+                    return StreamingResponse(
+                        frames, media_type="text/event-stream", headers=SSE_HEADERS
+                    )
                 events = await store.events(response_id, caller.tenant)
                 if not events:
                     raise ApiError.of(
@@ -123,7 +138,14 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         if order not in ("asc", "desc"):
             raise invalid_value("order must be 'asc' or 'desc'.", param="order")
         try:
-            page = await listed_page(_store(services), response_id, caller.tenant, limit=limit, order=order, after=params.get("after"))
+            page = await listed_page(
+                _store(services),
+                response_id,
+                caller.tenant,
+                limit=limit,
+                order=order,
+                after=params.get("after"),
+            )
         except StoreError as exc:
             raise store_failure(exc) from None
         if page is None:
@@ -143,11 +165,18 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
             if record is None:
                 raise _missing(response_id)
             if not record.response.get("background"):
-                raise ApiError.of(ErrorCode.NOT_BACKGROUND, "Only background responses can be cancelled.", param="response_id")
+                raise ApiError.of(
+                    ErrorCode.NOT_BACKGROUND,
+                    "Only background responses can be cancelled.",
+                    param="response_id",
+                )
             if record.status in ("queued", "in_progress"):
                 await store.request_cancel(response_id, caller.tenant)
                 services.background.cancel(response_id)
-                record = await services.background.wait_stored(store, response_id, caller.tenant) or record
+                record = (
+                    await services.background.wait_stored(store, response_id, caller.tenant)
+                    or record
+                )
         except StoreError as exc:
             raise store_failure(exc) from None
         return json_response(record.response)
@@ -160,7 +189,15 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
     ]
 
 
-async def listed_page(store: ResponseStore, response_id: str, tenant: str, *, limit: int, order: Order, after: str | None) -> ItemsPage | None:
+async def listed_page(
+    store: ResponseStore,
+    response_id: str,
+    tenant: str,
+    *,
+    limit: int,
+    order: Order,
+    after: str | None,
+) -> ItemsPage | None:
     """A page of a response's input items as a client sees them (see the module docstring)."""
     page = await store.input_items(response_id, tenant, limit=limit, order=order, after=after)
     if page is None or not any(is_private(item) for item in page.data):
@@ -168,7 +205,9 @@ async def listed_page(store: ResponseStore, response_id: str, tenant: str, *, li
     listed = [shown for item in page.data if (shown := listed_item(item)) is not None]
     more = page.has_more
     while more and len(listed) <= limit and page.last_id is not None:
-        page = await store.input_items(response_id, tenant, limit=limit, order=order, after=page.last_id)
+        page = await store.input_items(
+            response_id, tenant, limit=limit, order=order, after=page.last_id
+        )
         if page is None:  # deleted meanwhile: what was read is the page
             more = False
             break

@@ -94,7 +94,12 @@ def error_event(error: ApiError) -> dict[str, Any]:
     return {
         "type": "error",
         "status": error.status,
-        "error": {"type": error.type, "code": error.code or error.type, "message": error.message, "param": error.param},
+        "error": {
+            "type": error.type,
+            "code": error.code or error.type,
+            "message": error.message,
+            "param": error.param,
+        },
     }
 
 
@@ -135,7 +140,14 @@ class _ConnectionHistory:
 
 
 async def create_with_history(
-    services: Services, body: Any, caller: Caller, warnings: list[str], previous_id: str, history: list[dict[str, Any]], *, budget: Any = None
+    services: Services,
+    body: Any,
+    caller: Caller,
+    warnings: list[str],
+    previous_id: str,
+    history: list[dict[str, Any]],
+    *,
+    budget: Any = None,
 ) -> ResponseStream:
     """``services.responses.create`` with the history of ``previous_id`` given, not looked up."""
     service = services.responses
@@ -162,7 +174,9 @@ class _Entry:
 class Connection:
     """One accepted socket: its receive loop, its running response and its response cache."""
 
-    def __init__(self, services: Services, ws: WebSocket, caller: Caller, settings: WebSocketSettings) -> None:
+    def __init__(
+        self, services: Services, ws: WebSocket, caller: Caller, settings: WebSocketSettings
+    ) -> None:
         self.services = services
         self.ws = ws
         self.caller = caller
@@ -237,7 +251,11 @@ class Connection:
                 await self._shut_down()
             else:
                 await self._end_of_life()
-        except (WebSocketDisconnect, RuntimeError, OSError) as exc:  # the client went away while we were sending
+        except (
+            WebSocketDisconnect,
+            RuntimeError,
+            OSError,
+        ) as exc:  # the client went away while we were sending
             log.debug("websocket closed: %s", exc)
         finally:
             if self.task is not None and not self.task.done():
@@ -262,7 +280,9 @@ class Connection:
         receiving = asyncio.ensure_future(self.ws.receive())
         waiting = asyncio.ensure_future(stopping.wait())
         try:
-            done, _ = await asyncio.wait({receiving, waiting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {receiving, waiting}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             waiting.cancel()
             if not receiving.done():
@@ -311,18 +331,30 @@ class Connection:
     async def handle(self, raw: str | bytes) -> None:
         limits = self.services.settings.limits
         if len(raw) > limits.max_body_bytes:
-            raise ApiError.of(ErrorCode.REQUEST_TOO_LARGE, f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).")
+            raise ApiError.of(
+                ErrorCode.REQUEST_TOO_LARGE,
+                f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).",
+            )
         # The same checks as an HTTP body: JSON, depth, string sizes, duplicate keys.
         data = parse_json(raw.encode() if isinstance(raw, str) else raw, "application/json", limits)
         if not isinstance(data, dict):
             raise invalid_type("A WebSocket message must be a JSON object with a 'type'.")
         kind = data.get("type")
         if kind is None:
-            raise missing_required_parameter("Missing required parameter: 'type' (send 'response.create').", param="type")
+            raise missing_required_parameter(
+                "Missing required parameter: 'type' (send 'response.create').", param="type"
+            )
         if kind != "response.create":
-            raise ApiError.of(ErrorCode.UNKNOWN_EVENT_TYPE, f"Unknown message type {kind!r}: the only client message is 'response.create'.", param="type")
+            raise ApiError.of(
+                ErrorCode.UNKNOWN_EVENT_TYPE,
+                f"Unknown message type {kind!r}: the only client message is 'response.create'.",
+                param="type",
+            )
         if self.busy:
-            raise ApiError.of(ErrorCode.RESPONSE_IN_PROGRESS, "A response is already in progress on this connection; wait for its terminal event before sending another response.create.")
+            raise ApiError.of(
+                ErrorCode.RESPONSE_IN_PROGRESS,
+                "A response is already in progress on this connection; wait for its terminal event before sending another response.create.",
+            )
         if "stream" in data and (data["stream"] is True or data["stream"] is None):
             # Streaming is implicit on a socket: `true` (or null) asks for nothing else. The OpenAI
             # Agents SDK's websocket transport always sends `stream: true`, and OpenAI accepts it.
@@ -341,7 +373,9 @@ class Connection:
         warnings: list[str] = []
         budget = structured_budget(data, None)
         if "input" in data:
-            data["input"] = split_namespaced(data["input"], self.services.settings.gate.policy, warnings)
+            data["input"] = split_namespaced(
+                data["input"], self.services.settings.gate.policy, warnings
+            )
         try:
             body = WebSocketResponseCreateEvent.model_validate(data)
         except ValidationError as exc:
@@ -349,7 +383,9 @@ class Connection:
         self.busy = True
         self.task = asyncio.create_task(self._respond(body, warnings, budget))
 
-    async def _respond(self, body: WebSocketResponseCreateEvent, warnings: list[str], budget: Any) -> None:
+    async def _respond(
+        self, body: WebSocketResponseCreateEvent, warnings: list[str], budget: Any
+    ) -> None:
         """Create the response, then send its events. In a task of its own from the start, so that the
         receive loop notices a client that closes the socket while the upstream has not answered yet
         (and cancels the upstream call then, not when the upstream answers or times out)."""
@@ -372,7 +408,11 @@ class Connection:
             raise
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
-            log.warning("websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s", stream.response_id, warned)
+            log.warning(
+                "websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s",
+                stream.response_id,
+                warned,
+            )
         self.stream = stream
         await self._pump(stream, previous)
 
@@ -383,16 +423,32 @@ class Connection:
         except Exception:  # noqa: BLE001 - the client went away
             log.debug("websocket error event not sent", exc_info=True)
 
-    async def _create(self, body: WebSocketResponseCreateEvent, warnings: list[str], previous: str | None, budget: Any) -> ResponseStream:
+    async def _create(
+        self,
+        body: WebSocketResponseCreateEvent,
+        warnings: list[str],
+        previous: str | None,
+        budget: Any,
+    ) -> ResponseStream:
         entry = self.cache.get(previous) if previous else None
         try:
-            if previous and entry is not None and not (entry.stored and self.services.responses.store is not None):
+            if (
+                previous
+                and entry is not None
+                and not (entry.stored and self.services.responses.store is not None)
+            ):
                 self.cache.move_to_end(previous)
-                return await create_with_history(self.services, body, self.caller, warnings, previous, entry.items, budget=budget)
+                return await create_with_history(
+                    self.services, body, self.caller, warnings, previous, entry.items, budget=budget
+                )
             return await self.services.responses.create(body, self.caller, warnings, budget=budget)
         except ApiError as error:
             if error.param == "previous_response_id" and error.status == 404:
-                raise ApiError.of(ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND, error.message, param="previous_response_id") from None
+                raise ApiError.of(
+                    ErrorCode.PREVIOUS_RESPONSE_NOT_FOUND,
+                    error.message,
+                    param="previous_response_id",
+                ) from None
             raise
 
     async def _pump(self, stream: ResponseStream, previous: str | None) -> None:
@@ -410,10 +466,14 @@ class Connection:
         finally:
             if self.stream is stream:
                 self.stream = None
-            if not finished:  # after the terminal event the connection may already run the next response
+            if (
+                not finished
+            ):  # after the terminal event the connection may already run the next response
                 self.busy = False
 
-    def _finished(self, stream: ResponseStream, terminal: dict[str, Any], previous: str | None) -> None:
+    def _finished(
+        self, stream: ResponseStream, terminal: dict[str, Any], previous: str | None
+    ) -> None:
         """Before the terminal event leaves: the connection is free again and the cache is updated."""
         self.busy = False
         response = terminal.get("response") or {}
@@ -429,7 +489,11 @@ class Connection:
         output = stream.service.history_output(stream.builder, turn, stream.run)
         if output is None:
             output = response.get("output", [])
-        items = [*(item_to_wire(i) for i in turn.history), *(item_to_wire(i) for i in turn.new_input), *output]
+        items = [
+            *(item_to_wire(i) for i in turn.history),
+            *(item_to_wire(i) for i in turn.new_input),
+            *output,
+        ]
         self.cache[stream.response_id] = _Entry(items, stored=bool(response.get("store")))
         while len(self.cache) > self.settings.cache_responses:
             self.cache.popitem(last=False)
@@ -446,10 +510,14 @@ async def _refuse(ws: WebSocket, error: ApiError) -> None:
     await ws.accept()
     await ws.send_text(orjson.dumps(error_event(error)).decode())
     # 1013 "try again later" for a refusal of capacity (429, 503)
-    await ws.close(1008 if error.status in (401, 403) else 1013 if error.status in (429, 503) else 1000)
+    await ws.close(
+        1008 if error.status in (401, 403) else 1013 if error.status in (429, 503) else 1000
+    )
 
 
-def websocket_routes(services: Services, settings: WebSocketSettings | None = None) -> Sequence[BaseRoute]:
+def websocket_routes(
+    services: Services, settings: WebSocketSettings | None = None
+) -> Sequence[BaseRoute]:
     """``WebSocketRoute("/v1/responses")``; HTTP requests on the path still go to the POST route."""
     conf = settings or services.settings.websocket
     if not services.settings.endpoints.responses.enabled:
@@ -460,7 +528,10 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
         if not conf.enabled:
             await _refuse(
                 ws,
-                ApiError.of(ErrorCode.WEBSOCKET_DISABLED, "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events)."),
+                ApiError.of(
+                    ErrorCode.WEBSOCKET_DISABLED,
+                    "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events).",
+                ),
             )
             return
         try:
@@ -490,4 +561,10 @@ def websocket_routes(services: Services, settings: WebSocketSettings | None = No
     return [WebSocketRoute("/v1/responses", responses_socket)]
 
 
-__all__ = ["Connection", "WebSocketSettings", "create_with_history", "error_event", "websocket_routes"]
+__all__ = [
+    "Connection",
+    "WebSocketSettings",
+    "create_with_history",
+    "error_event",
+    "websocket_routes",
+]

@@ -39,7 +39,12 @@ Family = list[Any]
 def snapshot(registry: Any) -> list[Family]:
     """The registry's families as plain JSON-able lists."""
     return [
-        [metric.name, metric.documentation, metric.type, [[s.name, s.labels, s.value] for s in metric.samples]]
+        [
+            metric.name,
+            metric.documentation,
+            metric.type,
+            [[s.name, s.labels, s.value] for s in metric.samples],
+        ]
         for metric in registry.collect()
     ]
 
@@ -81,7 +86,9 @@ def merge(parts: Iterable[list[Family]], *, keep_gauges: bool = True) -> list[Fa
                 else:
                     table[key] = old + value
     for name, family in merged.items():
-        family[3] = [[sample, dict(labels), value] for (sample, labels), value in values[name].items()]
+        family[3] = [
+            [sample, dict(labels), value] for (sample, labels), value in values[name].items()
+        ]
     return list(merged.values())
 
 
@@ -105,7 +112,9 @@ class WorkersView:
             yield metric
 
 
-async def keep_snapshots(registry: CollectorRegistry, directory: Path, every: float = SNAPSHOT_EVERY) -> None:
+async def keep_snapshots(
+    registry: CollectorRegistry, directory: Path, every: float = SNAPSHOT_EVERY
+) -> None:
     """Write this worker's snapshot every ``every`` seconds, and once more when cancelled."""
     name = f"{os.getpid()}.json"
     try:

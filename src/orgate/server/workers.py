@@ -104,7 +104,9 @@ def worker_context() -> WorkerContext | None:
     if not raw:
         return None
     data = json.loads(raw)
-    return WorkerContext(Path(data["dir"]), data["slot"], data["listen"], data["ready"], data["alive"])
+    return WorkerContext(
+        Path(data["dir"]), data["slot"], data["listen"], data["ready"], data["alive"]
+    )
 
 
 def worker_server(config: Any, context: WorkerContext | None, base: type | None = None) -> Any:
@@ -189,10 +191,18 @@ class Supervisor:
         ready_r, ready_w = os.pipe()
         alive_r, alive_w = os.pipe()
         listen = [sock.fileno() for sock in self.slots[slot]]
-        context = {"dir": str(self.directory), "slot": slot, "listen": listen, "ready": ready_w, "alive": alive_r}
+        context = {
+            "dir": str(self.directory),
+            "slot": slot,
+            "listen": listen,
+            "ready": ready_w,
+            "alive": alive_r,
+        }
         try:
             proc = subprocess.Popen(
-                self.argv, env={**self.env, WORKER_ENV: json.dumps(context)}, pass_fds=[*listen, ready_w, alive_r]
+                self.argv,
+                env={**self.env, WORKER_ENV: json.dumps(context)},
+                pass_fds=[*listen, ready_w, alive_r],
             )
         finally:
             os.close(ready_w)
@@ -283,7 +293,11 @@ class Supervisor:
             if time.monotonic() > deadline:
                 for worker in batch:
                     if worker.exited is None:
-                        log.error("worker %d (pid %d) did not drain in time: killed", worker.slot, worker.proc.pid)
+                        log.error(
+                            "worker %d (pid %d) did not drain in time: killed",
+                            worker.slot,
+                            worker.proc.pid,
+                        )
                         with contextlib.suppress(ProcessLookupError):
                             worker.proc.kill()
                 deadline = float("inf")
@@ -316,7 +330,10 @@ class Supervisor:
         if not self._wait_ready(first, START_TIMEOUT):
             failed = next((worker for worker in first if worker.exited not in (None, 0)), None)
             if not any(sig in (signal.SIGTERM, signal.SIGINT) for sig in self.signals):
-                log.error("a worker failed to start (%s): stopping", _describe_exit(failed.exited) if failed else "timed out")
+                log.error(
+                    "a worker failed to start (%s): stopping",
+                    _describe_exit(failed.exited) if failed else "timed out",
+                )
                 return failed.exited if failed and failed.exited and failed.exited > 0 else 1
             return 0
         log.info("%d workers serving", len(first))
@@ -372,7 +389,9 @@ def _describe_exit(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def bind_slots(bind: Callable[[int], list[socket.socket]], port: int, count: int) -> list[list[socket.socket]]:
+def bind_slots(
+    bind: Callable[[int], list[socket.socket]], port: int, count: int
+) -> list[list[socket.socket]]:
     """``count`` sets of listening sockets on one address (``bind(port)`` with ``SO_REUSEPORT``);
     ``port`` 0 takes the first set's port for all."""
     slots: list[list[socket.socket]] = []
@@ -382,7 +401,9 @@ def bind_slots(bind: Callable[[int], list[socket.socket]], port: int, count: int
             slots.append(sockets)
             port = sockets[0].getsockname()[1]
             for sock in sockets:
-                sock.listen(2048)  # queue connections from now on, whether or not its worker runs yet
+                sock.listen(
+                    2048
+                )  # queue connections from now on, whether or not its worker runs yet
                 sock.set_inheritable(True)
     except OSError:
         for sockets in slots:
@@ -413,4 +434,12 @@ def supports_workers() -> str | None:
     return None
 
 
-__all__ = ["Supervisor", "WorkerContext", "bind_slots", "worker_argv", "worker_context", "worker_server", "workers_count"]
+__all__ = [
+    "Supervisor",
+    "WorkerContext",
+    "bind_slots",
+    "worker_argv",
+    "worker_context",
+    "worker_server",
+    "workers_count",
+]

@@ -102,7 +102,9 @@ def redact(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)))
+    return urlunsplit(
+        parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    )
 
 
 def describe_url(url: str | None) -> str:

@@ -276,7 +276,9 @@ def live_owners(
 
 #: Derived positions of output items start here; input items count from 0.
 OUTPUT_POSITIONS = 0x800000
-_DERIVED_PREFIXES = frozenset({"msg", "item", "fc", "rs", "mcpl", "mcp", "mcpr"})  # mcp*: MCP items (docs/mcp.md)
+_DERIVED_PREFIXES = frozenset(
+    {"msg", "item", "fc", "rs", "mcpl", "mcp", "mcpr"}
+)  # mcp*: MCP items (docs/mcp.md)
 
 
 def derived_item_id(prefix: str, response_id: str, position: int) -> str:
@@ -300,7 +302,9 @@ def item_id_for(item: dict[str, Any], response_id: str, position: int) -> str:
     own = item.get("id")
     if isinstance(own, str) and own:
         return own
-    return derived_item_id("msg" if item.get("type", "message") == "message" else "item", response_id, position)
+    return derived_item_id(
+        "msg" if item.get("type", "message") == "message" else "item", response_id, position
+    )
 
 
 def derived_location(item_id: str) -> tuple[str, int] | None:
@@ -406,7 +410,9 @@ class LeaseReleases:
                     except StoreError as exc:
                         _log.debug("session lease release retry failed: %s", exc)
                         continue
-                    _log.info("released the lease of session %s after a store failure", turn.session_id)
+                    _log.info(
+                        "released the lease of session %s after a store failure", turn.session_id
+                    )
                 self._pending.pop(token, None)
 
     async def close(self) -> None:
@@ -477,7 +483,15 @@ class ResponseStore(abc.ABC):
         and ``ResponseConflict`` when the id belongs to another tenant.
         """
         args = SaveArgs(
-            tenant, input_items, previous_response_id, session_id, deployment, request, events, expires_at, output_items
+            tenant,
+            input_items,
+            previous_response_id,
+            session_id,
+            deployment,
+            request,
+            events,
+            expires_at,
+            output_items,
         )
         await self._save(response, args)
 

@@ -45,7 +45,9 @@ def register(subparsers: Any) -> None:
         f"store URL (sqlite:///path or postgresql://...; default ${URL_ENV}, "
         "else the configuration's [store] url, else the default SQLite file)"
     )
-    config_help = "TOML config whose [store] url to use (default: $ORGATE_CONFIG, else the embedded default)"
+    config_help = (
+        "TOML config whose [store] url to use (default: $ORGATE_CONFIG, else the embedded default)"
+    )
 
     stats = commands.add_parser("stats", help="count stored responses, items and sessions")
     stats.add_argument("--url", default=None, help=url_help)
@@ -71,7 +73,9 @@ def register(subparsers: Any) -> None:
     )
     prune.set_defaults(func=run_prune)
 
-    tenants = commands.add_parser("tenants", help="list the tenants that hold data, with their response counts")
+    tenants = commands.add_parser(
+        "tenants", help="list the tenants that hold data, with their response counts"
+    )
     tenants.add_argument("--url", default=None, help=url_help)
     tenants.add_argument("--config", default=None, help=config_help)
     tenants.add_argument("--json", action="store_true", help="print JSON")
@@ -127,7 +131,9 @@ async def _stats(url: str | None) -> StoreStats:
         await store.close()
 
 
-async def _prune(url: str | None, older_than: float, *, dry_run: bool, ask: bool) -> tuple[int, bool]:
+async def _prune(
+    url: str | None, older_than: float, *, dry_run: bool, ask: bool
+) -> tuple[int, bool]:
     """(count, deleted): what is prunable now, and whether it was deleted (not on a dry run, nor
     when the person at the terminal said no)."""
     store = await open_store(url, heartbeat_interval=0)
@@ -176,7 +182,9 @@ def run_rename_tenant(args: argparse.Namespace) -> int:
         moved = asyncio.run(_on_store(url, "rename_tenant", args.old, args.new))
     except (StoreError, ValueError) as exc:
         fail(str(exc))
-    print(f"tenant {args.old!r} is now {args.new!r}: {moved} response(s) moved in {describe_url(url)}")
+    print(
+        f"tenant {args.old!r} is now {args.new!r}: {moved} response(s) moved in {describe_url(url)}"
+    )
     return 0
 
 

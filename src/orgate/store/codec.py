@@ -12,7 +12,9 @@ import orjson
 from orgate.store.base import OUTPUT_POSITIONS, STATUSES, SaveArgs, is_derived, item_id_for
 
 
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, on every save
+@dataclass(
+    slots=True
+)  # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, on every save
 class SaveRows:
     """What ``save`` writes, encoded once, outside any transaction (never changed after).
 
@@ -89,18 +91,28 @@ def encode_save(response: dict[str, Any], args: SaveArgs) -> SaveRows:
 
 
 def _item_ids(
-    items: Sequence[dict[str, Any]], response_id: str, first_seq: int, first_position: int, indexed: list[tuple[str, int]]
+    items: Sequence[dict[str, Any]],
+    response_id: str,
+    first_seq: int,
+    first_position: int,
+    indexed: list[tuple[str, int]],
 ) -> list[str]:
     """The ids of ``items`` numbered from ``first_seq`` (``item_id_for``); appends to ``indexed``
     those that are not the id derived from their place (``first_position`` + k, ``is_derived``)."""
     ids: list[str] = []
     # An id made from its seq is derived from its place when seq and place agree (inputs).
-    derivable = first_seq == first_position and len(response_id) > 5 and response_id.startswith("resp_")
+    derivable = (
+        first_seq == first_position and len(response_id) > 5 and response_id.startswith("resp_")
+    )
     for k, item in enumerate(items):
         seq = first_seq + k
         item_id = item_id_for(item, response_id, seq)
-        made_here = item_id is not item.get("id")  # not the item's own: item_id_for derived it from seq
-        if not (made_here and derivable and seq <= 0xFFFFFF) and not is_derived(item_id, response_id, first_position + k):
+        made_here = item_id is not item.get(
+            "id"
+        )  # not the item's own: item_id_for derived it from seq
+        if not (made_here and derivable and seq <= 0xFFFFFF) and not is_derived(
+            item_id, response_id, first_position + k
+        ):
             indexed.append((item_id, seq))
         ids.append(item_id)
     return ids

@@ -95,6 +95,7 @@ def _never_sent(exc: BaseException) -> bool:
 def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
+
 _RESPONSE_COLUMNS = (
     "id, tenant, status, model, created_at, updated_at, previous_response_id, session_id, "
     "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
@@ -275,7 +276,9 @@ class PostgresStore(ResponseStore):
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _call(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, idempotent: bool = True) -> T:
+    async def _call(
+        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, idempotent: bool = True
+    ) -> T:
         """Run ``fn(conn)`` on a pooled connection, translating asyncpg's errors into the store's.
 
         A connection that fails under the statement (its backend was killed, the server
@@ -295,7 +298,9 @@ class PostgresStore(ResponseStore):
                         return await fn(conn)
                     except _CONNECTION_ERRORS as exc:
                         if _is_connection_error(exc):
-                            with contextlib.suppress(Exception):  # already detached when it closed itself
+                            with contextlib.suppress(
+                                Exception
+                            ):  # already detached when it closed itself
                                 conn.terminate()  # never handed out again
                         raise
             except StoreError:
@@ -306,15 +311,24 @@ class PostgresStore(ResponseStore):
                 if acquired:
                     await self._pool.expire_connections()
                     # Not after a timeout: a server that did not answer in time would not now.
-                    if attempt == 1 and not isinstance(exc, TimeoutError) and (idempotent or _never_sent(exc)):
-                        log.info("PostgreSQL connection lost (%s); retrying on a fresh connection", _describe(exc))
+                    if (
+                        attempt == 1
+                        and not isinstance(exc, TimeoutError)
+                        and (idempotent or _never_sent(exc))
+                    ):
+                        log.info(
+                            "PostgreSQL connection lost (%s); retrying on a fresh connection",
+                            _describe(exc),
+                        )
                         continue
                 raise StoreUnavailable(f"PostgreSQL at {self.url}: {_describe(exc)}") from exc
             except asyncpg.PostgresError as exc:
                 raise StoreError(f"PostgreSQL at {self.url}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _fetchrow(self, sql: str, *args: Any, idempotent: bool = True) -> asyncpg.Record | None:
+    async def _fetchrow(
+        self, sql: str, *args: Any, idempotent: bool = True
+    ) -> asyncpg.Record | None:
         async def run(conn: asyncpg.Connection) -> asyncpg.Record | None:
             self.query_count += 1
             return await conn.fetchrow(sql, *args)
@@ -398,7 +412,11 @@ class PostgresStore(ResponseStore):
         assert row is not None
         if row["saved"]:
             return
-        if row["owner_tenant"] == tenant and row["stored_status"] not in ACTIVE_STATUSES and rows.status in ACTIVE_STATUSES:
+        if (
+            row["owner_tenant"] == tenant
+            and row["stored_status"] not in ACTIVE_STATUSES
+            and rows.status in ACTIVE_STATUSES
+        ):
             return  # a late save of an earlier state of a finished response: it stays finished
         if row["owner_tenant"] is not None:
             raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
@@ -532,6 +550,7 @@ class PostgresStore(ResponseStore):
 
     async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
         now = time.time()
+
         async def recover(conn: asyncpg.Connection) -> list[str]:
             self.query_count += 2
             owners = await conn.fetch("SELECT owner_id, heartbeat_at, stopped_at FROM owners")
@@ -637,16 +656,26 @@ class PostgresStore(ResponseStore):
         async def move(conn: asyncpg.Connection) -> int:
             self.query_count += 7
             # Every row of both tenants is locked first: a save that races the rename waits for it.
-            await conn.execute("LOCK TABLE responses, items, response_events, sessions IN SHARE ROW EXCLUSIVE MODE")
+            await conn.execute(
+                "LOCK TABLE responses, items, response_events, sessions IN SHARE ROW EXCLUSIVE MODE"
+            )
             if await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS (SELECT 1 FROM sessions WHERE tenant = $1)", new
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS (SELECT 1 FROM sessions WHERE tenant = $1)",
+                new,
             ):
-                raise TenantInUse(f"tenant {new!r} already holds data: two tenants' data are never merged")
+                raise TenantInUse(
+                    f"tenant {new!r} already holds data: two tenants' data are never merged"
+                )
             if await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1 AND status IN ('queued', 'in_progress'))", old
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1 AND status IN ('queued', 'in_progress'))",
+                old,
             ):
-                raise TenantInUse(f"tenant {old!r} has a response in progress: stop the servers that use this store first")
-            moved = await conn.execute("UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old)
+                raise TenantInUse(
+                    f"tenant {old!r} has a response in progress: stop the servers that use this store first"
+                )
+            moved = await conn.execute(
+                "UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old
+            )
             for table in ("items", "response_events", "sessions"):
                 await conn.execute(f"UPDATE {table} SET tenant = $1 WHERE tenant = $2", new, old)  # noqa: S608 - fixed names
             return int(moved.split()[-1])

@@ -95,7 +95,9 @@ def _indexed(response_id: str, ids: Sequence[str], input_count: int) -> list[tup
     ]
 
 
-def _indexed_ids(response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes) -> list[str]:
+def _indexed_ids(
+    response_id: str, input_ids: str | bytes, outputs: bytes | None, body: bytes
+) -> list[str]:
     """The ids of a stored response's items that ``item_ids`` holds."""
     ids: list[str] = loads(input_ids)
     first_output = len(ids)
@@ -202,7 +204,9 @@ class SqliteStore(ResponseStore):
                 raise StoreError(f"SQLite store {self.path}: {exc}") from exc
             if result is not LOCKED:
                 return result
-        if inline is None:  # one connection (``:memory:``): every write runs on the thread, in order
+        if (
+            inline is None
+        ):  # one connection (``:memory:``): every write runs on the thread, in order
             return await self._run(Kind.WRITE, self._on_thread, fn, args)
         return await self._write_on_thread(fn, args)
 
@@ -245,14 +249,20 @@ class SqliteStore(ResponseStore):
             # and the database thread's connection keeps the size safety net.
             conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA journal_size_limit = 67108864")
-            conn.execute("SELECT 1 FROM schema_version").fetchall()  # schema read while waiting is allowed
-            conn.execute("PRAGMA busy_timeout = 0")  # from now on a held lock hands over to the thread
+            conn.execute(
+                "SELECT 1 FROM schema_version"
+            ).fetchall()  # schema read while waiting is allowed
+            conn.execute(
+                "PRAGMA busy_timeout = 0"
+            )  # from now on a held lock hands over to the thread
         except sqlite3.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot open SQLite store {self.path}: {exc}") from exc
         return conn
 
-    def _execute_on(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _execute_on(
+        self, conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()
+    ) -> sqlite3.Cursor:
         """One statement on ``conn``, counted in ``query_count``."""
         self.query_count += 1
         return conn.execute(sql, params)
@@ -292,9 +302,7 @@ class SqliteStore(ResponseStore):
                 # owner-only: SQLite gives its -wal and -shm files the database file's mode
                 private_file(self.path)
             except OSError as exc:
-                raise StoreUnavailable(
-                    f"cannot create {self.path}: {exc.strerror or exc}"
-                ) from exc
+                raise StoreUnavailable(f"cannot create {self.path}: {exc.strerror or exc}") from exc
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -304,7 +312,9 @@ class SqliteStore(ResponseStore):
             self._set_wal()
             self._execute("PRAGMA synchronous = NORMAL")
             self._execute("PRAGMA foreign_keys = OFF")
-            self._execute("PRAGMA wal_autocheckpoint = 20000")  # a safety net: checkpoints run aside
+            self._execute(
+                "PRAGMA wal_autocheckpoint = 20000"
+            )  # a safety net: checkpoints run aside
             self._execute("PRAGMA journal_size_limit = 67108864")
             self._migrate_sync()
             now = time.time()
@@ -366,7 +376,11 @@ class SqliteStore(ResponseStore):
         # written: the inline writer's batch transaction stays clean.
         n = rows.size
         inputs, input_ids, outputs, new_keys = encoded
-        tenant, previous_response_id, session_id = args.tenant, args.previous_response_id, args.session_id
+        tenant, previous_response_id, session_id = (
+            args.tenant,
+            args.previous_response_id,
+            args.session_id,
+        )
         deployment, events, expires_at = args.deployment, args.events, args.expires_at
         chain: list[str] = []
         base_len = 0
@@ -479,7 +493,9 @@ class SqliteStore(ResponseStore):
                 (tenant, session_id, rows.id, deployment, rows.now),
             )
 
-    def _owned_items(self, conn: sqlite3.Connection, response_id: str, tenant: str) -> list[str] | None:
+    def _owned_items(
+        self, conn: sqlite3.Connection, response_id: str, tenant: str
+    ) -> list[str] | None:
         """The indexed ids of a stored response's items, or None when it is not this tenant's (or absent)."""
         row = self._execute_on(
             conn,
@@ -568,7 +584,13 @@ class SqliteStore(ResponseStore):
         if after is not None:
             # The page after the first occurrence of ``after`` (none when it is not an input).
             position = next((i for i, (item_id, _) in enumerate(pairs) if item_id == after), None)
-            pairs = [] if position is None else pairs[position + 1 :] if order == "asc" else pairs[:position]
+            pairs = (
+                []
+                if position is None
+                else pairs[position + 1 :]
+                if order == "asc"
+                else pairs[:position]
+            )
         if order == "desc":
             pairs.reverse()
         return page_of(pairs[: limit + 1], limit)
@@ -590,7 +612,10 @@ class SqliteStore(ResponseStore):
             if row is not None and row[0] is not None:
                 items = loads(row[0])
                 index = position - OUTPUT_POSITIONS if output else position
-                if index < len(items) and item_id_for(items[index], response_id, position) == item_id:
+                if (
+                    index < len(items)
+                    and item_id_for(items[index], response_id, position) == item_id
+                ):
                     return with_id(items[index], item_id)
         row = self._execute(
             f"""SELECT i.seq, json_array_length(r.input_ids), r.inputs, {_OUTPUTS.format("r.")}
@@ -641,7 +666,9 @@ class SqliteStore(ResponseStore):
         ).fetchall()
         more = len(rows) > limit
         rows = rows[:limit]
-        return ResponsesPage([_record(row) for row in rows], encode_cursor(rows[-1][16]) if more else None)
+        return ResponsesPage(
+            [_record(row) for row in rows], encode_cursor(rows[-1][16]) if more else None
+        )
 
     # ------------------------------------------------------------------ background mode
 
@@ -819,12 +846,19 @@ class SqliteStore(ResponseStore):
             "SELECT 1 FROM responses WHERE tenant = ? UNION ALL SELECT 1 FROM sessions WHERE tenant = ? LIMIT 1",
             (new, new),
         ).fetchone():
-            raise TenantInUse(f"tenant {new!r} already holds data: two tenants' data are never merged")
+            raise TenantInUse(
+                f"tenant {new!r} already holds data: two tenants' data are never merged"
+            )
         if self._execute(
-            "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', 'in_progress') LIMIT 1", (old,)
+            "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', 'in_progress') LIMIT 1",
+            (old,),
         ).fetchone():
-            raise TenantInUse(f"tenant {old!r} has a response in progress: stop the servers that use this store first")
-        moved = self._execute("UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)).rowcount
+            raise TenantInUse(
+                f"tenant {old!r} has a response in progress: stop the servers that use this store first"
+            )
+        moved = self._execute(
+            "UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)
+        ).rowcount
         for table in ("item_ids", "response_events", "sessions"):
             self._execute(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
         return int(moved)

@@ -132,7 +132,9 @@ def _queue(args: argparse.Namespace) -> ReviewQueue:
     return queue
 
 
-def _queue_errors(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def _queue_errors(
+    handler: Callable[[argparse.Namespace], int],
+) -> Callable[[argparse.Namespace], int]:
     """A queue that cannot be read (not a database, unreadable) is one line, not a traceback."""
 
     @functools.wraps(handler)
@@ -164,7 +166,16 @@ def cmd_review_list(args: argparse.Namespace) -> int:
         print("no entries", file=sys.stderr)
         return 0
     rows = [
-        (i.id, _when(i.created_at), i.status, i.tenant or "-", i.model, i.format_name, i.stage, i.errors[0] if i.errors else "")
+        (
+            i.id,
+            _when(i.created_at),
+            i.status,
+            i.tenant or "-",
+            i.model,
+            i.format_name,
+            i.stage,
+            i.errors[0] if i.errors else "",
+        )
         for i in items
     ]
     table(rows, ("ID", "CREATED", "STATUS", "TENANT", "MODEL", "FORMAT", "STAGE", "FIRST ERROR"))
@@ -195,7 +206,9 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
                 value = json.loads(args.value)
             except json.JSONDecodeError as exc:
                 fail(f"--value is not JSON: {exc}", 2)
-            item = queue.resolve(args.id, value, note=args.note, force=args.force, tenant=args.tenant)
+            item = queue.resolve(
+                args.id, value, note=args.note, force=args.force, tenant=args.tenant
+            )
     except ReviewError as exc:
         fail(str(exc))
     print(f"{item.id}: {item.status}")
@@ -222,7 +235,10 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
     )
     p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
-    p.add_argument("--save", help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it")
+    p.add_argument(
+        "--save",
+        help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it",
+    )
     p.add_argument(
         "--misbehave",
         help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
@@ -265,7 +281,9 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
             "--db", help="review queue SQLite file (default: [structured] review_db)"
         )
         parser.add_argument(
-            "--tenant", default=None, help="only this tenant's entries (default: every tenant's; \"\" for entries older than tenants in the queue)"
+            "--tenant",
+            default=None,
+            help="only this tenant's entries (default: every tenant's; \"\" for entries older than tenants in the queue)",
         )
         parser.set_defaults(_review_db_hook=review_db)
 

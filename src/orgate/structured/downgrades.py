@@ -37,7 +37,11 @@ _FORMAT_WORDS = ("response_format", "json_schema", "json_object", "json schema",
 # Upstream failures that an unknown response format may cause on servers that do not
 # validate it (a 500 from inside a chat handler, a stream that ends early).
 _FAILURE_CODES = frozenset(
-    {ErrorCode.UPSTREAM_ERROR, ErrorCode.UPSTREAM_STREAM_TRUNCATED, ErrorCode.UPSTREAM_INVALID_RESPONSE}
+    {
+        ErrorCode.UPSTREAM_ERROR,
+        ErrorCode.UPSTREAM_STREAM_TRUNCATED,
+        ErrorCode.UPSTREAM_INVALID_RESPONSE,
+    }
 )
 
 

@@ -81,7 +81,12 @@ REGRESSION_THRESHOLDS = {"budget_exhaustion_rate": 0.01, "first_attempt_failure_
 """A rise of at least this much (absolute, as a fraction: 0.01 = 1 percentage point) fails ``--baseline``."""
 _EPS = 1e-9
 _BUILTIN_CAPS = Capabilities(
-    tools=True, images=True, json_schema=True, json_object=True, strict_json_schema=False, max_output_tokens=8192
+    tools=True,
+    images=True,
+    json_schema=True,
+    json_object=True,
+    strict_json_schema=False,
+    max_output_tokens=8192,
 )
 
 
@@ -193,8 +198,12 @@ def load_cases(path: str | Path) -> CaseFile:
                     continue
                 try:
                     raws.append(json.loads(line))
-                except json.JSONDecodeError as exc:  # the file's line number, not the line's own "line 1"
-                    raise CaseError(f"line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+                except (
+                    json.JSONDecodeError
+                ) as exc:  # the file's line number, not the line's own "line 1"
+                    raise CaseError(
+                        f"line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
+                    ) from None
         else:
             data = yaml.safe_load(text)
             if isinstance(data, dict):
@@ -202,7 +211,9 @@ def load_cases(path: str | Path) -> CaseFile:
                 if data.get("temperature") is not None and isinstance(raws, list):
                     # the file's default for every case that sets none
                     raws = [
-                        {"temperature": data["temperature"], **raw} if isinstance(raw, dict) else raw
+                        {"temperature": data["temperature"], **raw}
+                        if isinstance(raw, dict)
+                        else raw
                         for raw in raws
                     ]
                 if data.get("misbehave") is not None:
@@ -637,7 +648,11 @@ def save_report(
 
 def _html_path(json_path: Path) -> Path:
     """FILE with the suffix ``.html``, beside the JSON and Markdown reports."""
-    return json_path.with_suffix(".html") if json_path.suffix != ".html" else json_path.with_suffix(".html.html")
+    return (
+        json_path.with_suffix(".html")
+        if json_path.suffix != ".html"
+        else json_path.with_suffix(".html.html")
+    )
 
 
 # --------------------------------------------------------------------------- command
@@ -658,7 +673,9 @@ class _EvalInputs:
 def cmd_eval(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    err = Console(stderr=True, soft_wrap=True)  # one message, one line (not cut at 80 columns in a log)
+    err = Console(
+        stderr=True, soft_wrap=True
+    )  # one message, one line (not cut at 80 columns in a log)
     out = Console(width=max(100, Console().width))
     if not args.verbose:  # one log record per attempt is noise here; the report has the numbers
         logging.getLogger("orgate.structured").addHandler(logging.NullHandler())

@@ -225,7 +225,9 @@ def _undeclared_keys(error: ValidationError) -> list[str]:
     props = schema.get("properties", {}) or {}
     patterns = list((schema.get("patternProperties") or {}).keys())
     instance = error.instance if isinstance(error.instance, dict) else {}
-    return [k for k in instance if k not in props and not any(patterns_search(p, k) for p in patterns)]
+    return [
+        k for k in instance if k not in props and not any(patterns_search(p, k) for p in patterns)
+    ]
 
 
 _SIZE_WORDS: dict[str, tuple[str, str, str]] = {
@@ -266,7 +268,9 @@ def _unexpected_keys(error: ValidationError, path: str) -> list[str] | None:
 
 
 def _wrong_type(error: ValidationError, path: str) -> list[str] | None:
-    return [f"{_at(path)}expected {_expected_types(error.validator_value)}, got {_got(error.instance)}"]
+    return [
+        f"{_at(path)}expected {_expected_types(error.validator_value)}, got {_got(error.instance)}"
+    ]
 
 
 def _not_in_enum(error: ValidationError, path: str) -> list[str] | None:

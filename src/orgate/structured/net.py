@@ -227,7 +227,9 @@ class SafetyNet(WrapperProvider):
         fmt = request.text_format
         if fmt is None or fmt.type == "text" or not self.policy.settings.enabled:
             return self.inner.stream_batches(request)
-        return batches_of_one(self._guarded(request, outcome if outcome is not None else Outcome(), budget))
+        return batches_of_one(
+            self._guarded(request, outcome if outcome is not None else Outcome(), budget)
+        )
 
     def stream(
         self,
@@ -288,14 +290,20 @@ class SafetyNet(WrapperProvider):
                 tried = modes.plan(request, caps, prefer_strict=self.policy.settings.prefer_strict)
                 log.warning(
                     "upstream of %s refused %s (%s %s): asking again as %s",
-                    self.deployment.name, refused, error.status, error.code, tried.mode,
+                    self.deployment.name,
+                    refused,
+                    error.status,
+                    error.code,
+                    tried.mode,
                 )
                 self._count("downgrades", plan, refused=refused, mode=tried.mode)
                 continue
             if tried is not plan:
                 refused_now = "json_schema" if caps.json_object else "json_object"
                 self.downgrades.learn(self.deployment.name, refused_now, tried.mode)
-                outcome.refused_formats = tuple(sorted(self.downgrades.refused(self.deployment.name)))
+                outcome.refused_formats = tuple(
+                    sorted(self.downgrades.refused(self.deployment.name))
+                )
             return tried, attempt
 
     def _log(self, plan: modes.Plan, record: AttemptRecord, level: int = logging.INFO) -> None:
@@ -587,7 +595,12 @@ class SafetyNet(WrapperProvider):
         self, guard: _Guard, exhausted_by: ExhaustedBy
     ) -> AsyncIterator[ModelEvent]:
         """The budget is spent: the configured default, else a review entry or only the error."""
-        request, plan, format_policy, outcome = guard.request, guard.plan, guard.format_policy, guard.outcome
+        request, plan, format_policy, outcome = (
+            guard.request,
+            guard.plan,
+            guard.format_policy,
+            guard.outcome,
+        )
         outcome.exhausted_by = exhausted_by
         action = format_policy.on_exhaustion
         if action == "default" and format_policy.has_default:
@@ -642,7 +655,9 @@ class SafetyNet(WrapperProvider):
         # outcome, mode, attempts and review id, as on success; and no blind client retry:
         # the budget is spent (the openai SDKs otherwise retry a 500 twice, tripling the calls).
         headers = {**outcome.headers(), **NO_CLIENT_RETRY}
-        return ApiError.of(ErrorCode.STRUCTURED_OUTPUT_INVALID, message, param="text.format", headers=headers)
+        return ApiError.of(
+            ErrorCode.STRUCTURED_OUTPUT_INVALID, message, param="text.format", headers=headers
+        )
 
     def _review_entry(self, request: ModelRequest, plan: modes.Plan, outcome: Outcome) -> NewReview:
         failed = [a for a in outcome.attempts if a.stage is not None]

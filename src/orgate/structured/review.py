@@ -272,7 +272,9 @@ class ReviewQueue:
         where, args = _scope(None, tenant)
         clause = f"{where} AND response_id = ?" if where else " WHERE response_id = ?"
         with self._connect() as db:
-            row = db.execute(f"SELECT * FROM structured_review{clause} LIMIT 1", [*args, response_id]).fetchone()
+            row = db.execute(
+                f"SELECT * FROM structured_review{clause} LIMIT 1", [*args, response_id]
+            ).fetchone()
         return None if row is None else self._item(row)
 
     def count(self, status: ReviewStatus | None = "pending", *, tenant: str | None = None) -> int:
@@ -292,7 +294,12 @@ class ReviewQueue:
         return self._item(row)
 
     def _finish(
-        self, review_id: str, status: ReviewStatus, resolution: Any, note: str | None, tenant: str | None
+        self,
+        review_id: str,
+        status: ReviewStatus,
+        resolution: Any,
+        note: str | None,
+        tenant: str | None,
     ) -> ReviewItem:
         with self._connect() as db:
             cur = db.execute(
@@ -336,7 +343,9 @@ class ReviewQueue:
             raise ReviewError("value does not match the schema: " + "; ".join(errors))
         return self._finish(review_id, "resolved", value, note, tenant)
 
-    def discard(self, review_id: str, *, note: str | None = None, tenant: str | None = None) -> ReviewItem:
+    def discard(
+        self, review_id: str, *, note: str | None = None, tenant: str | None = None
+    ) -> ReviewItem:
         return self._finish(review_id, "discarded", None, note, tenant)
 
 
@@ -345,7 +354,9 @@ def schema_errors(item: ReviewItem, value: Any) -> builtins.list[str]:
     if not isinstance(item.schema, dict | bool):
         return []
     validator = bounded(Draft202012Validator)  # the client's patterns, matched in linear time
-    failure = schema_layer(value, validator(item.schema, format_checker=format_checker(item.schema)))
+    failure = schema_layer(
+        value, validator(item.schema, format_checker=format_checker(item.schema))
+    )
     return [] if failure is None else builtins.list(failure.errors)
 
 

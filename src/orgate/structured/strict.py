@@ -471,7 +471,10 @@ def _walk(schema: Any) -> tuple[Any, _Walker]:
         out = walker.walk(root, "", 1)
     except (_TooComplex, RecursionError):
         walker.add(
-            "#", "limit", f"the schema expands to more than {MAX_WALK} sub-schemas ($ref inlining)", False
+            "#",
+            "limit",
+            f"the schema expands to more than {MAX_WALK} sub-schemas ($ref inlining)",
+            False,
         )
         return root, walker
     if walker.properties > MAX_PROPERTIES:

@@ -58,7 +58,13 @@ STOP_REASONS: dict[str, FinishReason] = {
 
 # The events of a Messages stream before its end (``message_stop``), ``ping`` aside.
 _STREAM_EVENTS = frozenset(
-    {"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
+    {
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+    }
 )
 
 
@@ -334,5 +340,7 @@ def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
                 decode(reply, block)
     usage = _UsageAcc()
     usage.update(body.get("usage"))
-    reply.out.append(Finish(finish_reason(body.get("stop_reason"), reply.tools > 0), usage.neutral()))
+    reply.out.append(
+        Finish(finish_reason(body.get("stop_reason"), reply.tools > 0), usage.neutral())
+    )
     return reply.out

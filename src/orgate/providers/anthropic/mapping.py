@@ -61,7 +61,9 @@ THINKING_BUDGETS: dict[str, int] = {
 Block = dict[str, Any]
 
 
-def _unsupported(what: str, param: str, code: ErrorCode = ErrorCode.UNSUPPORTED_CONTENT) -> Exception:
+def _unsupported(
+    what: str, param: str, code: ErrorCode = ErrorCode.UNSUPPORTED_CONTENT
+) -> Exception:
     return invalid_request(
         f"{what} is not supported by this model's upstream (anthropic)", param=param, code=code
     )
@@ -132,7 +134,8 @@ def _file_block(part: Any, param: str) -> Block:
             }
         else:
             raise _unsupported(
-                f"an input_file of media type '{media or 'unknown'}' (only PDF and text)", f"{param}.file_data"
+                f"an input_file of media type '{media or 'unknown'}' (only PDF and text)",
+                f"{param}.file_data",
             )
     elif file_url:
         block = {"type": "document", "source": {"type": "url", "url": file_url}}
@@ -467,12 +470,22 @@ def _check_thinking_compatible(request: ModelRequest, body: dict[str, Any]) -> N
     """Extended thinking refuses other sampling and forced tool use: a clear 400 here, not the upstream's."""
     with_thinking = "with reasoning (Anthropic extended thinking)"
     if request.temperature is not None and request.temperature != 1:
-        raise _unsupported(f"'temperature' other than 1 {with_thinking}", "temperature", code=ErrorCode.UNSUPPORTED_PARAMETER)
+        raise _unsupported(
+            f"'temperature' other than 1 {with_thinking}",
+            "temperature",
+            code=ErrorCode.UNSUPPORTED_PARAMETER,
+        )
     if request.top_p is not None and request.top_p < 0.95:
-        raise _unsupported(f"'top_p' below 0.95 {with_thinking}", "top_p", code=ErrorCode.UNSUPPORTED_PARAMETER)
+        raise _unsupported(
+            f"'top_p' below 0.95 {with_thinking}", "top_p", code=ErrorCode.UNSUPPORTED_PARAMETER
+        )
     forced = body.get("tool_choice", {}).get("type")
     if forced in ("any", "tool"):
-        raise _unsupported(f"a tool_choice that forces a tool call {with_thinking}", "tool_choice", code=ErrorCode.UNSUPPORTED_TOOL_CHOICE)
+        raise _unsupported(
+            f"a tool_choice that forces a tool call {with_thinking}",
+            "tool_choice",
+            code=ErrorCode.UNSUPPORTED_TOOL_CHOICE,
+        )
 
 
 def build_body(
@@ -493,7 +506,11 @@ def build_body(
         if getattr(request, name):
             raise _unsupported(f"'{name}'", name, code=ErrorCode.UNSUPPORTED_PARAMETER)
     if request.verbosity not in (None, "medium"):  # medium is the default: no change asked
-        raise _unsupported("'text.verbosity' other than 'medium'", "text.verbosity", code=ErrorCode.UNSUPPORTED_PARAMETER)
+        raise _unsupported(
+            "'text.verbosity' other than 'medium'",
+            "text.verbosity",
+            code=ErrorCode.UNSUPPORTED_PARAMETER,
+        )
     system, messages = map_conversation(request)
     instruction = json_instruction(request.text_format)
     if instruction:

@@ -74,7 +74,8 @@ def parse_usage(usage: Any) -> Usage | None:
     return Usage(
         input_tokens=token_count(usage, "prompt_tokens"),
         output_tokens=token_count(usage, "completion_tokens"),
-        cached_tokens=token_count(usage.get("prompt_tokens_details"), "cached_tokens") or token_count(usage, "prompt_cache_hit_tokens"),
+        cached_tokens=token_count(usage.get("prompt_tokens_details"), "cached_tokens")
+        or token_count(usage, "prompt_cache_hit_tokens"),
         reasoning_tokens=token_count(usage.get("completion_tokens_details"), "reasoning_tokens"),
     )
 
@@ -136,7 +137,9 @@ class ChatStreamDecoder:
 
     def __init__(self, name: str = "openai-chat", *, logprobs: bool = False) -> None:
         self.name = name  # the deployment, for error messages
-        self._logprobs = logprobs  # asked for: each choice's ``logprobs.content`` goes with its text
+        self._logprobs = (
+            logprobs  # asked for: each choice's ``logprobs.content`` goes with its text
+        )
         self.ended = False  # ``data: [DONE]`` or the usage chunk after the finish: stop reading
         self.complete = False  # the finish_reason (or ``[DONE]``) came: the answer is whole
         #: An upstream error that came after some output in the same read: raised by ``close``
@@ -425,7 +428,9 @@ def _choice_logprobs(choice: dict[str, Any]) -> list[LogProb] | None:
     return logprob_list(raw.get("content")) if type(raw) is dict else None
 
 
-def _content_events(delta: dict[str, Any], out: list[ModelEvent], logprobs: list[LogProb] | None = None) -> None:
+def _content_events(
+    delta: dict[str, Any], out: list[ModelEvent], logprobs: list[LogProb] | None = None
+) -> None:
     """The events of a delta's (or a message's) reasoning, text and refusal, in that order;
     ``logprobs`` go with the text (alone when it is empty: a token that is part of a character)."""
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")

@@ -71,7 +71,11 @@ def stream_error(error: Any, name: str) -> ApiError:
         message = str(error.get("message") or error.get("type") or "unknown error")
         status: Any = error.get("code")
         if not isinstance(status, int):
-            status = error.get(ErrorCode.STATUS) if isinstance(error.get(ErrorCode.STATUS), int) else None
+            status = (
+                error.get(ErrorCode.STATUS)
+                if isinstance(error.get(ErrorCode.STATUS), int)
+                else None
+            )
         if status is None:
             kind = str(error.get("type") or error.get("code") or "")
             status = 429 if "rate_limit" in kind else 400 if "invalid_request" in kind else 500

@@ -346,7 +346,14 @@ def build_body(
     request = functions_only(request)  # custom tools: functions with one string argument
     body: dict[str, Any] = {"model": request.model, "messages": map_messages(request, options)}
     map_tools(request, body)
-    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty", "verbosity", "service_tier"):
+    for name in (
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "verbosity",
+        "service_tier",
+    ):
         value = getattr(request, name)
         if value is not None:
             body[name] = value

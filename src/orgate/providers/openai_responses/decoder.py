@@ -167,7 +167,9 @@ class StreamDecoder(SseStreamDecoder):
         if kind == "response.output_text.delta":
             if event.get("delta"):
                 self._streamed.add(output_index)  # type: ignore[arg-type]
-                out.append(TextDelta(str(event["delta"]), logprob_list(event.get("logprobs")) or None))
+                out.append(
+                    TextDelta(str(event["delta"]), logprob_list(event.get("logprobs")) or None)
+                )
         elif kind == "response.refusal.delta":
             if event.get("delta"):
                 self._streamed.add(output_index)  # type: ignore[arg-type]
@@ -186,7 +188,10 @@ class StreamDecoder(SseStreamDecoder):
                 out.append(ReasoningDelta(str(event["delta"]), "content"))
         elif kind == "response.output_item.added":
             self._item_added(output_index, event.get("item"), out)
-        elif kind in ("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"):
+        elif kind in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
             call = self._calls.get(output_index)  # type: ignore[arg-type]
             if call is not None and event.get("delta"):
                 self._args(call, str(event["delta"]), out)
@@ -230,7 +235,10 @@ class StreamDecoder(SseStreamDecoder):
         self._order.append(output_index)
         namespace = item.get("namespace")
         start = ToolCallStart(
-            call.index, str(item.get("call_id") or ""), str(item.get("name") or ""), custom,
+            call.index,
+            str(item.get("call_id") or ""),
+            str(item.get("name") or ""),
+            custom,
             namespace if isinstance(namespace, str) and namespace else None,
         )
         if self._active is None and all(self._calls[o].state == "closed" for o in self._order[:-1]):
@@ -279,7 +287,9 @@ class StreamDecoder(SseStreamDecoder):
                     if not isinstance(part, dict):
                         continue
                     if part.get("type") == "output_text" and part.get("text"):
-                        out.append(TextDelta(str(part["text"]), logprob_list(part.get("logprobs")) or None))
+                        out.append(
+                            TextDelta(str(part["text"]), logprob_list(part.get("logprobs")) or None)
+                        )
                     elif part.get("type") == "refusal" and part.get("refusal"):
                         out.append(RefusalDelta(str(part["refusal"])))
         elif kind == "reasoning":

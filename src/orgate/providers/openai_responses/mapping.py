@@ -125,9 +125,7 @@ def _tool_fields(request: ModelRequest) -> dict[str, Any]:
     """``tools``, ``parallel_tool_calls`` and ``tool_choice``: none of them without a tool."""
     if not (request.tools or request.hosted_tools):
         return {}
-    fields: dict[str, Any] = {
-        "tools": [*(_plain(t) for t in request.tools), *request.hosted_tools]
-    }
+    fields: dict[str, Any] = {"tools": [*(_plain(t) for t in request.tools), *request.hosted_tools]}
     if request.parallel_tool_calls is not None:
         fields["parallel_tool_calls"] = request.parallel_tool_calls
     choice = map_tool_choice(request.tool_choice)
