@@ -43,9 +43,9 @@ def start_before_end(value: Any) -> list[str]:
         isinstance(value, dict)
         and isinstance(value.get("start"), str)
         and isinstance(value.get("end"), str)
+        and value["start"] > value["end"]
     ):
-        if value["start"] > value["end"]:
-            return [f"start {value['start']} is after end {value['end']}"]
+        return [f"start {value['start']} is after end {value['end']}"]
     return []
 
 
