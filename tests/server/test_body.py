@@ -1,7 +1,8 @@
 """Reading a request body (``orgate.server.body``) in process: headers, bytes, JSON, count limits.
 
 Each check as the module docstring and docs/operations.md state it: a media type that is
-JSON (or the label ``curl -d`` puts on JSON), no ``Content-Encoding`` (415), a declared or
+JSON (or the label ``curl -d`` puts on JSON), a ``Content-Encoding`` orgate decodes (else 415;
+the decoding itself: tests/hardening/test_compressed_bodies.py), a declared or
 received size within ``max_body_bytes`` (413), the body within ``body_timeout`` (408),
 JSON that parses (400 ``invalid_json``), and the count limits of a create body
 (``max_input_items``, ``max_tools``, ``max_schema_bytes``, the ``max_schema_*`` bounds),
@@ -12,6 +13,8 @@ its property tests in tests/hardening/test_units.py.
 from __future__ import annotations
 
 import asyncio
+import gzip
+import zlib
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ import pytest
 from orgate.config import LimitSettings
 from orgate.protocol.errors import ApiError
 from orgate.server.body import (
+    body_decoder,
     check_body_headers,
     check_content_encoding,
     check_declared_length,
@@ -69,16 +73,19 @@ def test_other_media_types_are_415(content_type: str) -> None:
     assert content_type.split(";")[0] in error.message
 
 
-@pytest.mark.parametrize("encoding", [None, "", "identity", " Identity "])
-def test_an_uncompressed_body_passes(encoding: str | None) -> None:
+@pytest.mark.parametrize(
+    "encoding", [None, "", "identity", " Identity ", "gzip", "GZIP", "x-gzip", "deflate", "zstd"]
+)
+def test_an_uncompressed_or_decodable_body_passes(encoding: str | None) -> None:
     check_content_encoding(encoding)
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate", "GZIP"])
-def test_a_compressed_body_is_415_asking_for_identity(encoding: str) -> None:
+@pytest.mark.parametrize("encoding", ["br", "compress", "gzip, zstd", "zstd;q=1"])
+def test_a_coding_not_decoded_is_415_naming_those_decoded(encoding: str) -> None:
     error = refused(check_content_encoding, encoding)
     assert (error.status, error.code) == (415, "unsupported_content_encoding")
-    assert error.headers == {"Accept-Encoding": "identity"} and encoding.lower() in error.message
+    assert error.headers == {"Accept-Encoding": "zstd, gzip, deflate, identity"}
+    assert encoding.lower() in error.message
 
 
 def test_a_declared_length_over_the_limit_is_413() -> None:
@@ -101,7 +108,7 @@ def test_the_headers_are_checked_together() -> None:
         == "unsupported_media_type"
     )
     assert (
-        refused(check_body_headers, ok | {"content-encoding": "gzip"}, SMALL).code
+        refused(check_body_headers, ok | {"content-encoding": "br"}, SMALL).code
         == "unsupported_content_encoding"
     )
     assert (
@@ -146,6 +153,34 @@ async def test_a_body_growing_past_the_limit_is_413_as_soon_as_it_does() -> None
     with pytest.raises(ApiError) as caught:
         await receive_body(receive, SMALL)
     assert (caught.value.status, caught.value.code) == (413, "request_too_large")
+
+
+async def test_a_compressed_body_is_decompressed_chunk_by_chunk() -> None:
+    data = gzip.compress(b'{"a": 1}')
+    chunks = [
+        {"type": "http.request", "body": data[i : i + 3], "more_body": i + 3 < len(data)}
+        for i in range(0, len(data), 3)
+    ]
+    decoder = body_decoder("gzip", SMALL)
+    assert await receive_body(_receiver(*chunks), SMALL, decoder) == b'{"a": 1}'
+
+
+async def test_the_limit_bounds_the_decompressed_size_not_the_wire_size() -> None:
+    data = gzip.compress(b" " * 5000)  # 5000 bytes, a few dozen on the wire
+    receive = _receiver({"type": "http.request", "body": data})
+    with pytest.raises(ApiError) as caught:
+        await receive_body(receive, SMALL, body_decoder("gzip", SMALL))
+    assert (caught.value.status, caught.value.code) == (413, "request_too_large")
+    assert "decompressed" in caught.value.message
+
+
+def test_the_decoder_never_holds_more_than_the_limit() -> None:
+    """One chunk of a bomb yields at most limit + 1 bytes before the 413."""
+    decoder = body_decoder("deflate", SMALL)
+    assert decoder is not None
+    with pytest.raises(ApiError):
+        decoder.feed(zlib.compress(bytes(10_000_000)))
+    assert decoder.size == SMALL.max_body_bytes + 1
 
 
 async def test_a_body_within_its_time_is_returned() -> None:

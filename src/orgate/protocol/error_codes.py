@@ -371,8 +371,17 @@ class ErrorCode(StrEnum):
         "unsupported_content_encoding",
         415,
         INVALID_REQUEST,
-        "The body has a `Content-Encoding` orgate does not decode.",
-        "Send the body uncompressed.",
+        "The body has a `Content-Encoding` orgate does not decode (it decodes zstd, gzip and "
+        "deflate), or more than one.",
+        "Send the body uncompressed, or as one of the codings the `Accept-Encoding` header names.",
+    )
+    INVALID_COMPRESSED_BODY = (
+        "invalid_compressed_body",
+        400,
+        INVALID_REQUEST,
+        "A compressed body (`Content-Encoding` zstd, gzip or deflate) is corrupt, cut short, or "
+        "a zstd frame asks for a window larger than 8 MiB.",
+        "Send the body compressed whole, with a standard encoder.",
     )
     NESTING_TOO_DEEP = (
         "nesting_too_deep",

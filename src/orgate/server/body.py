@@ -4,8 +4,10 @@ Every limit has a name in ``[limits]`` and the error message names it:
 ``max_body_bytes`` (413), ``body_timeout`` (408), ``max_json_depth``,
 ``max_string_bytes``, ``max_input_items``, ``max_tools`` and
 ``max_schema_bytes`` and the ``max_schema_*`` bounds of a schema's work (400). Invalid UTF-8, NaN/Infinity and duplicate object
-keys are refused with 400 too (``invalid_json`` / ``duplicate_key``); a
-compressed body (``Content-Encoding`` other than identity) with 415.
+keys are refused with 400 too (``invalid_json`` / ``duplicate_key``). A compressed body
+(``Content-Encoding`` zstd, gzip or deflate) is decompressed as it arrives, and
+``max_body_bytes`` applies to its decompressed size (``content_encoding.py``); any other
+coding is 415.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from starlette.requests import Request
 from orgate.config import LimitSettings
 from orgate.gate.bounds import SchemaBounds, SchemaTooComplex, check_bounds, dotted
 from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.server.content_encoding import BodyDecoder, coding_of, decoder_for
 from orgate.server.disconnect import DisconnectWatch
 
 T = TypeVar("T")
@@ -33,26 +36,41 @@ LENIENT_MEDIA = frozenset({"", "application/x-www-form-urlencoded", "text/plain"
 async def read_json(request: Request, limits: LimitSettings) -> Any:
     """Read and parse a Starlette request's JSON body within the limits."""
     media = check_body_headers(request.headers, limits)
-    return parse_json(await with_body_timeout(_stream_body(request, limits), limits), media, limits)
+    decoder = body_decoder(request.headers.get("content-encoding"), limits)
+    raw = await with_body_timeout(_stream_body(request, limits, decoder), limits)
+    return parse_json(raw, media, limits)
 
 
 def check_body_headers(headers: Mapping[str, str], limits: LimitSettings) -> str:
     """What the headers of a request with a JSON body must pass before it is read: its media
-    type (returned), no ``Content-Encoding``, a declared length within ``max_body_bytes``."""
+    type (returned), a ``Content-Encoding`` orgate decodes, a declared length within
+    ``max_body_bytes``."""
     media = media_type(headers.get("content-type", ""))
     check_content_encoding(headers.get("content-encoding"))
     check_declared_length(headers.get("content-length"), limits)
     return media
 
 
-async def _stream_body(request: Request, limits: LimitSettings) -> bytes:
+def body_decoder(encoding: str | None, limits: LimitSettings) -> BodyDecoder | None:
+    """The decompressor of a body's ``Content-Encoding`` (None: not compressed), bounded by
+    ``max_body_bytes``."""
+    if not encoding:
+        return None
+    return decoder_for(encoding, limits.max_body_bytes, lambda: _too_large(limits, "decompressed "))
+
+
+async def _stream_body(
+    request: Request, limits: LimitSettings, decoder: BodyDecoder | None = None
+) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limits.max_body_bytes:
             raise _too_large(limits)
-        chunks.append(chunk)
+        chunks.append(chunk if decoder is None else decoder.feed(chunk))
+    if decoder is not None:
+        decoder.finish()
     return b"".join(chunks)
 
 
@@ -81,9 +99,12 @@ def body_timeout_error(limits: LimitSettings) -> ApiError:
     )
 
 
-async def receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
-    """The raw body of an ASGI request within the size limit; None if the client went away.
-    The time limit is the caller's (``with_body_timeout``, or ``DisconnectWatch``'s body phase)."""
+async def receive_body(
+    receive: Any, limits: LimitSettings, decoder: BodyDecoder | None = None
+) -> bytes | None:
+    """The raw body of an ASGI request within the size limit (decompressed by ``decoder``, which
+    bounds the decompressed size); None if the client went away. The time limit is the
+    caller's (``with_body_timeout``, or ``DisconnectWatch``'s body phase)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -95,8 +116,10 @@ async def receive_body(receive: Any, limits: LimitSettings) -> bytes | None:
             size += len(chunk)
             if size > limits.max_body_bytes:
                 raise _too_large(limits)
-            chunks.append(chunk)
+            chunks.append(chunk if decoder is None else decoder.feed(chunk))
         if not message.get("more_body", False):
+            if decoder is not None:
+                decoder.finish()
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
@@ -112,14 +135,9 @@ def media_type(content_type: str) -> str:
 
 
 def check_content_encoding(encoding: str | None) -> None:
-    """Bodies are read as they arrive: a compressed one (``Content-Encoding: gzip``) is 415, not garbled JSON."""
-    coding = (encoding or "").strip().lower()
-    if coding and coding != "identity":
-        raise ApiError.of(
-            ErrorCode.UNSUPPORTED_CONTENT_ENCODING,
-            f"Unsupported Content-Encoding '{coding[:100]}': send the request body uncompressed.",
-            headers={"Accept-Encoding": "identity"},
-        )
+    """A ``Content-Encoding`` orgate cannot decode is 415 (naming the ones it decodes in
+    ``Accept-Encoding``), not garbled JSON."""
+    coding_of(encoding)
 
 
 def check_declared_length(declared: str | None, limits: LimitSettings) -> None:
@@ -145,10 +163,11 @@ def parse_json(raw: bytes, media: str, limits: LimitSettings) -> Any:
     return data
 
 
-def _too_large(limits: LimitSettings) -> ApiError:
+def _too_large(limits: LimitSettings, what: str = "") -> ApiError:
     return ApiError.of(
         ErrorCode.REQUEST_TOO_LARGE,
-        f"The request body is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).",
+        f"The {what}request body is larger than the limit of {limits.max_body_bytes} bytes "
+        "(limits.max_body_bytes).",
     )
 
 

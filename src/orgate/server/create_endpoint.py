@@ -28,6 +28,7 @@ from orgate.engine.service import Caller, shutdown_error
 from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
 from orgate.server.auth import caller_of
 from orgate.server.body import (
+    body_decoder,
     body_timeout_error,
     check_body_headers,
     check_request_limits,
@@ -132,12 +133,14 @@ class CreateResponse:
         caller = caller_of(scope)
         headers = _headers(scope, self.header_names)
         media = check_body_headers(headers, self.limits)
+        encoding = headers.get("content-encoding")
+        decoder = body_decoder(encoding, self.limits) if encoding else None
         watch = DisconnectWatch(
             receive, body_timeout=self.limits.body_timeout
         )  # one timer for both
         try:
             try:
-                raw = await receive_body(receive, self.limits)
+                raw = await receive_body(receive, self.limits, decoder)
             except asyncio.CancelledError:
                 if watch.body_timed_out():
                     raise body_timeout_error(self.limits) from None
