@@ -444,6 +444,10 @@ class WebSocketSettings(_Section):
     idle_seconds: float = Field(
         900.0, ge=0
     )  # closed after this long without a message or a response; 0: never
+    # ``stream_id`` lanes on one connection (OpenAI's multiplexing); off: the spec's one lane
+    multiplexing: bool = False
+    max_active_responses: int = Field(16, ge=1)  # running or queued, per multiplexed connection
+    max_streams: int = Field(32, ge=1)  # named streams per multiplexed connection
 
 
 class CompactionSettings(_Section):

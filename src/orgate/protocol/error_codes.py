@@ -571,6 +571,22 @@ class ErrorCode(StrEnum):
         "WebSocket mode is off on this server.",
         "Use HTTP (`POST /v1/responses`, with `stream: true` for events).",
     )
+    WEBSOCKET_STREAM_LIMIT_REACHED = (
+        "websocket_stream_limit_reached",
+        400,
+        INVALID_REQUEST,
+        "A `response.create` names a new `stream_id` on a multiplexed WebSocket connection that "
+        "already has `websocket.max_streams` named streams (OpenAI's code).",
+        "Reuse one of the connection's streams, or open a new connection.",
+    )
+    WEBSOCKET_ACTIVE_RESPONSE_LIMIT_REACHED = (
+        "websocket_active_response_limit_reached",
+        429,
+        RATE_LIMIT,
+        "A `response.create` on a multiplexed WebSocket connection that already has "
+        "`websocket.max_active_responses` responses running or queued.",
+        "Wait for a terminal event on the connection, then send it again.",
+    )
     RESPONSE_IN_PROGRESS = (
         "response_in_progress",
         409,

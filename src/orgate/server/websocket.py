@@ -12,9 +12,19 @@ message per event. Rules:
   otherwise the socket is accepted, gets a 401 error event and is closed with
   1008). With WebSocket mode disabled the handshake is refused with HTTP 426,
   so clients fall back to HTTP.
-- One response in flight per connection: a ``response.create`` that arrives
-  before the running response's terminal event gets a 409 error event
-  (``response_in_progress``) and the running one goes on undisturbed.
+- One response in flight per connection (the spec's single lane, the default): a
+  ``response.create`` that arrives before the running response's terminal event gets a 409
+  error event (``response_in_progress``) and the running one goes on undisturbed; a
+  ``stream_id`` is an unknown parameter.
+- With ``[websocket] multiplexing`` on (OpenAI's ``stream_id``): each ``response.create``
+  runs on the stream its ``stream_id`` names (none: the default stream). A stream's
+  responses run one after another, in the order sent (FIFO); streams run side by side.
+  Every event of a response on a named stream, its errors included, carries its
+  ``stream_id``; an error that belongs to no named stream (bad JSON, the connection's end)
+  carries none: it is the default stream's. ``ws_limits.LaneLimits`` bounds the responses
+  running or queued (``max_active_responses``) and the named streams
+  (``max_streams``) of a connection. ``previous_response_id`` is lineage, not routing: a
+  response on one stream may continue one made on another (a fork).
 - Request errors (bad JSON, unknown ``type``, validation, a failed create) are
   ``WebSocketErrorEvent`` envelopes; the connection stays usable.
 - ``previous_response_id`` resolves from the store, or from this connection's
@@ -23,18 +33,18 @@ message per event. Rules:
   which is how ``store: false`` chains continue. The cache belongs to the connection: after a reconnect the id is
   ``previous_response_not_found``. A continuation that fails evicts the
   referenced id from the cache.
-- After ``max_connection_seconds`` no new response is accepted; a running one
-  gets ``drain_seconds`` to finish, then the client receives an error with code
-  ``websocket_connection_limit_reached`` and the socket is closed (1000).
+- After ``max_connection_seconds`` no new response is accepted; a queued one gets an error
+  with code ``websocket_connection_limit_reached``, a running one ``drain_seconds`` to
+  finish, then the client receives that error and the socket is closed (1000).
 - A connection with no response running that receives no message for
   ``idle_seconds`` gets an error with code ``websocket_idle_timeout`` and is
   closed (1000). Before the handshake, ``ws_limits.SocketLimits`` caps the open
   sockets per key (HTTP 429) and per process (503), so that idle sockets cannot
   take the descriptors HTTP requests and ``/healthz`` need.
-- On shutdown (SIGTERM) no new message is read; a running response gets the
+- On shutdown (SIGTERM) no new message is read; running responses get the
   server's drain time (``server/shutdown.py``). One that cannot finish in it ends
-  with ``error`` + ``response.failed`` (code ``server_shutdown``, stored so); then
-  the socket is closed with 1012 (service restart).
+  with ``error`` + ``response.failed`` (code ``server_shutdown``, stored so), one still
+  queued with that error; then the socket is closed with 1012 (service restart).
 - Gate warnings (``X-Orgate-Gate-Warnings`` over HTTP) have no place here: the
   protocol's server messages are the spec's streaming events and the error
   envelope, and a WebSocket has no per-response headers. They are logged
@@ -46,13 +56,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-import inspect
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 from pydantic import ValidationError
@@ -78,7 +86,8 @@ from orgate.server.body import check_request_limits, parse_json
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 from orgate.server.sse import openai_event
-from orgate.server.ws_limits import SocketLimits
+from orgate.server.ws_limits import LaneLimits, SocketLimits, check_stream_id
+from orgate.structured import BudgetOverride
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
@@ -89,9 +98,9 @@ DISALLOWED_FIELDS = ("stream", "stream_options", "background")
 _DENIAL_EXTENSION = "websocket.http.response"
 
 
-def error_event(error: ApiError) -> dict[str, Any]:
-    """The ``WebSocketErrorEvent`` envelope of an ``ApiError``."""
-    return {
+def error_event(error: ApiError, stream_id: str | None = None) -> dict[str, Any]:
+    """The ``WebSocketErrorEvent`` envelope of an ``ApiError`` (on a named stream: its id)."""
+    event: dict[str, Any] = {
         "type": "error",
         "status": error.status,
         "error": {
@@ -101,63 +110,9 @@ def error_event(error: ApiError) -> dict[str, Any]:
             "param": error.param,
         },
     }
-
-
-# --------------------------------------------------------------------------- continuation from the connection cache
-
-
-class _ConnectionHistory:
-    """A store stand-in for one create: ``context(previous_id)`` from the connection cache, the rest delegated.
-
-    Interim, until ``ResponsesService.create`` takes ``history_override`` (see the
-    report): a stored continuation of a cache-only response is saved unlinked,
-    with the cached context as its leading input items.
-    """
-
-    def __init__(self, store: Any, response_id: str, items: list[dict[str, Any]]) -> None:
-        self._store = store
-        self._response_id = response_id
-        self._items = items
-
-    async def context(self, response_id: str, tenant: str) -> list[dict[str, Any]] | None:
-        if response_id == self._response_id:
-            return list(self._items)
-        return await self._store.context(response_id, tenant) if self._store is not None else None
-
-    async def get_item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
-        return await self._store.get_item(item_id, tenant) if self._store is not None else None
-
-    async def save(self, response: dict[str, Any], **kwargs: Any) -> None:
-        if self._store is None:
-            return
-        if kwargs.get("previous_response_id") == self._response_id:
-            kwargs["previous_response_id"] = None
-            kwargs["input_items"] = [*self._items, *kwargs.get("input_items", [])]
-        await self._store.save(response, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-
-async def create_with_history(
-    services: Services,
-    body: Any,
-    caller: Caller,
-    warnings: list[str],
-    previous_id: str,
-    history: list[dict[str, Any]],
-    *,
-    budget: Any = None,
-) -> ResponseStream:
-    """``services.responses.create`` with the history of ``previous_id`` given, not looked up."""
-    service = services.responses
-    if "history_override" in inspect.signature(service.create).parameters:
-        return await service.create(body, caller, warnings, budget=budget, history_override=history)  # type: ignore[call-arg]
-    clone = copy.copy(service)
-    clone.store = _ConnectionHistory(service.store, previous_id, history)  # type: ignore[assignment]
-    if service.store is None:
-        body = body.model_copy(update={"store": False})  # nothing is stored: say so in the response
-    return await clone.create(body, caller, warnings, budget=budget)
+    if stream_id is not None:
+        event["stream_id"] = stream_id
+    return event
 
 
 # --------------------------------------------------------------------------- one connection
@@ -171,8 +126,30 @@ class _Entry:
         self.stored = stored
 
 
+class _Job(NamedTuple):
+    """One accepted ``response.create``, waiting for its turn on its stream."""
+
+    body: WebSocketResponseCreateEvent
+    warnings: list[str]
+    budget: BudgetOverride | None
+    stream_id: str | None  # None: the default stream
+
+
+class _Lane:
+    """One stream of a connection: its responses run one after another, in the order sent."""
+
+    __slots__ = ("counted", "jobs", "stream", "task")
+
+    def __init__(self) -> None:
+        self.jobs: deque[_Job] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.stream: ResponseStream | None = None  # the running response, once created
+        self.counted = False  # the running response still counts in the connection's limits
+
+
 class Connection:
-    """One accepted socket: its receive loop, its running response and its response cache."""
+    """One accepted socket: its receive loop, its streams (one unless multiplexing is on) and
+    its response cache."""
 
     def __init__(
         self, services: Services, ws: WebSocket, caller: Caller, settings: WebSocketSettings
@@ -182,41 +159,53 @@ class Connection:
         self.caller = caller
         self.settings = settings
         self.cache: OrderedDict[str, _Entry] = OrderedDict()
+        self.lanes: dict[str | None, _Lane] = {}
+        # the spec's single lane: one response at a time (a second one is refused, not queued)
+        active = settings.max_active_responses if settings.multiplexing else 1
+        self.limits = LaneLimits(active, settings.max_streams)
         self._idle_since = time.monotonic()
-        self.busy = False
-        self.task: asyncio.Task[None] | None = None
-        self.stream: ResponseStream | None = None  # the running response, once created
         self._send_lock = asyncio.Lock()
         self._openai_names = services.settings.endpoints.responses.event_names == "openai"
 
     @property
     def busy(self) -> bool:
-        """A response runs on this connection (its end starts the idle time)."""
-        return self._busy
+        """A response runs (or waits for its turn) on this connection."""
+        return self.limits.active > 0
 
-    @busy.setter
-    def busy(self, value: bool) -> None:
-        self._busy = value
+    def _release(self) -> None:
+        """One response ended: the idle time starts again from here."""
+        self.limits.release()
         self._idle_since = time.monotonic()
+
+    def _done(self, lane: _Lane) -> None:
+        """The lane's running response ended (counted once, however it ended)."""
+        if lane.counted:
+            lane.counted = False
+            self._release()
 
     def _wait(self, remaining: float) -> float | None:
         """How long to wait for the next message (at most ``remaining``); None: idle too long."""
         idle = self.settings.idle_seconds
         if not idle:
             return remaining
-        if self._busy:  # look again later: the response may end while the client stays silent
+        if self.busy:  # look again later: the response may end while the client stays silent
             return min(remaining, idle)
         left = self._idle_since + idle - time.monotonic()
         return None if left <= 0 else min(remaining, left)
 
-    async def send(self, event: dict[str, Any]) -> None:
+    async def send(self, event: dict[str, Any], stream_id: str | None = None) -> None:
         if self._openai_names:
             event = openai_event(event)
+        if stream_id is not None:  # a copy: the builder's event dicts are never changed
+            event = {**event, "stream_id": stream_id}
         async with self._send_lock:
             await self.ws.send_text(orjson.dumps(event).decode())
 
-    async def send_error(self, error: ApiError) -> None:
-        await self.send(error_event(error))
+    async def send_error(self, error: ApiError, stream_id: str | None = None) -> None:
+        await self.send(error_event(error, stream_id))
+
+    def _lane_tasks(self) -> set[asyncio.Task[None]]:
+        return {lane.task for lane in self.lanes.values() if lane.task is not None}
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -258,10 +247,10 @@ class Connection:
         ) as exc:  # the client went away while we were sending
             log.debug("websocket closed: %s", exc)
         finally:
-            if self.task is not None and not self.task.done():
-                self.task.cancel()
+            for task in self._lane_tasks():
+                task.cancel()
                 with contextlib.suppress(BaseException):
-                    await self.task
+                    await task
 
     async def _close_idle(self) -> None:
         await self.send_error(
@@ -289,46 +278,90 @@ class Connection:
                 receiving.cancel()
         return receiving.result() if receiving in done else None
 
+    def _unstarted(self) -> list[_Job]:
+        """The queued responses, taken off their streams (each is told why by the caller)."""
+        jobs: list[_Job] = []
+        for lane in self.lanes.values():
+            jobs.extend(lane.jobs)
+            lane.jobs.clear()
+        for _ in jobs:
+            self._release()
+        return jobs
+
     async def _shut_down(self) -> None:
-        """The running response finishes within the drain time, or the server cancels this task at
-        its deadline: the response is interrupted (error + response.failed, server_shutdown). Then 1012."""
-        if self.task is not None and not self.task.done():
+        """Running responses finish within the drain time, or the server cancels this task at
+        its deadline: they are interrupted (error + response.failed, server_shutdown). Then 1012."""
+        tasks = self._lane_tasks()
+        if tasks:
             try:
-                await asyncio.wait({self.task})
+                await asyncio.wait(tasks)
             except asyncio.CancelledError:
                 await self._interrupt()
         with contextlib.suppress(Exception):
             await self.ws.close(1012, "server shutting down")
 
     async def _interrupt(self) -> None:
-        assert self.task is not None
-        stream = self.stream
-        if stream is not None:
-            stream.interrupted = shutdown_error()  # its stream now ends with the terminal events
-        self.task.cancel()
-        with contextlib.suppress(BaseException):
-            await self.task
-        if stream is None:  # not created yet: no response to end, the client is told all the same
-            await self._tell(shutdown_error())
+        unstarted = self._unstarted()
+        not_created: list[str | None] = []
+        for key, lane in self.lanes.items():
+            if lane.task is None:
+                continue
+            if lane.stream is not None:  # its stream now ends with the terminal events
+                lane.stream.interrupted = shutdown_error()
+            else:  # not created yet: no response to end, the client is told all the same
+                not_created.append(key)
+            lane.task.cancel()
+            with contextlib.suppress(BaseException):
+                await lane.task
+        for stream_id in [*not_created, *(job.stream_id for job in unstarted)]:
+            await self._tell(shutdown_error(), stream_id)
 
     async def _end_of_life(self) -> None:
-        if self.task is not None and not self.task.done():
-            done, _ = await asyncio.wait({self.task}, timeout=self.settings.drain_seconds)
-            if not done:
-                self.task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self.task
-        await self.send_error(
-            ApiError.of(
-                ErrorCode.WEBSOCKET_CONNECTION_LIMIT_REACHED,
-                f"This WebSocket connection reached its maximum lifetime of {self.settings.max_connection_seconds:g} seconds; open a new connection to continue.",
-            )
+        limit = ApiError.of(
+            ErrorCode.WEBSOCKET_CONNECTION_LIMIT_REACHED,
+            f"This WebSocket connection reached its maximum lifetime of {self.settings.max_connection_seconds:g} seconds; open a new connection to continue.",
         )
+        for job in self._unstarted():
+            await self._tell(limit, job.stream_id)
+        tasks = self._lane_tasks()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.drain_seconds)
+            for task in pending:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        await self.send_error(limit)
         await self.ws.close(1000, "connection lifetime reached")
 
     # --- one client message --------------------------------------------------------------------
 
     async def handle(self, raw: str | bytes) -> None:
+        """One client message: a ``response.create`` accepted onto its stream, or an error."""
+        data = self._read(raw)
+        stream_id = None
+        if "stream_id" in data:
+            if not self.settings.multiplexing:
+                raise ApiError.of(
+                    ErrorCode.UNKNOWN_PARAMETER,
+                    "Unknown parameter: 'stream_id' (WebSocket multiplexing is off on this "
+                    "server: [websocket] multiplexing).",
+                    param="stream_id",
+                )
+            stream_id = check_stream_id(data.pop("stream_id"))
+        try:
+            job = await self._accept(data, stream_id)
+        except ApiError as error:
+            await self.send_error(error, stream_id)
+            return
+        lane = self.lanes.get(stream_id)
+        if lane is None:
+            lane = self.lanes[stream_id] = _Lane()
+        lane.jobs.append(job)
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._run(lane, stream_id))
+
+    def _read(self, raw: str | bytes) -> dict[str, Any]:
+        """The message as a ``response.create`` object: size, JSON checks and ``type``."""
         limits = self.services.settings.limits
         if len(raw) > limits.max_body_bytes:
             raise ApiError.of(
@@ -350,11 +383,16 @@ class Connection:
                 f"Unknown message type {kind!r}: the only client message is 'response.create'.",
                 param="type",
             )
-        if self.busy:
+        if self.busy and not self.settings.multiplexing:
             raise ApiError.of(
                 ErrorCode.RESPONSE_IN_PROGRESS,
                 "A response is already in progress on this connection; wait for its terminal event before sending another response.create.",
             )
+        return data
+
+    async def _accept(self, data: dict[str, Any], stream_id: str | None) -> _Job:
+        """The checks of an HTTP create (fields, limits, rate limit, validation), then the
+        connection's own admission (``LaneLimits``): the response counts from here."""
         if "stream" in data and (data["stream"] is True or data["stream"] is None):
             # Streaming is implicit on a socket: `true` (or null) asks for nothing else. The OpenAI
             # Agents SDK's websocket transport always sends `stream: true`, and OpenAI accepts it.
@@ -365,6 +403,7 @@ class Connection:
                     f"'{name}' is not allowed in a WebSocket response.create message (responses are always streamed over the socket).",
                     param=name,
                 )
+        limits = self.services.settings.limits
         check_request_limits(data, limits)
         if self.services.limiter is not None:
             refusal = await self.services.limiter.admit(self.caller.key_name)
@@ -380,32 +419,47 @@ class Connection:
             body = WebSocketResponseCreateEvent.model_validate(data)
         except ValidationError as exc:
             raise from_validation_error(exc) from None
-        self.busy = True
-        self.task = asyncio.create_task(self._respond(body, warnings, budget))
+        refusal = self.limits.admit(stream_id)
+        if refusal is not None:
+            raise refusal
+        return _Job(body, warnings, budget, stream_id)
 
-    async def _respond(
-        self, body: WebSocketResponseCreateEvent, warnings: list[str], budget: Any
-    ) -> None:
+    async def _run(self, lane: _Lane, stream_id: str | None) -> None:
+        """A stream's responses, one after another; the stream is forgotten once it is empty."""
+        try:
+            while lane.jobs:
+                job = lane.jobs.popleft()
+                lane.counted = True
+                try:
+                    await self._respond(lane, job)
+                finally:
+                    self._done(lane)
+        finally:
+            lane.task = None
+            while lane.jobs:  # cancelled (the client left): nobody waits for these any more
+                lane.jobs.popleft()
+                self._release()
+            if self.lanes.get(stream_id) is lane:
+                del self.lanes[stream_id]
+
+    async def _respond(self, lane: _Lane, job: _Job) -> None:
         """Create the response, then send its events. In a task of its own from the start, so that the
         receive loop notices a client that closes the socket while the upstream has not answered yet
         (and cancels the upstream call then, not when the upstream answers or times out)."""
-        previous = body.previous_response_id
+        previous = job.body.previous_response_id
         try:
-            stream = await self._create(body, warnings, previous, budget)
+            stream = await self._create(job, previous)
         except ApiError as error:
-            self.busy = False
+            self._done(lane)
             if previous:
                 self.cache.pop(previous, None)
-            await self._tell(error)
+            await self._tell(error, job.stream_id)
             return
         except Exception:  # a bug: the client is told (500) and the connection stays usable
-            self.busy = False
+            self._done(lane)
             log.exception("websocket: creating a response failed")
-            await self._tell(internal())
+            await self._tell(internal(), job.stream_id)
             return
-        except BaseException:
-            self.busy = False
-            raise
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning(
@@ -413,35 +467,34 @@ class Connection:
                 stream.response_id,
                 warned,
             )
-        self.stream = stream
-        await self._pump(stream, previous)
+        lane.stream = stream
+        try:
+            await self._pump(lane, stream, previous, job.stream_id)
+        finally:
+            lane.stream = None
 
-    async def _tell(self, error: ApiError) -> None:
+    async def _tell(self, error: ApiError, stream_id: str | None = None) -> None:
         """An error event, unless the client is gone (nobody to tell)."""
         try:
-            await self.send_error(error)
+            await self.send_error(error, stream_id)
         except Exception:  # noqa: BLE001 - the client went away
             log.debug("websocket error event not sent", exc_info=True)
 
-    async def _create(
-        self,
-        body: WebSocketResponseCreateEvent,
-        warnings: list[str],
-        previous: str | None,
-        budget: Any,
-    ) -> ResponseStream:
+    async def _create(self, job: _Job, previous: str | None) -> ResponseStream:
+        """The response, its context from the store or from this connection's cache."""
         entry = self.cache.get(previous) if previous else None
+        history = None
+        if (
+            previous
+            and entry is not None
+            and not (entry.stored and self.services.responses.store is not None)
+        ):
+            self.cache.move_to_end(previous)
+            history = entry.items
         try:
-            if (
-                previous
-                and entry is not None
-                and not (entry.stored and self.services.responses.store is not None)
-            ):
-                self.cache.move_to_end(previous)
-                return await create_with_history(
-                    self.services, body, self.caller, warnings, previous, entry.items, budget=budget
-                )
-            return await self.services.responses.create(body, self.caller, warnings, budget=budget)
+            return await self.services.responses.create(
+                job.body, self.caller, job.warnings, budget=job.budget, history_override=history
+            )
         except ApiError as error:
             if error.param == "previous_response_id" and error.status == 404:
                 raise ApiError.of(
@@ -451,31 +504,25 @@ class Connection:
                 ) from None
             raise
 
-    async def _pump(self, stream: ResponseStream, previous: str | None) -> None:
-        finished = False
+    async def _pump(
+        self, lane: _Lane, stream: ResponseStream, previous: str | None, stream_id: str | None
+    ) -> None:
+        """Send the response's events."""
         try:
             async for event in stream:
                 if event.get("type") in TERMINAL_EVENT_TYPES:
-                    finished = True
+                    self._done(lane)  # before it leaves: the client may send the next one at once
                     self._finished(stream, event, previous)
-                await self.send(event)
+                await self.send(event, stream_id)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a send to a gone client, or a bug: end this response, keep the server up
             log.debug("websocket response pump ended early", exc_info=True)
-        finally:
-            if self.stream is stream:
-                self.stream = None
-            if (
-                not finished
-            ):  # after the terminal event the connection may already run the next response
-                self.busy = False
 
     def _finished(
         self, stream: ResponseStream, terminal: dict[str, Any], previous: str | None
     ) -> None:
-        """Before the terminal event leaves: the connection is free again and the cache is updated."""
-        self.busy = False
+        """Before the terminal event leaves: the cache is updated."""
         response = terminal.get("response") or {}
         if terminal["type"] == "response.failed":
             if previous:
@@ -564,7 +611,6 @@ def websocket_routes(
 __all__ = [
     "Connection",
     "WebSocketSettings",
-    "create_with_history",
     "error_event",
     "websocket_routes",
 ]

@@ -1,4 +1,5 @@
-"""How many WebSocket connections one process holds, and one key: admission before the handshake.
+"""How many WebSocket connections one process holds, and one key (admission before the
+handshake); and, on a multiplexed connection, how many responses and named streams it runs.
 
 An idle WebSocket costs a file descriptor for as long as it stays open (up to
 ``[websocket] max_connection_seconds``). Without a bound one key holding a
@@ -15,13 +16,20 @@ admits a connection only under three bounds:
   running responses, the store and the logs keep descriptors of their own (503 too).
 
 The counts are this process's (with ``--workers N`` each worker has its own).
+
+With ``[websocket] multiplexing`` on, ``LaneLimits`` admits each ``response.create`` of one
+connection: its ``stream_id`` well formed (OpenAI's pattern: 1 to 256 of ``A-Za-z0-9_.-``),
+at most ``max_streams`` named streams over the connection's life (a new name past it is
+400 ``websocket_stream_limit_reached``, OpenAI's code) and at most ``max_active_responses``
+responses running or queued on it (429 ``websocket_active_response_limit_reached``).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
-from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.protocol.errors import ApiError, ErrorCode, invalid_type, invalid_value
 
 try:
     import resource
@@ -83,4 +91,56 @@ class SocketLimits:
             del self.by_key[key]
 
 
-__all__ = ["FD_RESERVE", "SocketLimits", "descriptor_budget"]
+_STREAM_ID = re.compile(r"[A-Za-z0-9_.-]{1,256}")
+
+
+def check_stream_id(value: object) -> str:
+    """A ``stream_id`` as OpenAI's schema has it, else 400 naming it."""
+    if not isinstance(value, str):
+        raise invalid_type("Invalid 'stream_id': expected a string.", param="stream_id")
+    if _STREAM_ID.fullmatch(value) is None:
+        raise invalid_value(
+            "Invalid 'stream_id': 1 to 256 characters of letters, digits, '_', '.' and '-'.",
+            param="stream_id",
+        )
+    return value
+
+
+class LaneLimits:
+    """One multiplexed connection's responses (running or queued) and named streams."""
+
+    def __init__(self, max_active: int, max_streams: int) -> None:
+        self.max_active = max_active
+        self.max_streams = max_streams
+        self.active = 0
+        self.names: set[str] = set()
+
+    def admit(self, stream_id: str | None) -> ApiError | None:
+        """Count one more response on ``stream_id`` (None: the default stream), or the refusal."""
+        new_name = stream_id is not None and stream_id not in self.names
+        if new_name and len(self.names) >= self.max_streams:
+            return ApiError.of(
+                ErrorCode.WEBSOCKET_STREAM_LIMIT_REACHED,
+                f"This WebSocket connection has reached its stream limit of "
+                f"{self.max_streams} named streams (websocket.max_streams); reuse one, "
+                "or open a new connection.",
+                param="stream_id",
+            )
+        if self.active >= self.max_active:
+            return ApiError.of(
+                ErrorCode.WEBSOCKET_ACTIVE_RESPONSE_LIMIT_REACHED,
+                f"This WebSocket connection has {self.active} responses running or queued, "
+                "its limit (websocket.max_active_responses); send this one after a terminal "
+                "event.",
+            )
+        if stream_id is not None:
+            self.names.add(stream_id)
+        self.active += 1
+        return None
+
+    def release(self) -> None:
+        """One response ended (its terminal event, or its error)."""
+        self.active -= 1
+
+
+__all__ = ["FD_RESERVE", "LaneLimits", "SocketLimits", "check_stream_id", "descriptor_budget"]
