@@ -38,7 +38,8 @@ from orgate.config_report import (
 )
 from orgate.mcptools.servers import McpRegistry, McpServer
 from orgate.mcptools.servers import origin as mcp_origin
-from orgate.neutral import Capabilities, Deployment
+from orgate.neutral import Capabilities, Deployment, Translation
+from orgate.neutral.ledger import KINDS as KINDS_OF_TRANSLATION
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.providers.kinds import BUILTIN_MODELS, KINDS
 from orgate.providers.settings import MisbehaveSettings
@@ -450,6 +451,26 @@ class WebSocketSettings(_Section):
     max_streams: int = Field(32, ge=1)  # named streams per multiplexed connection
 
 
+class TranslationSettings(_Section):
+    """``[translation]``: what a deployment refuses rather than translate (docs/translation.md)."""
+
+    # codes of the ledger's catalogue, or kinds ("dropped", "approximated", "mapped"): a
+    # request-side translation of one of them is a 400 naming what, before any upstream call
+    refuse: list[str] = Field(default_factory=list)
+
+    @field_validator("refuse")
+    @classmethod
+    def _known(cls, refuse: list[str]) -> list[str]:
+        known = {code.value for code in Translation} | set(KINDS_OF_TRANSLATION)
+        for name in refuse:
+            if name not in known:
+                raise ValueError(
+                    f"unknown translation code or kind {name!r} "
+                    f"(kinds: {', '.join(KINDS_OF_TRANSLATION)}; codes: docs/translation.md)"
+                )
+        return refuse
+
+
 class CompactionSettings(_Section):
     """``[compaction]``: the sealing key of compaction items and the policy (see server/compact.py, docs/compaction.md)."""
 
@@ -521,6 +542,7 @@ class Settings(BaseModel):
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    translation: TranslationSettings = Field(default_factory=TranslationSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     structured: StructuredSettings = Field(default_factory=StructuredSettings)
     models: list[ModelSettings] = Field(default_factory=list)

@@ -197,7 +197,9 @@ async def test_a_tool_use_replayed_without_its_thinking_is_sent_without_thinking
         events = await collect(provider(fake, pool), request)
         assert joined(events, TextDelta) == "Paris."
         assert "thinking" not in fake.bodies[0]
-        assert request.notices and "reasoning left off" in request.notices[0]
+        assert [e.detail for e in request.ledger if e.code == "reasoning_left_off"][0].startswith(
+            "reasoning left off"
+        )
 
 
 async def test_the_fake_refuses_thinking_after_an_unthought_tool_use() -> None:

@@ -23,6 +23,7 @@ from orgate.neutral import (
     ModelRequest,
     OpaqueItem,
     TextFormat,
+    Translation,
     extension_wire,
 )
 from orgate.neutral.items import ORIGIN_FIELD
@@ -557,6 +558,10 @@ def build_turn(
         logprobs=wants_logprobs(body),
         top_logprobs=body.top_logprobs,
     )
+    if dropped_tools or lifted_paths or request.service_tier != body.service_tier:
+        _note_engine_translations(request, body, dropped_tools, lifted_paths)
+    elif reasoning is not None and reasoning.summary and request.reasoning_summary is None:
+        request.ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", "no reasoning")
     store = store_enabled and body.store is not False
     base = {  # the response's fields in the spec's order; the builder sets its own (the None ones)
         "id": None,
@@ -614,6 +619,26 @@ def build_turn(
         dropped_tools=dropped_tools,
         mcp_tools=requested_mcp,
     )
+
+
+def _note_engine_translations(
+    request: ModelRequest,
+    body: CreateResponseBody,
+    dropped_tools: list[tuple[str, str]],
+    lifted_paths: list[str],
+) -> None:
+    """The ledger entries of what the turn itself translated: hosted tools not sent, tools of
+    ``additional_tools`` items offered as tools, settings the deployment does not take."""
+    ledger = request.ledger
+    for path, kind in dropped_tools:
+        ledger.note(Translation.HOSTED_TOOL_DROPPED, path, kind)
+    for path in lifted_paths:
+        ledger.note(Translation.ADDITIONAL_TOOLS_OFFERED, path)
+    if body.service_tier is not None and request.service_tier is None:
+        ledger.note(Translation.FIELD_DROPPED, "service_tier", str(body.service_tier))
+    reasoning = body.reasoning
+    if reasoning is not None and reasoning.summary and request.reasoning_summary is None:
+        ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", "no reasoning")
 
 
 def item_to_wire(item: Any) -> dict[str, Any]:

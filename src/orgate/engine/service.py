@@ -42,9 +42,11 @@ from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
+    Ledger,
     ModelEvent,
     ModelRequest,
     Provider,
+    Translation,
     aclose_quietly,
     origin_of,
 )
@@ -58,6 +60,7 @@ from orgate.protocol.errors import (
     missing_required_parameter,
     model_not_found,
     not_found,
+    translation_refused,
     upstream_without_events,
 )
 from orgate.store.base import (
@@ -74,6 +77,11 @@ log = logging.getLogger("orgate.engine")
 GATE_WARNINGS_HEADER = (
     "X-Orgate-Gate-Warnings"  # the gate's findings under policy=warn (and dropped opaque items)
 )
+# What the turn translated on the way to its upstream (and back, as far as known when the
+# response starts): the ledger's compact form (orgate.neutral.ledger, docs/translation.md).
+TRANSLATION_HEADER = "X-Orgate-Translation"
+# Ledger entries also shown as warnings, as they were before the ledger: "upstream: <detail>".
+_WARNED = frozenset({Translation.REASONING_LEFT_OFF})
 
 # Failures of the model's output (not of the transport): in a stream they end in response.failed.
 MODEL_OUTPUT_FAILURES = frozenset(
@@ -135,6 +143,7 @@ class ResponsesService:
         ttl_seconds: float | None = None,
         compaction_key: bytes | None = None,
         mcp: McpRuntime | None = None,
+        refuse_translations: frozenset[str] = frozenset(),
     ) -> None:
         self.mcp = mcp  # the MCP servers the operator allows (None: none configured)
         self.deployments = deployments
@@ -144,6 +153,8 @@ class ResponsesService:
         self.pipeline = pipeline
         self.ttl_seconds = ttl_seconds
         self.compaction_key = compaction_key  # opens `compaction` input items (see prepare)
+        # translation codes and kinds refused rather than done ([translation] refuse)
+        self.refuse_translations = refuse_translations
 
     def _open(self, deployment: Deployment, prefer: str | None) -> tuple[Provider, RouteTrace]:
         """The provider for one turn; ``prefer`` = the session's last deployment (prompt-cache locality)."""
@@ -218,6 +229,8 @@ class ResponsesService:
             )
         if request is not turn.request or mcp is not None or opaque:
             turn = turn._replace(request=request, mcp=mcp, opaque=opaque)
+        if self.refuse_translations:
+            refuse_translations(request.ledger, self.refuse_translations)
         return turn
 
     async def _history(
@@ -410,8 +423,9 @@ class ResponsesService:
         provider changed to make the request acceptable, go to the warnings."""
         if turn.opaque:
             self.report_opaque(turn, run)
-        if turn.request.notices:
-            run.warnings.extend(f"upstream: {note}" for note in turn.request.notices)
+        ledger = turn.request.ledger
+        if ledger:
+            run.warnings.extend(f"upstream: {e.detail}" for e in ledger if e.code in _WARNED)
 
     def _set_headers(self, stream: ResponseStream, session_id: str | None) -> None:
         turn, run = stream.turn, stream.run
@@ -425,6 +439,9 @@ class ResponsesService:
             stream.headers.update(outcome.headers())
         if run.warnings:
             stream.headers[GATE_WARNINGS_HEADER] = " | ".join(run.warnings)
+        ledger = turn.request.ledger
+        if ledger:
+            stream.headers[TRANSLATION_HEADER] = ledger.header()
         if session_id is not None:
             stream.headers["X-Session-Id"] = session_id
 
@@ -444,8 +461,16 @@ class ResponsesService:
         return builder.output_items(origin_of(self.served(turn, run)))
 
     def report_opaque(self, turn: Turn, run: TurnRun) -> None:
-        """Once the upstream answered: warn about the opaque history items its provider left out."""
-        report_opaque(turn.opaque, self.served(turn, run), self.gate_policy, run.warnings)
+        """Once the upstream answered: warn about the opaque history items its provider left
+        out, and note them in the ledger."""
+        served = self.served(turn, run)
+        report_opaque(turn.opaque, served, self.gate_policy, run.warnings)
+        origin = origin_of(served)
+        for item in turn.opaque:
+            if item.origin != origin:
+                turn.request.ledger.note(
+                    Translation.EXTENSION_ITEM_DROPPED, "history", item.item_type
+                )
 
     async def persist(
         self,
@@ -509,7 +534,7 @@ class ResponsesService:
             session_id=turn.session_id,
             deployment=(run.route.served_by if run.route is not None else None)
             or turn.deployment.name,
-            request=_with_trace(request, run),
+            request=_with_trace(request, run, turn.request.ledger),
             events=events,
             expires_at=builder.created_at + self.ttl_seconds if self.ttl_seconds else None,
             output_items=self.history_output(builder, turn, run),
@@ -566,12 +591,25 @@ def _request_record(turn: Turn) -> dict[str, Any]:
     }
 
 
-def _with_trace(request: dict[str, Any], run: TurnRun) -> dict[str, Any]:
+def refuse_translations(ledger: Ledger, refuse: frozenset[str]) -> None:
+    """The ledger under a deployment's refuse policy: 400 for the first entry it names (the
+    providers check again once their mapping noted its own, before the upstream is called)."""
+    ledger.refuse = refuse
+    entry = ledger.refused()
+    if entry is not None:
+        code = entry.code
+        raise translation_refused(code.value, code.kind, entry.path, entry.detail)
+
+
+def _with_trace(request: dict[str, Any], run: TurnRun, ledger: Ledger) -> dict[str, Any]:
     """The stored request record plus what an inspection of the response wants and no header
-    keeps: the route when it took more than one upstream call (retries, fallbacks), and what
-    the safety net did for a structured-output request. A plain turn adds nothing."""
+    keeps: the route when it took more than one upstream call (retries, fallbacks), what
+    the safety net did for a structured-output request, and the translation ledger. A plain
+    turn adds nothing."""
     route, outcome = run.route, run.outcome
     trace: dict[str, Any] = {}
+    if ledger:
+        trace["translation"] = [entry.as_dict() for entry in ledger]
     if route is not None and (len(route.attempts) > 1 or any(a.error for a in route.attempts)):
         trace["route"] = {
             "served_by": route.served_by,
@@ -594,6 +632,8 @@ __all__ = [  # the engine's façade: the lifecycle's types are used through it
     "Ending",
     "ResponseStream",
     "ResponsesService",
+    "TRANSLATION_HEADER",
+    "refuse_translations",
     "shutdown_error",
     "store_failure",
 ]

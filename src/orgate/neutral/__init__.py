@@ -30,6 +30,7 @@ from orgate.neutral.events import (
     token_count,
 )
 from orgate.neutral.items import EXTENSION_ITEM_TYPE, OpaqueItem, extension_wire, origin_of
+from orgate.neutral.ledger import Ledger, LedgerEntry, Translation
 from orgate.neutral.provider import Provider, WrapperProvider
 from orgate.neutral.request import ModelRequest, TextFormat
 
@@ -47,6 +48,8 @@ __all__ = [
     "McpListStart",
     "Finish",
     "FinishReason",
+    "Ledger",
+    "LedgerEntry",
     "ModelEvent",
     "ModelRequest",
     "OpaqueItem",
@@ -59,6 +62,7 @@ __all__ = [
     "TextFormat",
     "ToolCallDelta",
     "ToolCallStart",
+    "Translation",
     "Usage",
     "WrapperProvider",
     "token_count",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orgate.neutral.ledger import Ledger
+
 
 @dataclass(slots=True)
 class TextFormat:
@@ -60,7 +62,7 @@ class ModelRequest:
     # ``top_logprobs`` > 0), and how many alternatives per token.
     logprobs: bool = False
     top_logprobs: int | None = None
-    # What a provider changed to make the request acceptable upstream (a one-line note each,
-    # e.g. thinking left off); the engine shows them in a warning header. Shared, not copied,
-    # by ``dataclasses.replace``: the notes of a wrapper's rewritten request reach the turn.
-    notices: list[str] = field(default_factory=list)
+    # What the engine, a provider's mapping and its decoder translated on the way to the
+    # upstream and back (``orgate.neutral.ledger``). Shared, not copied, by
+    # ``dataclasses.replace``: the entries of a wrapper's rewritten request reach the turn.
+    ledger: Ledger = field(default_factory=Ledger)

@@ -90,6 +90,15 @@ class ErrorCode(StrEnum):
         "The body has a parameter the endpoint does not define.",
         "Remove it, or check its spelling.",
     )
+    TRANSLATION_REFUSED = (
+        "translation_refused",
+        400,
+        INVALID_REQUEST,
+        "The request needs a translation the deployment's `[translation] refuse` policy "
+        "names (a tool, item or field the model's upstream cannot take): the message and "
+        "`param` name it, and docs/translation.md its code.",
+        "Remove what `param` names, or use a model whose upstream takes it.",
+    )
     UNKNOWN_EVENT_TYPE = (
         "unknown_event_type",
         400,

@@ -109,6 +109,17 @@ def unknown_parameter(name: str) -> ApiError:
     return ApiError.of(ErrorCode.UNKNOWN_PARAMETER, f"Unknown parameter: '{name}'.", param=name)
 
 
+def translation_refused(code: str, kind: str, path: str, detail: str) -> ApiError:
+    """A translation a deployment's policy refuses (``[translation] refuse``), naming it."""
+    what = f" ({detail})" if detail else ""
+    return ApiError.of(
+        ErrorCode.TRANSLATION_REFUSED,
+        f"'{path}'{what} would be {kind} on the way to this model's upstream "
+        f"(translation {code}), which this deployment refuses ([translation] refuse).",
+        param=path or None,
+    )
+
+
 def unsupported_parameter(message: str, *, param: str | None = None) -> ApiError:
     return ApiError.of(ErrorCode.UNSUPPORTED_PARAMETER, message, param=param)
 
@@ -239,6 +250,7 @@ __all__ = [
     "param_from_loc",
     "review_not_found",
     "unknown_parameter",
+    "translation_refused",
     "unsupported_parameter",
     "upstream_invalid_response",
     "upstream_without_events",

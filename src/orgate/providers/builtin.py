@@ -47,6 +47,7 @@ from orgate.neutral import (
 )
 from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.providers.custom_tools import custom_call_events, functions_only
+from orgate.providers.plain import check_refusals
 from orgate.providers.schema_example import example_for
 
 _WORD = re.compile(r"\S+\s*|\s+")
@@ -121,6 +122,7 @@ class BuiltinProvider(Provider):
         return custom_call_events(request, self._events(functions_only(request)))
 
     async def _events(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        check_refusals(request)
         last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
         out = _Output(

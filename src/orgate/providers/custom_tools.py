@@ -21,7 +21,15 @@ from typing import Any
 
 import orjson
 
-from orgate.neutral import ModelEvent, ModelRequest, ToolCallDelta, ToolCallStart, aclose
+from orgate.neutral import (
+    Ledger,
+    ModelEvent,
+    ModelRequest,
+    ToolCallDelta,
+    ToolCallStart,
+    Translation,
+    aclose,
+)
 from orgate.protocol import (
     AllowedToolsParam,
     CustomToolCallItemParam,
@@ -99,12 +107,24 @@ def functions_only(request: ModelRequest) -> ModelRequest:
     has_items = not _CUSTOM_ITEMS.isdisjoint(map(type, request.input))
     if not (has_tools or has_items):
         return request
+    _note(request)
     return dataclasses.replace(
         request,
         tools=[as_function_tool(t) if type(t) is CustomToolParam else t for t in request.tools],
         input=[as_function_item(i) for i in request.input] if has_items else request.input,
         tool_choice=_function_choice(request.tool_choice),
     )
+
+
+def _note(request: ModelRequest) -> None:
+    """The ledger entries of the custom tools and items sent as function ones."""
+    ledger = request.ledger
+    for tool in request.tools:
+        if type(tool) is CustomToolParam:
+            ledger.note(Translation.CUSTOM_TOOL_AS_FUNCTION, "tools", tool.name)
+    for index, item in enumerate(request.input):
+        if type(item) in _CUSTOM_ITEMS:
+            ledger.note(Translation.CUSTOM_CALL_AS_FUNCTION_CALL, f"input[{index}]", item.type)
 
 
 def custom_tool_names(request: ModelRequest) -> frozenset[str]:
@@ -131,8 +151,9 @@ class CustomCalls:
     """Turns calls of the functions that stand for custom tools into custom calls, in a stream of
     neutral events (fed in batches; every other event passes unchanged, in order)."""
 
-    def __init__(self, names: frozenset[str]) -> None:
+    def __init__(self, names: frozenset[str], ledger: Ledger | None = None) -> None:
         self.names = names
+        self.ledger = ledger  # notes each call turned back into a custom call
         self._open: ToolCallStart | None = None  # a custom call whose JSON arguments are being read
         self._chunks: list[str] = []
 
@@ -147,6 +168,10 @@ class CustomCalls:
             if type(event) is ToolCallStart and not event.custom and event.name in self.names:
                 self._open = ToolCallStart(event.index, event.call_id, event.name, custom=True)
                 out.append(self._open)
+                if self.ledger is not None:
+                    self.ledger.note(
+                        Translation.CUSTOM_CALL_FROM_FUNCTION_CALL, "output", event.name
+                    )
                 continue
             out.append(event)
         return out
@@ -167,7 +192,7 @@ def custom_call_batches(
     the request has no custom tool: nothing is added to the stream's path)."""
     if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
         return batches
-    return _custom_batches(CustomCalls(custom_tool_names(request)), batches)
+    return _custom_batches(CustomCalls(custom_tool_names(request), request.ledger), batches)
 
 
 def custom_call_events(
@@ -176,7 +201,7 @@ def custom_call_events(
     """The same for a stream of single events."""
     if CustomToolParam not in map(type, request.tools):  # hot path: no call at all
         return events
-    return _custom_events(CustomCalls(custom_tool_names(request)), events)
+    return _custom_events(CustomCalls(custom_tool_names(request), request.ledger), events)
 
 
 async def _custom_batches(

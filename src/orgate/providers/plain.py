@@ -4,6 +4,8 @@ Input items may be ``orgate.protocol`` Pydantic models, output models replayed
 from history, or plain dicts: ``get_field`` reads either by name, ``plain``
 turns a schema-ish value into JSON-ready data. ``allowed_tools`` reads an
 ``allowed_tools`` tool choice the same way for every chat-style upstream.
+``check_refusals`` stops a request whose mapping noted a translation the deployment
+refuses, before the upstream is called.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from orgate.protocol.errors import invalid_request
+from orgate.neutral import ModelRequest
+from orgate.protocol.errors import invalid_request, translation_refused
 
 _SCALARS = frozenset({str, int, float, bool})
 
@@ -53,3 +56,14 @@ def allowed_tools(choice: Any, tools: list[Any]) -> tuple[list[Any], str]:
             "tool_choice.allowed_tools names no tool of this request", param="tool_choice"
         )
     return kept, mode
+
+
+def check_refusals(request: ModelRequest) -> None:
+    """400 for the first translation the deployment's ``[translation] refuse`` names, once the
+    mapping noted its own (the engine checked its own before)."""
+    ledger = request.ledger
+    if ledger.refuse:
+        entry = ledger.refused()
+        if entry is not None:
+            code = entry.code
+            raise translation_refused(code.value, code.kind, entry.path, entry.detail)

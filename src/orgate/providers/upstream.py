@@ -48,6 +48,7 @@ from orgate.providers.http import (
     timeout_for,
     truncated,
 )
+from orgate.providers.plain import check_refusals
 from orgate.providers.upstream_errors import redact_secrets
 
 #: Seconds to wait, once the answer is complete, for its trailer (usage, ``[DONE]``).
@@ -130,6 +131,7 @@ class SseProvider(Provider):
         the last one once the connection is released."""
         deployment = self.deployment
         payload = orjson.dumps(self.body(request))
+        check_refusals(request)
         session = self._pool.session(deployment)
         final: list[ModelEvent]  # the batch with the Finish: handed on once the request is over
         try:

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from orgate.neutral import (
     Deployment,
     Finish,
+    Ledger,
     ModelEvent,
     ModelRequest,
     Provider,
@@ -118,6 +119,13 @@ class HttpMetrics:
             ["deployment", "direction"],
             registry=registry,
         )
+        self.translations = LocalCounter(
+            "orgate_translations",
+            "Translation ledger entries of answered upstream calls, by code and kind "
+            "(mapped, approximated, dropped): docs/translation.md.",
+            ["code", "kind"],
+            registry=registry,
+        )
         self.rate_limited = LocalCounter(
             "orgate_rate_limited",
             "Requests refused with 429 by the per-key limits, by key name.",
@@ -160,6 +168,12 @@ class HttpMetrics:
             return "other"
         seen.add(code)
         return code
+
+    def count_translations(self, ledger: Ledger) -> None:
+        """One answered call's ledger entries, by code (the catalogue bounds the labels)."""
+        for entry in ledger:
+            code = entry.code
+            self.translations.labels(code.value, code.kind).inc()
 
     def model_label(self, model: str | None) -> str:
         """Client-chosen names become labels only when configured: no unbounded label sets."""
@@ -209,7 +223,7 @@ class InstrumentedProvider(WrapperProvider):
             info.deployment = self.deployment.name
             if info.model is None:
                 info.model = self.deployment.name
-        return _MeasuredBatches(self, self.inner.stream_batches(request), info)
+        return _MeasuredBatches(self, self.inner.stream_batches(request), info, request.ledger)
 
     async def _count(self, event: Finish, info: RequestState | None) -> None:
         usage = event.usage
@@ -231,15 +245,26 @@ class _MeasuredBatches:
     when the client went away.
     """
 
-    __slots__ = ("_owner", "_inner", "_info", "_started", "_first", "_outcome", "_ended")
+    __slots__ = (
+        "_owner",
+        "_inner",
+        "_info",
+        "_ledger",
+        "_started",
+        "_first",
+        "_outcome",
+        "_ended",
+    )
 
     def __init__(
         self,
         owner: InstrumentedProvider,
         inner: AsyncIterator[list[ModelEvent]],
         info: RequestState | None,
+        ledger: Ledger,
     ) -> None:
         self._ended = False
+        self._ledger = ledger  # counted by code once the upstream answered (its Finish)
         self._owner = owner
         self._inner = inner
         self._info = info
@@ -270,6 +295,8 @@ class _MeasuredBatches:
                 last = batch[-1]
                 if isinstance(last, Finish):
                     self._outcome = "ok"
+                    if self._ledger:
+                        owner.metrics.count_translations(self._ledger)
                     if last.usage is not None:
                         await owner._count(last, self._info)
             return batch

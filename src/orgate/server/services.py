@@ -99,6 +99,7 @@ def build_services(settings: Settings) -> Services:
         ttl_seconds=ttl,
         compaction_key=key,
         mcp=build_mcp_runtime(settings, metrics),
+        refuse_translations=frozenset(settings.translation.refuse),
     )
     return Services(
         compaction=CompactionService(responses, key, settings.compaction.keep_turns),

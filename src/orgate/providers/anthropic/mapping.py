@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat
+from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat, Translation
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
 from orgate.providers.custom_tools import functions_only
@@ -317,14 +317,20 @@ def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, A
     turns: list[tuple[str, list[Block]]] = []
     for i, item in enumerate(request.input):
         # one table look-up and one call per item: this runs over the whole conversation
-        where, content = _ITEMS.get(_get(item, "type"), _unknown_item)(item, f"input[{i}]")
+        kind = _get(item, "type")
+        where, content = _ITEMS.get(kind, _unknown_item)(item, f"input[{i}]")
         if where == _SYSTEM:
             if content:
                 system.append(content)
+            request.ledger.note(Translation.SYSTEM_MESSAGE_TO_SYSTEM_PROMPT, f"input[{i}]")
         elif where == _THINKING:
+            if not content:
+                request.ledger.note(Translation.REASONING_ITEM_DROPPED, f"input[{i}]")
             _append_thinking(turns, content)
         elif where is not None:
             _append(turns, where, content)
+        elif kind == "compaction":
+            request.ledger.note(Translation.COMPACTION_ITEM_DROPPED, f"input[{i}]")
     messages = [
         {"role": role, "content": _tool_results_first(blocks) if role == "user" else blocks}
         for role, blocks in turns
@@ -422,6 +428,8 @@ def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
     tools, mapped = _map_choice(request.tool_choice, list(request.tools))
     if not tools:
         return
+    if len(tools) != len(request.tools):
+        request.ledger.note(Translation.ALLOWED_TOOLS_AS_SUBSET, "tool_choice")
     body["tools"] = [_tool(t, f"tools[{i}]") for i, t in enumerate(tools)]
     mapped = _with_parallel(request, mapped)
     if mapped is not None:
@@ -515,6 +523,7 @@ def build_body(
     instruction = json_instruction(request.text_format)
     if instruction:
         system.append(instruction)
+        request.ledger.note(Translation.JSON_FORMAT_AS_INSTRUCTION, "text.format")
     explicit = request.max_output_tokens is not None
     max_tokens = request.max_output_tokens if explicit else None
     if max_tokens is None:
@@ -530,10 +539,15 @@ def build_body(
         # reasoning items, a conversation begun on another provider): its docs say to send
         # such a request without thinking.
         budget = None
-        request.notices.append(UNTHOUGHT_TOOL_USE_NOTICE)
+        request.ledger.note(
+            Translation.REASONING_LEFT_OFF, "reasoning.effort", UNTHOUGHT_TOOL_USE_NOTICE
+        )
     if budget is not None:
         _check_thinking_compatible(request, body)
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        request.ledger.note(
+            Translation.REASONING_EFFORT_AS_BUDGET, "reasoning.effort", f"{budget} tokens"
+        )
     if request.temperature is not None:
         body["temperature"] = request.temperature
     if request.top_p is not None:
@@ -543,11 +557,24 @@ def build_body(
     user = request.user or request.safety_identifier
     if user:
         body["metadata"] = {"user_id": user}
+    if request.safety_identifier or request.max_tool_calls is not None or request.prompt_cache_key:
+        _note_settings(request)
     if prompt_cache:
         _cache_breakpoints(body)
     if stream:
         body["stream"] = True
     return body
+
+
+def _note_settings(request: ModelRequest) -> None:
+    """The ledger entries of settings Anthropic has no field of its own for."""
+    ledger = request.ledger
+    if not request.user and request.safety_identifier:
+        ledger.note(Translation.SAFETY_IDENTIFIER_AS_USER, "safety_identifier")
+    if request.max_tool_calls is not None:
+        ledger.note(Translation.FIELD_DROPPED, "max_tool_calls", str(request.max_tool_calls))
+    if request.prompt_cache_key:
+        ledger.note(Translation.FIELD_DROPPED, "prompt_cache_key")
 
 
 _EPHEMERAL = {"type": "ephemeral"}

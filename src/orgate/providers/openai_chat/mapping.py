@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
-from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat
+from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat, Translation
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.custom_tools import functions_only
 from orgate.providers.plain import allowed_tools, plain
@@ -178,6 +178,14 @@ def _tool_output(output: Any, param: str, content_format: str) -> str | list[dic
     return _user_content(output, where, "string" if content_format == "string" else "auto")
 
 
+# Input items chat has no place for: left out, each with its ledger entry.
+_NOT_SENT = {
+    "reasoning": Translation.REASONING_ITEM_DROPPED,
+    "compaction": Translation.COMPACTION_ITEM_DROPPED,
+    "compaction_summary": Translation.COMPACTION_ITEM_DROPPED,
+}
+
+
 def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, Any]]:
     """The chat ``messages`` array for the request's instructions and input items."""
     messages: list[dict[str, Any]] = []
@@ -217,8 +225,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
                     ),
                 }
             )
-        elif kind in ("reasoning", "compaction", "compaction_summary"):
-            continue
+        elif kind in _NOT_SENT:
+            request.ledger.note(_NOT_SENT[kind], param)
         elif kind == "item_reference":
             raise invalid_request(
                 "item_reference must be resolved before the provider call", param=param
@@ -237,6 +245,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
                 messages.append(
                     {"role": options.developer_role, "content": _text_content(content, param)}
                 )
+                if options.developer_role == "system":
+                    request.ledger.note(Translation.DEVELOPER_AS_SYSTEM, param)
             else:
                 raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
         else:
@@ -316,6 +326,8 @@ def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
     tools, mapped_choice = _map_choice(request.tool_choice, request.tools)
     if not tools:
         return
+    if tools is not request.tools:
+        request.ledger.note(Translation.ALLOWED_TOOLS_AS_SUBSET, "tool_choice")
     body["tools"] = [_tool(t) for t in tools]
     if request.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = request.parallel_tool_calls
@@ -336,6 +348,17 @@ def map_response_format(fmt: TextFormat | None) -> dict[str, Any] | None:
     if fmt.strict is not None:
         schema["strict"] = fmt.strict
     return {"type": "json_schema", "json_schema": schema}
+
+
+def _note_settings(request: ModelRequest) -> None:
+    """The ledger entries of settings chat has no field of its own for."""
+    ledger = request.ledger
+    if request.user is None and request.safety_identifier is not None:
+        ledger.note(Translation.SAFETY_IDENTIFIER_AS_USER, "safety_identifier")
+    if request.max_tool_calls is not None:
+        ledger.note(Translation.FIELD_DROPPED, "max_tool_calls", str(request.max_tool_calls))
+    if request.reasoning_summary is not None:
+        ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", request.reasoning_summary)
 
 
 def build_body(
@@ -361,6 +384,12 @@ def build_body(
     user = request.user or request.safety_identifier
     if user is not None:
         body["user"] = user
+    if (
+        request.safety_identifier is not None
+        or request.max_tool_calls is not None
+        or request.reasoning_summary is not None
+    ):
+        _note_settings(request)
     if request.max_output_tokens is not None:
         body[options.max_tokens_field] = request.max_output_tokens
     response_format = map_response_format(request.text_format)

@@ -38,7 +38,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from orgate.neutral import ModelRequest, OpaqueItem, TextFormat
+from orgate.neutral import ModelRequest, OpaqueItem, TextFormat, Translation
 from orgate.neutral.items import reasoning_origin
 from orgate.protocol.enums import LOGPROBS_INCLUDE
 from orgate.protocol.errors import invalid_request, unsupported_parameter
@@ -79,6 +79,8 @@ def map_input(request: ModelRequest, origin: str | None = None) -> list[dict[str
         mapped = map_item(item, f"input[{i}]", origin)
         if mapped is not None:
             items.append(mapped)
+        elif type(item) is not OpaqueItem:  # reasoning another origin made (opaque: the engine's)
+            request.ledger.note(Translation.REASONING_ITEM_DROPPED, f"input[{i}]")
     return items
 
 
