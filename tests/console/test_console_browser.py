@@ -250,3 +250,22 @@ def test_the_inspector_walks_the_previous_response_chain(
     page.click("#previous")
     page.locator("#inspector h2 code", has_text=first["id"]).wait_for()
     assert "first in its chain" in page.locator("#inspector nav.chain").inner_text()
+
+
+def test_the_inspector_shows_the_translation_ledger(watched: Any, server: OrgateServer) -> None:
+    """A hosted tool orgate/echo cannot run is dropped: the inspector lists the ledger entry."""
+    dropped = create(
+        server,
+        "alpha",
+        input="search the web",
+        tools=[WEATHER_TOOL, {"type": "web_search"}],
+    )
+    page = watched()
+    sign_in(page, server, "alpha")
+    page.goto(f"{server.url}/console#/response/{dropped['id']}")
+    card = page.locator(".card.translation")
+    card.wait_for()
+    assert "1 dropped" in card.locator("h3").inner_text()
+    cells = card.locator("tbody tr").first.locator("td").all_inner_texts()
+    assert cells == ["hosted_tool_dropped", "dropped", "request", "tools[1]", "web_search"]
+    shoot(page, "translation")

@@ -124,5 +124,6 @@ def inspection(
         "gate": gate_verdicts(record),
         "route": (record.request or {}).get("route"),
         "structured": (record.request or {}).get("structured"),
+        "translation": (record.request or {}).get("translation") or [],
         "events": event_timeline(events),
     }

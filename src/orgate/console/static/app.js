@@ -240,6 +240,7 @@ async function inspectorPage(root, params, id) {
     output.map((item, i) => (verdicts.has(i) ? gateCard(verdicts.get(i), item) : itemCard(item))),
     data.structured ? reviewAttempts({id: data.structured.review_id, status: data.structured.status,
       stage: data.structured.exhausted_by, attempts: data.structured.attempts}) : data.review ? reviewAttempts(data.review) : null,
+    data.translation.length ? translationCard(data.translation) : null,
     data.route ? el("section", {class: "card route"}, el("h3", {text: `Route: served by ${data.route.served_by || "none"}`}),
       el("ol", {}, data.route.attempts.map((a) => el("li", {}, el("code", {text: a.deployment}), ` ${a.error || "answered"}`)))) : null,
     el("h3", {text: `Event timeline (${data.events.length})`}),
@@ -250,6 +251,17 @@ async function inspectorPage(root, params, id) {
       : el("p", {class: "muted", text: "No stored events (the response was not streamed)."}),
     el("details", {}, el("summary", {text: "Request"}), el("pre", {class: "json", text: pretty(data.request)})),
     el("details", {}, el("summary", {text: "Response body"}), el("pre", {class: "json", text: pretty(data.response)}))));
+}
+
+// The translation ledger: what orgate mapped, approximated or dropped for this response's
+// upstream (docs/translation.md names every code).
+function translationCard(entries) {
+  const dropped = entries.filter((e) => e.kind === "dropped").length;
+  return el("section", {class: "card translation"},
+    el("h3", {text: `Translation (${entries.length}${dropped ? `, ${dropped} dropped` : ""})`}),
+    table(["code", "kind", "side", "path", "detail"], entries.map((e) => el("tr", {class: `kind-${e.kind}`},
+      el("td", {}, el("code", {text: e.code})), el("td", {text: e.kind}), el("td", {text: e.side}),
+      el("td", {}, el("code", {text: e.path})), el("td", {text: e.detail || ""})))));
 }
 
 function reviewAttempts(review) {
