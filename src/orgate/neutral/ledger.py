@@ -153,6 +153,13 @@ class Translation(StrEnum):
         "without its thinking blocks, which Anthropic requires with extended thinking.",
     )
     # -- the answer ---------------------------------------------------------------------------
+    UPSTREAM_ITEM_DROPPED = (
+        "upstream_item_dropped",
+        DROPPED,
+        RESPONSE,
+        "Output the upstream sent that has no place in a response (an event or item of a "
+        "kind orgate does not pass on, counted in the detail) was left out.",
+    )
     UPSTREAM_ITEM_WITHHELD = (
         "upstream_item_withheld",
         DROPPED,
@@ -216,6 +223,14 @@ class Ledger(list[LedgerEntry]):
 
 KINDS = (MAPPED, APPROXIMATED, DROPPED)
 
+
+def markdown_table() -> str:
+    """The catalogue as docs/translation.md shows it (``scripts/translation_doc.py``)."""
+    rows = ["| code | kind | side | what it means |", "|---|---|---|---|"]
+    rows += [f"| `{t.value}` | {t.kind} | {t.side} | {t.what} |" for t in Translation]
+    return "\n".join(rows) + "\n"
+
+
 __all__ = [
     "APPROXIMATED",
     "DROPPED",
@@ -226,4 +241,5 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "Translation",
+    "markdown_table",
 ]

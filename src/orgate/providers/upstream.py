@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Protocol
 import aiohttp
 import orjson
 
-from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider
+from orgate.neutral import Deployment, ModelEvent, ModelRequest, Provider, Translation
 from orgate.protocol.errors import ApiError
 from orgate.providers.http import (
     STREAM,
@@ -180,6 +180,10 @@ class SseProvider(Provider):
                             self.skipped,
                             dict(decoder.skipped),
                         )
+                        for kind, count in decoder.skipped.items():
+                            request.ledger.note(
+                                Translation.UPSTREAM_ITEM_DROPPED, "output", f"{kind} x{count}"
+                            )
                     if not resp.content.at_eof():
                         await drain(resp)
         except ApiError as error:

@@ -50,6 +50,7 @@ from orgate.neutral import (
     ExtensionItem,
     Finish,
     FinishReason,
+    Ledger,
     ModelEvent,
     ReasoningDelta,
     ReasoningEncrypted,
@@ -58,6 +59,7 @@ from orgate.neutral import (
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
+    Translation,
     Usage,
     token_count,
 )
@@ -128,9 +130,12 @@ class StreamDecoder(SseStreamDecoder):
     cut short — the caller raises that (it knows the host).
     """
 
-    def __init__(self, name: str = "openai-responses", origin: str = "") -> None:
+    def __init__(
+        self, name: str = "openai-responses", origin: str = "", ledger: Ledger | None = None
+    ) -> None:
         super().__init__(name)
         self.origin = origin  # put on ExtensionItem events: the deployment's origin_of
+        self.ledger = ledger  # notes each extension item kept from the client
         self._calls: dict[int, _OrderedCall] = {}
         self._order: list[int] = []  # output indexes of calls, in neutral order
         self._active: int | None = None
@@ -306,6 +311,8 @@ class StreamDecoder(SseStreamDecoder):
             self._others.add(output_index)
             if isinstance(kind, str) and kind not in _SPEC_OUTPUT:
                 self._extension(ExtensionItem(item, self.origin), out)
+                if self.ledger is not None:
+                    self.ledger.note(Translation.UPSTREAM_ITEM_WITHHELD, "output", kind)
             else:
                 self.skipped[str(kind)] += 1
 

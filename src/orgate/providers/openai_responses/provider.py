@@ -56,7 +56,7 @@ class OpenAIResponsesProvider(SseProvider):
         )
 
     def decoder(self, request: ModelRequest) -> StreamDecoder:
-        return StreamDecoder(self.deployment.name, self.origin)
+        return StreamDecoder(self.deployment.name, self.origin, request.ledger)
 
     def decode_json(self, body: Any, name: str) -> list[ModelEvent]:
         return decode_response(body, name, self.origin)
