@@ -370,11 +370,15 @@ async def _give_up(
     request: Callable[[int], tuple[str, dict[str, Any]]],
     timeout: float = 1.0,
 ) -> list[Any]:
-    """``count`` POSTs (path and body by index) whose clients give up after ``timeout`` seconds."""
+    """``count`` POSTs (path and body by index) whose clients give up after ``timeout`` seconds
+    without a byte of the answer.
+
+    Only the read gives up: connecting and waiting for a pooled connection may take long on a
+    loaded machine, and every request must still reach the upstream for the count to hold."""
     async with httpx.AsyncClient(
         base_url=gw.url,
         headers=gw.server.headers(),
-        timeout=timeout,
+        timeout=httpx.Timeout(timeout, connect=120.0, write=120.0, pool=None),
         limits=httpx.Limits(max_connections=CONCURRENCY),
     ) as client:
 
