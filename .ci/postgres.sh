@@ -9,6 +9,10 @@
 # in a temp directory, on a free local port. Idempotent: a second call finds the
 # running cluster through its state file and only prints the URL again.
 # Diagnostics go to stderr; stdout carries only the `export` line.
+#
+# ORGATE_PG_LISTEN (addresses, comma-separated) makes a fresh cluster listen there too, and
+# ORGATE_PG_ALLOW (a network, e.g. 10.213.7.0/24) lets its clients in with the password: for
+# servers in network namespaces (tests/cluster), which cannot reach 127.0.0.1.
 set -euo pipefail
 
 STATE_DIR="${ORGATE_PG_STATE_DIR:-/tmp/orgate-ci-postgres}"
@@ -82,7 +86,7 @@ echo "postgres" > "$PWFILE"
 as_pg "$BINDIR/initdb" -D "$STATE_DIR/data" -U postgres --pwfile="$PWFILE" -A scram-sha-256 \
     --auth-local=trust -E UTF8 --no-sync >/dev/null
 cat >> "$STATE_DIR/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
+listen_addresses = '127.0.0.1${ORGATE_PG_LISTEN:+,$ORGATE_PG_LISTEN}'
 port = $PORT
 unix_socket_directories = '$STATE_DIR'
 max_connections = 300
@@ -91,6 +95,9 @@ synchronous_commit = off
 full_page_writes = off
 shared_buffers = 128MB
 CONF
+if [[ -n "${ORGATE_PG_ALLOW:-}" ]]; then
+    echo "host all all $ORGATE_PG_ALLOW scram-sha-256" >> "$STATE_DIR/data/pg_hba.conf"
+fi
 as_pg "$BINDIR/pg_ctl" -D "$STATE_DIR/data" -l "$STATE_DIR/log" -w -t 60 start >&2
 as_pg "$BINDIR/psql" -h "$STATE_DIR" -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -q >&2 <<SQL
 CREATE ROLE $DB_USER LOGIN PASSWORD '$DB_PASS' CREATEDB;
