@@ -11,9 +11,24 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
-# Redis for the shared rate-limit tests; schemathesis (fuzzing) in its own venv, since its
-# pinned jsonschema-rs conflicts with orgate's.
-command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }
+# Redis for the shared rate-limit tests; HAProxy, nginx and iproute2 for the multi-node tests
+# (tests/cluster: nodes in network namespaces behind a load balancer); schemathesis (fuzzing)
+# in its own venv, since its pinned jsonschema-rs conflicts with orgate's. The packages'
+# services are not started (policy-rc.d): the tests start what they need and stop it.
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+command -v ip >/dev/null || [ -x /usr/sbin/ip ] || missing+=(iproute2)
+if [ ${#missing[@]} -gt 0 ]; then
+  no_start=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    no_start=1
+  fi
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ -n "$no_start" ]; then rm -f /usr/sbin/policy-rc.d; fi
+fi
 bash scripts/chromium.sh  # Debian's chromium for tests/console (the browser tests)
 [ -x .venv-fuzz/bin/schemathesis ] || { "$PY" -m venv .venv-fuzz && .venv-fuzz/bin/pip install -q schemathesis; }
 

@@ -1,5 +1,6 @@
 """Three ``orgate serve`` nodes, each on a host of its own, sharing a real PostgreSQL and Redis,
-behind Debian's HAProxy: the deployment docs/deployment.md describes for several machines.
+behind Debian's HAProxy: the deployment docs/deployment.md describes for several machines
+(``nginx`` puts Debian's nginx in front of the same nodes, ``front`` is each balancer in turn).
 
 ``cluster`` (one per test session, per xdist worker; every test of this directory is in one
 xdist group, so one worker runs them all, in file order) starts, in this order: the hosts
@@ -26,7 +27,7 @@ import pytest
 
 from tests.cluster.hosts import Network, make_network
 from tests.cluster.nodes import Node
-from tests.cluster.services import Balancer, PostgresCluster, RedisServer
+from tests.cluster.services import Balancer, Nginx, PostgresCluster, RedisServer
 from tests.server_process import START_TIMEOUT
 
 #: The API keys of every node: two tenants, an admin and a rate-limited key (4 calls a minute).
@@ -75,6 +76,7 @@ class Cluster:
     redis: RedisServer
     nodes: list[Node]
     balancer: Balancer
+    workdir: Path
 
     @property
     def url(self) -> str:
@@ -164,6 +166,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         balancer = Balancer([node.address for node in nodes], workdir)
         stack.callback(balancer.stop)
         balancer.start()
-        running = Cluster(network, postgres, redis, nodes, balancer)
+        running = Cluster(network, postgres, redis, nodes, balancer, workdir)
         running.wait_balancer({running.server_name(node): "UP" for node in nodes})
         yield running
+
+
+@pytest.fixture(scope="session")
+def nginx(cluster: Cluster) -> Iterator[Nginx]:
+    """Debian's nginx with ``deploy/nginx.conf`` in front of the same nodes."""
+    proxy = Nginx([node.address for node in cluster.nodes], cluster.workdir)
+    try:
+        yield proxy.start()
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(params=["haproxy", "nginx"])
+def front(request: pytest.FixtureRequest, cluster: Cluster) -> str:
+    """The URL of each balancer the docs show, in turn."""
+    if request.param == "nginx":
+        return str(request.getfixturevalue("nginx").url)
+    return cluster.url

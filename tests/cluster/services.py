@@ -10,6 +10,8 @@ Each runs on the host side, reachable from the nodes at the network's ``gateway`
 - ``Balancer``: Debian's HAProxy running ``deploy/haproxy.cfg`` (the file the docs show), on
   a listening socket this process binds (port 0) and hands over (``bind fd@N``); its stats
   socket tells which nodes it takes for up.
+- ``Nginx``: Debian's nginx running ``deploy/nginx.conf`` (the docs' other example), for the
+  checks of what a balancer must pass on (WebSocket upgrades, unbuffered streams).
 """
 
 from __future__ import annotations
@@ -265,3 +267,84 @@ class Balancer:
         stop_process(self.proc)
         if self.sock is not None:
             self.sock.close()
+
+
+# --------------------------------------------------------------------------- nginx
+
+NGINX_TEMPLATE = REPO / "deploy" / "nginx.conf"
+
+
+def render_nginx(template: str, listen: str, servers: list[str]) -> str:
+    """``deploy/nginx.conf`` with its listen address and upstream servers replaced."""
+    lines = template.splitlines()
+    listens = [i for i, line in enumerate(lines) if line.strip().startswith("listen ")]
+    server_lines = [i for i, line in enumerate(lines) if line.strip().startswith("server 10.")]
+    assert len(listens) == 1 and server_lines, "the template changed"
+    options = lines[server_lines[0]].split(None, 2)[2]  # max_fails=… fail_timeout=…;
+    lines[listens[0]] = f"    listen {listen};"
+    named = [f"    server {address} {options}" for address in servers]
+    lines[server_lines[0] : server_lines[-1] + 1] = named
+    return "\n".join(lines) + "\n"
+
+
+class Nginx:
+    """Debian's nginx running ``deploy/nginx.conf`` in front of ``servers``, on 127.0.0.1."""
+
+    def __init__(self, servers: list[str], workdir: Path) -> None:
+        self.servers = servers
+        self.dir = workdir / "nginx"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _main_config(self) -> Path:
+        """A whole nginx.conf around the part the docs show: paths of its own, in the foreground."""
+        for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (self.dir / name).mkdir(parents=True, exist_ok=True)
+            (self.dir / name).chmod(0o777)  # nginx's workers drop root
+        self.dir.chmod(0o755)
+        part = self.dir / "orgate.conf"
+        part.write_text(
+            render_nginx(NGINX_TEMPLATE.read_text(), f"127.0.0.1:{self.port}", self.servers)
+        )
+        main = self.dir / "nginx.conf"
+        main.write_text(
+            f"daemon off;\nworker_processes 1;\npid {self.dir}/nginx.pid;\n"
+            f"error_log {self.dir}/error.log info;\nevents {{ worker_connections 1024; }}\n"
+            f"http {{\n  access_log {self.dir}/access.log;\n"
+            + "".join(f"  {n}_temp_path {self.dir}/{n};\n" for n in ("fastcgi", "uwsgi", "scgi"))
+            + f"  client_body_temp_path {self.dir}/body;\n  proxy_temp_path {self.dir}/proxy;\n"
+            f"  include {part};\n}}\n"
+        )
+        return main
+
+    def start(self) -> Nginx:
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        assert Path(binary).exists(), "no nginx (scripts/test.sh installs Debian's)"
+        for _attempt in range(3):  # a port taken between the probe and the bind: another one
+            self.port = free_port("127.0.0.1")
+            config = self._main_config()
+            check = subprocess.run(
+                [binary, "-t", "-c", str(config), "-p", str(self.dir)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert check.returncode == 0, check.stderr
+            self.proc = subprocess.Popen(
+                [binary, "-c", str(config), "-p", str(self.dir)],
+                stdout=subprocess.DEVNULL,
+                stderr=(self.dir / "stderr.log").open("ab"),
+            )
+            try:
+                wait_for("nginx", lambda: listening("127.0.0.1", self.port), self.proc)
+                return self
+            except RuntimeError:
+                continue
+        raise RuntimeError((self.dir / "error.log").read_text(errors="replace"))
+
+    def stop(self) -> None:
+        stop_process(self.proc)  # SIGTERM: nginx's fast shutdown

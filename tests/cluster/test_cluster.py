@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -29,7 +30,7 @@ from tests.cluster.clients import (
     with_cookie_of,
 )
 from tests.cluster.conftest import KEYS, LIMITED_RPM, Cluster
-from tests.cluster.services import HAPROXY_TEMPLATE
+from tests.cluster.services import HAPROXY_TEMPLATE, NGINX_TEMPLATE
 from tests.server_process import REPO
 
 pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.timeout(900)]
@@ -50,9 +51,10 @@ def _ids(reply: httpx.Response) -> set[str]:
 # --------------------------------------------------------------------------- the set-up itself
 
 
-def test_the_docs_show_the_balancer_configuration_the_tests_run() -> None:
-    """docs/deployment.md holds deploy/haproxy.cfg word for word."""
-    assert HAPROXY_TEMPLATE.read_text().strip() in (REPO / "docs" / "deployment.md").read_text()
+@pytest.mark.parametrize("config", [HAPROXY_TEMPLATE, NGINX_TEMPLATE], ids=lambda p: p.name)
+def test_the_docs_show_the_balancer_configurations_the_tests_run(config: Path) -> None:
+    """docs/deployment.md holds deploy/haproxy.cfg and deploy/nginx.conf word for word."""
+    assert config.read_text().strip() in (REPO / "docs" / "deployment.md").read_text()
 
 
 def test_the_nodes_take_each_other_for_separate_machines(nodes: Cluster) -> None:
@@ -119,12 +121,12 @@ def test_what_one_node_stores_every_node_serves(nodes: Cluster) -> None:
 # --------------------------------------------------------------------------- the balancer
 
 
-def test_a_websocket_through_the_balancer(nodes: Cluster) -> None:
-    """The openai SDK's WebSocket client through HAProxy (the upgrade passed on), and the
+def test_a_websocket_through_the_balancer(nodes: Cluster, front: str) -> None:
+    """The openai SDK's WebSocket client through the balancer (the upgrade passed on), and the
     conversation continued over HTTP on whichever node the balancer picks."""
 
     async def run() -> tuple[str, str, dict[str, Any]]:
-        client = openai.AsyncOpenAI(base_url=f"{nodes.url}/v1", api_key=KEYS["alpha"])
+        client = openai.AsyncOpenAI(base_url=f"{front}/v1", api_key=KEYS["alpha"])
         ids: list[str] = []
         async with client.beta.responses.connect() as connection:
             for text in ("over a websocket", "still on it"):
@@ -144,16 +146,16 @@ def test_a_websocket_through_the_balancer(nodes: Cluster) -> None:
 
     first, second, later = asyncio.run(run())
     assert later["status"] == "completed" and later["previous_response_id"] == second
-    with nodes.client() as client:
+    with nodes.client(front) as client:
         assert output_text(client.get(f"/v1/responses/{first}").json()) == "over a websocket"
 
 
-def test_a_stream_through_the_balancer_is_not_buffered(nodes: Cluster) -> None:
+def test_a_stream_through_the_balancer_is_not_buffered(nodes: Cluster, front: str) -> None:
     """The first delta of a long stream reaches the client while the response is still in
     progress (a buffering proxy would hold it until the end)."""
     words = " ".join(f"w{i}" for i in range(200))
     with (
-        nodes.client() as client,
+        nodes.client(front) as client,
         client.stream(
             "POST",
             "/v1/responses",
