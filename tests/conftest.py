@@ -23,7 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes._base import LoopbackFake  # noqa: E402
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat  # noqa: E402
 from tests.server_process import OrgateServer  # noqa: E402
+from tests.support.scheduling import make_scheduler  # noqa: E402
 from tests.support.upstreams import fresh, three_fakes  # noqa: E402
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """tests/cluster/ on one worker, the rest test by test (tests/support/scheduling.py)."""
+    return make_scheduler(config, log)
 
 
 def chat_model_config(base_url: str, name: str = "fake-chat", **extra: str) -> str:

@@ -2,8 +2,8 @@
 behind Debian's HAProxy: the deployment docs/deployment.md describes for several machines
 (``nginx`` puts Debian's nginx in front of the same nodes, ``front`` is each balancer in turn).
 
-``cluster`` (one per test session, per xdist worker; every test of this directory is in one
-xdist group, so one worker runs them all, in file order) starts, in this order: the hosts
+``cluster`` (one per test session; one xdist worker runs every test of this directory, in file
+order: tests/support/scheduling.py) starts, in this order: the hosts
 (network namespaces on a bridge, else loopback addresses: ``hosts.py``), PostgreSQL and Redis
 listening where the nodes reach them, the three nodes with one configuration and one set of
 secrets, then HAProxy with ``deploy/haproxy.cfg``. Everything is stopped and removed when the

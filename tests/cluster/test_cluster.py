@@ -33,7 +33,7 @@ from tests.cluster.conftest import KEYS, LIMITED_RPM, Cluster
 from tests.cluster.services import HAPROXY_TEMPLATE, NGINX_TEMPLATE
 from tests.server_process import REPO
 
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)  # one worker runs the tier: tests/support/scheduling.py
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from tests.cluster.nodes import Node
 from tests.cluster.services import Nginx
 from tests.server_process import START_TIMEOUT
 
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)  # one worker runs the tier: tests/support/scheduling.py
 
 #: Completions through the balancer before the first kill, and after each kill.
 PER_PHASE = 20
