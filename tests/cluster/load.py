@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ import orjson
 
 from tests.cluster.clients import output_text, sse_events
 from tests.cluster.conftest import KEYS
+from tests.server_process import START_TIMEOUT
 
 #: Turns per lane at most: the load stops by itself even if nothing sets ``stop``.
 MAX_TURNS = 400
@@ -145,3 +147,15 @@ def start_lanes(
     url: str, all_lanes: list[Lane], ledger: Ledger, stop: asyncio.Event
 ) -> asyncio.Future[Any]:
     return asyncio.gather(*(_lane(url, lane, ledger, stop) for lane in all_lanes))
+
+
+async def until(what: str, condition: Callable[[], bool], ledger: Ledger) -> None:
+    """Poll ``condition`` while the lanes run; fail (saying what the ledger holds) after
+    twice the start-up timeout: a loaded machine is slow, a stuck load is not."""
+    deadline = time.monotonic() + 2 * START_TIMEOUT
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{what}: not reached; {len(ledger.seen)} completed, errors {ledger.errors[-5:]}"
+            )
+        await asyncio.sleep(0.1)

@@ -1,10 +1,12 @@
 """One ``orgate serve`` node on a host of the multi-node tests (``hosts.Host``).
 
 ``Node(host, config, env, workdir).start()`` runs the server on its host (its namespace, its
-hostname), listening on the host's address at a port it picks itself (``--port 0``, read from
-its JSON ``start`` event), with a data directory of its own as a separate machine would have;
-it returns once ``/healthz`` answers. ``kill()`` is SIGKILL (the machine lost), ``stop()``
-SIGTERM (a drain).
+hostname), listening on the host's address, with a data directory of its own as a separate
+machine would have; it returns once ``/healthz`` answers. In a namespace the address is the
+node's own and the port is ``PORT``; on a loopback address the first start takes a port the
+server picks itself (``--port 0``, read from its JSON ``start`` event). A node started again
+(after ``stop()``, SIGTERM: a drain, or ``kill()``, SIGKILL: the machine lost) listens where it
+did, so the load balancer finds it there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import httpx
 from tests.cluster.hosts import Host
 from tests.server_process import START_TIMEOUT
 
+#: The port of a node in a network namespace of its own, as on a machine of its own.
+PORT = 8080
+
 
 class Node:
     def __init__(self, host: Host, config: Path, env: dict[str, str], workdir: Path) -> None:
@@ -31,7 +36,7 @@ class Node:
         self.dir = workdir / host.name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.dir / "server.log"
-        self.port = 0
+        self.port = PORT if host.netns else 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -53,7 +58,7 @@ class Node:
 
     def start(self) -> Node:
         argv = [sys.executable, "-m", "orgate.cli", "serve", "--config", str(self.config)]
-        argv += ["--host", self.host.address, "--port", "0", "--log-format", "json"]
+        argv += ["--host", self.host.address, "--port", str(self.port), "--log-format", "json"]
         argv += ["--data-dir", str(self.dir / "data")]
         self.proc = subprocess.Popen(
             self.host.command(argv),
@@ -79,6 +84,7 @@ class Node:
         raise RuntimeError(f"{self.name} did not start in {START_TIMEOUT} s:\n{self.output()}")
 
     def _read_port(self) -> bool:
+        """The port of the first start on ``--port 0``, from the server's ``start`` event."""
         for event in self.events():
             if event.get("event") == "start":
                 self.port = int(str(event["url"]).rsplit(":", 1)[1].split("/", 1)[0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.cluster.clients import (
     with_cookie_of,
 )
 from tests.cluster.conftest import KEYS, LIMITED_RPM, Cluster
+from tests.cluster.load import Ledger, lanes, start_lanes, until
 from tests.cluster.services import HAPROXY_TEMPLATE, NGINX_TEMPLATE
 from tests.server_process import REPO
 
@@ -172,6 +174,46 @@ def test_a_stream_through_the_balancer_is_not_buffered(nodes: Cluster, front: st
         response_id = events[0]["response"]["id"]
         with nodes.client() as other:
             assert other.get(f"/v1/responses/{response_id}").json()["status"] == "in_progress"
+
+
+# --------------------------------------------------------------------------- a drained node
+
+
+def test_a_node_drained_and_started_again_costs_no_request(nodes: Cluster) -> None:
+    """One node restarted under load through HAProxy, as a rolling update does it: SIGTERM (it
+    stops accepting, the balancer takes it out, it finishes what it was answering), then
+    started again (the balancer takes it back once its checks pass). No client of raw HTTP
+    (which retries nothing) sees an error, and everything they saw completed is stored."""
+    node = nodes.nodes[2]
+    name = nodes.server_name(node)
+
+    async def run() -> Ledger:
+        ledger, stop = Ledger(), asyncio.Event()
+        chosen = [lane for lane in lanes(uuid.uuid4().hex[:8]) if lane.kind != "sdk"]
+        load = start_lanes(nodes.url, chosen, ledger, stop)
+        try:
+            await until("load before the drain", lambda: len(ledger.seen) >= 10, ledger)
+            drained = time.monotonic()
+            await asyncio.to_thread(node.stop)
+            assert node.proc is not None and node.proc.returncode == 0, node.output()[-2000:]
+            await until("load while it is away", lambda: len(ledger.since(drained)) >= 10, ledger)
+            await asyncio.to_thread(node.start)
+            back = time.monotonic()
+            await until(
+                "the node serving again",
+                lambda: any(seen.served_by == name for seen in ledger.since(back)),
+                ledger,
+            )
+        finally:
+            stop.set()
+            await load
+        return ledger
+
+    ledger = asyncio.run(run())
+    assert ledger.errors == []
+    with nodes.client() as client:
+        for seen in ledger.seen:
+            assert client.get(f"/v1/responses/{seen.id}").json()["status"] == "completed"
 
 
 # --------------------------------------------------------------------------- rate limits

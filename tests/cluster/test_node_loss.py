@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +27,7 @@ import pytest
 
 from tests.cluster.clients import poll
 from tests.cluster.conftest import KEYS, Cluster
-from tests.cluster.load import Lane, Ledger, lanes, start_lanes
+from tests.cluster.load import Lane, Ledger, lanes, start_lanes, until
 from tests.cluster.nodes import Node
 from tests.cluster.services import Nginx
 from tests.server_process import START_TIMEOUT
@@ -56,16 +55,6 @@ class NodeLoss:
     background: list[str] = field(default_factory=list)  # background responses of node-1
     held_session: str = ""  # a session whose turn was running on node-1 at its kill
     held_last: str = ""  # that session's last completed turn before it
-
-
-async def _until(what: str, condition: Callable[[], bool], ledger: Ledger) -> None:
-    deadline = time.monotonic() + 2 * START_TIMEOUT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what}: not reached; {len(ledger.seen)} completed, errors {ledger.errors[-5:]}"
-            )
-        await asyncio.sleep(0.1)
 
 
 async def _long_stream(
@@ -150,7 +139,7 @@ async def _scenario(cluster: Cluster) -> NodeLoss:
             for victim, sessions in ((first, [None, loss.held_session]), (second, [None])):
                 name = cluster.server_name(victim)
                 gone = [cluster.server_name(node) for node, _ in loss.kills]
-                await _until(
+                await until(
                     f"load before killing {victim.name}",
                     lambda mark=mark, name=name, gone=gone: (
                         len(loss.ledger.since(mark)) >= PER_PHASE
@@ -167,7 +156,7 @@ async def _scenario(cluster: Cluster) -> NodeLoss:
                 mark = time.monotonic()
                 loss.kills.append((victim, mark))
                 await asyncio.wait_for(asyncio.gather(*streams), START_TIMEOUT)
-            await _until(
+            await until(
                 "load after the second kill",
                 lambda: len(loss.ledger.since(mark)) >= PER_PHASE,
                 loss.ledger,
