@@ -5,7 +5,7 @@ behind Debian's HAProxy: the deployment docs/deployment.md describes for several
 ``cluster`` (one per test session; one xdist worker runs every test of this directory, in file
 order: tests/support/scheduling.py) starts, in this order: the hosts
 (network namespaces on a bridge, else loopback addresses: ``hosts.py``), PostgreSQL and Redis
-listening where the nodes reach them, the three nodes with one configuration and one set of
+listening where the nodes reach them (and an MCP server of the test's tools), the three nodes with one configuration and one set of
 secrets, then HAProxy with ``deploy/haproxy.cfg``. Everything is stopped and removed when the
 session ends, whatever happened. Nodes may be SIGKILLed by the tests (``test_node_loss.py``
 does, last); tests that need every node check first.
@@ -28,6 +28,7 @@ import pytest
 from tests.cluster.hosts import Network, make_network
 from tests.cluster.nodes import Node
 from tests.cluster.services import Balancer, Nginx, PostgresCluster, RedisServer
+from tests.mcp.servers import Running, tools_server
 from tests.server_process import START_TIMEOUT
 
 #: The API keys of every node: two tenants, an admin and a rate-limited key (4 calls a minute).
@@ -63,6 +64,12 @@ redis_url = "env:ORGATE_REDIS_URL"
 retries = 0
 on_exhaustion = "review"
 """
+
+
+def mcp_servers(url: str) -> str:
+    """The MCP server of the test's tools (tests/mcp/servers.py), every call approved first."""
+    return f'\n[[mcp_servers]]\nlabel = "tools"\nurl = "{url}"\nrequire_approval = "always"\n'
+
 
 #: Shared by every node, as docs/deployment.md asks: sealed compaction items and console
 #: sessions (signed with a key derived from it) are then valid on every node.
@@ -156,8 +163,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         redis = RedisServer(network.gateway, workdir)
         stack.callback(redis.stop)
         redis.start()
+        mcp = Running(tools_server(), host=network.gateway).start()
+        stack.callback(mcp.stop)
         config = workdir / "orgate.toml"
-        config.write_text(CONFIG)
+        config.write_text(CONFIG + mcp_servers(mcp.url))
         env = node_env(postgres, redis)
         nodes = [Node(host, config, env, workdir) for host in network.hosts]
         stack.callback(stop_nodes, nodes)

@@ -370,6 +370,50 @@ def test_a_running_background_stream_is_followed_through_another_node(nodes: Clu
         assert sse_events(followed.text)[-1]["type"] == "response.completed"
 
 
+# --------------------------------------------------------------------------- MCP approvals
+
+
+def test_an_mcp_approval_asked_through_one_node_is_answered_through_another(
+    nodes: Cluster,
+) -> None:
+    """node-1 ends a response with an ``mcp_approval_request``; the approval, sent to node-2,
+    runs the call there (the request is a conversation item in the store). Sent again through
+    node-3 in the same conversation, the answered approval runs nothing twice."""
+    one, two, three = nodes.nodes
+    tools = [{"type": "mcp", "server_label": "tools"}]
+    with nodes.client(one) as a, nodes.client(two) as b, nodes.client(three) as c:
+        asked = a.post(
+            "/v1/responses", json={"model": "orgate/echo", "input": "echo hello", "tools": tools}
+        )
+        assert asked.status_code == 200, asked.text
+        request = asked.json()["output"][-1]
+        assert request["type"] == "mcp_approval_request" and request["name"] == "echo", request
+        answer = {
+            "model": "orgate/echo",
+            "previous_response_id": asked.json()["id"],
+            "input": [
+                {
+                    "type": "mcp_approval_response",
+                    "approval_request_id": request["id"],
+                    "approve": True,
+                }
+            ],
+            "tools": tools,
+        }
+        approved = b.post("/v1/responses", json=answer)
+        assert approved.status_code == 200, approved.text
+        calls = [item for item in approved.json()["output"] if item["type"] == "mcp_call"]
+        assert len(calls) == 1 and calls[0]["approval_request_id"] == request["id"], calls
+        assert calls[0]["output"].startswith("echo: "), calls[0]
+        # the same answer again, after the call ran, through node-3
+        again = c.post(
+            "/v1/responses", json={**answer, "previous_response_id": approved.json()["id"]}
+        )
+        assert again.status_code in (200, 400), again.text
+        if again.status_code == 200:
+            assert not [i for i in again.json()["output"] if i["type"] == "mcp_call"]
+
+
 # --------------------------------------------------------------------------- the console
 
 

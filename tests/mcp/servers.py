@@ -1,5 +1,5 @@
 """Real MCP servers for the tests: the SDK's own server side (``MCPServer``, streamable HTTP)
-under uvicorn, in a thread, on a free loopback port.
+under uvicorn, in a thread, on a free port of the loopback address (or of ``host``).
 
 ``tools_server()``: tools that answer (``add``, ``echo``), one slow (``slow``), one failing
 (``fail``), one with a strict schema (``code``: three capitals, a count 1-5), one with a huge
@@ -75,16 +75,16 @@ def hostile_server(count: int = 300) -> MCPServer:
 class Running:
     """An MCP server's ASGI app (streamable HTTP, or SSE) served by uvicorn in a thread; ``url`` is its endpoint."""
 
-    def __init__(self, server: MCPServer, *, sse: bool = False) -> None:
+    def __init__(self, server: MCPServer, *, sse: bool = False, host: str = "127.0.0.1") -> None:
         self.app = (
-            server.sse_app()
+            server.sse_app(host=host)
             if sse
-            else server.streamable_http_app(stateless_http=True, json_response=True)
-        )
+            else server.streamable_http_app(stateless_http=True, json_response=True, host=host)
+        )  # the host: the SDK accepts requests for it alone (its DNS rebinding protection)
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
+        self.url = f"http://{host}:{self.port}/{'sse' if sse else 'mcp'}"
         self.uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="on"))
         self.thread = threading.Thread(
             target=self.uvicorn.run, kwargs={"sockets": [self.sock]}, daemon=True
