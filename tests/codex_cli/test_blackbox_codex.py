@@ -126,8 +126,10 @@ def server(chat: FakeOpenAIChat) -> Iterator[OrgateServer]:
 
 
 class Codex:
-    """One Codex home (``config.toml``) and work directory (a git repository, so that Codex
-    trusts it without a flag)."""
+    """One Codex home (``config.toml``), work directory (a git repository, so that Codex
+    trusts it without a flag) and ``HOME``: an empty one, so that the login shell Codex runs
+    commands in (``bash -lc``) starts the same on every machine, whatever the user's own
+    profile does (and however long it takes)."""
 
     def __init__(
         self, binary: Path, server: OrgateServer, root: Path, model: str, *, websocket: bool = False
@@ -135,6 +137,7 @@ class Codex:
         self.binary, self.home, self.workdir = binary, root / "codex-home", root / "work"
         self.home.mkdir()
         self.workdir.mkdir()
+        (root / "home").mkdir()
         subprocess.run(["git", "init", "-q", str(self.workdir)], check=True)
         provider = [
             "[model_providers.orgate]",
@@ -150,6 +153,7 @@ class Codex:
         self.env = {
             **os.environ,
             "CODEX_HOME": str(self.home),
+            "HOME": str(root / "home"),
             "ORGATE_API_KEY": server.api_key,
             "RUST_LOG": "codex_api=info",
         }
@@ -210,12 +214,24 @@ def test_a_shell_round_trip_through_the_builtin_model_in_the_read_only_sandbox(
     assert said.startswith("exec_command returned:") and "codex-roundtrip" in said
 
 
+# Codex waits up to 150 ms for a command it has just spawned (``UnifiedExecProcess::from_spawned``,
+# codex-rs/core/src/unified_exec/process.rs): one that has exited by then with what looks like a
+# sandbox denial ("Read-only file system") goes back to the model as a denial before Codex reports
+# the command, so ``codex exec --json`` shows no ``command_execution`` item for it. A command that
+# lives longer is reported like any other (begin, end, its exit code and output). The write is
+# made after a pause so that it is reported whatever the machine's speed.
+OUTLIVES_CODEX_EARLY_EXIT_WAIT = "sleep 1; "
+
+
 def test_the_sandbox_is_read_only(codex: Path, server: OrgateServer, tmp_path: Path) -> None:
     cli = Codex(codex, server, tmp_path, "orgate/echo")
-    events = cli.exec("touch written-by-codex")
+    events = cli.exec(f"{OUTLIVES_CODEX_EARLY_EXIT_WAIT}touch written-by-codex")
     [command] = items(events, "command_execution")
-    assert command["exit_code"] != 0
+    assert command["exit_code"] != 0 and command["status"] == "failed"
+    assert "Read-only file system" in command["aggregated_output"]
     assert not (cli.workdir / "written-by-codex").exists()
+    # What the sandbox said went back to the model, which quotes it.
+    assert "Read-only file system" in answer(events)
 
 
 def test_a_text_turn_through_an_openai_chat_upstream(
