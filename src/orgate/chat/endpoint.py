@@ -28,6 +28,7 @@ from orgate.server.auth import caller_of
 from orgate.server.body import check_schema_bounds, read_json
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import error_response
+from orgate.server.header_values import header_text
 from orgate.server.routes import SSE_HEADERS
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def _warning_headers(warnings: list[str], params: translate.ParamMap) -> dict[st
     for warning in warnings:
         param, sep, rest = warning.partition(": ")
         chat.append(f"{params.to_chat(param)}{sep}{rest}" if sep else warning)
-    return {GATE_WARNINGS_HEADER: " | ".join(chat)}
+    return {GATE_WARNINGS_HEADER: header_text(" | ".join(chat))}
 
 
 async def _complete(events: Any, params: translate.ParamMap, logprobs: bool) -> Response:

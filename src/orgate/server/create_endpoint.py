@@ -37,6 +37,7 @@ from orgate.server.body import (
 )
 from orgate.server.disconnect import DisconnectWatch
 from orgate.server.errors import encode_headers, send_error, send_json
+from orgate.server.header_values import has_control
 from orgate.server.request_state import STATE_KEY, RequestState
 from orgate.server.sse import DONE, frame, openai_frame, then_done
 from orgate.structured import BODY_FIELD, BUDGET_HEADER, BudgetOverride
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("orgate.server")
 
 Scope = dict[str, Any]
+#: The longest session key (``X-Session-Id`` or ``user``) taken: it comes back in a header.
+MAX_SESSION_KEY = 256
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -216,18 +219,33 @@ class CreateResponse:
         await send_json(send, 200, orjson.dumps(response), stream.headers)
 
     def _session(self, headers: Mapping[str, str], body: Any) -> str | None:
-        """The session key: the configured header, else the body's ``user`` (scoped per API key by the store)."""
+        """The session key: the configured header, else the body's ``user`` (scoped per API key by
+        the store). It is echoed in ``X-Session-Id``: one a header cannot carry as it is is
+        refused here, before the model is asked."""
         value = headers.get(self.session_header)
         if value:
-            if len(value) > 256:
-                name = self.services.settings.sessions.header
-                raise invalid_value(f"The {name} header is longer than 256 characters.", param=name)
-            return value
+            return session_key(value, self.services.settings.sessions.header, "header")
         if self.services.settings.sessions.use_user_field and body.model_extra:
             user = body.model_extra.get("user")
             if isinstance(user, str) and user:
-                return user
+                return session_key(user, "user", "field")
         return None
+
+
+def session_key(value: str, param: str, where: str) -> str:
+    """``value`` as a session key, or a 400 naming ``param``: at most 256 characters, none of
+    them a control character (the key comes back in ``X-Session-Id``)."""
+    if len(value) > MAX_SESSION_KEY:
+        raise invalid_value(
+            f"The {param} {where} is longer than {MAX_SESSION_KEY} characters.", param=param
+        )
+    if has_control(value):
+        raise invalid_value(
+            f"The {param} {where} holds a control character, which a session key cannot hold: "
+            "the key is echoed in the X-Session-Id response header.",
+            param=param,
+        )
+    return value
 
 
 def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from orgate.protocol.errors import ApiError, ErrorCode, internal, method_not_allowed
+from orgate.server.header_values import header_bytes, header_text
 
 log = logging.getLogger("orgate.server")
 
@@ -21,10 +22,8 @@ _JSON_HEADERS = ((b"content-type", b"application/json"),)
 
 
 def encode_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    """Header names and values as plain ASGI sends them."""
-    return [
-        (name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in extra.items()
-    ]
+    """Header names (ours) and values (made header-safe) as plain ASGI sends them."""
+    return [(name.lower().encode("latin-1"), header_bytes(value)) for name, value in extra.items()]
 
 
 async def send_json(
@@ -44,7 +43,7 @@ async def send_error(send: Any, error: ApiError) -> None:
 
 
 def error_response(error: ApiError) -> Response:
-    headers = dict(error.headers)
+    headers = {name: header_text(value) for name, value in error.headers.items()}
     return Response(
         orjson.dumps(error.body()),
         status_code=error.status,
