@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+import orjson
+
 _log = logging.getLogger("orgate.store")
 
 Order = Literal["asc", "desc"]
@@ -183,6 +185,17 @@ class SessionTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalClaim:
+    """Who consumed an MCP approval request: the response that acts on it, since when, and (once
+    its call ended) the ``outcome``: the ``mcp_call``'s ``output`` and ``error``."""
+
+    approval_request_id: str
+    response_id: str
+    claimed_at: float
+    outcome: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoreStats:
     """Counts for ``orgate store stats``."""
 
@@ -200,6 +213,15 @@ class StoreStats:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def claim_of(approval_request_id: str, claimant: str, row: Sequence[Any]) -> ApprovalClaim | None:
+    """What ``claim_approval`` returns from the stored claim ``(response_id, claimed_at,
+    outcome)`` that a claim by ``claimant`` found: None when it is the claimant's own."""
+    if row[0] == claimant:
+        return None
+    outcome = orjson.loads(row[2]) if row[2] is not None else None
+    return ApprovalClaim(approval_request_id, row[0], row[1], outcome)
 
 
 def encode_cursor(*parts: str | int | float) -> str:
@@ -611,6 +633,55 @@ class ResponseStore(abc.ABC):
     def lease_releases(self) -> LeaseReleases:
         """The leases whose release failed, released again in the background (closed by ``close``)."""
         return LeaseReleases(self._end_turn)
+
+    # -- MCP approvals (docs/mcp.md)
+
+    @abc.abstractmethod
+    async def claim_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> ApprovalClaim | None:
+        """Consume an approval request for ``response_id``: None when this call consumed it (or
+        ``response_id`` already had: a retried claim), else the claim that did. Atomic across
+        processes and machines: of two claims at once, exactly one gets None."""
+
+    @abc.abstractmethod
+    async def settle_approval(
+        self, tenant: str, approval_request_id: str, response_id: str, outcome: dict[str, Any]
+    ) -> None:
+        """Record how the call of ``response_id``'s claim ended (what a replay is given)."""
+
+    @abc.abstractmethod
+    async def release_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> None:
+        """Drop ``response_id``'s unsettled claim: nothing ran, the next answer may act."""
+
+    # -- console sessions and sign-ins (docs/console.md)
+
+    @abc.abstractmethod
+    async def revoke_console_session(self, session_id: str, expires_at: float) -> None:
+        """Sign-out: the session is refused by every process until ``expires_at`` (when it would
+        have expired anyway); revocations already past their expiry are dropped."""
+
+    @abc.abstractmethod
+    async def console_session_revoked(self, session_id: str) -> bool:
+        """Whether the session was signed out."""
+
+    @abc.abstractmethod
+    async def signin_failed(
+        self, subjects: Sequence[str], *, now: float, forget_after: float
+    ) -> list[int]:
+        """Count one failed sign-in against each subject (a client address, a key fingerprint):
+        their failures so far, in order. A subject's count starts again after ``forget_after``
+        seconds without a failure; subjects idle that long (and not blocked) are dropped."""
+
+    @abc.abstractmethod
+    async def signin_block(self, subject: str, until: float) -> None:
+        """Refuse ``subject``'s sign-ins until ``until`` (never shortens a block)."""
+
+    @abc.abstractmethod
+    async def signin_blocked_until(self, subjects: Sequence[str]) -> float:
+        """The end of the latest block of any of ``subjects`` (0 when none is blocked)."""
 
     # -- retention and lifecycle
 

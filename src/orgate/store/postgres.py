@@ -20,16 +20,18 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
+import orjson
 
 from orgate.store import redact
 from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
+    ApprovalClaim,
     ItemsPage,
     Order,
     ResponseConflict,
@@ -47,6 +49,7 @@ from orgate.store.base import (
     TenantInUse,
     UnknownResponse,
     check_order,
+    claim_of,
     decode_cursor,
     encode_cursor,
     filter_terms,
@@ -184,6 +187,8 @@ WITH doomed AS (
     DELETE FROM sessions WHERE updated_at < $1 AND (lease_token IS NULL OR lease_expires_at <= $2)
 ), dw AS (
     DELETE FROM owners WHERE owner_id <> $3 AND heartbeat_at < $4
+), da AS (
+    DELETE FROM approvals WHERE claimed_at < $1
 )
 SELECT count(*)::integer FROM doomed
 """
@@ -632,6 +637,113 @@ class PostgresStore(ResponseStore):
             turn.token,
         )
 
+    # ------------------------------------------------------------------ MCP approvals
+
+    async def claim_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> ApprovalClaim | None:
+        # Two statements: after the insert met a row another transaction committed meanwhile, only
+        # a new statement's snapshot sees it (READ COMMITTED). A claim released in between (its
+        # response ran nothing) is tried again.
+        for _ in range(3):
+            if await self._fetchrow(
+                """INSERT INTO approvals (tenant, approval_request_id, response_id, claimed_at)
+                VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1""",
+                tenant,
+                approval_request_id,
+                response_id,
+                time.time(),
+            ):
+                return None
+            row = await self._fetchrow(
+                """SELECT response_id, claimed_at, outcome FROM approvals
+                WHERE tenant = $1 AND approval_request_id = $2""",
+                tenant,
+                approval_request_id,
+            )
+            if row is not None:
+                return claim_of(approval_request_id, response_id, tuple(row))
+        raise StoreError(f"approval {approval_request_id!r} is claimed and released over and over")
+
+    async def settle_approval(
+        self, tenant: str, approval_request_id: str, response_id: str, outcome: dict[str, Any]
+    ) -> None:
+        await self._execute(
+            """UPDATE approvals SET outcome = $4, settled_at = $5
+            WHERE tenant = $1 AND approval_request_id = $2 AND response_id = $3""",
+            tenant,
+            approval_request_id,
+            response_id,
+            orjson.dumps(outcome).decode(),
+            time.time(),
+        )
+
+    async def release_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> None:
+        await self._execute(
+            """DELETE FROM approvals WHERE tenant = $1 AND approval_request_id = $2
+            AND response_id = $3 AND outcome IS NULL""",
+            tenant,
+            approval_request_id,
+            response_id,
+        )
+
+    # ------------------------------------------------------------------ console
+
+    async def revoke_console_session(self, session_id: str, expires_at: float) -> None:
+        await self._execute(
+            """WITH gone AS (DELETE FROM console_revoked WHERE expires_at <= $3)
+            INSERT INTO console_revoked (session_id, expires_at) VALUES ($1, $2)
+            ON CONFLICT (session_id) DO UPDATE SET expires_at = EXCLUDED.expires_at""",
+            session_id,
+            expires_at,
+            time.time(),
+        )
+
+    async def console_session_revoked(self, session_id: str) -> bool:
+        row = await self._fetchrow(
+            "SELECT 1 FROM console_revoked WHERE session_id = $1", session_id
+        )
+        return row is not None
+
+    async def signin_failed(
+        self, subjects: Sequence[str], *, now: float, forget_after: float
+    ) -> list[int]:
+        stale = now - forget_after
+        rows = await self._fetch(
+            """WITH gone AS (
+                DELETE FROM signin_throttle WHERE updated_at < $2 AND blocked_until < $3
+                    AND subject <> ALL($1::text[])
+            )
+            INSERT INTO signin_throttle AS t (subject, failures, updated_at, blocked_until)
+            SELECT s, 1, $3, 0 FROM unnest($1::text[]) AS s
+            ON CONFLICT (subject) DO UPDATE SET
+                failures = CASE WHEN t.updated_at < $2 THEN 1 ELSE t.failures + 1 END,
+                updated_at = $3
+            RETURNING subject, failures""",
+            list(subjects),
+            stale,
+            now,
+        )
+        counts = {row["subject"]: row["failures"] for row in rows}
+        return [counts[subject] for subject in subjects]
+
+    async def signin_block(self, subject: str, until: float) -> None:
+        await self._execute(
+            """UPDATE signin_throttle SET blocked_until = GREATEST(blocked_until, $2)
+            WHERE subject = $1""",
+            subject,
+            until,
+        )
+
+    async def signin_blocked_until(self, subjects: Sequence[str]) -> float:
+        row = await self._fetchrow(
+            "SELECT max(blocked_until) FROM signin_throttle WHERE subject = ANY($1::text[])",
+            list(subjects),
+        )
+        return float(row[0] or 0.0) if row is not None else 0.0
+
     # ------------------------------------------------------------------ retention
 
     async def prune(self, *, older_than: float) -> int:
@@ -654,10 +766,11 @@ class PostgresStore(ResponseStore):
 
     async def rename_tenant(self, old: str, new: str) -> int:
         async def move(conn: asyncpg.Connection) -> int:
-            self.query_count += 7
+            self.query_count += 8
             # Every row of both tenants is locked first: a save that races the rename waits for it.
             await conn.execute(
-                "LOCK TABLE responses, items, response_events, sessions IN SHARE ROW EXCLUSIVE MODE"
+                "LOCK TABLE responses, items, response_events, sessions, approvals"
+                " IN SHARE ROW EXCLUSIVE MODE"
             )
             if await conn.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS (SELECT 1 FROM sessions WHERE tenant = $1)",
@@ -676,7 +789,7 @@ class PostgresStore(ResponseStore):
             moved = await conn.execute(
                 "UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old
             )
-            for table in ("items", "response_events", "sessions"):
+            for table in ("items", "response_events", "sessions", "approvals"):
                 await conn.execute(f"UPDATE {table} SET tenant = $1 WHERE tenant = $2", new, old)  # noqa: S608 - fixed names
             return int(moved.split()[-1])
 

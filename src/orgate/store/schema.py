@@ -10,11 +10,48 @@ docs/store.md.
 
 from __future__ import annotations
 
-SQLITE_SCHEMA_VERSION = 2
-POSTGRES_SCHEMA_VERSION = 1
+SQLITE_SCHEMA_VERSION = 3
+POSTGRES_SCHEMA_VERSION = 2
 
 #: ``pg_advisory_xact_lock`` key held while PostgreSQL migrates ("orgat").
 POSTGRES_MIGRATION_LOCK = 0x6F72676174
+
+
+def _shared_state(real: str) -> list[str]:
+    """The tables of the state every process serving one store shares (``real``: the backend's
+    double-precision type): SQLite's version 3, PostgreSQL's version 2.
+
+    ``approvals``: an MCP approval request, consumed by the first response that acts on it, and
+    the ``outcome`` of its call (the ``mcp_call``'s output and error) once it ended; a replay
+    finds it. ``console_revoked``: signed-out console sessions, until they would have expired.
+    ``signin_throttle``: failed console sign-ins by subject (a client address, a key's
+    fingerprint) and until when the subject is refused.
+    """
+    return [
+        f"""CREATE TABLE approvals (
+            tenant TEXT NOT NULL,
+            approval_request_id TEXT NOT NULL,
+            response_id TEXT NOT NULL,
+            claimed_at {real} NOT NULL,
+            settled_at {real},
+            outcome TEXT,
+            PRIMARY KEY (tenant, approval_request_id)
+        )""",
+        "CREATE INDEX approvals_claimed ON approvals (claimed_at)",
+        f"""CREATE TABLE console_revoked (
+            session_id TEXT PRIMARY KEY,
+            expires_at {real} NOT NULL
+        )""",
+        "CREATE INDEX console_revoked_expiry ON console_revoked (expires_at)",
+        f"""CREATE TABLE signin_throttle (
+            subject TEXT PRIMARY KEY,
+            failures INTEGER NOT NULL,
+            updated_at {real} NOT NULL,
+            blocked_until {real} NOT NULL
+        )""",
+        "CREATE INDEX signin_throttle_updated ON signin_throttle (updated_at)",
+    ]
+
 
 SQLITE_MIGRATIONS: dict[int, list[str]] = {
     1: [
@@ -108,6 +145,7 @@ SQLITE_MIGRATIONS: dict[int, list[str]] = {
         "DROP TABLE items",
         "DROP INDEX responses_created",
     ],
+    3: _shared_state("REAL"),
 }
 
 POSTGRES_MIGRATIONS: dict[int, list[str]] = {
@@ -169,4 +207,5 @@ POSTGRES_MIGRATIONS: dict[int, list[str]] = {
             stopped_at double precision
         )""",
     ],
+    2: _shared_state("double precision"),
 }

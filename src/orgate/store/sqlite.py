@@ -31,6 +31,7 @@ from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
     OUTPUT_POSITIONS,
+    ApprovalClaim,
     ItemsPage,
     Order,
     ResponseConflict,
@@ -48,6 +49,7 @@ from orgate.store.base import (
     TenantInUse,
     UnknownResponse,
     check_order,
+    claim_of,
     decode_cursor,
     derived_location,
     encode_cursor,
@@ -74,6 +76,14 @@ _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 #: A response row's output items: ``outputs`` when saved apart, else the body's ``output``.
 _OUTPUTS = "coalesce({0}outputs, json_extract(CAST({0}response AS TEXT), '$.output'))"
 
+
+#: One failed sign-in of a subject: its count goes up, or starts again after a quiet while.
+_SIGNIN_FAILED = """INSERT INTO signin_throttle (subject, failures, updated_at, blocked_until)
+    VALUES (?, 1, ?, 0) ON CONFLICT (subject) DO UPDATE SET
+        failures = CASE WHEN signin_throttle.updated_at < ? THEN 1
+            ELSE signin_throttle.failures + 1 END,
+        updated_at = ?
+    RETURNING failures"""
 
 #: A finished response never goes back to queued / in_progress: a save of an earlier state that
 #: arrives after the final one (a save that waited for the write lock, or whose caller was
@@ -773,6 +783,126 @@ class SqliteStore(ResponseStore):
             (turn.tenant, turn.session_id, turn.token),
         )
 
+    # ------------------------------------------------------------------ MCP approvals
+
+    async def claim_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> ApprovalClaim | None:
+        return await self._write_op(
+            self._claim_sync, tenant, approval_request_id, response_id, time.time()
+        )
+
+    def _claim_sync(
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        approval_request_id: str,
+        response_id: str,
+        now: float,
+    ) -> ApprovalClaim | None:
+        key = (tenant, approval_request_id)
+        if self._execute_on(
+            conn,
+            """INSERT INTO approvals (tenant, approval_request_id, response_id, claimed_at)
+            VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1""",
+            (*key, response_id, now),
+        ).fetchone():
+            return None
+        row = self._execute_on(
+            conn,
+            """SELECT response_id, claimed_at, outcome FROM approvals
+            WHERE tenant = ? AND approval_request_id = ?""",
+            key,
+        ).fetchone()
+        assert row is not None, "the row the insert met, in the same transaction"
+        return claim_of(approval_request_id, response_id, row)
+
+    async def settle_approval(
+        self, tenant: str, approval_request_id: str, response_id: str, outcome: dict[str, Any]
+    ) -> None:
+        await self._write_op(
+            self._approval_update_sync,
+            "UPDATE approvals SET outcome = ?, settled_at = ?"
+            " WHERE tenant = ? AND approval_request_id = ? AND response_id = ?",
+            (dumps(outcome).decode(), time.time(), tenant, approval_request_id, response_id),
+        )
+
+    async def release_approval(
+        self, tenant: str, approval_request_id: str, response_id: str
+    ) -> None:
+        await self._write_op(
+            self._approval_update_sync,
+            "DELETE FROM approvals WHERE tenant = ? AND approval_request_id = ?"
+            " AND response_id = ? AND outcome IS NULL",
+            (tenant, approval_request_id, response_id),
+        )
+
+    def _approval_update_sync(
+        self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]
+    ) -> None:
+        self._execute_on(conn, sql, params)
+
+    # ------------------------------------------------------------------ console
+
+    async def revoke_console_session(self, session_id: str, expires_at: float) -> None:
+        await self._write_op(self._revoke_sync, session_id, expires_at, time.time())
+
+    def _revoke_sync(
+        self, conn: sqlite3.Connection, session_id: str, expires_at: float, now: float
+    ) -> None:
+        self._execute_on(conn, "DELETE FROM console_revoked WHERE expires_at <= ?", (now,))
+        self._execute_on(
+            conn,
+            "INSERT OR REPLACE INTO console_revoked (session_id, expires_at) VALUES (?, ?)",
+            (session_id, expires_at),
+        )
+
+    async def console_session_revoked(self, session_id: str) -> bool:
+        row = await self._run(
+            Kind.READ,
+            lambda: self._execute(
+                "SELECT 1 FROM console_revoked WHERE session_id = ?", (session_id,)
+            ).fetchone(),
+        )
+        return row is not None
+
+    async def signin_failed(
+        self, subjects: Sequence[str], *, now: float, forget_after: float
+    ) -> list[int]:
+        return await self._write_op(self._signin_failed_sync, list(subjects), now, forget_after)
+
+    def _signin_failed_sync(
+        self, conn: sqlite3.Connection, subjects: list[str], now: float, forget_after: float
+    ) -> list[int]:
+        stale = now - forget_after
+        self._execute_on(
+            conn,
+            "DELETE FROM signin_throttle WHERE updated_at < ? AND blocked_until < ?",
+            (stale, now),
+        )
+        return [
+            self._execute_on(conn, _SIGNIN_FAILED, (subject, now, stale, now)).fetchone()[0]
+            for subject in subjects
+        ]
+
+    async def signin_block(self, subject: str, until: float) -> None:
+        await self._write_op(
+            self._approval_update_sync,
+            "UPDATE signin_throttle SET blocked_until = max(blocked_until, ?) WHERE subject = ?",
+            (until, subject),
+        )
+
+    async def signin_blocked_until(self, subjects: Sequence[str]) -> float:
+        marks = ", ".join("?" * len(subjects))
+        row = await self._run(
+            Kind.READ,
+            lambda: self._execute(
+                f"SELECT max(blocked_until) FROM signin_throttle WHERE subject IN ({marks})",
+                list(subjects),
+            ).fetchone(),
+        )
+        return float(row[0] or 0.0)
+
     # ------------------------------------------------------------------ retention
 
     async def prune(self, *, older_than: float) -> int:
@@ -824,6 +954,7 @@ class SqliteStore(ResponseStore):
             "DELETE FROM owners WHERE owner_id != ? AND heartbeat_at < ?",
             (self.owner_id, min(cutoff, now - 86400)),
         )
+        self._execute("DELETE FROM approvals WHERE claimed_at < ?", (cutoff,))
         return len(doomed)
 
     async def tenants(self) -> dict[str, int]:
@@ -859,7 +990,7 @@ class SqliteStore(ResponseStore):
         moved = self._execute(
             "UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)
         ).rowcount
-        for table in ("item_ids", "response_events", "sessions"):
+        for table in ("item_ids", "response_events", "sessions", "approvals"):
             self._execute(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
         return int(moved)
 
