@@ -11,11 +11,13 @@ never runs. The events are folded by the ``ResponseBuilder``, as the service doe
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
 
+from orgate.engine.approvals import LocalApprovals
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.mcp_loop import GATE_REFUSED, CallRecord, McpLoop, McpRuntime, McpTurn
 from orgate.mcptools.client import McpClient
@@ -23,6 +25,7 @@ from orgate.mcptools.items import Pending
 from orgate.mcptools.servers import McpRegistry, McpServer, McpUse
 from orgate.neutral import (
     Finish,
+    McpListStart,
     ModelEvent,
     ModelRequest,
     Provider,
@@ -38,6 +41,7 @@ from orgate.protocol import (
     McpApprovalRequestItemParam,
     UserMessageItemParam,
 )
+from orgate.protocol.errors import ApiError
 from tests.engine.helpers import base
 from tests.mcp.servers import CALLS, Running, tools_server
 
@@ -102,19 +106,13 @@ class Harness:
         )
         self.pending: list[Pending] = use.get("pending", [])
         self.max_calls = max_calls
+        self.ledger = LocalApprovals()  # the store's part: every response of a test shares it
 
     async def run(
-        self, request: ModelRequest | None = None
+        self, request: ModelRequest | None = None, *, response_id: str = "resp_x"
     ) -> tuple[list[ModelEvent], dict[str, Any]]:
         """The loop's events, and the final response the builder made of them."""
-        turn = McpTurn(
-            uses=[self.use],
-            pending=self.pending,
-            max_calls=self.max_calls,
-            tenant="acme",
-            response_id="resp_x",
-        )
-        loop = McpLoop(self.model, turn, self.runtime)
+        loop = self.loop(response_id)
         builder = ResponseBuilder(base())
         builder.start()
         events: list[ModelEvent] = []
@@ -125,6 +123,18 @@ class Harness:
         builder.drain()
         assert builder.final is not None
         return events, builder.final
+
+    def loop(self, response_id: str = "resp_x") -> McpLoop:
+        """A loop of one response over the harness's server, claiming in its ledger."""
+        turn = McpTurn(
+            uses=[self.use],
+            pending=self.pending,
+            max_calls=self.max_calls,
+            tenant="acme",
+            response_id=response_id,
+            ledger=self.ledger,
+        )
+        return McpLoop(self.model, turn, self.runtime)
 
 
 def types(response: dict[str, Any]) -> list[str]:
@@ -385,6 +395,106 @@ async def test_an_approved_call_still_goes_through_the_gate(server_url: str) -> 
     _, response = await harness.run()
     assert ran(before) == [] and response["output"][1]["error"]["code"] == GATE_REFUSED
     assert [r.outcome for r in harness.records] == ["refused"]
+
+
+# --- an answered approval is acted on once ------------------------------------------------------------
+
+
+def _answering(*replies: str) -> Model:
+    return Model(*([TextDelta(reply), Finish("stop")] for reply in replies))
+
+
+async def test_an_answer_sent_again_gets_the_recorded_outcome_and_runs_nothing(
+    server_url: str,
+) -> None:
+    harness = Harness(
+        server_url, _answering("9.", "9 again.", "9 once more."), approval="always",
+        pending=[_pending(True)],
+    )  # fmt: skip
+    before = len(CALLS)
+    firsts = [await harness.run(response_id=f"resp_{n}") for n in range(3)]
+    assert ran(before) == ["add"]
+    calls = [response["output"][1] for _, response in firsts]
+    assert {(c["output"], c["error"], c["approval_request_id"]) for c in calls} == {
+        ("9", None, "mcpr_1")
+    }
+    # The model of each replay read the same result as the first one.
+    assert [m.input[-1].output for m in harness.model.requests] == ["9", "9", "9"]
+    assert [r.outcome for r in harness.records] == ["ok", "replayed", "replayed"]
+
+
+async def test_a_denial_is_what_a_later_approval_of_the_same_request_gets(
+    server_url: str,
+) -> None:
+    harness = Harness(
+        server_url, _answering("No.", "Still no."), approval="always", pending=[_pending(False)]
+    )
+    before = len(CALLS)
+    await harness.run(response_id="resp_1")
+    harness.pending = [_pending(True)]
+    _, response = await harness.run(response_id="resp_2")
+    assert ran(before) == [] and "denied" in response["output"][1]["error"]["message"]
+
+
+async def test_an_answer_another_response_is_acting_on_is_a_409_before_any_event(
+    server_url: str,
+) -> None:
+    slow = Pending(
+        McpApprovalRequestItemParam(
+            id="mcpr_slow", server_label="tools", name="slow", arguments='{"seconds": 1.5}'
+        ),
+        True,
+        None,
+        "input[1]",
+    )
+    harness = Harness(server_url, _answering("Done.", "Done."), approval="always", pending=[slow])
+    before = len(CALLS)
+    first = asyncio.create_task(harness.run(response_id="resp_1"))
+    while not ran(before):  # the first response's call is running
+        await asyncio.sleep(0.01)
+    second = harness.loop("resp_2").stream_batches(ModelRequest(model="m", input=[USER]))
+    with pytest.raises(ApiError) as refused:
+        await anext(second)
+    assert refused.value.code == "mcp_approval_in_progress" and refused.value.status == 409
+    assert refused.value.param == "input[1]" and refused.value.headers["Retry-After"]
+    await first
+    _, replay = await harness.run(response_id="resp_3")
+    assert ran(before) == ["slow"] and replay["output"][1]["output"] == "done waiting"
+
+
+async def test_a_response_that_ends_before_its_call_starts_frees_the_approval(
+    server_url: str,
+) -> None:
+    harness = Harness(server_url, _answering("9."), approval="always", pending=[_pending(True)])
+    before = len(CALLS)
+    stream = harness.loop("resp_1").stream_batches(ModelRequest(model="m", input=[USER]))
+    assert isinstance((await anext(stream))[0], McpListStart)
+    await stream.aclose()  # the client left while the tools were listed
+    _, response = await harness.run(response_id="resp_2")
+    assert ran(before) == ["add"] and response["output"][1]["output"] == "9"
+
+
+async def test_a_response_that_ends_during_its_call_never_runs_it_again(server_url: str) -> None:
+    slow = Pending(
+        McpApprovalRequestItemParam(
+            id="mcpr_cut", server_label="tools", name="slow", arguments='{"seconds": 30}'
+        ),
+        True,
+        None,
+        "input[1]",
+    )
+    harness = Harness(server_url, _answering("Again."), approval="always", pending=[slow])
+    before = len(CALLS)
+    first = asyncio.create_task(harness.run(response_id="resp_1"))
+    while not ran(before):
+        await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    _, replay = await harness.run(response_id="resp_2")
+    assert ran(before) == ["slow"]
+    error = replay["output"][1]["error"]
+    assert "not run again" in error["message"] and "resp_1" in error["message"]
 
 
 # --- the rounds -----------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """MCP tools over WebSocket mode: an approval round trip on a ``store: false`` chain, whose
-history is the connection's own cache (the approval request is found there)."""
+history is the connection's own cache (the approval request is found there), and the same
+answer sent again on the socket, which runs nothing a second time."""
 
 from __future__ import annotations
 
@@ -62,7 +63,21 @@ async def test_approval_round_trip_on_a_connection_cache(
             store=False,
             previous_response_id=first[-1]["response"]["id"],
         )
+        # The client sends the same answer again (a resend after a hiccup): the call it
+        # approved ran once; the resend gets its outcome.
+        fake.enqueue(text("nine, still"))
+        resent = await create(
+            ws,
+            model="fake-chat",
+            input=[answer],
+            tools=tools,
+            store=False,
+            previous_response_id=first[-1]["response"]["id"],
+        )
     output = second[-1]["response"]["output"]
     assert [i["type"] for i in output] == ["mcp_list_tools", "mcp_call", "message"]
     assert output[1]["output"] == "9" and output[1]["approval_request_id"] == ask["id"]
+    again = resent[-1]["response"]["output"]
+    assert [i["type"] for i in again] == ["mcp_list_tools", "mcp_call", "message"]
+    assert again[1]["output"] == "9" and again[1]["approval_request_id"] == ask["id"]
     assert CALLS == [("add", {"a": 4, "b": 5})]

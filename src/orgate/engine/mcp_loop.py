@@ -6,7 +6,9 @@ which see the MCP tools as the function tools they are to the model). It:
 1. lists each server's tools (``McpListStart``/``McpListDone``: an ``mcp_list_tools``
    item), and offers those the operator and the request allow as function tools
    named ``<label>__<tool>``;
-2. acts on the client's answered approvals first (``orgate.mcptools.items.Pending``);
+2. acts on the client's answered approvals first (``orgate.mcptools.items.Pending``), each
+   claimed before anything runs so that it is acted on at most once (``engine/approvals.py``:
+   a replay gets the recorded outcome, or a 409 while another response acts on it);
 3. asks the model; a call of an MCP function is held back from the client and goes
    through the replay gate (status, arguments, the tool's ``inputSchema``), then the
    permission decision (``require_approval``); only then does it run, with the server's
@@ -24,6 +26,7 @@ items. Closing the stream (a client that left) cancels a running call.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
@@ -35,6 +38,16 @@ from typing import Any
 
 import orjson
 
+from orgate.engine.approvals import (
+    Answer,
+    ApprovalLedger,
+    LocalApprovals,
+    claim_answers,
+    outcome,
+    release_quietly,
+    settle_quietly,
+    unknown_outcome,
+)
 from orgate.gate import Code, ToolsError, check, load_tools
 from orgate.mcptools.client import CallResult, McpClient, McpTool, protocol_error
 from orgate.mcptools.items import Pending, call_output
@@ -65,6 +78,10 @@ from orgate.protocol import (
 log = logging.getLogger("orgate.mcp")
 audit = logging.getLogger("orgate.mcp.audit")
 
+#: How long another response's claim of an approval for a server no longer configured may stay
+#: unsettled (the configured servers' own timeouts decide otherwise).
+_DEFAULT_LEASE = 300.0
+
 _FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 GATE_REFUSED = -32602  # JSON-RPC "invalid params": the call failed the gate and did not run
 
@@ -77,7 +94,9 @@ class CallRecord:
     server: str
     tool: str
     arguments_sha256: str
-    outcome: str  # ok | tool_error | failed | refused | denied | approval_requested | over_budget
+    # ok | tool_error | failed | cancelled | refused | denied | approval_requested | over_budget
+    # | replayed (an answered approval another response acted on: its outcome, not run again)
+    outcome: str
     duration: float
     approval_request_id: str | None
     response_id: str
@@ -105,13 +124,15 @@ class McpRuntime:
 
 @dataclass(slots=True)
 class McpTurn:
-    """A turn's MCP part: its servers, the approvals it answers, its call budget."""
+    """A turn's MCP part: its servers, the approvals it answers (claimed in ``ledger``), its call
+    budget."""
 
     uses: list[McpUse]
     pending: list[Pending]
     max_calls: int
     tenant: str
     response_id: str
+    ledger: ApprovalLedger = field(default_factory=LocalApprovals)
 
 
 @dataclass(slots=True)
@@ -212,13 +233,20 @@ class McpLoop(WrapperProvider):
         self.runtime = runtime
         self.calls = 0  # MCP calls run in this response (max_tool_calls)
         self.stop = False  # a call of this round ends the response (approval asked, budget spent)
+        # The approvals this response claimed and has not settled: approval id → its call started.
+        self.unsettled: dict[str, bool] = {}
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """list → offer → the answered approvals → rounds of the model and its calls."""
         offer = _Offer()
         extra: list[Any] = []  # what the model reads next: the calls run and their results
-        async for batch in self._prepare(offer, extra):
-            yield batch
+        try:
+            async for batch in self._prepare(offer, extra):
+                yield batch
+        finally:
+            # Ended before an answered approval was done with (a client that left, a failure):
+            # a call that started may have run and is never run again; one that did not is freed.
+            await self._abandon_claims()
         request = dataclasses.replace(request, tools=[*request.tools, *offer.functions()])
         usage = Usage()
         while True:
@@ -243,15 +271,87 @@ class McpLoop(WrapperProvider):
                 request = dataclasses.replace(request, tool_choice="auto")
 
     async def _prepare(self, offer: _Offer, extra: list[Any]) -> AsyncIterator[list[ModelEvent]]:
-        """Before the model is asked: each server's tools listed into ``offer``, then the calls
-        the client approved run (or those it denied told), their results into ``extra``."""
+        """Before the model is asked: the answered approvals claimed (a 409 for one another
+        response is acting on, before any event), each server's tools listed into ``offer``,
+        then the calls the client approved run (or those it denied told, or another response's
+        outcome given), their results into ``extra``."""
+        answers = await self._claim()
         for use in self.turn.uses:
             yield [McpListStart(use.server.label)]
             yield [await self._list(use, offer)]
         offer.catalog = _catalog(offer.tools)
-        for pending in self.turn.pending:
-            async for batch in self._answered(pending, offer.tools, offer.catalog, extra):
+        for answer in answers:
+            if answer.recorded is not None:
+                yield self._replayed(answer.pending, answer.recorded, extra)
+                continue
+            async for batch in self._answered(answer.pending, offer.tools, offer.catalog, extra):
                 yield batch
+
+    async def _claim(self) -> list[Answer]:
+        turn = self.turn
+        if not turn.pending:
+            return []
+        answers = await claim_answers(
+            turn.ledger, turn.pending, turn.tenant, turn.response_id, self._claim_lease
+        )
+        self.unsettled = {a.pending.request.id: False for a in answers if a.recorded is None}
+        return answers
+
+    def _claim_lease(self, answer: Pending) -> float:
+        """How long a claim of another response may stay unsettled before its process counts
+        as gone: a listing and a call of the server, each at most its connect and call
+        timeouts, and a margin for the store."""
+        registry = self.runtime.registry
+        server = registry.servers.get(answer.request.server_label) or registry.request_defaults
+        if server is None:
+            return _DEFAULT_LEASE
+        return 2 * (server.connect_timeout + server.call_timeout) + 30.0
+
+    def _replayed(
+        self, pending: Pending, recorded: dict[str, Any], extra: list[Any]
+    ) -> list[ModelEvent]:
+        """An answered approval another response acted on: its recorded outcome, not run again."""
+        request = pending.request
+        output, error = recorded.get("output"), recorded.get("error")
+        self._report(
+            request.server_label, request.name, request.arguments, "replayed", 0.0, request.id
+        )
+        name = f"{request.server_label}__{request.name}"
+        extra.extend(_pair(request.id[:64], name, request.arguments, call_output(output, error)))
+        return [
+            McpCallStart(request.server_label, request.name, request.arguments, request.id),
+            McpCallDone(output, error),
+        ]
+
+    async def _settle(self, approval_id: str, output: str | None, error: Any) -> None:
+        """Record how an answered approval's call went (before its ``mcp_call`` leaves)."""
+        if self.unsettled.pop(approval_id, None) is not None:
+            turn = self.turn
+            await settle_quietly(
+                turn.ledger, turn.tenant, approval_id, turn.response_id, outcome(output, error)
+            )
+
+    async def _release(self, approval_id: str) -> None:
+        """Nothing ran for an answered approval: the next answer may act on it."""
+        if self.unsettled.pop(approval_id, None) is not None:
+            turn = self.turn
+            await release_quietly(turn.ledger, turn.tenant, approval_id, turn.response_id)
+
+    async def _abandon_claims(self) -> None:
+        turn, left = self.turn, self.unsettled
+        self.unsettled = {}
+        for approval_id, started in left.items():
+            if started:
+                recorded = unknown_outcome(turn.response_id)
+                await asyncio.shield(
+                    settle_quietly(
+                        turn.ledger, turn.tenant, approval_id, turn.response_id, recorded
+                    )
+                )
+            else:
+                await asyncio.shield(
+                    release_quietly(turn.ledger, turn.tenant, approval_id, turn.response_id)
+                )
 
     async def _run_calls(
         self, round_: _Round, offer: _Offer, extra: list[Any]
@@ -341,6 +441,10 @@ class McpLoop(WrapperProvider):
                 0.0,
                 request.id,
             )
+            if pending.approve:  # not offered now (a listing failed, say): a retry may run it
+                await self._release(request.id)
+            else:
+                await self._settle(request.id, None, error)
             yield [
                 McpCallStart(request.server_label, request.name, request.arguments, request.id),
                 McpCallDone(error=error),
@@ -364,6 +468,7 @@ class McpLoop(WrapperProvider):
             self._report(
                 request.server_label, request.name, request.arguments, "refused", 0.0, request.id
             )
+            await self._settle(request.id, None, error)
             yield [
                 McpCallStart(request.server_label, request.name, request.arguments, request.id),
                 McpCallDone(error=error),
@@ -388,14 +493,18 @@ class McpLoop(WrapperProvider):
         ]  # leaves before the call runs: in_progress is seen
         self.calls += 1
         started = time.monotonic()
-        outcome = "cancelled"
+        ended = "cancelled"
+        if approval is not None:
+            self.unsettled[approval] = True  # from here on the call may have run
         try:
             result: CallResult = await self.runtime.client.call(
                 entry.use.server, tool, orjson.loads(arguments) if arguments else {}
             )
-            outcome = result.outcome
+            ended = result.outcome
         finally:
-            self._report(label, tool, arguments, outcome, time.monotonic() - started, approval)
+            self._report(label, tool, arguments, ended, time.monotonic() - started, approval)
+        if approval is not None:
+            await self._settle(approval, result.output, result.error)
         yield [McpCallDone(result.output, result.error)]
         extra.extend(_pair(call_id, name, arguments, call_output(result.output, result.error)))
 

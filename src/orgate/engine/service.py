@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import expand, fit_context
 from orgate.engine.context import (
@@ -155,6 +156,13 @@ class ResponsesService:
         self.compaction_key = compaction_key  # opens `compaction` input items (see prepare)
         # translation codes and kinds refused rather than done ([translation] refuse)
         self.refuse_translations = refuse_translations
+        self._local_approvals = LocalApprovals()  # claims without a store: this process only
+
+    @property
+    def approvals(self) -> ApprovalLedger:
+        """Where answered MCP approvals are claimed: the store (opened once the app started),
+        shared by every process and machine that serves it."""
+        return self.store if self.store is not None else self._local_approvals
 
     def _open(self, deployment: Deployment, prefer: str | None) -> tuple[Provider, RouteTrace]:
         """The provider for one turn; ``prefer`` = the session's last deployment (prompt-cache locality)."""
@@ -283,7 +291,9 @@ class ResponsesService:
             return request, None
         assert self.mcp is not None
         budget = body.max_tool_calls if body.max_tool_calls is not None else self.mcp.max_tool_calls
-        return request, McpTurn(uses, pending, budget, turn.tenant, turn.response_id)
+        return request, McpTurn(
+            uses, pending, budget, turn.tenant, turn.response_id, self.approvals
+        )
 
     async def resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:

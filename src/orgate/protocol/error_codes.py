@@ -610,6 +610,14 @@ class ErrorCode(StrEnum):
         "Another request of the same session is in progress.",
         "Wait for it to finish, then retry.",
     )
+    MCP_APPROVAL_IN_PROGRESS = (
+        "mcp_approval_in_progress",
+        409,
+        INVALID_REQUEST,
+        "An `mcp_approval_response` answers an approval request that another response is acting"
+        " on now (a retry, or the same answer sent twice at once): its call runs once.",
+        "Retry after the `Retry-After` header's seconds: the retry gets that call's outcome.",
+    )
 
     # -- the model's output ------------------------------------------------------------------
     MODEL_ERROR = (
