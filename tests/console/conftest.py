@@ -109,6 +109,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(600))
 
 
+def console_client(server: OrgateServer, tenant: str) -> httpx.Client:
+    """A script's console session for ``tenant``: the cookie, and the CSRF token that every
+    POST and DELETE sends."""
+    client = httpx.Client(base_url=server.url, timeout=60)
+    response = client.post("/console/api/session", json={"key": KEYS[tenant]})
+    assert response.status_code == 200, response.text
+    client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+    return client
+
+
 def create(server: OrgateServer, tenant: str, **body: Any) -> dict[str, Any]:
     """A response created through the public API with ``tenant``'s key."""
     response = httpx.post(

@@ -9,10 +9,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.console.conftest import KEYS, shoot, sign_in
+from tests.console.conftest import console_client, shoot, sign_in
 from tests.server_process import OrgateServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,9 +105,12 @@ def test_the_saved_html_report_draws_the_same_charts_offline(browser: Any, repor
 def test_the_eval_endpoint_refuses_what_is_not_a_report(
     server: OrgateServer, reports: Path
 ) -> None:
-    client = httpx.Client(base_url=server.url, timeout=60)
-    client.post("/console/api/session", json={"key": KEYS["alpha"]})
+    client = console_client(server, "alpha")
     saved = [{"name": p.name, "text": p.read_text()} for p in sorted(reports.glob("*.json"))]
+    foreign = client.post(
+        "/console/api/eval", json={"reports": saved}, headers={"X-CSRF-Token": "forged"}
+    )
+    assert foreign.status_code == 403 and foreign.json()["error"]["code"] == "csrf_failed"
     model = client.post("/console/api/eval", json={"reports": saved}).json()
     assert [run["rates"] for run in model["runs"]] == [
         json.loads(r["text"])["rates"] for r in saved

@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from tests.console.conftest import KEYS, WEATHER_TOOL, shoot, sign_in
+from tests.console.conftest import WEATHER_TOOL, console_client, shoot, sign_in
 from tests.server_process import OrgateServer
 
 
@@ -89,9 +87,20 @@ def test_upload_a_log_and_read_the_verdict_codes(
 
 
 def test_the_console_gate_says_what_the_cli_says(server: OrgateServer, tmp_path: Path) -> None:
-    client = httpx.Client(base_url=server.url, timeout=60)
-    client.post("/console/api/session", json={"key": KEYS["alpha"]})
+    client = console_client(server, "alpha")
     stored = {"id": "resp_1", "object": "response", "output": LOG[:3], "tools": [WEATHER_TOOL]}
+    # It changes nothing, yet it is a POST: the CSRF token and this origin, as for every one.
+    for refused in (
+        client.post(
+            "/console/api/gate", json={"log": json.dumps(stored)}, headers={"X-CSRF-Token": ""}
+        ),
+        client.post(
+            "/console/api/gate",
+            json={"log": json.dumps(stored)},
+            headers={"Origin": "https://evil.example"},
+        ),
+    ):
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf_failed"
     got = client.post("/console/api/gate", json={"log": json.dumps(stored)}).json()
     assert [row["code"] for row in got["items"]] == ["ok", "arguments_schema", "arguments_parse"]
     assert got["items"][1]["errors"][0]["path"] == "$.city"

@@ -76,9 +76,10 @@ def test_review_endpoints_keep_tenants_apart_and_need_csrf(server: OrgateServer)
         f"/console/api/review/{mine}/resolve", json={"value": {"name": 1}}, headers=csrf
     )
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_review_resolution"
-    check = alpha.post(
-        f"/console/api/review/{mine}/validate", json={"value": {"name": "x", "age": 1}}
-    )
+    draft = {"value": {"name": "x", "age": 1}}
+    refused = alpha.post(f"/console/api/review/{mine}/validate", json=draft)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "csrf_failed"
+    check = alpha.post(f"/console/api/review/{mine}/validate", json=draft, headers=csrf)
     assert check.json() == {"valid": True, "errors": []}
     assert _entry(server, "beta", theirs)["status"] == "pending"
 

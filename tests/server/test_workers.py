@@ -101,10 +101,14 @@ def pid_serving(client_port: int, server_port: int, pids: set[int]) -> int | Non
 class Conn:
     """One keep-alive HTTP connection, and the worker that accepted it."""
 
-    def __init__(self, server: OrgateServer, key: str | None = None) -> None:
+    def __init__(
+        self, server: OrgateServer, key: str | None = None, source: str = "127.0.0.1"
+    ) -> None:
         self.server = server
         self.key = key or server.api_key
-        self.http = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        self.http = http.client.HTTPConnection(
+            "127.0.0.1", server.port, timeout=60, source_address=(source, 0)
+        )
         self.request("GET", "/healthz")  # accepted and served: the worker holds it now
         self.pid = None
         # The workers are listed on each try: during a reload the connection may be held by a
@@ -151,12 +155,14 @@ class Conn:
         self.http.close()
 
 
-def one_on_each(server: OrgateServer, count: int = 2, key: str | None = None) -> dict[int, Conn]:
-    """Open connections until ``count`` workers hold one each."""
+def one_on_each(
+    server: OrgateServer, count: int = 2, key: str | None = None, source: str = "127.0.0.1"
+) -> dict[int, Conn]:
+    """Open connections (from the address ``source``) until ``count`` workers hold one each."""
     found: dict[int, Conn] = {}
     spare: list[Conn] = []
     for _ in deadline_loop(60, step=0):
-        conn = Conn(server, key)
+        conn = Conn(server, key, source)
         if conn.pid is not None and conn.pid not in found:
             found[conn.pid] = conn
         else:

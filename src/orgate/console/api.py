@@ -23,9 +23,10 @@ from orgate.console.guard import (
     visible_tenant,
 )
 from orgate.console.session import COOKIE, ConsoleSession, SessionSigner
+from orgate.console.throttle import SignInThrottle, store_unavailable
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_value
 from orgate.server.body import read_json
-from orgate.store import STATUSES, ResponseFilter
+from orgate.store import STATUSES, ResponseFilter, StoreError
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
@@ -72,7 +73,9 @@ def _filter(request: Request, session: ConsoleSession) -> ResponseFilter:
     )
 
 
-def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
+def session_routes(
+    services: Services, signer: SessionSigner, throttle: SignInThrottle
+) -> list[BaseRoute]:
     keys = {key.name: key for key in services.keys}
     secure_cookie = (services.settings.server.public_url or "").startswith("https://")
 
@@ -87,7 +90,15 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
                 param="key",
                 status=400,
             )
-        caller = services.auth.check_token(token.strip())  # 401 for a wrong key
+        address = request.client.host if request.client is not None else "unknown"
+        subjects = throttle.subjects(address, token.strip())
+        await throttle.check(subjects, address)  # 429 while held up: no key is checked
+        try:
+            caller = services.auth.check_token(token.strip())
+        except ApiError:  # 401 for a wrong key, counted first
+            await throttle.failed(subjects, address)
+            raise
+        throttle.succeeded()
         cookie, session = signer.issue(keys[caller.key_name])
         response = json_response(_session_body(signer, session))
         response.set_cookie(
@@ -102,10 +113,14 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
         return response
 
     async def current(request: Request) -> Response:
-        return json_response(_session_body(signer, require_session(signer, request)))
+        return json_response(_session_body(signer, await require_session(signer, request)))
 
     async def sign_out(request: Request) -> Response:
-        signer.revoke(require_change_allowed(signer, request))
+        session = await require_change_allowed(signer, request)
+        try:
+            await signer.revoke(session)
+        except StoreError:
+            raise store_unavailable() from None
         response = json_response({"signed_out": True})
         response.delete_cookie(COOKIE, path="/console", httponly=True, samesite="strict")
         return response
@@ -119,7 +134,7 @@ def session_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]
 
 def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def listing(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         where = _filter(request, session)
         try:
             page = await _store(services).list_responses(
@@ -131,7 +146,7 @@ def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
         return json_response({"object": "list", "data": rows, "next_cursor": page.next_cursor})
 
     async def inspect(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         response_id = request.path_params["response_id"]
         tenant = visible_tenant(session, request.query_params.get("tenant")) or session.tenant
         store = _store(services)

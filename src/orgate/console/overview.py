@@ -82,7 +82,7 @@ def snapshot(registry: Any) -> dict[str, Any]:
 
 def overview_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def overview(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         if not session.admin:
             raise ApiError.of(
                 ErrorCode.ADMIN_REQUIRED,

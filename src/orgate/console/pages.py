@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.console.guard import secured, session_of
 from orgate.console.session import SessionSigner
+from orgate.protocol.errors import ApiError
 
 _TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -40,7 +41,11 @@ def asset(name: str) -> tuple[bytes, str] | None:
 
 def page_routes(signer: SessionSigner) -> list[BaseRoute]:
     async def shell(request: Request) -> Response:
-        page = "app.html" if session_of(signer, request) is not None else "signin.html"
+        try:
+            signed_in = await session_of(signer, request) is not None
+        except ApiError:  # the store cannot say whether the session was signed out
+            signed_in = False
+        page = "app.html" if signed_in else "signin.html"
         body, media = asset(page) or (b"", "text/html")
         return secured(Response(body, media_type=media))
 

@@ -38,7 +38,7 @@ def _with_default(services: Services, entry: dict[str, Any]) -> dict[str, Any]:
 
 def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def listing(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         body = await list_reviews(
             services, _scope(session), request.query_params.get("status", "pending")
         )
@@ -46,12 +46,12 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         return json_response(body)
 
     async def one(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         entry = await get_review(services, _scope(session), request.path_params["review_id"])
         return json_response(_with_default(services, entry))
 
     async def validate(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_change_allowed(signer, request)
         review_id = request.path_params["review_id"]
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or "value" not in data:
@@ -66,7 +66,7 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         return json_response({"valid": not errors, "errors": errors})
 
     async def resolve(request: Request) -> Response:
-        session = require_change_allowed(signer, request)
+        session = await require_change_allowed(signer, request)
         data = await read_json(request, services.settings.limits)
         return json_response(
             await resolve_review(services, _scope(session), request.path_params["review_id"], data)

@@ -5,7 +5,8 @@ of the key's secret material (rotating a key ends its sessions), an expiry and a
 random session id. Nothing in it is the key. The browser holds it as an HttpOnly,
 SameSite=Strict cookie scoped to ``/console``. Being signed rather than looked up,
 a session is valid in every process that shares the secret (several workers or
-hosts); sign-out revokes the session id in this process and clears the cookie.
+hosts); sign-out records the session id as revoked in the console's shared state (the
+response store: ``console/state.py``), which every process consults, and clears the cookie.
 
 The CSRF token of a session is derived from its id with the same secret, sent by
 the page in ``X-CSRF-Token`` on every state-changing request.
@@ -18,16 +19,16 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
 from orgate.config import ResolvedKey
+from orgate.console.state import ConsoleState, state_of
 
 COOKIE = "orgate_console"
 CSRF_HEADER = "x-csrf-token"
-#: Revoked session ids remembered (they expire with their sessions; the bound caps memory).
-_MAX_REVOKED = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +64,17 @@ def _unb64(text: str) -> bytes:
 class SessionSigner:
     """Issues, reads and revokes session cookies for the configured keys."""
 
-    def __init__(self, secret: bytes, keys: list[ResolvedKey], lifetime_seconds: float) -> None:
+    def __init__(
+        self,
+        secret: bytes,
+        keys: list[ResolvedKey],
+        lifetime_seconds: float,
+        state: Callable[[], ConsoleState] | None = None,
+    ) -> None:
         self._secret = hashlib.sha256(b"orgate-console-session\0" + secret).digest()
         self._keys = {key.name: key for key in keys}
         self.lifetime = lifetime_seconds
-        self._revoked: dict[str, float] = {}
+        self.state = state or state_of(lambda: None)  # where sign-outs are recorded
 
     def _mac(self, purpose: bytes, payload: bytes) -> bytes:
         return hmac.new(self._secret, purpose + b"\0" + payload, hashlib.sha256).digest()
@@ -83,7 +90,8 @@ class SessionSigner:
         return cookie, self._session(key, session_id, expires)
 
     def read(self, cookie: str | None, now: float | None = None) -> ConsoleSession | None:
-        """The session a cookie stands for; None when absent, forged, expired, revoked or its key is gone."""
+        """The session a cookie stands for; None when absent, forged, expired or its key is
+        gone (whether it was signed out is ``revoked``'s to say)."""
         if not cookie or cookie.count(".") != 1:
             return None
         body, mac = cookie.split(".")
@@ -102,16 +110,18 @@ class SessionSigner:
             or data.get("f") != _fingerprint(key)
         ):
             return None
-        if expires <= (time.time() if now is None else now) or data.get("s") in self._revoked:
+        if expires <= (time.time() if now is None else now):
             return None
         return self._session(key, str(data.get("s")), float(expires))
 
-    def revoke(self, session: ConsoleSession) -> None:
-        """Sign-out: this session id is refused from now on (until it would have expired)."""
-        now = time.time()
-        if len(self._revoked) >= _MAX_REVOKED:
-            self._revoked = {sid: exp for sid, exp in self._revoked.items() if exp > now}
-        self._revoked[session.session_id] = session.expires_at
+    async def revoke(self, session: ConsoleSession) -> None:
+        """Sign-out: this session id is refused by every process from now on (until it would
+        have expired)."""
+        await self.state().revoke_console_session(session.session_id, session.expires_at)
+
+    async def revoked(self, session: ConsoleSession) -> bool:
+        """Whether the session was signed out, through any process."""
+        return await self.state().console_session_revoked(session.session_id)
 
     def csrf_token(self, session: ConsoleSession) -> str:
         return _b64(self._mac(b"csrf", session.session_id.encode()))

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from orgate.console.evaldata import ReportError, eval_model, parse_report
-from orgate.console.guard import json_response, require_session
+from orgate.console.guard import json_response, require_change_allowed
 from orgate.console.session import SessionSigner
 from orgate.gate import CODES, ToolCatalog, ToolsError, check, diff, load_tools
 from orgate.gate.cli import ResponseTools, items_and_tools
@@ -116,13 +116,13 @@ def tool_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     limits = services.settings.limits
 
     async def gate(request: Request) -> Response:
-        require_session(signer, request)
+        await require_change_allowed(signer, request)
         data = await read_json(request, limits)
         log, tools = _text(data, "log"), _text(data, "tools", required=False)
         return json_response(await asyncio.to_thread(gate_report, log or "", tools))
 
     async def diff_documents(request: Request) -> Response:
-        require_session(signer, request)
+        await require_change_allowed(signer, request)
         data = await read_json(request, limits)
         left, right = _text(data, "left"), _text(data, "right")
         return json_response(await asyncio.to_thread(diff_report, left or "", right or ""))
@@ -135,7 +135,7 @@ def tool_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
 
 def eval_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def charts(request: Request) -> Response:
-        require_session(signer, request)
+        await require_change_allowed(signer, request)
         data = await read_json(request, services.settings.limits)
         files = data.get("reports") if isinstance(data, dict) else None
         if not isinstance(files, list) or not all(

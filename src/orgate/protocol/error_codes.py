@@ -519,7 +519,7 @@ class ErrorCode(StrEnum):
         "csrf_failed",
         403,
         INVALID_REQUEST,
-        "A console write without a valid CSRF token, or from another origin.",
+        "A console POST or DELETE without a valid CSRF token, or from another origin.",
         "Reload the console page and retry.",
     )
     ADMIN_REQUIRED = (
@@ -531,6 +531,14 @@ class ErrorCode(StrEnum):
     )
 
     # -- rate limits, capacity and concurrency -----------------------------------------------
+    TOO_MANY_SIGN_IN_ATTEMPTS = (
+        "too_many_sign_in_attempts",
+        429,
+        RATE_LIMIT,
+        "Console sign-in: too many wrong keys from this client address, or of this key; no key"
+        " is checked until the wait is over.",
+        "Retry after the `Retry-After` header's seconds, with the right key.",
+    )
     RATE_LIMIT_EXCEEDED = (
         "rate_limit_exceeded",
         429,
