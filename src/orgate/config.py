@@ -515,6 +515,10 @@ class McpServerSettings(_Section):
     max_tools: int = Field(128, ge=1)
     max_result_bytes: int = Field(100_000, ge=1)
     max_list_bytes: int = Field(1_000_000, ge=1)
+    # true: its results reach the model unmarked (the operator vouches for them)
+    trust_output: bool = False
+    # true: its tools ask for approval once the model read untrusted output in the response
+    approval_after_untrusted: bool = False
 
     @field_validator("url")
     @classmethod
@@ -1052,6 +1056,8 @@ def mcp_registry(settings: Settings, environ: dict[str, str] | None = None) -> M
             max_tools=entry.max_tools,
             max_result_bytes=entry.max_result_bytes,
             max_list_bytes=entry.max_list_bytes,
+            trust_output=entry.trust_output,
+            approval_after_untrusted=entry.approval_after_untrusted,
         )
     return McpRegistry(
         servers=servers,

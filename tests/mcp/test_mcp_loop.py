@@ -3,6 +3,7 @@ own server side, tests/mcp/servers.py), through the built-in model and the opena
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -152,7 +153,11 @@ def test_builtin_model_calls_an_mcp_tool_and_answers(client: openai.OpenAI) -> N
     assert CALLS and CALLS[-1][0] == "add"
     args = CALLS[-1][1]
     assert call.output == str(args["a"] + args["b"])
-    assert message.content[0].text == f"tools__add returned: {call.output}"
+    # The model read the output as the untrusted data it is, and quoted it.
+    said = message.content[0].text
+    assert said.startswith("tools__add returned: ")
+    marked = json.loads(said.removeprefix("tools__add returned: "))["untrusted_tool_output"]
+    assert (marked["server"], marked["tool"], marked["content"]) == ("tools", "add", call.output)
 
 
 def test_streaming_emits_openai_mcp_events_in_order(client: openai.OpenAI) -> None:

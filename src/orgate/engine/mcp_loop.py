@@ -16,7 +16,9 @@ which see the MCP tools as the function tools they are to the model). It:
 4. gives the model what it said in that round (its text) and each call with its output
    (or error) as a ``function_call`` + ``function_call_output`` pair, and asks again, until it answers, a call needs
    approval (an ``mcp_approval_request`` item ends the response), or
-   ``max_tool_calls`` calls have run.
+   ``max_tool_calls`` calls have run. What a server returned is marked as untrusted data
+   (``orgate.mcptools.items.untrusted``); once the model has read such output, a call of a
+   server with ``approval_after_untrusted`` asks for approval, whatever ``require_approval``.
 
 A refused or denied call is an ``mcp_call`` with an error that the model reads; it
 never runs. Failures of a server are values (``orgate.mcptools.client``). The
@@ -49,8 +51,8 @@ from orgate.engine.approvals import (
     unknown_outcome,
 )
 from orgate.gate import Code, ToolsError, check, load_tools
-from orgate.mcptools.client import CallResult, McpClient, McpTool, protocol_error
-from orgate.mcptools.items import Pending, call_output
+from orgate.mcptools.client import REFUSED, CallResult, McpClient, McpTool, protocol_error
+from orgate.mcptools.items import Pending, Source, call_output, from_server
 from orgate.mcptools.servers import McpRegistry, McpUse
 from orgate.neutral import (
     Finish,
@@ -83,7 +85,7 @@ audit = logging.getLogger("orgate.mcp.audit")
 _DEFAULT_LEASE = 300.0
 
 _FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-GATE_REFUSED = -32602  # JSON-RPC "invalid params": the call failed the gate and did not run
+GATE_REFUSED = REFUSED  # JSON-RPC "invalid params": orgate refused the call, which did not run
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +237,8 @@ class McpLoop(WrapperProvider):
         self.stop = False  # a call of this round ends the response (approval asked, budget spent)
         # The approvals this response claimed and has not settled: approval id → its call started.
         self.unsettled: dict[str, bool] = {}
+        self.unread_untrusted = False  # untrusted output goes to the model in its next round
+        self.read_untrusted = False  # the model has read untrusted output in this response
 
     async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """list → offer → the answered approvals → rounds of the model and its calls."""
@@ -252,6 +256,7 @@ class McpLoop(WrapperProvider):
         while True:
             if extra:
                 request = dataclasses.replace(request, input=[*request.input, *extra])
+            self.read_untrusted = self.read_untrusted or self.unread_untrusted
             round_ = _Round(offer.tools)
             async for batch in self.inner.stream_batches(request):
                 out = round_.sort(batch)
@@ -317,11 +322,25 @@ class McpLoop(WrapperProvider):
             request.server_label, request.name, request.arguments, "replayed", 0.0, request.id
         )
         name = f"{request.server_label}__{request.name}"
-        extra.extend(_pair(request.id[:64], name, request.arguments, call_output(output, error)))
+        source = self._source(request.server_label, request.name)
+        self._read_back(source, error)
+        text = call_output(output, error, source)
+        extra.extend(_pair(request.id[:64], name, request.arguments, text))
         return [
             McpCallStart(request.server_label, request.name, request.arguments, request.id),
             McpCallDone(output, error),
         ]
+
+    def _source(self, label: str, tool: str) -> Source:
+        """Where a result came from, for marking it untrusted: None for a server whose operator
+        vouches for its output (never one a request names)."""
+        server = self.runtime.registry.servers.get(label)
+        return None if server is not None and server.trust_output else (label, tool)
+
+    def _read_back(self, source: Source, error: dict[str, Any] | None) -> None:
+        """A result goes back to the model: untrusted output, when the server said it."""
+        if source is not None and from_server(error):
+            self.unread_untrusted = True
 
     async def _settle(self, approval_id: str, output: str | None, error: Any) -> None:
         """Record how an answered approval's call went (before its ``mcp_call`` leaves)."""
@@ -399,7 +418,7 @@ class McpLoop(WrapperProvider):
             yield [McpCallStart(label, tool, arguments), McpCallDone(error=error)]
             extra.extend(_pair(call_id, name, arguments, call_output(None, error)))
             return
-        if entry.use.needs_approval(tool):
+        if entry.use.needs_approval(tool, after_untrusted=self.read_untrusted):
             self._report(label, tool, arguments, "approval_requested", 0.0, None)
             yield [McpApproval(label, tool, arguments)]
             self.stop = True
@@ -506,7 +525,11 @@ class McpLoop(WrapperProvider):
         if approval is not None:
             await self._settle(approval, result.output, result.error)
         yield [McpCallDone(result.output, result.error)]
-        extra.extend(_pair(call_id, name, arguments, call_output(result.output, result.error)))
+        source = self._source(label, tool)
+        self._read_back(source, result.error)
+        extra.extend(
+            _pair(call_id, name, arguments, call_output(result.output, result.error, source))
+        )
 
     def _report(
         self,

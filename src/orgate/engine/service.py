@@ -265,7 +265,7 @@ class ResponsesService:
     ) -> tuple[ModelRequest, McpTurn | None]:
         """The model request with MCP items as the function calls they were (``orgate.mcptools.items``),
         and the turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals."""
-        model_input, pending = read_context(history, new_input)
+        model_input, pending = read_context(history, new_input, self._trusted_mcp_output)
         model_input = lift_additional_tools(model_input)[
             0
         ]  # their tools are offered already (build_turn)
@@ -294,6 +294,11 @@ class ResponsesService:
         return request, McpTurn(
             uses, pending, budget, turn.tenant, turn.response_id, self.approvals
         )
+
+    def _trusted_mcp_output(self, label: str) -> bool:
+        """Whether the operator vouches for what that MCP server returns (``trust_output``)."""
+        server = self.mcp.registry.servers.get(label) if self.mcp is not None else None
+        return server is not None and server.trust_output
 
     async def resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:

@@ -33,6 +33,9 @@ log = logging.getLogger("orgate.mcp")
 TIMEOUT = -32001
 UNREACHABLE = -32000
 TOO_LARGE = -32002
+#: JSON-RPC "invalid params": orgate refused the call (the gate, a denial, the call budget, a
+#: tool not offered) and the server was never asked.
+REFUSED = -32602
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,12 @@ class McpServer:
     max_tools: int = 128
     max_result_bytes: int = 100_000
     max_list_bytes: int = 1_000_000
+    #: The operator vouches for what the server returns: its results reach the model unmarked
+    #: and are not untrusted output (docs/mcp.md). Never for a server a request names.
+    trust_output: bool = False
+    #: A call of this server's tools asks for approval once the model has read untrusted
+    #: output in the same response, whatever ``require_approval`` says.
+    approval_after_untrusted: bool = False
 
     def approval_for(self, tool: str) -> Approval:
         return self.approval_per_tool.get(tool, self.require_approval)
@@ -72,9 +78,12 @@ class McpUse:
         server_allows = self.server.allowed_tools is None or tool in self.server.allowed_tools
         return server_allows and (self.allowed_tools is None or tool in self.allowed_tools)
 
-    def needs_approval(self, tool: str) -> bool:
-        """The stricter of the operator's and the request's policy."""
+    def needs_approval(self, tool: str, *, after_untrusted: bool = False) -> bool:
+        """The stricter of the operator's and the request's policy; ``after_untrusted``: the
+        model has read untrusted output in this response (the server may then ask)."""
         if self.server.approval_for(tool) == "always":
+            return True
+        if after_untrusted and self.server.approval_after_untrusted:
             return True
         if self.never:
             return False
@@ -189,6 +198,7 @@ class McpRegistry:
             require_approval="always",
             approval_per_tool={},
             tenants=("*",),
+            trust_output=False,
         )
 
 
