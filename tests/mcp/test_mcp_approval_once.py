@@ -153,6 +153,34 @@ def test_an_answer_sent_three_times_in_turn_runs_the_call_once(
     assert all("receipt" in r.json()["output"][-1]["content"][0]["text"] for r in answers)
 
 
+def test_an_answer_sent_again_in_a_session_runs_the_call_once(
+    pair: tuple[OrgateServer, OrgateServer],
+) -> None:
+    """In a session the conversation is the session's: the second answer's history already holds
+    the first one's mcp_call, so it is not an answer to act on."""
+    a, b = pair
+    memo = f"phone-{uuid.uuid4().hex[:6]}"
+    session = {**a.headers(), "X-Session-Id": f"approvals-{uuid.uuid4().hex[:8]}"}
+
+    def post(server: OrgateServer, body: dict) -> dict:
+        answer = httpx.post(
+            f"{server.base_url}/responses",
+            headers=session,
+            json={"model": "orgate/echo", "tools": TOOLS, **body},
+            timeout=120,
+        )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    ask = post(a, {"input": f"pay memo {memo}"})["output"][-1]
+    assert ask["type"] == "mcp_approval_request"
+    approval = {"type": "mcp_approval_response", "approval_request_id": ask["id"], "approve": True}
+    first = post(a, {"input": [approval]})
+    second = post(b, {"input": [approval]})
+    assert memo in _mcp_call(first)["output"] and paid(memo) == 1
+    assert not [i for i in second["output"] if i["type"] == "mcp_call"]
+
+
 def test_an_answer_sent_three_times_at_once_runs_the_call_once(
     pair: tuple[OrgateServer, OrgateServer],
 ) -> None:
