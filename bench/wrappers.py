@@ -110,6 +110,7 @@ def _wrapper(leg: str, batches: int) -> tuple[Any, Any]:
         tools = [FunctionToolParam(name="add", parameters=schema)]
         guard = ToolGuard(inner)
         return (lambda: guard), ModelRequest(model="m", input=message, tools=tools)
+    from orgate.engine.approvals import LocalApprovals
     from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
     from orgate.mcptools.client import McpTool, ToolList
     from orgate.mcptools.servers import McpRegistry, McpServer, McpUse
@@ -131,9 +132,10 @@ def _wrapper(leg: str, batches: int) -> tuple[Any, Any]:
     server = McpServer(label="docs", url="http://docs", require_approval="never")
     use = McpUse(index=0, server=server, allowed_tools=None, always=None, never=True)
     runtime = McpRuntime(registry=McpRegistry(), client=Client())  # type: ignore[arg-type]
+    ledger = LocalApprovals()  # the service's one ledger (its store), not one per response
 
     def loop() -> McpLoop:
-        return McpLoop(inner, McpTurn([use], [], 16, "acme", "resp_x"), runtime)
+        return McpLoop(inner, McpTurn([use], [], 16, "acme", "resp_x", ledger), runtime)
 
     return loop, ModelRequest(model="m", input=message)
 

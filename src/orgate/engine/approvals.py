@@ -39,6 +39,8 @@ log = logging.getLogger("orgate.mcp")
 UNKNOWN_OUTCOME_CODE = -32000
 #: Seconds a client is told to wait before retrying an answer another response is acting on.
 RETRY_AFTER = 2
+#: Claims a gateway without a store remembers (the bound caps its memory).
+MAX_LOCAL_CLAIMS = 100_000
 
 
 class ApprovalLedger(Protocol):
@@ -59,7 +61,8 @@ class ApprovalLedger(Protocol):
 
 class LocalApprovals:
     """The ledger of a gateway without a store: claims held by this process only (a gateway
-    without a store cannot continue a stored conversation; an answer comes with its history)."""
+    without a store cannot continue a stored conversation; an answer comes with its history),
+    the latest ``MAX_LOCAL_CLAIMS`` of them."""
 
     def __init__(self) -> None:
         self._claims: dict[tuple[str, str], ApprovalClaim] = {}
@@ -68,9 +71,13 @@ class LocalApprovals:
         self, tenant: str, approval_request_id: str, response_id: str
     ) -> ApprovalClaim | None:
         key = (tenant, approval_request_id)
-        claim = self._claims.setdefault(
-            key, ApprovalClaim(approval_request_id, response_id, time.time(), None)
-        )
+        claim = self._claims.get(key)
+        if claim is None:
+            if len(self._claims) >= MAX_LOCAL_CLAIMS:  # the oldest goes (dicts keep order)
+                del self._claims[next(iter(self._claims))]
+            claim = self._claims[key] = ApprovalClaim(
+                approval_request_id, response_id, time.time(), None
+            )
         return None if claim.response_id == response_id else claim
 
     async def settle_approval(

@@ -250,7 +250,8 @@ class McpLoop(WrapperProvider):
         finally:
             # Ended before an answered approval was done with (a client that left, a failure):
             # a call that started may have run and is never run again; one that did not is freed.
-            await self._abandon_claims()
+            if self.unsettled:
+                await self._abandon_claims()
         request = dataclasses.replace(request, tools=[*request.tools, *offer.functions()])
         usage = Usage()
         while True:
@@ -280,7 +281,7 @@ class McpLoop(WrapperProvider):
         response is acting on, before any event), each server's tools listed into ``offer``,
         then the calls the client approved run (or those it denied told, or another response's
         outcome given), their results into ``extra``."""
-        answers = await self._claim()
+        answers = await self._claim() if self.turn.pending else []
         for use in self.turn.uses:
             yield [McpListStart(use.server.label)]
             yield [await self._list(use, offer)]
@@ -294,8 +295,6 @@ class McpLoop(WrapperProvider):
 
     async def _claim(self) -> list[Answer]:
         turn = self.turn
-        if not turn.pending:
-            return []
         answers = await claim_answers(
             turn.ledger, turn.pending, turn.tenant, turn.response_id, self._claim_lease
         )
