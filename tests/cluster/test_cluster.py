@@ -446,12 +446,6 @@ def test_a_console_sign_out_ends_the_session_on_the_node_that_handled_it(
     assert refused.json()["error"]["code"] == "console_session_required"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="console sessions in the shared store: a sign-out revokes the session in the "
-    "process that handled it only",
-)
 def test_a_console_sign_out_holds_on_every_node(nodes: Cluster) -> None:
     one = nodes.nodes[0]
     session = console(one.url, "alpha")
