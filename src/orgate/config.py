@@ -263,6 +263,15 @@ class LimitSettings(_Section):
     max_schema_expansion: int = Field(
         200_000, ge=1000
     )  # objects a validator may visit once `$ref`s are followed
+    # characters of JSON of the smallest value a schema admits (gate/cost.py)
+    max_schema_min_chars: int = Field(1_000_000, ge=1000)
+    # subschemas one value of an instance may be checked against (gate/cost.py)
+    max_schema_fanout: int = Field(1_024, ge=16)
+    # seconds one piece of schema work may take: checking a model's output against a client's
+    # schema, the built-in model's generated value (gate/work.py)
+    schema_work_seconds: float = Field(10.0, gt=0)
+    # worker processes for the schema work that is not known to be small (gate/work.py)
+    schema_work_processes: int = Field(2, ge=1, le=64)
     body_timeout: float = Field(60.0, gt=0)  # seconds to receive the whole request body
     header_timeout: float = Field(
         30.0, gt=0

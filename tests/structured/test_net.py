@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from orgate.gate.work import SCHEMA_WORK, SMALL_CHECK
 from orgate.neutral import (
     Capabilities,
     Deployment,
@@ -678,17 +679,23 @@ async def test_a_retry_cut_by_the_time_budget_is_recorded_as_a_timeout() -> None
 
 
 async def test_a_long_output_is_checked_off_the_event_loop() -> None:
+    """Past the small work of its schema, the parse and schema layers run in a schema work
+    process and the semantic checks in a thread."""
     threads: list[bool] = []
 
     def on_main_thread(value: Any) -> list[str]:
         threads.append(threading.current_thread() is threading.main_thread())
         return []
 
-    long = json.dumps({"sku": "A1", "price": 2, "note": "x" * 20_000})
+    long = json.dumps({"sku": "A1", "price": 2, "note": "x" * SMALL_CHECK})
     net, _ = make_net([answer(GOOD), answer(long)], checks={"product": [on_main_thread]})
+    answered = SCHEMA_WORK.answered
     await run(net, request())
-    await run(net, request())
+    assert SCHEMA_WORK.answered == answered
+    events, outcome = await run(net, request())
     assert threads == [True, False]
+    assert SCHEMA_WORK.answered == answered + 1
+    assert outcome.status == "ok" and isinstance(events[-1], Finish)
 
 
 async def test_a_truncation_after_feedback_keeps_the_feedback() -> None:

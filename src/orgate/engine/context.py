@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 
 from orgate.engine import ids
+from orgate.engine.output_fit import check_output_fits, output_schemas
 from orgate.engine.router import RouteTrace
 from orgate.neutral import (
     EXTENSION_ITEM_TYPE,
@@ -526,6 +527,8 @@ def build_turn(
     requested_mcp = mcp_tools(sent) if sent else []
     check_tool_choice(body.tool_choice, tools, mcp=bool(requested_mcp))
     fmt = text_format_of(body)
+    if (fmt is not None and fmt.schema is not None) or body.tools:
+        check_output_fits(deployment, output_schemas(fmt.schema if fmt else None, body.tools))
     extra = body.model_extra or {}
     stop = extra.get("stop")
     reasoning = body.reasoning

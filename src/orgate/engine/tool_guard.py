@@ -26,7 +26,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from orgate.gate import Code, SchemaCache, ToolCatalog, ToolsError, check, load_tools
+from orgate.gate import Code, SchemaCache, ToolCatalog, ToolsError, Verdict, check, load_tools
+from orgate.gate.cost import cost_of
+from orgate.gate.work import SCHEMA_WORK, SchemaWorkFailed, SchemaWorkTimeout, small_call_check
 from orgate.neutral import (
     Finish,
     ModelEvent,
@@ -169,7 +171,7 @@ class ToolGuard(WrapperProvider):
             text_sent = text_sent or attempt.text_sent
             finish = attempt.ended()
             usage = usage + (finish.usage or Usage())
-            last = self._verdict(attempt, finish, rules, request, usage)
+            last = await self._verdict(attempt, finish, rules, request, usage)
             if last is not None:
                 yield last
                 return
@@ -181,7 +183,7 @@ class ToolGuard(WrapperProvider):
             asked = _with_feedback(asked, attempt.held, attempt.calls, attempt.problems)
         raise _spent(attempt.problems, self.retries + 1)
 
-    def _verdict(
+    async def _verdict(
         self, attempt: _Attempt, finish: Finish, rules: _Rules, request: ModelRequest, usage: Usage
     ) -> list[ModelEvent] | None:
         """The attempt's last batch (its calls, its Finish with the usage of every attempt), or
@@ -189,7 +191,7 @@ class ToolGuard(WrapperProvider):
         if finish.reason == "length":
             # Truncated arguments are not judged: the response is incomplete, the item too.
             return [*self._release(attempt.held, attempt.calls), Finish(finish.reason, usage)]
-        attempt.problems = problems = self._problems(attempt.calls, rules)
+        attempt.problems = problems = await self._problems(attempt.calls, rules)
         if problems and self.policy != "warn":
             return None
         for problem in problems:
@@ -219,18 +221,18 @@ class ToolGuard(WrapperProvider):
                 param=exc.param or "tools",
             ) from None
 
-    def _problems(self, calls: list[_HeldCall], rules: _Rules) -> list[str]:
+    async def _problems(self, calls: list[_HeldCall], rules: _Rules) -> list[str]:
         """What is wrong with an attempt's calls."""
         problems: list[str] = []
         if rules.must_call and not calls:
             problems.append("tool_choice requires a tool call, and the model called none")
         for call in calls:
-            problem = self._problem(call, rules)
+            problem = await self._problem(call, rules)
             if problem is not None:
                 problems.append(problem)
         return problems
 
-    def _problem(self, call: _HeldCall, rules: _Rules) -> str | None:
+    async def _problem(self, call: _HeldCall, rules: _Rules) -> str | None:
         """What is wrong with one call, if anything. A custom tool's call has free-form input:
         only its name is checked (a custom tool of the request), never a schema; a call of a
         tool in a ``namespace`` only against ``tool_choice``."""
@@ -251,9 +253,9 @@ class ToolGuard(WrapperProvider):
                 if ok
                 else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
             )
-        return self._schema_problem(call, rules.catalog)
+        return await self._schema_problem(call, rules.catalog)
 
-    def _schema_problem(self, call: _HeldCall, catalog: ToolCatalog) -> str | None:
+    async def _schema_problem(self, call: _HeldCall, catalog: ToolCatalog) -> str | None:
         """What is wrong with a function call by the replay gate: a defined tool, arguments that
         parse and satisfy its schema."""
         name = call.start.name
@@ -264,7 +266,7 @@ class ToolGuard(WrapperProvider):
             "call_id": call.start.call_id,
             "arguments": call.arguments,
         }
-        verdict = check(item, catalog)
+        verdict = await _checked(item, catalog)
         self._count(verdict.code.value)
         if verdict.code is Code.OK:
             return None
@@ -308,6 +310,24 @@ class ToolGuard(WrapperProvider):
             )
             events.extend(ToolCallDelta(index, d.arguments) for d in call.deltas)
         return events
+
+
+async def _checked(item: dict[str, Any], catalog: ToolCatalog) -> Verdict:
+    """The gate's verdict on one call: here when checking its arguments against its tool's
+    schema is small work (``orgate.gate.work``), else in a schema work process, killed past its
+    time limit (then a 400 naming the tool's parameters) or when the request is cancelled."""
+    tool = catalog.get(item["name"])
+    if tool is None or small_call_check(cost_of(tool.parameters), len(item["arguments"])):
+        return check(item, catalog)
+    try:
+        return await SCHEMA_WORK.in_process(check, item, {tool.name: tool.parameters})
+    except (SchemaWorkTimeout, SchemaWorkFailed) as exc:
+        raise ApiError.of(
+            ErrorCode.SCHEMA_TOO_COMPLEX,
+            f"The arguments of a call of '{tool.name}' could not be checked against its "
+            f"parameters: {exc} (limits.schema_work_seconds).",
+            param="tools",
+        ) from None
 
 
 def _spent(problems: list[str], attempts: int) -> ApiError:

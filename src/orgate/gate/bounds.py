@@ -7,7 +7,9 @@ past a limit: its node count, its nesting depth, the keywords that size a
 generated value (``minLength``, ``minItems``, ``minContains``,
 ``minProperties``), the length of a ``pattern`` (or a ``patternProperties``
 name), and — when the schema has references — its size once every ``$ref`` is
-followed (``_check_expansion``: memoized, still O(size)). Values under ``enum``,
+followed (``_check_expansion``: memoized, still O(size)); and then what the schema costs
+as a whole (``orgate.gate.cost``): the size of the smallest value it admits and the number
+of subschemas one value is checked against. Values under ``enum``,
 ``const``, ``default`` and ``examples`` are data, not schema: they count as
 nodes but their keys are not keywords.
 
@@ -21,21 +23,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-#: Keywords whose value is data, not a subschema.
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
-#: Keywords whose value maps names to subschemas (its keys are names, never keywords).
-_NAME_MAPS = frozenset(
-    {"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"}
+from orgate.gate.cost import cost_of
+from orgate.gate.refs import (
+    DATA,
+    REFS,
+    SCHEMA,
+    Targets,
+    path_to,
+    role_of,
 )
-
-# What a container is: a schema (or a list of schemas), a map of names to schemas, or data.
-_SCHEMA, _NAMES, _DATA = 0, 1, 2
-
-
-def _role(key: str) -> int:
-    """The role of a schema object's member ``key``'s value."""
-    return _DATA if key in _DATA_KEYWORDS else _NAMES if key in _NAME_MAPS else _SCHEMA
-
 
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*\Z")
 
@@ -51,6 +47,8 @@ class SchemaBounds:
     max_min_properties: int = 1_000
     max_pattern_length: int = 1_000
     max_expansion: int = 200_000
+    max_min_chars: int = 1_000_000
+    max_fanout: int = 1_024
 
     def limit_of(self, keyword: str) -> tuple[int, str] | None:
         """(limit, setting name) of a counting keyword, or None when the keyword has none."""
@@ -94,12 +92,11 @@ def _number(value: Any) -> bool:
 
 
 #: The keywords the pass looks at: a set intersection per object keeps it cheap.
-_REFS = frozenset({"$ref", "$dynamicRef"})
 _WATCHED = (
     frozenset(
         {"minLength", "minItems", "minContains", "minProperties", "pattern", "patternProperties"}
     )
-    | _REFS
+    | REFS
 )
 
 
@@ -107,19 +104,19 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
     """Raise ``SchemaTooComplex`` for the first bound ``schema`` exceeds; one pass over it.
 
     The pass keeps no paths (that would cost more than the walk): a refusal finds its
-    path afterwards, by identity (``_path_to``).
+    path afterwards, by identity (``path_to``).
     """
     if type(schema) is not dict and type(schema) is not list:
         return
     nodes = 0
     refs = False
     max_nodes, max_depth = bounds.max_nodes, bounds.max_depth
-    stack: list[tuple[Any, int, int]] = [(schema, 1, _SCHEMA)]  # (container, depth, role)
+    stack: list[tuple[Any, int, int]] = [(schema, 1, SCHEMA)]  # (container, depth, role)
     while stack:
         node, depth, role = stack.pop()
         if depth > max_depth:
             raise SchemaTooComplex(
-                _path_to(schema, node),
+                path_to(schema, node),
                 "",
                 f"the schema is nested {depth} levels deep",
                 max_depth,
@@ -127,9 +124,9 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
             )
         if type(node) is dict:
             nodes += len(node)
-            if role == _SCHEMA and not _WATCHED.isdisjoint(node):
+            if role == SCHEMA and not _WATCHED.isdisjoint(node):
                 for key in _WATCHED.intersection(node):
-                    if key in _REFS:
+                    if key in REFS:
                         refs = True
                     else:
                         _check_keyword(key, node[key], schema, node, bounds)
@@ -139,7 +136,7 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
                         (
                             value,
                             depth + 1,
-                            _role(key) if role == _SCHEMA else role if role == _DATA else _SCHEMA,
+                            role_of(key) if role == SCHEMA else role if role == DATA else SCHEMA,
                         )
                     )
         else:
@@ -157,22 +154,33 @@ def check_bounds(schema: Any, bounds: SchemaBounds) -> None:
             )
     if refs:
         _check_expansion(schema, bounds.max_expansion)
+    _check_cost(schema, bounds)
 
 
-def _path_to(root: Any, target: Any) -> tuple[str | int, ...]:
-    """The path of ``target`` (by identity) inside ``root``; only run to word a refusal."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(root, ())]
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return path
-        items = (
-            node.items() if type(node) is dict else enumerate(node) if type(node) is list else ()
+def _check_cost(schema: Any, bounds: SchemaBounds) -> None:
+    """Refuse a schema whose cost as a whole (``orgate.gate.cost``) is past its bounds: the
+    smallest value it admits, the subschemas one value of an instance is checked against."""
+    cost = cost_of(schema)
+    if cost.min_chars > bounds.max_min_chars:
+        raise SchemaTooComplex(
+            cost.min_at,
+            _last_keyword(cost.min_at),
+            f"the smallest value the schema admits is {cost.min_chars:,} characters of JSON",
+            bounds.max_min_chars,
+            "max_schema_min_chars",
         )
-        for key, value in items:
-            if type(value) is dict or type(value) is list:
-                stack.append((value, (*path, key)))
-    return ()
+    if cost.fanout > bounds.max_fanout:
+        raise SchemaTooComplex(
+            cost.fanout_at,
+            _last_keyword(cost.fanout_at),
+            f"one value would be checked against {cost.fanout:,} subschemas",
+            bounds.max_fanout,
+            "max_schema_fanout",
+        )
+
+
+def _last_keyword(path: tuple[str | int, ...]) -> str:
+    return next((part for part in reversed(path) if isinstance(part, str)), "")
 
 
 def _check_keyword(
@@ -182,14 +190,14 @@ def _check_keyword(
         found = bounds.limit_of(key)
         if found is not None and value > found[0]:
             shown = f"{value:g}" if isinstance(value, float) else str(value)
-            raise SchemaTooComplex((*_path_to(root, node), key), key, f"{key} is {shown}", *found)
+            raise SchemaTooComplex((*path_to(root, node), key), key, f"{key} is {shown}", *found)
     elif key == "pattern" and isinstance(value, str):
         if len(value) > bounds.max_pattern_length:
-            _long_pattern(value, (*_path_to(root, node), key), bounds)
+            _long_pattern(value, (*path_to(root, node), key), bounds)
     elif key == "patternProperties" and type(value) is dict:
         for name in value:
             if len(name) > bounds.max_pattern_length:
-                _long_pattern(name, (*_path_to(root, node), key, name), bounds)
+                _long_pattern(name, (*path_to(root, node), key, name), bounds)
 
 
 def _long_pattern(pattern: str, path: tuple[str | int, ...], bounds: SchemaBounds) -> None:
@@ -212,10 +220,10 @@ def _check_expansion(schema: Any, limit: int) -> None:
     of its reference's target — is computed once per object (memoized, O(size)); a reference
     back into an object being expanded (recursion, which the instance's depth bounds) counts 1.
     """
-    targets = _Targets(schema)
+    targets = Targets(schema)
     sizes: dict[int, int] = {}
     active: set[int] = set()
-    stack: list[tuple[Any, int, bool]] = [(schema, _SCHEMA, False)]
+    stack: list[tuple[Any, int, bool]] = [(schema, SCHEMA, False)]
     while stack:
         node, role, done = stack.pop()
         key = id(node)
@@ -236,80 +244,9 @@ def _check_expansion(schema: Any, limit: int) -> None:
         sizes[key] = size
         if size > limit:
             raise SchemaTooComplex(
-                _path_to(schema, node),
+                path_to(schema, node),
                 "$ref",
                 "through $ref, the schema expands to more objects here",
                 limit,
                 "max_schema_expansion",
             )
-
-
-#: Definitions: evaluated only where a reference reaches them.
-_DEFINITIONS = frozenset({"$defs", "definitions"})
-
-
-class _Targets:
-    """Where a schema's references point: local JSON pointers, ``$anchor``/``$dynamicAnchor``
-    names and ``$id`` values. A reference none of these resolves counts as the whole schema."""
-
-    def __init__(self, root: Any) -> None:
-        self.root = root
-        self.named: dict[str, Any] = {}
-        self.total = 0
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            self.total += 1
-            if type(node) is dict:
-                for anchor_key in ("$anchor", "$dynamicAnchor"):
-                    if isinstance(node.get(anchor_key), str):
-                        self.named["#" + node[anchor_key]] = node
-                if isinstance(node.get("$id"), str):
-                    self.named[node["$id"].rstrip("#")] = node
-                stack.extend(v for v in node.values() if type(v) is dict or type(v) is list)
-            elif type(node) is list:
-                stack.extend(v for v in node if type(v) is dict or type(v) is list)
-
-    def children(self, node: Any, role: int) -> tuple[list[tuple[Any, int]], int]:
-        """(the containers a validator evaluates from ``node``, with their roles; the number of
-        its references left unresolved). Definitions count only where referenced; data not at all."""
-        if role == _DATA:
-            return [], 0
-        if type(node) is list:
-            return [(v, role) for v in node if type(v) is dict or type(v) is list], 0
-        if role == _NAMES:
-            return [(v, _SCHEMA) for v in node.values() if type(v) is dict or type(v) is list], 0
-        out = [
-            (v, _role(k))
-            for k, v in node.items()
-            if (type(v) is dict or type(v) is list)
-            and k not in _DATA_KEYWORDS
-            and k not in _DEFINITIONS
-        ]
-        unresolved = 0
-        for ref_key in _REFS:
-            ref = node.get(ref_key)
-            if isinstance(ref, str):
-                target = self.resolve(ref)
-                if target is None:
-                    unresolved += 1
-                elif type(target) is dict or type(target) is list:
-                    out.append((target, _SCHEMA))
-        return out, unresolved
-
-    def resolve(self, ref: str) -> Any:
-        if ref in self.named:
-            return self.named[ref]
-        base, _, pointer = ref.partition("#")
-        node = self.named.get(base) if base else self.root
-        if node is None or (pointer and not pointer.startswith("/")):
-            return None
-        for part in pointer.split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if type(node) is dict and part in node:
-                node = node[part]
-            elif type(node) is list and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node

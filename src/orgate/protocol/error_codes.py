@@ -434,6 +434,15 @@ class ErrorCode(StrEnum):
         "A client JSON Schema is deeper, or has more or costlier parts, than the schema bounds allow.",
         "Simplify the schema.",
     )
+    SCHEMA_EXCEEDS_OUTPUT = (
+        "schema_exceeds_output",
+        400,
+        INVALID_REQUEST,
+        "The smallest value a `text.format` schema or a tool's `parameters` admits is longer "
+        "than the model can output (its output token cap): no answer could be complete.",
+        "Ask for less (`minItems`, `minLength`, `minProperties`, required properties), or use "
+        "a model with a larger output cap.",
+    )
 
     # -- routes and resources ----------------------------------------------------------------
     NOT_FOUND = (

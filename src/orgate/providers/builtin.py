@@ -12,9 +12,14 @@ It is a test model, not an LLM. Its behaviour is a documented contract
 - otherwise the text of the last user message, echoed; with a JSON
   ``text.format`` it answers a JSON value (schema-valid for ``json_schema``).
 
-One "token" is one whitespace-separated word; output streams a word at a
-time and stops at ``max_output_tokens`` with ``Finish("length")``; asked for log
-probabilities, each word is certain (``logprob`` 0.0).
+One "token" is one whitespace-separated word, a word longer than ``CHARS_PER_TOKEN``
+characters being one token per ``CHARS_PER_TOKEN`` of them; output streams a token at a
+time and stops at ``max_output_tokens``, or at the model's own cap, with
+``Finish("length")``; asked for log probabilities, each token is certain (``logprob`` 0.0).
+A value generated from a client's schema is bounded by that cap (``CHARS_PER_TOKEN``
+characters a token), and is generated where ``orgate.gate.work`` decides: in a thread when
+the schema's cost is small, in a worker process killed past ``[limits]
+schema_work_seconds`` otherwise.
 Directives in the last user message make it misbehave on purpose:
 ``orgate:fail`` (500 before any output), ``orgate:fail-mid`` (500 after half
 the output), ``orgate:rate-limit`` (429 with ``Retry-After: 1``),
@@ -29,9 +34,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
+from orgate.gate.cost import CHARS_PER_TOKEN, cost_of
+from orgate.gate.work import SCHEMA_WORK, SchemaWorkFailed, SchemaWorkTimeout, small_generation
 from orgate.neutral import (
     Deployment,
     Finish,
@@ -50,13 +57,14 @@ from orgate.providers.custom_tools import custom_call_events, functions_only
 from orgate.providers.plain import check_refusals
 from orgate.providers.schema_example import example_for
 
-_WORD = re.compile(r"\S+\s*|\s+")
+_WORD = re.compile(rf"\S{{1,{CHARS_PER_TOKEN}}}\s*|\s+")
 _WORDS = re.compile(r"[a-z0-9]{3,}")
 _DIRECTIVE = re.compile(r"orgate:([a-z-]+)(?:=(\d+))?")
 
 
 def tokens(text: str) -> list[str]:
-    """The built-in model's tokens: words with their trailing whitespace."""
+    """The built-in model's tokens: words with their trailing whitespace, a long word cut
+    every ``CHARS_PER_TOKEN`` characters."""
     return _WORD.findall(text)
 
 
@@ -116,6 +124,8 @@ class BuiltinProvider(Provider):
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
+        #: the model's output cap: what it emits, and the size of what it generates
+        self.cap = deployment.capabilities.max_output_tokens
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         # Custom tools are functions with one string argument here, as for any function-only upstream.
@@ -126,7 +136,9 @@ class BuiltinProvider(Provider):
         last, prompt, last_is_user = _last_prompt(request)
         directives = dict(_DIRECTIVE.findall(prompt)) if last_is_user else {}
         out = _Output(
-            request.max_output_tokens, _count_input_tokens(request), _delay_of(directives)
+            _budget(request.max_output_tokens, self.cap),
+            _count_input_tokens(request),
+            _delay_of(directives),
         )
         error = self._error_on_purpose(directives)
         if error is not None:
@@ -156,7 +168,7 @@ class BuiltinProvider(Provider):
     ) -> AsyncIterator[ModelEvent]:
         """One call of ``tool``, its arguments a word at a time, then ``Finish("tool_calls")``."""
         name, schema = tool
-        arguments = await _tool_arguments(schema, prompt, directives)
+        arguments = await _tool_arguments(schema, prompt, directives, self.cap, name)
         yield ToolCallStart(0, "", name)
         async for event in out.emit(ToolCallDelta(0, piece) for piece in tokens(arguments)):
             yield event
@@ -166,11 +178,18 @@ class BuiltinProvider(Provider):
     async def _answer_off_loop(
         self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]
     ) -> str:
-        """The answer's text; generated from the client's schema off the event loop."""
+        """The answer's text; a JSON value generated from the client's schema off the event
+        loop (``_generated``)."""
         fmt = request.text_format
-        if fmt is not None and fmt.type == "json_schema":
-            return await asyncio.to_thread(self._answer, request, last, prompt, directives)
-        return self._answer(request, last, prompt, directives)
+        said = self._said(request, last, prompt, directives)
+        if fmt is None or fmt.type != "json_schema" or isinstance(said, str):
+            return self._answer(request, last, prompt, directives)
+        prompt, directives = said
+        schema = fmt.schema or {"type": "object"}
+        value = await _generated(example_for, schema, prompt, self.cap, "text.format.schema")
+        if "bad-json" in directives:
+            value = _break_value(value)
+        return json.dumps(value, ensure_ascii=False)
 
     def _answer_deltas(
         self, request: ModelRequest, text: str, directives: dict[str, str]
@@ -204,9 +223,11 @@ class BuiltinProvider(Provider):
 
     # --- choices ---------------------------------------------------------------------------
 
-    def _answer(
+    def _said(
         self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]
-    ) -> str:
+    ) -> str | tuple[str, dict[str, str]]:
+        """What the answer is about: (its text, the directives that still apply), or the
+        whole answer when it is a refusal."""
         if getattr(last, "type", None) == "function_call_output":
             name = next(
                 (
@@ -217,17 +238,21 @@ class BuiltinProvider(Provider):
                 ),
                 "the tool",
             )
-            # What the answer says: the tool's output, as JSON when a JSON format is asked for.
-            prompt = f"{name} returned: {_text_of(last.output)}"
-            directives = {}
-        elif "refuse" in directives:
+            return f"{name} returned: {_text_of(last.output)}", {}
+        if "refuse" in directives:
             return "I can't help with that: the prompt asked me to refuse (orgate:refuse)."
+        return prompt, directives
+
+    def _answer(
+        self, request: ModelRequest, last: Any, prompt: str, directives: dict[str, str]
+    ) -> str:
+        """The answer's text when it is not generated from a schema."""
+        said = self._said(request, last, prompt, directives)
+        if isinstance(said, str):
+            return said
+        # What the answer says: the prompt, or the tool's output; JSON for a JSON format.
+        prompt, directives = said
         fmt = request.text_format
-        if fmt is not None and fmt.type == "json_schema":
-            value = example_for(fmt.schema or {"type": "object"}, prompt)
-            if "bad-json" in directives:
-                value = _break_value(value)
-            return json.dumps(value, ensure_ascii=False)
         if fmt is not None and fmt.type == "json_object":
             return json.dumps(
                 {"echo": 12.5 if "bad-json" in directives else prompt}, ensure_ascii=False
@@ -309,18 +334,56 @@ def _may_call(request: ModelRequest, last_is_user: bool) -> bool:
     return last_is_user or _forces_a_call(request.tool_choice)
 
 
+def _budget(asked: int | None, cap: int | None) -> int | None:
+    """The tokens an answer may have: ``max_output_tokens``, never past the model's cap."""
+    if asked is None:
+        return cap
+    return asked if cap is None else min(asked, cap)
+
+
+async def _generated(
+    job: Callable[[Any, str, int | None, float], Any],
+    schema: Any,
+    prompt: str,
+    cap: int | None,
+    param: str,
+) -> Any:
+    """``job(schema, prompt, max_chars, seconds)``: a value generated from a client's schema,
+    no longer than the model's cap allows, where ``orgate.gate.work`` decides (a thread for a
+    small schema, a killable worker process otherwise). The generator stops itself with its
+    best effort at half the time limit; past the whole of it, the worker is killed and the
+    request is a 400 naming the schema."""
+    room = None if cap is None else cap * CHARS_PER_TOKEN
+    seconds = SCHEMA_WORK.seconds / 2
+    small = small_generation(cost_of(schema), len(prompt))
+    try:
+        return await SCHEMA_WORK.run(job, schema, prompt, room, seconds, small=small)
+    except (SchemaWorkTimeout, SchemaWorkFailed) as exc:
+        raise ApiError.of(
+            ErrorCode.SCHEMA_TOO_COMPLEX,
+            f"'{param}': generating a value for it failed: {exc} (limits.schema_work_seconds).",
+            param=param,
+        ) from None
+
+
 async def _tool_arguments(
-    schema: dict[str, Any] | None, prompt: str, directives: dict[str, str]
+    schema: dict[str, Any] | None,
+    prompt: str,
+    directives: dict[str, str],
+    cap: int | None,
+    name: str,
 ) -> str:
-    """The call's JSON arguments (schema-breaking for ``orgate:bad-args``). Generation from a
-    client's schema is bounded but may take a moment: off the event loop."""
+    """The call's JSON arguments (schema-breaking for ``orgate:bad-args``), generated from the
+    tool's schema as ``_generated`` says."""
+    param = f"tools[{name}].parameters"
+    schema = schema or {"type": "object"}
     if "bad-args" in directives:
-        return await asyncio.to_thread(_schema_breaking_arguments, schema)
-    value = await asyncio.to_thread(_arguments_for, schema or {"type": "object"}, prompt)
+        return str(await _generated(_schema_breaking_arguments, schema, "x", cap, param))
+    value = await _generated(_arguments_for, schema, prompt, cap, param)
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
-def _arguments_for(schema: Any, prompt: str) -> Any:
+def _arguments_for(schema: Any, prompt: str, max_chars: int | None, seconds: float) -> Any:
     """Tool-call arguments: the required properties, and the optional ones only when the prompt
     names them (a model leaves out what it has no value for); the whole schema when that fails."""
     props = schema.get("properties") if isinstance(schema, dict) else None
@@ -331,11 +394,14 @@ def _arguments_for(schema: Any, prompt: str) -> Any:
         if len(kept) < len(props):
             # No extra keys either: the value stays valid for the whole schema.
             value = example_for(
-                {**schema, "properties": kept, "additionalProperties": False}, prompt
+                {**schema, "properties": kept, "additionalProperties": False},
+                prompt,
+                max_chars,
+                seconds,
             )
             if value is not None:
                 return value
-    return example_for(schema, prompt)
+    return example_for(schema, prompt, max_chars, seconds)
 
 
 _NAME_WORD = re.compile(r"[a-z0-9_]+")
@@ -380,8 +446,10 @@ def _break_value(value: Any) -> Any:
     return "not the expected value"
 
 
-def _schema_breaking_arguments(schema: dict[str, Any] | None) -> str:
-    value = example_for(schema or {"type": "object"}, "x")
+def _schema_breaking_arguments(
+    schema: dict[str, Any], prompt: str, max_chars: int | None, seconds: float
+) -> str:
+    value = example_for(schema, prompt, max_chars, seconds)
     return json.dumps(_break_value(value if isinstance(value, dict) else {}))
 
 

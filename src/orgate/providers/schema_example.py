@@ -21,12 +21,19 @@ When no candidate is valid — a contradictory schema (``{"type": "integer",
 division cannot meet (``0.3 / 0.1`` is not an integer in binary floating
 point) — the result is a best effort: the first candidate, or ``None`` when
 there is none.
+
+Bounded: no candidate longer than ``max_chars`` characters of JSON is validated or
+returned (its size is counted before any check, so a gigabyte of repeated strings is never
+serialized, walked or sent); the validations are limited in number and in the characters
+they walk, and ``seconds`` ends the search with the best effort so far. Uniqueness is
+decided by canonical keys, in linear time.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -56,6 +63,7 @@ _STEPS = (
 )
 _MAX_TEXT = 100_000  # characters of one generated string, then no candidate
 _MAX_COUNT = 10_000  # items or properties of one generated value, then no candidate
+_WORK = 4_000_000  # values (and 16 characters of a string) validated per call, then best effort
 _ROOT_URI = "urn:orgate:schema-example"
 
 _FORMATS: dict[str, list[str]] = {
@@ -129,8 +137,15 @@ class _OutOfBudget(Exception):
     pass
 
 
-def example_for(schema: Any, text: str = "example") -> Any:
-    """A value for ``schema`` (``None`` if it is unsatisfiable); strings are drawn from ``text``."""
+def example_for(
+    schema: Any,
+    text: str = "example",
+    max_chars: int | None = None,
+    seconds: float | None = None,
+) -> Any:
+    """A value for ``schema`` (``None`` if it is unsatisfiable, or if none fits in
+    ``max_chars`` characters of JSON); strings are drawn from ``text``. ``seconds``: the time
+    the search may take, then the best effort so far."""
     if schema is True or schema is None:
         return {}
     if schema is False:
@@ -138,7 +153,7 @@ def example_for(schema: Any, text: str = "example") -> Any:
     if not isinstance(schema, dict):
         return None
     try:
-        maker = _Maker(schema, text)
+        maker = _Maker(schema, text, max_chars, seconds)
     except Exception:  # a schema jsonschema cannot load: best effort, unchecked
         return {}
     value = maker.make(schema, 0, maker.resolver)
@@ -146,9 +161,16 @@ def example_for(schema: Any, text: str = "example") -> Any:
 
 
 class _Maker:
-    def __init__(self, root: dict[str, Any], text: str) -> None:
+    def __init__(
+        self, root: dict[str, Any], text: str, max_chars: int | None, seconds: float | None
+    ) -> None:
         self.root = root
         self.text = text.strip() or "example"
+        self.max_chars = max_chars
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.work = _WORK
+        self.sizes: dict[int, tuple[Any, int]] = {}
+        self.weights: dict[int, tuple[Any, int]] = {}
         cls = safe_patterns.bounded(validator_for(root, default=jsonschema.Draft202012Validator))
         self.cls = cls
         try:
@@ -169,7 +191,10 @@ class _Maker:
         if value is _MISSING:
             return False
         self.budget -= 1
-        if self.budget < 0:
+        self.work -= _json_size(value, _WORK + 1, self.weights, string_weight=16)
+        if self.budget < 0 or self.work < 0:
+            raise _OutOfBudget
+        if self.deadline is not None and time.monotonic() > self.deadline:
             raise _OutOfBudget
         if isinstance(schema, bool):
             return schema
@@ -185,6 +210,18 @@ class _Maker:
             raise
         except Exception:
             return False
+
+    # --- sizes -----------------------------------------------------------------------------
+
+    def size(self, value: Any) -> int:
+        """About the characters of ``value`` as compact JSON (a string counts its characters
+        and quotes), counted up to just past ``max_chars`` (or ``_WORK``) and no further:
+        a list of ten thousand copies of one long string costs a few steps, not its size."""
+        limit = (self.max_chars if self.max_chars is not None else _WORK) + 1
+        return _json_size(value, limit, self.sizes)
+
+    def fits(self, value: Any) -> bool:
+        return self.max_chars is None or self.size(value) <= self.max_chars
 
     # --- entry points --------------------------------------------------------------------
 
@@ -210,20 +247,23 @@ class _Maker:
                 first = next(iter(self.candidates(schema, depth, resolver)), _MISSING)
             except (_OutOfBudget, RecursionError):
                 first = _MISSING
-        return first
+        return first if first is _MISSING or self.fits(first) else _MISSING
 
     def values(self, schema: Any, depth: int, resolver: Resolver, limit: int) -> Iterator[Any]:
         """Up to ``limit`` distinct valid values of ``schema``."""
-        seen: list[Any] = []
+        seen: set[Any] = set()
         tried = 0
         for value in self.candidates(schema, depth, resolver):
             tried += 1
             if tried > _MAX_CANDIDATES * max(1, limit):
                 return
-            if value is _MISSING or any(_same(value, s) for s in seen):
+            if value is _MISSING or not self.fits(value):
+                continue
+            key = _canonical(value)
+            if key in seen:
                 continue
             if self.valid(schema, value, resolver):
-                seen.append(value)
+                seen.add(key)
                 yield value
                 if len(seen) >= limit:
                     return
@@ -291,6 +331,7 @@ class _Maker:
 
         def build(keys: list[str]) -> Any:
             value: dict[str, Any] = {}
+            room = self.max_chars  # what is left of it: optional members that pass it are left out
             for name in keys:
                 sub = self.property_schema(schema, name)
                 for key, extra in dep_schemas.items():
@@ -301,6 +342,11 @@ class _Maker:
                                 sub if isinstance(sub, dict) else {}, {"allOf": [inner[name]]}
                             )
                 made = self.make(sub, depth + 1, resolver)
+                if made is not _MISSING and room is not None:
+                    taken = len(name) + 4 + self.size(made)
+                    if taken > room and name not in required:
+                        continue
+                    room -= taken
                 if made is _MISSING:
                     if name in required:
                         return _MISSING
@@ -415,16 +461,26 @@ class _Maker:
         depth: int,
         resolver: Resolver,
     ) -> Any:
-        if count > _MAX_COUNT:
-            return _MISSING
+        if count > _MAX_COUNT or (self.max_chars is not None and 2 * count > self.max_chars):
+            return _MISSING  # each item is a character and a comma at least
         values: list[Any] = []
         pool_cache: dict[int, list[Any]] = {}
+        used: set[Any] = set()
+        cursor: dict[int, int] = {}
 
         def pool(sub: Any, need: int) -> list[Any]:
             key = id(sub)
             if key not in pool_cache or len(pool_cache[key]) < need:
                 pool_cache[key] = list(self.values(sub, depth + 1, resolver, need))
             return pool_cache[key]
+
+        def fresh(options: list[Any], key: int) -> Any:
+            """The next option not used yet (the options are distinct: one pass over them)."""
+            at = cursor.get(key, 0)
+            while at < len(options) and _canonical(options[at]) in used:
+                at += 1
+            cursor[key] = at + 1
+            return options[at] if at < len(options) else _MISSING
 
         n_contains = min_contains if contains is not None else 0
         for i in range(count):
@@ -437,10 +493,9 @@ class _Maker:
             if sub is False:
                 return _MISSING
             if unique:
-                options = pool(sub, count)
-                choice = next(
-                    (v for v in options if not any(_same(v, s) for s in values)), _MISSING
-                )
+                choice = fresh(pool(sub, count), id(sub))
+                if choice is not _MISSING:
+                    used.add(_canonical(choice))
             else:
                 choice = self.make(sub, depth + 1, resolver)
             if choice is _MISSING:
@@ -482,6 +537,54 @@ class _Maker:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable key equal for JSON-equal values (``1`` and ``1.0`` alike, ``1`` and
+    ``true`` not), as JSON Schema's ``uniqueItems`` and ``enum`` compare them."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, int | float):
+        return ("n", int(value) if isinstance(value, float) and value.is_integer() else value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_canonical(v) for v in value))
+    if isinstance(value, dict):
+        return ("d", tuple(sorted((k, _canonical(v)) for k, v in value.items())))
+    return ("z", None) if value is None else ("o", id(value))
+
+
+def _json_size(
+    value: Any, limit: int, memo: dict[int, tuple[Any, int]], string_weight: int = 1
+) -> int:
+    """The size of ``value`` as compact JSON, strings counted by characters and quotes (escapes
+    not counted; ``string_weight`` characters as one), each list and object measured once
+    (``memo``, by identity); stops past ``limit``."""
+    if isinstance(value, str):
+        return len(value) // string_weight + 2
+    if value is None or isinstance(value, bool):
+        return 4 if value is not False else 5
+    if isinstance(value, int | float):
+        return len(repr(value))
+    if not isinstance(value, list | dict):
+        return 1
+    known = memo.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    total = 2
+    if isinstance(value, list):
+        for item in value:
+            total += _json_size(item, limit, memo, string_weight) + 1
+            if total > limit:
+                break
+    else:
+        for key, item in value.items():
+            total += len(key) + 4 + _json_size(item, limit, memo, string_weight)
+            if total > limit:
+                break
+    memo[id(value)] = (value, total)
+    return total
 
 
 def _same(a: Any, b: Any) -> bool:

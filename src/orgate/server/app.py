@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Route
 
 from orgate.config import ResolvedKey, Settings
+from orgate.gate.work import SCHEMA_WORK
 from orgate.protocol.errors import ApiError
 from orgate.server import routes
 from orgate.server.compact import compact_routes
@@ -134,6 +135,7 @@ def create_app(
             if services.store is not None:
                 await services.store.close()
             services.pipeline.close()
+            SCHEMA_WORK.stop()  # the worker processes of schema work (gate/work.py)
 
     app = OrgateApp(
         routes=table,

@@ -391,6 +391,8 @@ def _bounds_of(limits: LimitSettings) -> SchemaBounds:
         max_min_properties=limits.max_schema_min_properties,
         max_pattern_length=limits.max_schema_pattern_length,
         max_expansion=limits.max_schema_expansion,
+        max_min_chars=limits.max_schema_min_chars,
+        max_fanout=limits.max_schema_fanout,
     )
 
 

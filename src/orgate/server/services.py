@@ -25,6 +25,7 @@ from orgate.engine.background import BackgroundRunner
 from orgate.engine.compaction_service import CompactionService
 from orgate.engine.router import Router
 from orgate.engine.service import ResponsesService
+from orgate.gate.work import SCHEMA_WORK
 from orgate.neutral import Deployment
 from orgate.providers import ProviderRegistry
 from orgate.providers.builtin_misbehave import flaky_wrapper
@@ -67,8 +68,20 @@ class Services:
     shutdown: Shutdown = field(default_factory=lambda: Shutdown(0.0))
 
 
+#: The modules of the schema work's jobs (``gate/work.py``): its fork server imports them once.
+SCHEMA_JOB_MODULES = (
+    "orgate.gate.checks",
+    "orgate.providers.builtin",
+    "orgate.structured.layers",
+)
+
+
 def build_services(settings: Settings) -> Services:
     keys = resolve_api_keys(settings)
+    limits = settings.limits
+    SCHEMA_WORK.configure(
+        limits.schema_work_processes, limits.schema_work_seconds, SCHEMA_JOB_MODULES
+    )
     table = deployments(settings)
     metrics = CollectorRegistry()
     pipeline = OutputChecks(settings, metrics)

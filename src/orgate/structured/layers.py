@@ -14,6 +14,7 @@ Each layer is a pure function returning either a value or a ``Failure`` with its
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
 from collections import OrderedDict
@@ -35,6 +36,8 @@ from orgate.gate.schemas import CompiledSchema, SchemaCache, SchemaProblem
 
 Stage = Literal["truncation", "parse", "schema", "semantic"]
 MAX_MESSAGES = 20
+#: Errors looked at, at most: a value with thousands of errors is not worded thousands of times.
+MAX_ERRORS = 100
 
 
 @dataclass(slots=True, frozen=True)
@@ -361,16 +364,21 @@ def _path_key(error: ValidationError) -> tuple[str, ...]:
 
 
 def schema_layer(value: Any, validator: Any) -> Failure | None:
-    """Validate against a compiled Draft 2020-12 validator; all errors, sorted by path."""
-    errors = sorted(validator.iter_errors(value), key=lambda e: (_path_key(e), e.message))
+    """Validate against a compiled Draft 2020-12 validator; the errors sorted by path — the
+    first ``MAX_ERRORS`` found, so that wording them costs the same for any size of value."""
+    found = list(itertools.islice(validator.iter_errors(value), MAX_ERRORS + 1))
+    more = len(found) > MAX_ERRORS
+    errors = sorted(found[:MAX_ERRORS], key=lambda e: (_path_key(e), e.message))
     if not errors:
         return None
     messages: list[str] = []
     for error in errors:
         messages.extend(describe_error(error))
     messages = list(dict.fromkeys(messages))
-    if len(messages) > MAX_MESSAGES:
-        messages = [*messages[:MAX_MESSAGES], f"… and {len(messages) - MAX_MESSAGES} more problems"]
+    if len(messages) > MAX_MESSAGES or more:
+        left = len(messages) - MAX_MESSAGES
+        tail = "… and more problems" if more else f"… and {left} more problems"
+        messages = [*messages[:MAX_MESSAGES], tail]
     return Failure("schema", tuple(messages))
 
 
@@ -536,6 +544,25 @@ def check_output(
     normalize: Callable[[Any], Any] | None = None,
 ) -> Accepted | Failure:
     """Parse, (optionally normalize, e.g. drop strict-mode nulls), validate, run domain checks."""
+    result = check_json(
+        text,
+        schema=schema,
+        strip_fences=strip_fences,
+        strip_prose=strip_prose,
+        normalize=normalize,
+    )
+    return result if isinstance(result, Failure) else check_semantics(result, checks)
+
+
+def check_json(
+    text: str,
+    *,
+    schema: OutputSchema,
+    strip_fences: bool = False,
+    strip_prose: bool = False,
+    normalize: Callable[[Any], Any] | None = None,
+) -> Accepted | Failure:
+    """The parse and schema layers of ``check_output`` (the work a client's schema costs)."""
     parsed = parse_layer(text, strip_fences=strip_fences, strip_prose=strip_prose)
     if isinstance(parsed, Failure):
         return parsed
@@ -549,11 +576,38 @@ def check_output(
     failure = schema.validate(value)
     if failure is not None:
         return failure
-    failure = semantic_layer(value, checks)
-    if failure is not None:
-        return failure
     out = dump_json(value) if changed else text
     return Accepted(value=value, text=out, changed=changed)
+
+
+def check_semantics(
+    accepted: Accepted, checks: Sequence[tuple[str, Callable[[Any], list[str]]]]
+) -> Accepted | Failure:
+    """The semantic layer of ``check_output`` over a value that passed the others."""
+    failure = semantic_layer(accepted.value, checks)
+    return accepted if failure is None else failure
+
+
+#: A worker process's compiled output schemas (``check_json_in_worker``).
+_WORKER_SCHEMAS = ValidatorCache()
+
+
+def check_json_in_worker(
+    text: str,
+    schema: dict[str, Any] | bool,
+    strip_fences: bool,
+    strip_prose: bool,
+    normalize: Callable[[Any], Any] | None,
+) -> Accepted | Failure:
+    """``check_json`` as a job of a schema work process (``orgate.gate.work``): the schema
+    arrives as JSON and is compiled there (once per content)."""
+    return check_json(
+        text,
+        schema=_WORKER_SCHEMAS.get(schema),
+        strip_fences=strip_fences,
+        strip_prose=strip_prose,
+        normalize=normalize,
+    )
 
 
 __all__ = [
@@ -564,7 +618,10 @@ __all__ = [
     "SemanticCheckError",
     "Stage",
     "ValidatorCache",
+    "check_json",
+    "check_json_in_worker",
     "check_output",
+    "check_semantics",
     "describe_error",
     "format_checker",
     "format_path",

@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orgate.gate.cost import SchemaCost, cost_of
+from orgate.gate.work import SCHEMA_WORK, SchemaWorkFailed, SchemaWorkTimeout, small_check
 from orgate.neutral import (
     Capabilities,
     Deployment,
@@ -69,7 +71,9 @@ from orgate.structured.layers import (
     SchemaProblem,
     SemanticCheckError,
     ValidatorCache,
-    check_output,
+    check_json,
+    check_json_in_worker,
+    check_semantics,
     dump_json,
 )
 from orgate.structured.metrics import StructuredMetrics
@@ -82,9 +86,6 @@ from orgate.structured.review import NewReview, ReviewQueue
 from orgate.structured.settings import FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
-
-#: Outputs longer than this are checked in a worker thread, so the event loop keeps serving.
-INLINE_CHECK_CHARS = 16_384
 
 # Sent with the net's own 500s: retrying the same request cannot help (the OpenAI SDKs obey it).
 NO_CLIENT_RETRY = {"x-should-retry": "false"}
@@ -142,6 +143,7 @@ class _Guard:
     format_policy: FormatPolicy
     budget: Budget
     schema: OutputSchema
+    cost: SchemaCost  # of the schema outputs are checked against: where the check runs
     #: undoes strict mode's nullable optional fields (None unless strict mode made them)
     normalize: Callable[[Any], Any] | None
     cap: int  # the model's output token cap
@@ -367,12 +369,7 @@ class SafetyNet(WrapperProvider):
             if attempt.finish.reason == "length":
                 stop = self._after_truncation(guard, number, attempt)
             else:
-                # A long output can take a while to check (and to word every error): off the loop.
-                result = (
-                    await asyncio.to_thread(self._check, guard, attempt)
-                    if len(attempt.text) > INLINE_CHECK_CHARS
-                    else self._check(guard, attempt)
-                )
+                result = await self._checked(guard, attempt)
                 if isinstance(result, Accepted):
                     for ev in self._accept(guard, number, attempt, result):
                         yield ev
@@ -428,6 +425,7 @@ class SafetyNet(WrapperProvider):
             format_policy,
             budget,
             schema,
+            cost_of(plan.validation_schema),
             normalize,
             cap=caps.max_output_tokens or settings.default_output_cap,
             clock=Clock(budget.seconds),
@@ -519,24 +517,55 @@ class SafetyNet(WrapperProvider):
             guard.req = dataclasses.replace(req, max_output_tokens=grown)
         return stop
 
-    def _check(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
-        """The attempt's output through parse, schema and semantic checks."""
+    async def _checked(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
+        """The attempt's output through parse, schema and semantic checks: here when that is
+        small work for the schema's cost; else the parse and schema layers in a schema work
+        process (``orgate.gate.work``: killed past its time limit, or when this request is
+        cancelled) and the semantic checks in a thread, off the event loop."""
         settings = self.policy.settings
-        try:
-            return check_output(
+        small = small_check(guard.cost, len(attempt.text))
+        if small:
+            result = check_json(
                 attempt.text,
                 schema=guard.schema,
-                checks=guard.format_policy.checks,
                 strip_fences=settings.strip_fences,
                 strip_prose=settings.strip_prose,
                 normalize=guard.normalize,
             )
+        else:
+            result = await self._checked_in_worker(guard, attempt)
+        if isinstance(result, Failure) or not guard.format_policy.checks:
+            return result
+        try:
+            if small:
+                return check_semantics(result, guard.format_policy.checks)
+            return await SCHEMA_WORK.in_thread(check_semantics, result, guard.format_policy.checks)
         except SemanticCheckError as exc:
             raise ApiError.of(
                 ErrorCode.SEMANTIC_CHECK_ERROR,
                 str(exc),
                 headers=dict(NO_CLIENT_RETRY),
             ) from exc
+
+    async def _checked_in_worker(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
+        settings = self.policy.settings
+        try:
+            return await SCHEMA_WORK.in_process(
+                check_json_in_worker,
+                attempt.text,
+                guard.plan.validation_schema,
+                settings.strip_fences,
+                settings.strip_prose,
+                guard.normalize,
+            )
+        except (SchemaWorkTimeout, SchemaWorkFailed) as exc:
+            raise ApiError.of(
+                ErrorCode.SCHEMA_TOO_COMPLEX,
+                f"'text.format.schema': checking the model's output against it failed: "
+                f"{exc} (limits.schema_work_seconds).",
+                param="text.format.schema",
+                headers=dict(NO_CLIENT_RETRY),
+            ) from None
 
     def _accept(
         self, guard: _Guard, number: int, attempt: _Attempt, result: Accepted
