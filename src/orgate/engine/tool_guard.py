@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from orgate.gate import Code, SchemaCache, ToolCatalog, ToolsError, Verdict, check, load_tools
+from orgate.gate.checks import check_first_error
 from orgate.gate.cost import cost_of
 from orgate.gate.work import SCHEMA_WORK, SchemaWorkFailed, SchemaWorkTimeout, small_call_check
 from orgate.neutral import (
@@ -320,7 +321,7 @@ async def _checked(item: dict[str, Any], catalog: ToolCatalog) -> Verdict:
     if tool is None or small_call_check(cost_of(tool.parameters), len(item["arguments"])):
         return check(item, catalog)
     try:
-        return await SCHEMA_WORK.in_process(check, item, {tool.name: tool.parameters})
+        return await SCHEMA_WORK.in_process(check_first_error, item, {tool.name: tool.parameters})
     except (SchemaWorkTimeout, SchemaWorkFailed) as exc:
         raise ApiError.of(
             ErrorCode.SCHEMA_TOO_COMPLEX,

@@ -86,6 +86,7 @@ def check(
     tools: Any = None,
     *,
     require_status: bool = True,
+    every_error: bool = True,
 ) -> Verdict:
     """The gate's verdict for one item (any JSON value; never raises for one).
 
@@ -93,7 +94,8 @@ def check(
     ``load_tools`` accepts (converting it on every call — pass a ``ToolCatalog``
     in loops). ``require_status=False`` lets a call with no ``status`` at all
     through step 3 (request inputs often omit it); a present status other than
-    ``completed`` still fails.
+    ``completed`` still fails. ``every_error=False``: step 7 reports the first schema error
+    only (``CompiledSchema.validate``), for arguments too large to word every error of.
     """
     if not isinstance(item, dict):
         return Verdict(NAMESPACED, f"item is {_kind(item)}, not an object with a type")
@@ -128,7 +130,13 @@ def check(
         return Verdict(
             ARGUMENTS_PARSE, f"arguments are not valid JSON: {exc}", (), name, call_id, id_
         )
-    return _tool_verdict(parsed, tools, name, call_id, id_)
+    return _tool_verdict(parsed, tools, name, call_id, id_, every_error)
+
+
+def check_first_error(item: Any, tools: Any) -> Verdict:
+    """``check`` reporting the first schema error only: a job of a schema work process
+    (``orgate.gate.work``) for a call whose arguments are not small work."""
+    return check(item, tools, every_error=False)
 
 
 def _other_type(
@@ -190,7 +198,12 @@ def _status_problem(item: dict[str, Any], status: Any) -> str:
 
 
 def _tool_verdict(
-    parsed: Any, tools: Any, name: str | None, call_id: str | None, id_: str | None
+    parsed: Any,
+    tools: Any,
+    name: str | None,
+    call_id: str | None,
+    id_: str | None,
+    every_error: bool = True,
 ) -> Verdict:
     """Steps 6 to 8 for a call whose arguments parsed: the named tool, then its schema."""
     # 6. the named tool must exist
@@ -207,7 +220,7 @@ def _tool_verdict(
     if tool is None:
         return Verdict(UNKNOWN_TOOL, f"no tool named {name!r} is defined", (), name, call_id, id_)
     # 7. the arguments must match the tool's schema (never "fixed")
-    errors = tool.schema.validate(parsed)
+    errors = tool.schema.validate(parsed, every=every_error)
     if errors:
         first = errors[0]
         return Verdict(

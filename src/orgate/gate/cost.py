@@ -60,6 +60,51 @@ _IN_PLACE_ONE = ("if", "then", "else", "not")
 #: Object members beyond this many × patterns are not matched against the patterns (a
 #: lower bound stays one when a required member's value counts as the smallest value).
 _MAX_PATTERN_LOOKUPS = 10_000
+#: The keys the sizing of a value reads.
+_SIZING_KEYS = frozenset(
+    {
+        "minItems",
+        "minContains",
+        "minProperties",
+        "minLength",
+        "const",
+        "enum",
+        "required",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "prefixItems",
+        "items",
+        "additionalItems",
+        "contains",
+    }
+)
+#: The keys that lead to subschemas.
+_LINK_KEYS = frozenset(
+    {
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "if",
+        "then",
+        "else",
+        "not",
+        "dependentSchemas",
+        "dependencies",
+        "$ref",
+        "$dynamicRef",
+        "properties",
+        "additionalProperties",
+        "patternProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "prefixItems",
+        "items",
+        "additionalItems",
+        "contains",
+        "unevaluatedItems",
+    }
+)
 #: The keys of a schema object that only points elsewhere.
 _BARE_REFERENCE = REFS | {"title", "description", "$comment"}
 #: The smallest JSON text of one value of each type (``0``, ``true``, ``null``).
@@ -173,10 +218,144 @@ class _Part:
     fan_why: tuple[str, Any]
 
 
+_NO_LINKS = _Links()  # shared by every schema object without subschemas: never changed
 _TRUE = _Part(1, 0, 1, 0, 1, ("key", ""), ("key", ""))
 _FALSE = _Part(0, 0, 1, 0, 1, ("key", ""), ("key", ""))
 _CYCLE = _Part(0, 0, 0, 0, 0, ("key", ""), ("key", ""))
 _COUNTING = ("minItems", "minContains", "minProperties", "minLength")
+
+
+#: Past this many names (or subschemas of a kind), the merged keywords of a conjunction keep
+#: what they have: a lower bound stays one with fewer constraints, and merging down a long
+#: chain of ``allOf`` stays linear.
+_MAX_MERGED = 64
+
+
+@dataclass(slots=True)
+class _Sizing:
+    """The keywords that size a value, of a schema object and of every part of its conjunction
+    (``allOf``, ``$ref``) merged: a value meets them all, so the largest count and the union of
+    the required members apply. Each count keeps the object it is written in, to name it."""
+
+    types: frozenset[str] | None = None  # None: any type
+    counts: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    literal: tuple[int, Any] | None = None  # the shortest const / enum value, where
+    required: dict[str, None] = field(default_factory=dict)
+    properties: list[dict[str, Any]] = field(default_factory=list)  # each part's ``properties``
+    patterns: list[tuple[str, Any]] = field(default_factory=list)
+    extras: list[Any] = field(default_factory=list)
+    prefix: list[Any] | None = None
+    items: list[Any] = field(default_factory=list)
+    contains: list[Any] = field(default_factory=list)
+    required_at: Any = None  # the object whose ``required`` came first
+
+    @classmethod
+    def of(cls, node: dict[str, Any]) -> _Sizing:
+        sizing = cls(types=_types_of(node.get("type")))
+        keys = _SIZING_KEYS.intersection(node)
+        if not keys:
+            return sizing
+        for key in _COUNTING:
+            if key in keys:
+                value = _count(node[key], -1)
+                if value >= 0:
+                    sizing.counts[key] = (value, node)
+        if "const" in keys:
+            sizing.literal = (_json_len(node["const"]), node)
+        elif "enum" in keys and isinstance(node["enum"], list) and node["enum"]:
+            sizing.literal = (min(_json_len(v) for v in node["enum"]), node)
+        if "required" in keys and isinstance(node["required"], list):
+            sizing.required = dict.fromkeys(r for r in node["required"] if isinstance(r, str))
+            sizing.required_at = node
+        if "properties" in keys and isinstance(node["properties"], dict):
+            sizing.properties = [node["properties"]]
+        if "patternProperties" in keys and isinstance(node["patternProperties"], dict):
+            sizing.patterns = list(node["patternProperties"].items())
+        if "additionalProperties" in keys:
+            sizing.extras = [node["additionalProperties"]]
+        _item_sizing(node, sizing)
+        return sizing
+
+    def empty(self) -> bool:
+        return (
+            self.types is None
+            and not self.counts
+            and self.literal is None
+            and not self.required
+            and not self.properties
+            and not self.patterns
+            and not self.extras
+            and self.prefix is None
+            and not self.items
+            and not self.contains
+        )
+
+    def count(self, key: str, node: dict[str, Any], default: int = 0) -> tuple[int, Any]:
+        """A counting keyword's merged value and the object it is written in."""
+        return self.counts.get(key, (default, node))
+
+    def merged(self, other: _Sizing) -> _Sizing:
+        types = (
+            other.types
+            if self.types is None
+            else self.types
+            if other.types is None
+            else _common_types(self.types, other.types)
+        )
+        counts = dict(self.counts)
+        for key, found in other.counts.items():
+            if key not in counts or found[0] > counts[key][0]:
+                counts[key] = found
+        literal = self.literal
+        if other.literal is not None and (literal is None or other.literal[0] > literal[0]):
+            literal = other.literal
+        out = _Sizing(types, counts, literal, self.required)
+        if other.required and len(self.required) + len(other.required) <= _MAX_MERGED:
+            out.required = {**self.required, **other.required}
+        out.properties = _joined(self.properties, other.properties)
+        out.patterns = _joined(self.patterns, other.patterns)
+        out.extras = _joined(self.extras, other.extras)
+        out.prefix = self.prefix if self.prefix is not None else other.prefix
+        out.items = _joined(self.items, other.items)
+        out.contains = _joined(self.contains, other.contains)
+        out.required_at = self.required_at if self.required_at is not None else other.required_at
+        return out
+
+
+def _joined(mine: list[Any], theirs: list[Any]) -> list[Any]:
+    if not theirs or len(mine) + len(theirs) > _MAX_MERGED:
+        return mine
+    return mine + theirs
+
+
+def _types_of(kind: Any) -> frozenset[str] | None:
+    if isinstance(kind, str):
+        return frozenset({kind})
+    if isinstance(kind, list):
+        return frozenset(k for k in kind if isinstance(k, str))
+    return None
+
+
+def _common_types(left: frozenset[str], right: frozenset[str]) -> frozenset[str]:
+    """The types both admit (an integer is a number)."""
+    both = left & right
+    if "integer" in left and "number" in right or "integer" in right and "number" in left:
+        both |= {"integer"}
+    return both
+
+
+def _item_sizing(node: dict[str, Any], sizing: _Sizing) -> None:
+    prefix = node.get("prefixItems")
+    items = node.get("items")
+    if isinstance(items, list):  # drafts 4 to 7: the tuple form
+        prefix, items = items, node.get("additionalItems")
+    if isinstance(prefix, list):
+        sizing.prefix = prefix
+    if type(items) is dict or type(items) is bool:
+        sizing.items = [items]
+    contains = node.get("contains")
+    if type(contains) is dict or type(contains) is bool:
+        sizing.contains = [contains]
 
 
 class _Walk:
@@ -187,6 +366,7 @@ class _Walk:
         self.targets: Targets | None = None
         self.parts: dict[int, _Part] = {}
         self.links: dict[int, _Links] = {}
+        self.sizings: dict[int, _Sizing] = {}
 
     def cost(self) -> SchemaCost:
         self._walk()
@@ -227,6 +407,8 @@ class _Walk:
         return _FALSE if schema is False else _TRUE
 
     def _links(self, node: dict[str, Any]) -> _Links:
+        if _LINK_KEYS.isdisjoint(node):
+            return _NO_LINKS
         links = _Links()
         for key in _IN_PLACE_LISTS:
             branches = node.get(key)
@@ -294,7 +476,11 @@ class _Walk:
     # --- one schema object's figures -----------------------------------------------------
 
     def _compute(self, node: dict[str, Any], links: _Links) -> _Part:
-        min_chars, min_why = self._min_chars(node, links)
+        if links is _NO_LINKS:
+            return self._leaf(node)
+        sizing, borrowed = self._sizing(node, links)
+        self.sizings[id(node)] = sizing
+        min_chars, min_why = self._min_chars(node, links, None if borrowed else sizing)
         # A bare reference is its target's work: a chain of them is followed, not multiplied.
         local = 0 if node.keys() <= _BARE_REFERENCE else 1
         below, fan_why = self._below(links)
@@ -306,10 +492,22 @@ class _Walk:
             bare = not local or node.keys() <= _BARE_REFERENCE
             fan_why = ("child", links.in_place[0]) if bare else ("key", _combinator(node))
         largest = max(
-            max(_count(node.get(key)) for key in _COUNTING),
-            max((self.part(sub).largest_count for sub in links.all()), default=0),
+            (count for count, _ in sizing.counts.values()),
+            default=0,
         )
+        if links is not _NO_LINKS:
+            largest = max(
+                largest, max((self.part(sub).largest_count for sub in links.all()), default=0)
+            )
         return _Part(min_chars, largest, local, below, fanout, min_why, fan_why)
+
+    def _leaf(self, node: dict[str, Any]) -> _Part:
+        """A schema object without subschemas (most of them): checked once, sized by itself."""
+        sizing = _Sizing.of(node)
+        self.sizings[id(node)] = sizing
+        min_chars, min_why = self._sized_min(node, sizing)
+        largest = max((count for count, _ in sizing.counts.values()), default=0)
+        return _Part(min_chars, largest, 1, 0, 1, min_why, ("key", ""))
 
     def _below(self, links: _Links) -> tuple[int, tuple[str, Any]]:
         """The subschemas checked at one place below this one, at most: a member's or an
@@ -336,8 +534,11 @@ class _Walk:
         why: tuple[str, Any] = ("child", biggest[1]) if biggest[1] is not None else ("key", "")
         return below, why
 
-    def _min_chars(self, node: dict[str, Any], links: _Links) -> tuple[int, tuple[str, Any]]:
-        best, why = self._own_min(node)
+    def _min_chars(
+        self, node: dict[str, Any], links: _Links, sizing: _Sizing | None
+    ) -> tuple[int, tuple[str, Any]]:
+        """The smallest value; ``sizing`` None when the node's only sizing is its one part's."""
+        best, why = self._sized_min(node, sizing) if sizing is not None else (0, ("key", ""))
         for sub in links.conjunction:
             value = self.part(sub).min_chars
             if value > best:
@@ -354,99 +555,105 @@ class _Walk:
                 best, why = value, ("child", smallest)
         return best, why
 
-    def _own_min(self, node: dict[str, Any]) -> tuple[int, tuple[str, Any]]:
-        """The smallest value by the schema's own keywords (its ``type`` and what sizes it)."""
-        if "const" in node:
-            return _json_len(node["const"]), ("key", "const")
-        enum = node.get("enum")
-        if isinstance(enum, list) and enum:
-            return min(_json_len(v) for v in enum), ("key", "enum")
-        kind = node.get("type")
-        if isinstance(kind, str):
-            kinds = [kind]
-        elif isinstance(kind, list):
-            kinds = [k for k in kind if isinstance(k, str)]
-        else:
+    def _sizing(self, node: dict[str, Any], links: _Links) -> tuple[_Sizing, bool]:
+        """The sizing keywords of ``node`` and of every part of its conjunction, merged; and
+        whether they are only its one part's (a bare reference: nothing new to compute)."""
+        sizing = _Sizing.of(node)
+        parts = [
+            self.sizings[id(sub)]
+            for sub in links.conjunction
+            if type(sub) is dict and id(sub) in self.sizings
+        ]
+        if len(parts) == 1 and sizing.empty():
+            return parts[0], True
+        for other in parts:
+            sizing = sizing.merged(other)
+        return sizing, False
+
+    def _sized_min(self, node: dict[str, Any], sizing: _Sizing) -> tuple[int, tuple[str, Any]]:
+        """The smallest value the merged sizing keywords admit (its ``type`` and what sizes it)."""
+        if sizing.literal is not None:
+            return sizing.literal[0], ("at", (sizing.literal[1], "enum"))
+        if sizing.types is None:
             return 1, ("key", "")  # a number is a value of it
         best: tuple[int, tuple[str, Any]] | None = None
-        for name in kinds:
+        for name in sizing.types:
             if name in _TYPE_FLOOR:
                 found = (_TYPE_FLOOR[name], ("key", "type"))
             elif name == "string":
-                found = (_cap(2 + _count(node.get("minLength"))), ("key", "minLength"))
+                length, owner = sizing.count("minLength", node)
+                found = (_cap(2 + length), ("at", (owner, "minLength")))
             elif name == "array":
-                found = self._array_min(node)
+                found = self._array_min(node, sizing)
             elif name == "object":
-                found = self._object_min(node)
+                found = self._object_min(node, sizing)
             else:
                 continue
             if best is None or found[0] < best[0]:
                 best = found
         return best if best is not None else (1, ("key", ""))
 
-    def _array_min(self, node: dict[str, Any]) -> tuple[int, tuple[str, Any]]:
-        count = _count(node.get("minItems"))
+    def _array_min(self, node: dict[str, Any], sizing: _Sizing) -> tuple[int, tuple[str, Any]]:
+        count, owner = sizing.count("minItems", node)
         keyword = "minItems"
-        contains = node.get("contains")
         least_contained = 0
-        if type(contains) is dict or type(contains) is bool:
-            least_contained = _count(node.get("minContains"), 1)
+        if sizing.contains:
+            least_contained, contained_at = sizing.count("minContains", node, 1)
             if least_contained > count:
-                count, keyword = least_contained, "minContains"
-        prefix = node.get("prefixItems")
-        prefix = prefix if isinstance(prefix, list) else []
-        items = node.get("items", True)
-        if isinstance(items, list):  # drafts 4 to 7: the tuple form
-            prefix, items = items, node.get("additionalItems", True)
+                count, owner, keyword = least_contained, contained_at, "minContains"
+        prefix = sizing.prefix or []
         first = min(count, len(prefix))
+        item = max((self.part(s).min_chars for s in sizing.items), default=1)
         total = sum(self.part(s).min_chars for s in prefix[:first])
-        total = _cap(total + (count - first) * self.part(items).min_chars)
+        total = _cap(total + (count - first) * item)
         if least_contained:
-            total = max(total, _cap(least_contained * self.part(contains).min_chars))
+            contained = max(self.part(s).min_chars for s in sizing.contains)
+            total = max(total, _cap(least_contained * contained))
         chars = _cap(2 + total + max(count - 1, 0))
         if count == 1:
-            only = prefix[0] if prefix else contains if least_contained else items
+            only = prefix[0] if prefix else (sizing.contains or sizing.items or [None])[0]
             if type(only) is dict:
                 return chars, ("child", only)
-        return chars, ("key", keyword if count else "type")
+        return chars, ("at", (owner, keyword)) if count else ("key", "type")
 
-    def _object_min(self, node: dict[str, Any]) -> tuple[int, tuple[str, Any]]:
-        required = node.get("required")
-        names = (
-            [r for r in dict.fromkeys(required) if isinstance(r, str)]
-            if isinstance(required, list)
-            else []
-        )
+    def _object_min(self, node: dict[str, Any], sizing: _Sizing) -> tuple[int, tuple[str, Any]]:
+        names = list(sizing.required)
         total = 0
         biggest: tuple[int, Any] = (0, None)
         for name in names:
-            sub = self._member_schema(node, name, len(names))
-            value = self.part(sub).min_chars
+            value, sub = self._member_min(sizing, name, len(names))
             total = _cap(total + len(name) + 3 + value)
             if value > biggest[0]:
                 biggest = (value, sub)
-        count = max(_count(node.get("minProperties")), len(names))
+        least, owner = sizing.count("minProperties", node)
+        count = max(least, len(names))
         extra = count - len(names)
         chars = _cap(2 + total + extra * 4 + max(count - 1, 0))
         if type(biggest[1]) is dict and biggest[0] * 2 >= chars:
             return chars, ("child", biggest[1])
         if not count:
             return chars, ("key", "type")
-        return chars, ("key", "minProperties" if extra * 4 > total else "required")
+        if extra * 4 > total:
+            return chars, ("at", (owner, "minProperties"))
+        return chars, ("at", (sizing.required_at or node, "required"))
 
-    def _member_schema(self, node: dict[str, Any], name: str, required: int) -> Any:
-        """The schema a required member's value must satisfy (``True`` for any value)."""
-        props = node.get("properties")
-        if isinstance(props, dict) and name in props:
-            return props[name]
-        patterns = node.get("patternProperties")
-        if isinstance(patterns, dict) and patterns:
-            if required * len(patterns) > _MAX_PATTERN_LOOKUPS:
-                return True
-            matched = [s for p, s in patterns.items() if search(p, name)]
+    def _member_min(self, sizing: _Sizing, name: str, required: int) -> tuple[int, Any]:
+        """The smallest value of a required member, and the subschema that sizes it."""
+        declared = [props[name] for props in sizing.properties if name in props]
+        if declared:
+            sub = max(declared, key=lambda s: self.part(s).min_chars)
+            return self.part(sub).min_chars, sub
+        if sizing.patterns:
+            if required * len(sizing.patterns) > _MAX_PATTERN_LOOKUPS:
+                return 1, None
+            matched = [s for p, s in sizing.patterns if search(p, name)]
             if matched:
-                return max(matched, key=lambda s: self.part(s).min_chars)
-        return node.get("additionalProperties", True)
+                sub = max(matched, key=lambda s: self.part(s).min_chars)
+                return self.part(sub).min_chars, sub
+        if sizing.extras:
+            sub = max(sizing.extras, key=lambda s: self.part(s).min_chars)
+            return self.part(sub).min_chars, sub
+        return 1, None
 
     # --- where --------------------------------------------------------------------------
 
@@ -462,6 +669,8 @@ class _Walk:
             if kind == "child":
                 node = what
                 continue
+            if kind == "at":
+                node, what = what
             where = path_to(self.root, node)
             return (*where, what) if what else where
         return path_to(self.root, node) if type(node) is dict else ()

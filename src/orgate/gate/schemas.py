@@ -11,7 +11,9 @@ schemas from different requests share one compiled validator.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import re
 import threading
@@ -88,16 +90,31 @@ class CompiledSchema:
     is_valid: Callable[[Any], bool]
     _iter_errors: Callable[[Any], Iterable[Any]]
     _convert: Callable[[Any], SchemaError]
+    _first_error: Callable[[Any], Iterable[Any]]
 
-    def validate(self, instance: Any) -> tuple[SchemaError, ...]:
+    def validate(self, instance: Any, *, every: bool = True) -> tuple[SchemaError, ...]:
+        """Every error of ``instance``, or (``every=False``) its first one only: the native
+        validator builds all of them before it hands over one, which for a large instance of
+        a schema that branches is minutes of work and gigabytes of errors."""
         try:
             if self.is_valid(instance):
                 return ()
-            errors = tuple(self._convert(e) for e in self._iter_errors(instance))
+            found = self._iter_errors(instance) if every else self._first_error(instance)
+            errors = tuple(self._convert(e) for e in found)
         except Exception as exc:  # noqa: BLE001 - e.g. a $ref only reached by this instance
             return (SchemaError("$", f"the tool's schema could not be evaluated: {exc}"),)
         # A validator that said "invalid" always yields at least one error.
         return errors or (SchemaError("$", "arguments do not match the tool's schema"),)
+
+
+def _rs_first(validator: Any, instance: Any) -> list[Any]:
+    """The native validator's first error of ``instance`` (``validate`` raises it alone)."""
+    assert _rs is not None
+    try:
+        validator.validate(instance)
+    except _rs.ValidationError as error:
+        return [error]
+    return []
 
 
 def _rs_convert(err: Any) -> SchemaError:
@@ -115,7 +132,9 @@ def _compile_rust(schema: Any, key: str) -> CompiledSchema:
         if message.endswith('is not a "regex"'):
             message += f" ({PATTERN_HINT})"
         raise SchemaProblem(message) from None
-    return CompiledSchema(key, "rust", v.is_valid, v.iter_errors, _rs_convert)
+    return CompiledSchema(
+        key, "rust", v.is_valid, v.iter_errors, _rs_convert, functools.partial(_rs_first, v)
+    )
 
 
 def _no_retrieve(uri: str) -> Any:
@@ -151,7 +170,14 @@ def _compile_python(schema: Any, key: str) -> CompiledSchema:
         raise SchemaProblem(f"unresolvable $ref: {exc}") from None
     except Exception:  # noqa: BLE001 - probing only
         pass
-    return CompiledSchema(key, "python", v.is_valid, v.iter_errors, _py_convert)
+    return CompiledSchema(
+        key,
+        "python",
+        v.is_valid,
+        v.iter_errors,
+        _py_convert,
+        lambda instance: itertools.islice(v.iter_errors(instance), 1),
+    )
 
 
 _COMPILERS: dict[str, Callable[[Any, str], CompiledSchema]] = {

@@ -52,10 +52,10 @@ log = logging.getLogger("orgate.schema_work")
 
 T = TypeVar("T")
 
-#: The address space one worker process may use: the interpreter and the validators take a
-#: fraction of it; a job that needs more fails with ``MemoryError`` instead of the machine
+#: The address space one worker process may use: the interpreter and the validators take about
+#: 70 MB of it; a job that needs more fails (``SchemaWorkFailed``) instead of the machine
 #: swapping.
-MEMORY_LIMIT = 1024 * 1024 * 1024
+MEMORY_LIMIT = 256 * 1024 * 1024
 #: How much lower a worker's CPU priority is than the server's (``nice``): the event loop is
 #: scheduled first when both want the CPU.
 NICENESS = 10
@@ -183,6 +183,10 @@ class SchemaWork:
         except TimeoutError:
             raise SchemaWorkTimeout(self.seconds) from None
         if status == "error":
+            if isinstance(value, MemoryError):
+                raise SchemaWorkFailed(
+                    f"the schema work needed more than {self.memory // 2**20} MB"
+                ) from None
             raise value
         return value  # type: ignore[no-any-return]
 

@@ -12,6 +12,14 @@ each path tells its client and stores the response ``failed`` with code
 ``drain_timeout + FINISH_GRACE``: the time for those last events and saves,
 before it gives up on them.
 
+Then the process ends, whatever still runs: ``ExitWatchdog`` (a daemon thread started
+with the drain) exits the process ``EXIT_GRACE`` after the app's shutdown (the store
+closed: everything that can be kept is kept) if something left running — a thread busy
+with abandoned work, which Python can neither stop nor leave behind at exit — still holds
+it; and at ``drain_timeout + FINISH_GRACE + EXIT_GRACE`` from the signal in any case,
+with a status of 1 when the app's shutdown did not finish. A ``SIGALRM`` half a second
+later ends the process even if that thread cannot run.
+
 ``DrainingWebSocketProtocol`` is uvicorn's WebSocket protocol without its
 shutdown behaviour (a 1012 close at once, the running response cut): an open
 socket is left to the app, which finishes or interrupts its response, then
@@ -21,7 +29,14 @@ closes with 1012 itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
+import signal
 import socket
+import sys
+import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,7 +45,14 @@ import uvicorn
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 #: Seconds after the drain deadline for the interrupted responses' last events and saves.
-FINISH_GRACE = 5.0
+FINISH_GRACE = 3.0
+#: Seconds the process is given to exit by itself once the app has shut down (or, from the
+#: end of ``FINISH_GRACE``, to shut down at all) before the watchdog ends it.
+EXIT_GRACE = 1.0
+#: Seconds after the watchdog's deadline when ``SIGALRM`` ends the process regardless.
+ALARM_AFTER = 0.5
+
+log = logging.getLogger("orgate.server")
 
 
 class Shutdown:
@@ -78,11 +100,14 @@ class DrainingServer(uvicorn.Server):
             await super().shutdown(sockets)
             return
         drain.begin()
+        watchdog = ExitWatchdog(exit_deadline(drain.drain_timeout))
+        watchdog.start()
         deadline = asyncio.create_task(self._stop_unfinished(drain), name="orgate-drain-deadline")
         try:
             await super().shutdown(sockets)
         finally:
             deadline.cancel()
+            watchdog.app_closed()
 
     async def _stop_unfinished(self, drain: Shutdown) -> None:
         await asyncio.sleep(drain.drain_timeout)
@@ -92,6 +117,59 @@ class DrainingServer(uvicorn.Server):
         for task in list(self.server_state.tasks):
             if task not in drain.followers:
                 task.cancel(msg="the drain timeout passed")
+
+
+def exit_deadline(drain_timeout: float) -> float:
+    """Seconds from a SIGTERM by which a server process has exited, at the latest (the
+    watchdog's deadline; its alarm follows ``ALARM_AFTER`` later)."""
+    return drain_timeout + FINISH_GRACE + EXIT_GRACE
+
+
+class ExitWatchdog:
+    """Ends the process if it has not exited by itself: ``EXIT_GRACE`` after the app closed, or
+    ``seconds`` after the signal (see the module docstring)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name="orgate-exit-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+        _arm_alarm(self.deadline - time.monotonic() + ALARM_AFTER)
+
+    def app_closed(self) -> None:
+        """The app's shutdown is done: the store is closed, nothing more is kept by waiting."""
+        self.closed.set()
+
+    def _watch(self) -> None:
+        closed = self.closed.wait(max(0.0, self.deadline - time.monotonic()))
+        if closed:
+            time.sleep(max(0.0, min(EXIT_GRACE, self.deadline - time.monotonic())))
+        busy = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        if closed:
+            log.warning("exiting with work still running in: %s", ", ".join(busy) or "nothing")
+        else:
+            log.error("the shutdown did not finish in time: exiting (threads: %s)", ", ".join(busy))
+        _flush_logs()
+        os._exit(0 if closed else 1)
+
+
+def _arm_alarm(seconds: float) -> None:
+    """The kernel ends the process ``seconds`` from now (``SIGALRM``'s default action), with no
+    Python code to run: for a watchdog that cannot get the interpreter."""
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+
+
+def _flush_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def draining_config(drain_timeout: float, **options: Any) -> uvicorn.Config:

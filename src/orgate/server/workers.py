@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from orgate.server import worker_metrics
+from orgate.server.shutdown import ALARM_AFTER, exit_deadline
 
 log = logging.getLogger("orgate.workers")
 
@@ -316,7 +317,8 @@ class Supervisor:
         try:
             return self._serve()
         finally:
-            self._stop(list(self.workers), self.drain_timeout + 10)
+            # A worker ends itself by then (server/shutdown.py): past it, it is killed.
+            self._stop(list(self.workers), exit_deadline(self.drain_timeout) + ALARM_AFTER + 0.25)
             for sig, handler in originals.items():
                 signal.signal(sig, handler)
             signal.set_wakeup_fd(previous)

@@ -30,6 +30,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import validator_for
 
+from orgate.gate.cost import cost_of
 from orgate.gate.patterns import bounded
 from orgate.gate.patterns import search as patterns_search
 from orgate.gate.schemas import CompiledSchema, SchemaCache, SchemaProblem
@@ -38,6 +39,9 @@ Stage = Literal["truncation", "parse", "schema", "semantic"]
 MAX_MESSAGES = 20
 #: Errors looked at, at most: a value with thousands of errors is not worded thousands of times.
 MAX_ERRORS = 100
+#: Errors × the schema's fan-out looked at, at most: an error of a schema that branches is
+#: found (and worded) in each branch it was checked against.
+WORDING_WORK = 1024
 
 
 @dataclass(slots=True, frozen=True)
@@ -363,12 +367,12 @@ def _path_key(error: ValidationError) -> tuple[str, ...]:
     return tuple(f"{p:08d}" if isinstance(p, int) else str(p) for p in error.absolute_path)
 
 
-def schema_layer(value: Any, validator: Any) -> Failure | None:
+def schema_layer(value: Any, validator: Any, limit: int = MAX_ERRORS) -> Failure | None:
     """Validate against a compiled Draft 2020-12 validator; the errors sorted by path — the
-    first ``MAX_ERRORS`` found, so that wording them costs the same for any size of value."""
-    found = list(itertools.islice(validator.iter_errors(value), MAX_ERRORS + 1))
-    more = len(found) > MAX_ERRORS
-    errors = sorted(found[:MAX_ERRORS], key=lambda e: (_path_key(e), e.message))
+    first ``limit`` found, so that wording them costs the same for any size of value."""
+    found = list(itertools.islice(validator.iter_errors(value), limit + 1))
+    more = len(found) > limit
+    errors = sorted(found[:limit], key=lambda e: (_path_key(e), e.message))
     if not errors:
         return None
     messages: list[str] = []
@@ -447,6 +451,10 @@ class OutputSchema:
             self._formats = format_checker(self.schema) or False
         return self._formats or None
 
+    def _error_limit(self) -> int:
+        """How many errors to word: fewer as the schema's fan-out grows (``WORDING_WORK``)."""
+        return max(1, min(MAX_ERRORS, WORDING_WORK // cost_of(self.schema).fanout))
+
     def _detailed(self) -> Any:
         if self._detail is None:
             cls = bounded(validator_for(self.schema, default=Draft202012Validator))
@@ -460,11 +468,11 @@ class OutputSchema:
         fast_ok = self.compiled.is_valid(value)
         if fast_ok and self._format_checker() is None:
             return None
-        failure = schema_layer(value, self._detailed())
+        failure = schema_layer(value, self._detailed(), self._error_limit())
         if failure is not None or fast_ok:
             return failure
-        # The two validators disagree (rare: backend differences): report the fast one's errors.
-        gate_errors = self.compiled.validate(value)
+        # The two validators disagree (rare: backend differences): report the fast one's first.
+        gate_errors = self.compiled.validate(value, every=False)
         return Failure(
             "schema",
             tuple(f"{e.path}: {e.message}" for e in gate_errors) or ("does not match the schema",),
