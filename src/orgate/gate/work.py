@@ -192,9 +192,12 @@ class SchemaWork:
 
     def stop(self) -> None:
         """Kill every worker process (the jobs they run end with ``SchemaWorkFailed``)."""
-        for worker in [*self._idle, *self._busy]:
+        for worker in self._idle:
             self._kill(worker)
         self._idle.clear()
+        for worker in self._busy:  # its job sees the pipe close, then closes its end itself
+            with contextlib.suppress(Exception):
+                worker.process.kill()
 
     # --- processes --------------------------------------------------------------------
 
@@ -256,6 +259,8 @@ async def _call(worker: _Worker, job: Callable[..., Any], args: tuple[Any, ...])
     answered: asyncio.Future[None] = loop.create_future()
     fd = worker.conn.fileno()
     loop.add_reader(fd, _set_once, answered)
+    # uvloop makes a watched descriptor non-blocking: the pipe is read and written whole.
+    os.set_blocking(fd, True)
     try:
         worker.conn.send_bytes(payload)  # the worker is waiting for it: it reads as we write
         await answered

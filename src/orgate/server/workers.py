@@ -318,7 +318,7 @@ class Supervisor:
             return self._serve()
         finally:
             # A worker ends itself by then (server/shutdown.py): past it, it is killed.
-            self._stop(list(self.workers), exit_deadline(self.drain_timeout) + ALARM_AFTER + 0.25)
+            self._stop(list(self.workers), exit_deadline(self.drain_timeout) + ALARM_AFTER + 0.5)
             for sig, handler in originals.items():
                 signal.signal(sig, handler)
             signal.set_wakeup_fd(previous)
