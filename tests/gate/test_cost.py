@@ -71,6 +71,24 @@ def test_references_are_followed_and_recursion_ends() -> None:
     assert schema_cost(tree).min_chars == len('{"name":"xxxx","kids":[]}')
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "http://169.254.169.254/latest/meta-data"},
+        {"$ref": "#/nowhere"},
+        {"anyOf": [{"$ref": "#/$defs/missing"}]},
+        {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+        {"type": "object", "required": "not a list", "properties": []},
+        {"type": 7, "minItems": "x", "items": 3},
+    ],
+)
+def test_a_reference_that_leads_nowhere_or_malformed_keywords_cost_nothing_more(
+    schema: Any,
+) -> None:
+    cost = schema_cost(schema)
+    assert cost.min_chars <= 2 and cost.fanout <= 2
+
+
 def test_a_whole_schema_past_every_keyword_bound_is_counted_as_a_product() -> None:
     cost = schema_cost(obj(a=GIGABYTE))
     assert cost.min_chars > 10_000 * 100_000

@@ -268,6 +268,23 @@ async def test_default_not_matching_schema_is_not_passed_off() -> None:
         await run(net, request())
 
 
+async def test_a_default_longer_than_the_output_budget_is_not_the_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The configured default is output too: within max_output_tokens (32 characters a token)."""
+    default = {"sku": "U" * 200, "price": 0}
+    settings = StructuredSettings(
+        formats={"product": {"default": default, "on_exhaustion": "default"}}
+    )
+    net, _ = make_net([answer("{}")] * 3, settings=settings)
+    events, _ = await run(net, request(max_output_tokens=100))
+    assert json.loads(text_of(events)) == default
+    net, _ = make_net([answer("{}")] * 3, settings=settings)
+    with pytest.raises(ApiError):
+        await run(net, request(max_output_tokens=5))
+    assert "longer than the response's output budget (5 tokens)" in caplog.text
+
+
 async def test_never_valid_goes_to_review_queue(tmp_path: Path) -> None:
     queue = ReviewQueue(tmp_path / "review.db")
     settings = StructuredSettings(on_exhaustion="review")

@@ -489,7 +489,7 @@ class _Walk:
             local = _cap(local + part.local)
         fanout = max(local, below)
         if fanout == local:
-            bare = not local or node.keys() <= _BARE_REFERENCE
+            bare = (not local or node.keys() <= _BARE_REFERENCE) and links.in_place
             fan_why = ("child", links.in_place[0]) if bare else ("key", _combinator(node))
         largest = max(
             (count for count, _ in sizing.counts.values()),

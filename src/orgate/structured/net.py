@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from orgate.gate.cost import SchemaCost, cost_of
+from orgate.gate.cost import CHARS_PER_TOKEN, SchemaCost, cost_of
 from orgate.gate.work import SCHEMA_WORK, SchemaWorkFailed, SchemaWorkTimeout, small_check
 from orgate.neutral import (
     Capabilities,
@@ -533,7 +533,7 @@ class SafetyNet(WrapperProvider):
                 normalize=guard.normalize,
             )
         else:
-            result = await self._checked_in_worker(guard, attempt)
+            result = await self._checked_in_worker(guard, attempt.text)
         if isinstance(result, Failure) or not guard.format_policy.checks:
             return result
         try:
@@ -547,16 +547,19 @@ class SafetyNet(WrapperProvider):
                 headers=dict(NO_CLIENT_RETRY),
             ) from exc
 
-    async def _checked_in_worker(self, guard: _Guard, attempt: _Attempt) -> Accepted | Failure:
+    async def _checked_in_worker(
+        self, guard: _Guard, text: str, *, normalize: bool = True
+    ) -> Accepted | Failure:
+        """The parse and schema layers over ``text`` in a schema work process."""
         settings = self.policy.settings
         try:
             return await SCHEMA_WORK.in_process(
                 check_json_in_worker,
-                attempt.text,
+                text,
                 guard.plan.validation_schema,
                 settings.strip_fences,
                 settings.strip_prose,
-                guard.normalize,
+                guard.normalize if normalize else None,
             )
         except (SchemaWorkTimeout, SchemaWorkFailed) as exc:
             raise ApiError.of(
@@ -633,7 +636,7 @@ class SafetyNet(WrapperProvider):
         outcome.exhausted_by = exhausted_by
         action = format_policy.on_exhaustion
         if action == "default" and format_policy.has_default:
-            problem = guard.schema.validate(format_policy.default)
+            problem = await self._default_problem(guard)
             if problem is None:
                 outcome.status, outcome.value = "default", format_policy.default
                 self._verdict(plan, outcome, guard.start)
@@ -650,11 +653,7 @@ class SafetyNet(WrapperProvider):
                 yield TextDelta(dump_json(format_policy.default))
                 yield Finish("stop", guard.usage)
                 return
-            log.error(
-                "configured default for %s does not match the request's schema: %s",
-                plan.format_name,
-                problem.summary(),
-            )
+            log.error("configured default for %s: %s", plan.format_name, problem)
         if action == "review" and self.review_queue is not None:
             outcome.review_id = await asyncio.to_thread(
                 self.review_queue.add, self._review_entry(request, plan, outcome)
@@ -666,6 +665,23 @@ class SafetyNet(WrapperProvider):
             outcome.status = "error"
         self._verdict(plan, outcome, guard.start)
         raise self._error(outcome, exhausted_by, guard.cap)
+
+    async def _default_problem(self, guard: _Guard) -> str | None:
+        """Why the configured default cannot be the answer (None when it can): longer than the
+        response's output budget (``max_output_tokens``, else the model's cap, at
+        ``CHARS_PER_TOKEN`` characters a token), or not valid for the request's schema."""
+        text = dump_json(guard.format_policy.default)
+        tokens = guard.request.max_output_tokens or guard.cap
+        if len(text) > tokens * CHARS_PER_TOKEN:
+            return f"it is longer than the response's output budget ({tokens} tokens)"
+        if small_check(guard.cost, len(text)):
+            problem = guard.schema.validate(guard.format_policy.default)
+        else:
+            result = await self._checked_in_worker(guard, text, normalize=False)
+            problem = result if isinstance(result, Failure) else None
+        if problem is not None:
+            return f"it does not match the request's schema: {problem.summary()}"
+        return None
 
     def _error(self, outcome: Outcome, exhausted_by: ExhaustedBy, cap: int) -> ApiError:
         failed = [a for a in outcome.attempts if a.stage is not None and a.stage != "timeout"]
