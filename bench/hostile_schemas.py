@@ -264,12 +264,14 @@ class Stop:
     ok: bool
 
 
-def sigterm_round(upstream: str, drain: float, workers: int, cap: int | None) -> Stop:
+def sigterm_round(
+    upstream: str, drain: float, workers: int, cap: int | None, cases: dict[str, Any]
+) -> Stop:
     """Every shape in flight (its answers never awaited), then SIGTERM: seconds to exit."""
     server = _server(upstream, drain, cap, ("--workers", str(workers)) if workers > 1 else ())
     try:
-        pool = concurrent.futures.ThreadPoolExecutor(len(_cases()))
-        for body, _ in _cases().values():
+        pool = concurrent.futures.ThreadPoolExecutor(len(cases))
+        for body, _ in cases.values():
             pool.submit(_send, server.url, body)
         time.sleep(1.0)  # under way: generation, validation, upstream calls
         assert server.proc is not None
@@ -327,7 +329,9 @@ def main() -> int:
             server.stop(args.drain + 30)
         if not args.skip_sigterm:
             for workers in (1, 2):
-                stop = sigterm_round(fake.base_url, args.drain, workers, args.memory_cap_mb or None)
+                stop = sigterm_round(
+                    fake.base_url, args.drain, workers, args.memory_cap_mb or None, cases
+                )
                 stops.append(stop)
                 print(
                     f"SIGTERM with {stop.workers} worker(s): exited in {stop.seconds:.2f} s "

@@ -27,26 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
-import multiprocessing
 import os
 import pickle
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
-from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orgate.gate.cost import SchemaCost
 
-try:
-    import resource
-except ImportError:  # pragma: no cover - not on this platform
-    resource = None  # type: ignore[assignment]
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import BaseContext
+    from multiprocessing.process import BaseProcess
 
 log = logging.getLogger("orgate.schema_work")
 
@@ -231,6 +226,10 @@ class SchemaWork:
         return _Worker(process, ours)
 
     def _multiprocessing(self) -> BaseContext:
+        # Imported with the first worker process, not with the server: most servers never
+        # start one, and ``multiprocessing`` is start-up time (bench/startup.py).
+        import multiprocessing
+
         if self._context is None:
             method = (
                 "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -311,15 +310,18 @@ def _lower_priority(memory: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
-    if resource is not None:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource  # a worker process's own: Unix only
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     _die_with_parent()
 
 
 def _die_with_parent() -> None:
     """Linux: SIGKILL when the parent (the fork server, which ends with the server) exits."""
     with contextlib.suppress(Exception):
+        import ctypes  # a worker process's own
+
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
