@@ -73,6 +73,21 @@ def doubled_branches(levels: int, leaf: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def chained_conjunctions(levels: int) -> dict[str, Any]:
+    """``levels`` definitions, each an ``allOf`` of the next and three required members: a
+    schema of a quarter of a megabyte whose every level is checked at the same place."""
+    defs = {
+        f"a{i}": {
+            "type": "object",
+            "allOf": [{"$ref": f"#/$defs/a{i + 1}"}],
+            "properties": {f"k{i}_{j}": {"type": "integer"} for j in range(3)},
+            "required": [f"k{i}_{j}" for j in range(3)],
+        }
+        for i in range(levels)
+    }
+    return {"$defs": {**defs, f"a{levels}": {"type": "object"}}, "$ref": "#/$defs/a0"}
+
+
 GIGABYTE = {"type": "array", "minItems": 10_000, "items": {"type": "string", "minLength": 100_000}}
 MANY_PROPERTIES = {
     "type": "array",
@@ -119,6 +134,10 @@ SHAPES: dict[str, Shape] = {
     "branches_doubled_16": Shape(
         tool(doubled_branches(16, {"type": "integer"})),
         (400, "schema_too_complex", "tools[0].parameters"),
+    ),
+    "large_chained_conjunctions": Shape(
+        fmt(chained_conjunctions(1_200)),
+        (400, "schema_too_complex", "text.format.schema"),
     ),
     # a fake upstream answers these; orgate checks the answers
     "unique_objects_upstream": Shape(

@@ -22,10 +22,12 @@ import pytest
 from orgate.config import LimitSettings
 from orgate.protocol.errors import ApiError
 from orgate.server.body import (
+    DeferredSchema,
     body_decoder,
     check_body_headers,
     check_content_encoding,
     check_declared_length,
+    check_deferred_schemas,
     check_request_limits,
     check_schema_bounds,
     media_type,
@@ -33,6 +35,7 @@ from orgate.server.body import (
     receive_body,
     with_body_timeout,
 )
+from tests.hostile.shapes import chained_conjunctions
 
 LIMITS = LimitSettings()
 SMALL = LimitSettings(
@@ -364,3 +367,28 @@ def test_only_a_body_that_fails_the_colon_count_pays_for_the_exact_pass(
     suspicious = b'{"a": 1, "a": 2}'
     body.parse_json(suspicious, "application/json", LIMITS)
     assert exact == [suspicious]
+
+
+def test_a_large_schema_never_seen_is_left_to_be_costed_off_the_event_loop() -> None:
+    """Past ``INLINE_SCHEMA_BYTES``, a new schema's bounds and cost wait in ``deferred`` (the
+    endpoint runs them in a thread); a small one, or one already seen, is checked at once."""
+    limits = LimitSettings()
+    large = chained_conjunctions(1_200)  # past max_schema_fanout
+    body = {"model": "m", "input": "x", "text": {"format": {"schema": large}}}
+    deferred: list[DeferredSchema] = []
+    check_request_limits(body, limits, deferred)
+    assert [param for _, param, _ in deferred] == ["text.format.schema"]
+    with pytest.raises(ApiError) as refused:
+        check_deferred_schemas(deferred, limits)
+    assert refused.value.code == "schema_too_complex"
+    assert "limits.max_schema_fanout" in refused.value.message
+    small = {
+        "model": "m",
+        "input": "x",
+        "tools": [{"type": "function", "name": "f", "parameters": chained_conjunctions(3)}],
+    }
+    fine: list[DeferredSchema] = []
+    check_request_limits(small, limits, fine)
+    assert fine == []
+    with pytest.raises(ApiError):  # without a list to defer to, it is checked at once
+        check_request_limits(body, limits)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,14 +147,16 @@ def cost_of(schema: Any) -> SchemaCost:
     if found is not None:
         return found
     cost = schema_cost(schema)
-    _COSTS[key] = cost
-    if len(_COSTS) > _KEPT:
-        _COSTS.popitem(last=False)
+    with _COSTS_LOCK:  # costed on the event loop and in threads alike
+        _COSTS[key] = cost
+        if len(_COSTS) > _KEPT:
+            _COSTS.popitem(last=False)
     return cost
 
 
 _KEPT = 4096
 _COSTS: OrderedDict[bytes, SchemaCost] = OrderedDict()
+_COSTS_LOCK = threading.Lock()
 
 
 def _content_key(schema: Any) -> bytes:

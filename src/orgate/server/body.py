@@ -13,6 +13,7 @@ coding is 415.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 from collections.abc import Awaitable, Mapping
@@ -306,8 +307,21 @@ def find_duplicate_key(raw: bytes) -> str | None:
     return None
 
 
-def check_request_limits(data: Any, limits: LimitSettings) -> None:
-    """Count limits of a create-response body: input items, tools, schema sizes."""
+#: A schema past this many bytes of JSON, seen for the first time, is costed off the event loop
+#: when the caller can wait (``check_request_limits(..., deferred)``): a fresh schema of the
+#: largest size takes a few hundred milliseconds of CPU to walk and cost (gate/cost.py).
+INLINE_SCHEMA_BYTES = 32 * 1024
+
+#: A schema whose bounds are left to ``check_deferred_schemas``: (schema, param, cache key).
+DeferredSchema = tuple[Any, str, tuple[SchemaBounds, bytes]]
+
+
+def check_request_limits(
+    data: Any, limits: LimitSettings, deferred: list[DeferredSchema] | None = None
+) -> None:
+    """Count limits of a create-response body: input items, tools, schema sizes. With
+    ``deferred``, the bounds of a large schema not seen before are left there for
+    ``check_deferred_schemas`` (run it in a thread)."""
     if not isinstance(data, dict):
         return
     items = data.get("input")
@@ -319,18 +333,27 @@ def check_request_limits(data: Any, limits: LimitSettings) -> None:
         )
     tools = data.get("tools")
     if tools is not None:
-        _check_tools(tools, "tools", limits)
+        _check_tools(tools, "tools", limits, deferred)
     if isinstance(items, list):
         for index, item in enumerate(items):
             # OpenAI's additional_tools item offers tools too (engine/context.py): the same limits.
             if isinstance(item, dict) and item.get("type") == "additional_tools":
-                _check_tools(item.get("tools"), f"input[{index}].tools", limits)
+                _check_tools(item.get("tools"), f"input[{index}].tools", limits, deferred)
     text = data.get("text")
     if isinstance(text, dict) and isinstance(text.get("format"), dict):
-        _check_schema(text["format"].get("schema"), "text.format.schema", limits)
+        _check_schema(text["format"].get("schema"), "text.format.schema", limits, deferred)
 
 
-def _check_tools(tools: Any, param: str, limits: LimitSettings) -> None:
+def check_deferred_schemas(deferred: list[DeferredSchema], limits: LimitSettings) -> None:
+    """The bounds ``check_request_limits`` left aside (400 ``schema_too_complex`` past one)."""
+    for schema, param, key in deferred:
+        check_schema_bounds(schema, param, limits)
+        _remember(key)
+
+
+def _check_tools(
+    tools: Any, param: str, limits: LimitSettings, deferred: list[DeferredSchema] | None
+) -> None:
     if not isinstance(tools, list):
         return
     if len(tools) > limits.max_tools:
@@ -341,10 +364,12 @@ def _check_tools(tools: Any, param: str, limits: LimitSettings) -> None:
         )
     for index, tool in enumerate(tools):
         if isinstance(tool, dict):
-            _check_schema(tool.get("parameters"), f"{param}[{index}].parameters", limits)
+            _check_schema(tool.get("parameters"), f"{param}[{index}].parameters", limits, deferred)
 
 
-def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
+def _check_schema(
+    schema: Any, param: str, limits: LimitSettings, deferred: list[DeferredSchema] | None = None
+) -> None:
     if not isinstance(schema, dict | list):
         return
     raw = orjson.dumps(schema)
@@ -359,10 +384,18 @@ def _check_schema(schema: Any, param: str, limits: LimitSettings) -> None:
     key = (bounds, hashlib.blake2b(raw, digest_size=16).digest())
     if key in _WITHIN_BOUNDS:  # the same tools come with every request of a client: walked once
         return
+    if deferred is not None and size > INLINE_SCHEMA_BYTES:
+        deferred.append((schema, param, key))
+        return
     check_schema_bounds(schema, param, limits)
+    _remember(key)
+
+
+def _remember(key: tuple[SchemaBounds, bytes]) -> None:
     _WITHIN_BOUNDS[key] = None
     if len(_WITHIN_BOUNDS) > 4096:
-        del _WITHIN_BOUNDS[next(iter(_WITHIN_BOUNDS))]
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # another thread's
+            del _WITHIN_BOUNDS[next(iter(_WITHIN_BOUNDS))]
 
 
 #: Schemas (by content and bounds) that passed ``check_schema_bounds``, oldest first.

@@ -28,9 +28,11 @@ from orgate.engine.service import Caller, shutdown_error
 from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
 from orgate.server.auth import caller_of
 from orgate.server.body import (
+    DeferredSchema,
     body_decoder,
     body_timeout_error,
     check_body_headers,
+    check_deferred_schemas,
     check_request_limits,
     parse_json,
     receive_body,
@@ -180,7 +182,10 @@ class CreateResponse:
         budget = None
         if isinstance(data, dict):
             state.note_model(data.get("model"))
-            check_request_limits(data, self.limits)
+            deferred: list[DeferredSchema] = []
+            check_request_limits(data, self.limits, deferred)
+            if deferred:  # a large schema never seen: costed off the event loop
+                await asyncio.to_thread(check_deferred_schemas, deferred, self.limits)
             if BODY_FIELD in data or self.budget_header in headers:
                 budget = structured_budget(data, headers.get(self.budget_header))
             if "input" in data:

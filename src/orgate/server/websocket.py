@@ -82,7 +82,12 @@ from orgate.protocol.errors import (
     unsupported_parameter,
 )
 from orgate.server.auth import caller_of
-from orgate.server.body import check_request_limits, parse_json
+from orgate.server.body import (
+    DeferredSchema,
+    check_deferred_schemas,
+    check_request_limits,
+    parse_json,
+)
 from orgate.server.create_endpoint import structured_budget
 from orgate.server.errors import error_response
 from orgate.server.sse import openai_event
@@ -404,7 +409,10 @@ class Connection:
                     param=name,
                 )
         limits = self.services.settings.limits
-        check_request_limits(data, limits)
+        deferred: list[DeferredSchema] = []
+        check_request_limits(data, limits, deferred)
+        if deferred:  # a large schema never seen: costed off the event loop
+            await asyncio.to_thread(check_deferred_schemas, deferred, limits)
         if self.services.limiter is not None:
             refusal = await self.services.limiter.admit(self.caller.key_name)
             if refusal is not None:
