@@ -308,7 +308,8 @@ class Connection:
     async def _interrupt(self) -> None:
         unstarted = self._unstarted()
         not_created: list[str | None] = []
-        for key, lane in self.lanes.items():
+        # a copy: a lane whose task ends leaves ``self.lanes`` while its task is awaited below
+        for key, lane in list(self.lanes.items()):
             if lane.task is None:
                 continue
             if lane.stream is not None:  # its stream now ends with the terminal events
