@@ -83,6 +83,15 @@ class ResponseConflict(StoreError):
     """``save`` was given a response id that belongs to another tenant."""
 
 
+class LeaseLost(StoreError):
+    """A background response's lease is no longer this process's: another took it over (its
+    lease expired), or the response ended or was deleted. Nothing of it may be saved or run."""
+
+    def __init__(self, response_id: str) -> None:
+        super().__init__(f"the lease of background response {response_id!r} is lost")
+        self.response_id = response_id
+
+
 class SessionBusy(StoreError):
     """Another request holds the session's turn lease (the server answers 409)."""
 
@@ -182,6 +191,97 @@ class SessionTurn:
     latest_response_id: str | None
     deployment: str | None
     lease_expires_at: float
+
+
+JobAction = Literal["lease", "hold", "finish"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobWrite:
+    """What a save of a background response does to its lease (``SaveArgs.job``), in the save's
+    transaction: ``lease`` takes it (the queued save: a new job row owned by this process, with
+    the ``request`` to run it again and the session lease it holds); ``hold`` saves only while
+    ``token`` still holds it; ``finish`` too, and ends the job (the final save). Without the
+    lease a save raises ``LeaseLost`` and writes nothing."""
+
+    token: str
+    action: JobAction
+    lease_seconds: float = 30.0
+    request: dict[str, Any] | None = None
+    session_token: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundJob:
+    """A background response this process holds the lease of (``claim_background``): what is
+    needed to run it again and what its earlier attempts did."""
+
+    response_id: str
+    tenant: str
+    token: str
+    attempts: int  # this one included: 2 is the first attempt after a takeover
+    request: dict[str, Any]
+    session: SessionTurn | None  # the session lease it holds, taken over with it
+    session_lost: bool  # it held a session lease that is gone (expired and taken by another turn)
+    delivered: bool  # some of its output reached a client
+    effects: bool  # a tool with side effects (an MCP call) ran or may have run
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """A background response as a follower on any node reads it (``background_progress``)."""
+
+    status: str
+    #: The running attempt's number and events so far; None once it has no job row (it ended,
+    #: or it was not leased: an older orgate's, or one made without a store).
+    attempts: int | None
+    events: bytes | None
+    delivered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReview:
+    """One entry of the review queue as stored: the JSON columns as JSON text (the review
+    queue, ``structured/review.py``, encodes and reads them)."""
+
+    id: str
+    tenant: str
+    created_at: float
+    status: str
+    model: str
+    format_name: str
+    mode: str
+    stage: str
+    errors: str
+    schema: str | None
+    request: str
+    attempts: str
+    response_id: str | None = None
+    resolution: str | None = None
+    resolved_at: float | None = None
+    note: str | None = None
+
+
+#: The columns of ``review_entries``, in ``StoredReview``'s order.
+REVIEW_COLUMNS = (
+    "id, tenant, created_at, status, model, format_name, mode, stage, errors, schema, request, "
+    "attempts, response_id, resolution, resolved_at, note"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A process that serves (or served) from this store, as the console's node list shows it."""
+
+    owner_id: str
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+    version: str | None
+    address: str | None
+    metrics: bytes | None  # its latest metrics snapshot (JSON), ``write_metrics``
+    metrics_at: float | None
+    background: int  # background responses it holds the lease of
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +559,7 @@ class SaveArgs(NamedTuple):
     events: bytes | None = None
     expires_at: float | None = None
     output_items: Sequence[dict[str, Any]] | None = None
+    job: JobWrite | None = None
 
 
 class ResponseStore(abc.ABC):
@@ -492,6 +593,7 @@ class ResponseStore(abc.ABC):
         events: bytes | None = None,
         expires_at: float | None = None,
         output_items: Sequence[dict[str, Any]] | None = None,
+        job: JobWrite | None = None,
     ) -> None:
         """Insert or update (by ``response["id"]``) a response in one transaction.
 
@@ -502,7 +604,9 @@ class ResponseStore(abc.ABC):
         Saving again replaces the status, body, output items and events (background
         progress). With ``session_id`` the session's latest response becomes this one.
         Raises ``UnknownResponse`` when ``previous_response_id`` is not the tenant's
-        and ``ResponseConflict`` when the id belongs to another tenant.
+        and ``ResponseConflict`` when the id belongs to another tenant. ``job``: the save of a
+        background response takes, keeps or ends its lease in the same transaction
+        (``JobWrite``); ``LeaseLost`` when it is not this process's any more.
         """
         args = SaveArgs(
             tenant,
@@ -514,6 +618,7 @@ class ResponseStore(abc.ABC):
             events,
             expires_at,
             output_items,
+            job,
         )
         await self._save(response, args)
 
@@ -598,8 +703,104 @@ class ResponseStore(abc.ABC):
         An owner is dead when it closed its store, when its last heartbeat is older
         than ``stale_after`` seconds, or when it ran on this host under a pid that no
         longer exists (or that is now ours). Responses owned by live processes,
-        including this one, are untouched. Returns the ids marked failed.
+        including this one, are untouched, and so are leased background responses (and the
+        session leases they hold): another process takes them over (``claim_background``).
+        Returns the ids marked failed.
         """
+
+    # -- durable background responses (docs/store.md#background-responses)
+
+    @abc.abstractmethod
+    async def renew_background(self, *, lease_seconds: float) -> set[str]:
+        """Extend the lease of every background response this process holds; returns their
+        ids (a response missing from them was taken over by another process, or ended)."""
+
+    @abc.abstractmethod
+    async def claim_background(self, *, lease_seconds: float) -> BackgroundJob | None:
+        """Take over one background response whose lease expired (or whose owner is known
+        dead: stopped, or a process of this host that is gone), with the session lease it
+        holds; None when there is none. Atomic across processes and machines: of two claims
+        at once, one gets it; its events so far are dropped (an attempt starts them again)."""
+
+    @abc.abstractmethod
+    async def mark_background(
+        self,
+        response_id: str,
+        what: Literal["delivered", "effects"],
+        *,
+        token: str | None = None,
+        attempts: int | None = None,
+    ) -> bool:
+        """Record that its output reached a client (``delivered``) or that a tool with side
+        effects is about to run (``effects``), before it happens: a takeover then fails it
+        rather than run it again. Only while ``token`` holds its lease (the process running it),
+        or while ``attempts`` is still its attempt (a follower on another node); False when
+        not (taken over, or ended)."""
+
+    @abc.abstractmethod
+    async def write_background_events(self, response_id: str, token: str, events: bytes) -> bool:
+        """Keep a running background response's events so far, for followers on other nodes;
+        False when ``token`` no longer holds its lease."""
+
+    @abc.abstractmethod
+    async def background_progress(self, response_id: str, tenant: str) -> JobProgress | None:
+        """Its status, and its running attempt's events (None when no such response)."""
+
+    @abc.abstractmethod
+    async def end_background(
+        self, job: BackgroundJob, status: str, error: dict[str, Any] | None
+    ) -> bool:
+        """End a claimed job without running it: the response stored with ``status`` (and
+        ``error``), the job row and its session lease released. False when the lease is lost."""
+
+    # -- the review queue (docs/structured-output.md#the-review-queue)
+
+    @abc.abstractmethod
+    async def add_reviews(self, entries: Sequence[StoredReview]) -> int:
+        """Store entries (an id stored already is left as it is); the number added."""
+
+    @abc.abstractmethod
+    async def list_reviews(
+        self, status: str | None, tenant: str | None, *, limit: int, offset: int
+    ) -> list[StoredReview]:
+        """Entries, oldest first; None: any status, every tenant."""
+
+    @abc.abstractmethod
+    async def count_reviews(self, status: str | None, tenant: str | None) -> int:
+        """How many entries ``list_reviews`` would find."""
+
+    @abc.abstractmethod
+    async def get_review(
+        self, review_id: str | None, tenant: str | None, *, response_id: str | None = None
+    ) -> StoredReview | None:
+        """The entry by id (or the one of ``response_id``); None when missing or another
+        tenant's (``tenant`` given)."""
+
+    @abc.abstractmethod
+    async def finish_review(
+        self,
+        review_id: str,
+        status: str,
+        resolution: str | None,
+        note: str | None,
+        tenant: str | None,
+    ) -> bool:
+        """Resolve or discard a pending entry (``tenant`` given: only its own); False when it
+        is not pending or not found."""
+
+    # -- the nodes (the console's cluster view)
+
+    @abc.abstractmethod
+    async def describe_node(self, *, version: str, address: str | None) -> None:
+        """Record what this process is (its version, the address it serves on)."""
+
+    @abc.abstractmethod
+    async def write_metrics(self, snapshot: bytes) -> None:
+        """Keep this process's latest metrics snapshot (JSON) for the other nodes' consoles."""
+
+    @abc.abstractmethod
+    async def nodes(self) -> list[NodeRecord]:
+        """Every process known to the store (pruned once long dead), oldest first."""
 
     # -- sessions
 

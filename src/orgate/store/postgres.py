@@ -58,7 +58,8 @@ from orgate.store.base import (
     page_of,
     with_id,
 )
-from orgate.store.codec import encode_save, loads, rewrite_status
+from orgate.store.codec import SaveRows, encode_save, loads, rewrite_status
+from orgate.store.postgres_shared import PostgresSharedState
 from orgate.store.schema import (
     POSTGRES_MIGRATION_LOCK,
     POSTGRES_MIGRATIONS,
@@ -183,6 +184,8 @@ WITH doomed AS (
     DELETE FROM items WHERE response_id IN (SELECT id FROM doomed)
 ), de AS (
     DELETE FROM response_events WHERE response_id IN (SELECT id FROM doomed)
+), dj AS (
+    DELETE FROM background_jobs WHERE response_id IN (SELECT id FROM doomed)
 ), ds AS (
     DELETE FROM sessions WHERE updated_at < $1 AND (lease_token IS NULL OR lease_expires_at <= $2)
 ), dw AS (
@@ -233,7 +236,26 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     """Pool ``reset`` hook: nothing to undo (orgate sets no session state)."""
 
 
-class PostgresStore(ResponseStore):
+def _saved(row: asyncpg.Record, rows: SaveRows, args: SaveArgs) -> bool:
+    """What ``_SAVE`` answered: True when it saved, False for a late save of an earlier state of
+    a finished response (it stays finished); else the refusal raised."""
+    if row["saved"]:
+        return True
+    tenant = args.tenant
+    if (
+        row["owner_tenant"] == tenant
+        and row["stored_status"] not in ACTIVE_STATUSES
+        and rows.status in ACTIVE_STATUSES
+    ):
+        return False
+    if row["owner_tenant"] is not None:
+        raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
+    if args.previous_response_id is not None:
+        raise UnknownResponse(args.previous_response_id)
+    raise StoreError(f"response {rows.id} was not saved")
+
+
+class PostgresStore(PostgresSharedState, ResponseStore):
     """The shared store; create with ``await PostgresStore.open(url)``."""
 
     backend = "postgresql"
@@ -394,16 +416,32 @@ class PostgresStore(ResponseStore):
 
     async def _save(self, response: dict[str, Any], args: SaveArgs) -> None:
         rows = encode_save(response, args)
-        tenant, previous_response_id = args.tenant, args.previous_response_id
-        row = await self._fetchrow(
-            _SAVE,
+        if args.job is None:
+            row = await self._fetchrow(_SAVE, *self._save_params(rows, args))
+            assert row is not None
+            _saved(row, rows, args)
+            return
+        job = args.job
+
+        async def save(conn: asyncpg.Connection) -> None:
+            await self._job_check(conn, rows.id, job)
+            self.query_count += 1
+            row = await conn.fetchrow(_SAVE, *self._save_params(rows, args))
+            assert row is not None
+            if _saved(row, rows, args):
+                await self._job_write(conn, rows.id, args.tenant, args.session_id, job)
+
+        await self._in_tx(save)
+
+    def _save_params(self, rows: SaveRows, args: SaveArgs) -> list[Any]:
+        return [
             rows.id,
-            tenant,
+            args.tenant,
             rows.status,
             rows.model,
             rows.created_at,
             rows.now,
-            previous_response_id,
+            args.previous_response_id,
             args.session_id,
             args.deployment,
             self.owner_id,
@@ -413,21 +451,7 @@ class PostgresStore(ResponseStore):
             rows.size,
             *rows.item_columns(),
             args.events,
-        )
-        assert row is not None
-        if row["saved"]:
-            return
-        if (
-            row["owner_tenant"] == tenant
-            and row["stored_status"] not in ACTIVE_STATUSES
-            and rows.status in ACTIVE_STATUSES
-        ):
-            return  # a late save of an earlier state of a finished response: it stays finished
-        if row["owner_tenant"] is not None:
-            raise ResponseConflict(f"response id {rows.id} belongs to another tenant")
-        if previous_response_id is not None:
-            raise UnknownResponse(previous_response_id)
-        raise StoreError(f"response {rows.id} was not saved")
+        ]
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         row = await self._fetchrow(
@@ -443,7 +467,8 @@ class PostgresStore(ResponseStore):
         row = await self._fetchrow(
             """WITH gone AS (DELETE FROM responses WHERE id = $1 AND tenant = $2 RETURNING id),
             di AS (DELETE FROM items WHERE response_id IN (SELECT id FROM gone)),
-            de AS (DELETE FROM response_events WHERE response_id IN (SELECT id FROM gone))
+            de AS (DELETE FROM response_events WHERE response_id IN (SELECT id FROM gone)),
+            dj AS (DELETE FROM background_jobs WHERE response_id IN (SELECT id FROM gone))
             SELECT count(*)::integer AS n FROM gone""",
             response_id,
             tenant,
@@ -567,7 +592,8 @@ class PostgresStore(ResponseStore):
             )
             rows = await conn.fetch(
                 """SELECT id, owner, response FROM responses WHERE status = ANY($1::text[])
-                AND (owner IS NULL OR owner <> ALL($2::text[])) FOR UPDATE SKIP LOCKED""",
+                AND (owner IS NULL OR owner <> ALL($2::text[]))
+                AND id NOT IN (SELECT response_id FROM background_jobs) FOR UPDATE SKIP LOCKED""",
                 list(ACTIVE_STATUSES),
                 list(alive),
             )
@@ -586,7 +612,9 @@ class PostgresStore(ResponseStore):
                 self.query_count += 1
                 await conn.execute(
                     """UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
-                        lease_expires_at = NULL WHERE lease_owner = ANY($1::text[])""",
+                        lease_expires_at = NULL WHERE lease_owner = ANY($1::text[])
+                        AND lease_token NOT IN (SELECT session_token FROM background_jobs
+                            WHERE session_token IS NOT NULL)""",
                     dead,
                 )
             return [r["id"] for r in rows]
@@ -766,10 +794,11 @@ class PostgresStore(ResponseStore):
 
     async def rename_tenant(self, old: str, new: str) -> int:
         async def move(conn: asyncpg.Connection) -> int:
-            self.query_count += 8
+            self.query_count += 9
             # Every row of both tenants is locked first: a save that races the rename waits for it.
             await conn.execute(
-                "LOCK TABLE responses, items, response_events, sessions, approvals"
+                "LOCK TABLE responses, items, response_events, sessions, approvals,"
+                " review_entries"
                 " IN SHARE ROW EXCLUSIVE MODE"
             )
             if await conn.fetchval(
@@ -789,7 +818,7 @@ class PostgresStore(ResponseStore):
             moved = await conn.execute(
                 "UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old
             )
-            for table in ("items", "response_events", "sessions", "approvals"):
+            for table in ("items", "response_events", "sessions", "approvals", "review_entries"):
                 await conn.execute(f"UPDATE {table} SET tenant = $1 WHERE tenant = $2", new, old)  # noqa: S608 - fixed names
             return int(moved.split()[-1])
 

@@ -10,8 +10,8 @@ docs/store.md.
 
 from __future__ import annotations
 
-SQLITE_SCHEMA_VERSION = 3
-POSTGRES_SCHEMA_VERSION = 2
+SQLITE_SCHEMA_VERSION = 4
+POSTGRES_SCHEMA_VERSION = 3
 
 #: ``pg_advisory_xact_lock`` key held while PostgreSQL migrates ("orgat").
 POSTGRES_MIGRATION_LOCK = 0x6F72676174
@@ -50,6 +50,65 @@ def _shared_state(real: str) -> list[str]:
             blocked_until {real} NOT NULL
         )""",
         "CREATE INDEX signin_throttle_updated ON signin_throttle (updated_at)",
+    ]
+
+
+def _cluster_state(real: str, blob: str) -> list[str]:
+    """The state every node serving one store shares (``real``, ``blob``: the backend's types):
+    SQLite's version 4, PostgreSQL's version 3.
+
+    ``review_entries``: the structured-output review queue (the columns of the review file of
+    earlier versions, imported into it once: ``structured/review_store.py``).
+    ``background_jobs``: a queued or running background response, leased by one process
+    (``owner``, ``token``, until ``lease_expires_at``, renewed while it runs); what is needed
+    to run it again (``request``), the session lease it holds, whether its output reached a
+    client (``delivered_at``) or a tool with side effects ran (``effects_at``), and its events
+    so far (``events``, for followers on other nodes). The final save deletes the row.
+    ``owners`` gain what the console's node list shows: the version, the address a node
+    serves on, and a snapshot of its metrics.
+    """
+    return [
+        f"""CREATE TABLE review_entries (
+            id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            created_at {real} NOT NULL,
+            status TEXT NOT NULL,
+            model TEXT NOT NULL,
+            format_name TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            stage TEXT NOT NULL,
+            errors TEXT NOT NULL,
+            schema TEXT,
+            request TEXT NOT NULL,
+            attempts TEXT NOT NULL,
+            response_id TEXT,
+            resolution TEXT,
+            resolved_at {real},
+            note TEXT
+        )""",
+        "CREATE INDEX review_entries_status ON review_entries (status, created_at)",
+        "CREATE INDEX review_entries_tenant ON review_entries (tenant, status, created_at)",
+        "CREATE INDEX review_entries_response ON review_entries (response_id)",
+        f"""CREATE TABLE background_jobs (
+            response_id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            token TEXT NOT NULL,
+            lease_expires_at {real} NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 1,
+            request {blob} NOT NULL,
+            session_id TEXT,
+            session_token TEXT,
+            delivered_at {real},
+            effects_at {real},
+            events {blob},
+            created_at {real} NOT NULL
+        )""",
+        "CREATE INDEX background_jobs_lease ON background_jobs (lease_expires_at)",
+        "ALTER TABLE owners ADD COLUMN version TEXT",
+        "ALTER TABLE owners ADD COLUMN address TEXT",
+        f"ALTER TABLE owners ADD COLUMN metrics {blob}",
+        f"ALTER TABLE owners ADD COLUMN metrics_at {real}",
     ]
 
 
@@ -146,6 +205,7 @@ SQLITE_MIGRATIONS: dict[int, list[str]] = {
         "DROP INDEX responses_created",
     ],
     3: _shared_state("REAL"),
+    4: _cluster_state("REAL", "BLOB"),
 }
 
 POSTGRES_MIGRATIONS: dict[int, list[str]] = {
@@ -208,4 +268,5 @@ POSTGRES_MIGRATIONS: dict[int, list[str]] = {
         )""",
     ],
     2: _shared_state("double precision"),
+    3: _cluster_state("double precision", "bytea"),
 }

@@ -63,6 +63,7 @@ from orgate.store.base import (
 )
 from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
 from orgate.store.schema import SQLITE_MIGRATIONS, SQLITE_SCHEMA_VERSION
+from orgate.store.sqlite_shared import SqliteSharedState
 from orgate.store.sqlite_worker import LOCKED, InlineWriter, Kind, SqliteWorker
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
     )
 
 
-class SqliteStore(ResponseStore):
+class SqliteStore(SqliteSharedState, ResponseStore):
     """The embedded store; create with ``await SqliteStore.open(path)``."""
 
     backend = "sqlite"
@@ -392,6 +393,7 @@ class SqliteStore(ResponseStore):
             args.session_id,
         )
         deployment, events, expires_at = args.deployment, args.events, args.expires_at
+        self._job_check(conn, rows.id, args.job)
         chain: list[str] = []
         base_len = 0
         if previous_response_id is not None:
@@ -502,6 +504,7 @@ class SqliteStore(ResponseStore):
                     updated_at = excluded.updated_at""",
                 (tenant, session_id, rows.id, deployment, rows.now),
             )
+        self._job_write(conn, rows.id, tenant, session_id, args.job)
 
     def _owned_items(
         self, conn: sqlite3.Connection, response_id: str, tenant: str
@@ -534,6 +537,7 @@ class SqliteStore(ResponseStore):
         self._execute_on(conn, "DELETE FROM responses WHERE id = ?", (response_id,))
         self._forget_items(conn, [(tenant, item_id, response_id) for item_id in keys])
         self._execute_on(conn, "DELETE FROM response_events WHERE response_id = ?", (response_id,))
+        self._execute_on(conn, "DELETE FROM background_jobs WHERE response_id = ?", (response_id,))
         return True
 
     def _forget_items(self, conn: sqlite3.Connection, keys: list[tuple[str, str, str]]) -> None:
@@ -723,7 +727,8 @@ class SqliteStore(ResponseStore):
         alive = live_owners(owners, self.owner_id, now, stale_after)
         marks = ", ".join("?" * len(ACTIVE_STATUSES))
         rows = self._execute(
-            f"SELECT id, owner, response FROM responses WHERE status IN ({marks})",
+            f"""SELECT id, owner, response FROM responses WHERE status IN ({marks})
+            AND id NOT IN (SELECT response_id FROM background_jobs)""",
             ACTIVE_STATUSES,
         ).fetchall()
         failed: list[str] = []
@@ -740,7 +745,9 @@ class SqliteStore(ResponseStore):
             marks = ", ".join("?" * len(dead))
             self._execute(
                 f"""UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
-                    lease_expires_at = NULL WHERE lease_owner IN ({marks})""",
+                    lease_expires_at = NULL WHERE lease_owner IN ({marks})
+                    AND lease_token NOT IN (SELECT session_token FROM background_jobs
+                        WHERE session_token IS NOT NULL)""",
                 dead,
             )
         return failed
@@ -941,9 +948,12 @@ class SqliteStore(ResponseStore):
                     for item_id in _indexed_ids(response_id, input_ids, outputs, body)
                 ],
             )
-            self.query_count += 1
+            self.query_count += 2
             conn.executemany(
                 "DELETE FROM response_events WHERE response_id = ?", [(row[0],) for row in batch]
+            )
+            conn.executemany(
+                "DELETE FROM background_jobs WHERE response_id = ?", [(row[0],) for row in batch]
             )
         self._execute(
             """DELETE FROM sessions WHERE updated_at < ?
@@ -990,7 +1000,7 @@ class SqliteStore(ResponseStore):
         moved = self._execute(
             "UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)
         ).rowcount
-        for table in ("item_ids", "response_events", "sessions", "approvals"):
+        for table in ("item_ids", "response_events", "sessions", "approvals", "review_entries"):
             self._execute(f"UPDATE {table} SET tenant = ? WHERE tenant = ?", (new, old))
         return int(moved)
 
