@@ -222,6 +222,9 @@ class StoreSettings(_Section):
         None  # sqlite:///path or postgresql://... or env:NAME; None = default SQLite path
     )
     ttl_days: float | None = Field(None, gt=0)  # None: kept forever
+    # how long a background response's lease lasts unrenewed: a process silent that long has
+    # its background responses taken over by another (docs/store.md#background-responses)
+    background_lease_seconds: float = Field(30.0, ge=3, le=3600)
 
     @field_validator("url")
     @classmethod

@@ -1,16 +1,20 @@
-"""The console's overview endpoint: the server's own Prometheus metrics, read in-process.
+"""The console's overview and node list: the metrics of every node sharing the store.
 
-``snapshot(registry)`` reads the registry ``/metrics`` exposes (every worker's, under
-``--workers``) into cumulative figures per model (requests, errors) and per deployment
+``snapshot(registry)`` reads the numbers of every process serving the store (this one's live,
+the others' latest snapshots in the store: ``server/cluster.py``; without a store, what
+``/metrics`` exposes: every worker's, under ``--workers``) into cumulative figures per model
+(requests, errors) and per deployment
 (upstream calls, errors, tokens, the latency histogram's buckets). The page polls it
 while it is open and draws rates and percentiles from the difference between two
 snapshots; nothing is collected while no console is open. Metrics are not kept per
-tenant, so only admin keys may read them.
+tenant, so only admin keys may read them. ``/console/api/nodes`` lists the processes (the
+nodes, or the workers of one) with their health, version, address and traffic.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,10 +25,15 @@ from starlette.routing import BaseRoute, Route
 
 from orgate.console.guard import json_response, require_session
 from orgate.console.session import SessionSigner
+from orgate.engine.service import store_failure
 from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.server.cluster import cluster_view, node_list
+from orgate.store import StoreError
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
+
+log = logging.getLogger("orgate.console")
 
 _REQUESTS = "orgate_http_requests"
 _UPSTREAM = "orgate_upstream_duration_seconds"
@@ -80,15 +89,42 @@ def snapshot(registry: Any) -> dict[str, Any]:
     return {"at": time.time(), "models": models, "deployments": deployments}
 
 
+async def _require_admin(signer: SessionSigner, request: Request) -> None:
+    if not (await require_session(signer, request)).admin:
+        raise ApiError.of(
+            ErrorCode.ADMIN_REQUIRED,
+            "The overview shows every tenant's traffic: it needs an admin key (admin = true in [auth]).",
+        )
+
+
+async def _numbers(services: Services) -> Any:
+    """Every node's numbers when they are in the store, else this server's own."""
+    if services.store is not None:
+        try:
+            return await cluster_view(services, services.store)
+        except StoreError as exc:  # the store is down: this node's figures are better than none
+            log.warning("the overview shows this node only: %s", exc)
+    return services.metrics_view or services.metrics
+
+
 def overview_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def overview(request: Request) -> Response:
-        session = await require_session(signer, request)
-        if not session.admin:
-            raise ApiError.of(
-                ErrorCode.ADMIN_REQUIRED,
-                "The overview shows every tenant's traffic: it needs an admin key (admin = true in [auth]).",
-            )
-        registry = services.metrics_view or services.metrics
+        await _require_admin(signer, request)
+        registry = await _numbers(services)
         return json_response(await asyncio.to_thread(snapshot, registry))
 
-    return [Route("/console/api/overview", overview, methods=["GET"])]
+    async def nodes(request: Request) -> Response:
+        await _require_admin(signer, request)
+        store = services.store
+        if store is None:
+            return json_response({"object": "list", "data": [], "store": False})
+        try:
+            listed = node_list(await store.nodes(), store.owner_id)
+        except StoreError as exc:
+            raise store_failure(exc) from None
+        return json_response({"object": "list", "data": listed, "store": True})
+
+    return [
+        Route("/console/api/overview", overview, methods=["GET"]),
+        Route("/console/api/nodes", nodes, methods=["GET"]),
+    ]

@@ -56,9 +56,8 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or "value" not in data:
             raise invalid_value('Send {"value": <the draft>}.', param="value")
-        queue = services.pipeline.review
-        item: ReviewItem | None = await asyncio.to_thread(
-            queue.get, review_id, tenant=_scope(session)
+        item: ReviewItem | None = await services.pipeline.review.get(
+            review_id, tenant=_scope(session)
         )
         if item is None:
             raise review_not_found(review_id)

@@ -499,9 +499,11 @@ def build_turn(
     history_unlinked: bool = False,
     session_id: str | None = None,
     tenant: str = "",
+    response_id: str | None = None,
 ) -> Turn:
     """Assemble the model request and the echoed response skeleton (``previous_response_id``:
-    the response the turn continues, the request's own or its session's latest)."""
+    the response the turn continues, the request's own or its session's latest; ``response_id``:
+    a background response run again keeps its id, a new turn gets one)."""
     refuse_unknown_fields(body)
     context = [*history, *new_input]
     if not context:
@@ -611,7 +613,7 @@ def build_turn(
         base=base,
         new_input=new_input,
         history=history,
-        response_id=ids.response_id(),
+        response_id=response_id or ids.response_id(),
         stream=bool(body.stream),
         store=store,
         background=bool(body.background),

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orgate.engine.builder import ResponseBuilder
@@ -52,6 +53,19 @@ STORE_ERROR_HEADER = (
 )
 FOREGROUND_SAVE_GRACE = 2.0  # seconds a finished answer's save is retried while its client waits
 BACKGROUND_SAVE_RETRY = 600.0  # ... and a background response's, which nobody waits for
+
+
+@dataclass(slots=True)
+class BackgroundLease:
+    """A background response's lease in the store: ``token`` holds it; the queued save takes it
+    with ``request`` (what another node needs to run the response again) and the session lease
+    it holds; ``lost`` once another process took it over (nothing more of it is saved)."""
+
+    token: str
+    lease_seconds: float
+    request: dict[str, Any] | None = None
+    session_token: str | None = None
+    lost: bool = False
 
 
 def shutdown_error(what: str = "response") -> ApiError:
@@ -86,7 +100,7 @@ class ResponseStream:
 
     __slots__ = (
         "service", "turn", "run", "caller", "builder", "headers", "error", "ending", "record",
-        "cancel_requested", "client_gone", "interrupted",
+        "cancel_requested", "client_gone", "interrupted", "lease",
         "_terminal", "_upstream", "_first", "_failed", "_session",
     )  # fmt: skip
 
@@ -101,12 +115,15 @@ class ResponseStream:
         session: SessionTurn | None = None,
         *,
         failed: ApiError | None = None,
+        created_at: int | None = None,
     ) -> None:
         self.service = service
         self.turn = turn  # the plan
         self.run = run  # what happens: route, safety-net outcome, warnings
         self.caller = caller
-        self.builder = ResponseBuilder(turn.base, response_id=turn.response_id)
+        self.builder = ResponseBuilder(
+            turn.base, response_id=turn.response_id, created_at=created_at
+        )
         self.headers: dict[
             str, str
         ] = {}  # to send with the HTTP response (gate warnings, safety-net outcome, session)
@@ -126,10 +143,20 @@ class ResponseStream:
         # Set by the server before it cancels a response it stops (a shutdown past the drain time: a
         # background or WebSocket response): the stream then ends with this error, stored as failed.
         self.interrupted: ApiError | None = None
+        # A background response's lease in the store (engine/background.py): its saves keep it.
+        self.lease: BackgroundLease | None = None
 
     @property
     def response_id(self) -> str:
         return self.builder.id
+
+    def guard_upstream(
+        self,
+        wrap: Callable[[AsyncIterator[list[ModelEvent]]], AsyncIterator[list[ModelEvent]]],
+    ) -> None:
+        """Put ``wrap`` around the upstream call before the stream starts (a background
+        response marks its tool calls in the store before they run)."""
+        self._upstream = wrap(self._upstream)
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         # a consumer that stops early (closes it) ends the turn now, not at garbage collection

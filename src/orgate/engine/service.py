@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,7 +38,7 @@ from orgate.engine.context import (
     normalize_input,
 )
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
-from orgate.engine.lifecycle import Ending, ResponseStream, shutdown_error
+from orgate.engine.lifecycle import BackgroundLease, Ending, ResponseStream, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
 from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
@@ -65,6 +66,9 @@ from orgate.protocol.errors import (
     upstream_without_events,
 )
 from orgate.store.base import (
+    ACTIVE_STATUSES,
+    JobWrite,
+    LeaseLost,
     ResponseConflict,
     ResponseStore,
     SessionBusy,
@@ -108,6 +112,18 @@ class Caller:
 ProviderFactory = Callable[[Deployment], Provider]
 
 
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """A background response run again by the process that took its lease over (engine/
+    background.py): its id, creation time and lease token, and the session lease it holds
+    (its ``latest_response_id`` the response it continues)."""
+
+    response_id: str
+    created_at: int
+    token: str
+    session: SessionTurn | None
+
+
 class TurnWrappers(Protocol):
     """Wraps a deployment's provider for one turn (safety net, tool guard); returns the provider and its outcome."""
 
@@ -145,6 +161,7 @@ class ResponsesService:
         compaction_key: bytes | None = None,
         mcp: McpRuntime | None = None,
         refuse_translations: frozenset[str] = frozenset(),
+        background_lease_seconds: float = 30.0,
     ) -> None:
         self.mcp = mcp  # the MCP servers the operator allows (None: none configured)
         self.deployments = deployments
@@ -156,6 +173,8 @@ class ResponsesService:
         self.compaction_key = compaction_key  # opens `compaction` input items (see prepare)
         # translation codes and kinds refused rather than done ([translation] refuse)
         self.refuse_translations = refuse_translations
+        # how long a background response's lease lasts unrenewed ([store] background_lease_seconds)
+        self.background_lease_seconds = background_lease_seconds
         self._local_approvals = LocalApprovals()  # claims without a store: this process only
 
     @property
@@ -185,6 +204,7 @@ class ResponsesService:
         session: SessionTurn | None = None,
         session_id: str | None = None,
         history_override: list[dict[str, Any]] | None = None,
+        response_id: str | None = None,
     ) -> Turn:
         """The turn's plan: model, context (history, references, compaction items), gate checks
         (findings appended to ``warnings``), model request and response skeleton."""
@@ -213,6 +233,7 @@ class ResponsesService:
             history_unlinked=history_override is not None,
             session_id=session_id,
             tenant=caller.tenant,
+            response_id=response_id,
         )
         request, mcp = turn.request, None
         if turn.mcp_tools or has_mcp_items(request.input):
@@ -357,9 +378,20 @@ class ResponsesService:
         budget: Any = None,
         session_id: str | None = None,
         history_override: list[dict[str, Any]] | None = None,
+        rerun: dict[str, Any] | None = None,
+        resume: Resume | None = None,
     ) -> ResponseStream:
-        """Start a turn. Raises ``ApiError`` for anything that fails before the first event."""
-        session = await self.begin_session(caller, session_id) if session_id is not None else None
+        """Start a turn. Raises ``ApiError`` for anything that fails before the first event.
+
+        A background turn given ``rerun`` (what is needed to run it again) is leased in the
+        store with its queued save, so that another process can run it if this one dies;
+        ``resume`` runs such a response again, under the lease taken over."""
+        if resume is not None:
+            session = resume.session
+        else:
+            session = (
+                await self.begin_session(caller, session_id) if session_id is not None else None
+            )
         run = TurnRun([] if warnings is None else warnings)
         try:
             turn = await self.prepare(
@@ -369,12 +401,11 @@ class ResponsesService:
                 session=session,
                 session_id=session_id,
                 history_override=history_override,
+                response_id=resume.response_id if resume is not None else None,
             )
             upstream = self._call(turn, run, session, budget)
             if turn.background:
-                return await self._queue(
-                    ResponseStream(self, turn, run, caller, upstream, None, session)
-                )
+                return await self._background(turn, run, caller, upstream, session, rerun, resume)
             # The first batch, so that a failure before any output is an HTTP error.
             first: list[ModelEvent] | None = None
             failed: ApiError | None = None
@@ -405,6 +436,31 @@ class ResponsesService:
             assert self.mcp is not None
             provider = McpLoop(provider, turn.mcp, self.mcp)
         return provider.stream_batches(turn.request)
+
+    async def _background(
+        self,
+        turn: Turn,
+        run: TurnRun,
+        caller: Caller,
+        upstream: AsyncIterator[list[ModelEvent]],
+        session: SessionTurn | None,
+        rerun: dict[str, Any] | None,
+        resume: Resume | None,
+    ) -> ResponseStream:
+        """A background response's stream: leased and stored queued, or (``resume``) under the
+        lease taken over, its queued record already stored."""
+        created_at = resume.created_at if resume is not None else None
+        stream = ResponseStream(
+            self, turn, run, caller, upstream, None, session, created_at=created_at
+        )
+        lease_seconds = self.background_lease_seconds
+        if resume is not None:
+            stream.lease = BackgroundLease(resume.token, lease_seconds)
+            return stream
+        if rerun is not None and self.store is not None:
+            token = session.token if session is not None else None
+            stream.lease = BackgroundLease(uuid.uuid4().hex, lease_seconds, rerun, token)
+        return await self._queue(stream)
 
     async def _queue(self, stream: ResponseStream) -> ResponseStream:
         """A background response stored ``queued``; its work starts in its own task, nothing is
@@ -503,6 +559,8 @@ class ResponsesService:
         False, or with ``required`` raised as 503 ``store_unavailable``."""
         if not stream.turn.store or self.store is None:
             return True
+        if stream.lease is not None and stream.lease.lost:
+            return False  # another process runs it now: nothing of this attempt is saved
         clock = asyncio.get_running_loop().time
         deadline, delay = clock() + retry_for, 0.1
         while True:
@@ -517,6 +575,15 @@ class ResponsesService:
                 )
                 stream.builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
                 response, deadline, delay = None, clock() + retry_for, 0.1
+            except LeaseLost:
+                assert stream.lease is not None
+                stream.lease.lost = True
+                log.warning(
+                    "background response %s was taken over by another process: this attempt "
+                    "is not saved",
+                    stream.builder.id,
+                )
+                return False
             except StoreError as exc:
                 left = deadline - clock()
                 if isinstance(exc, _REFUSALS) or left <= 0:
@@ -535,12 +602,15 @@ class ResponsesService:
         ):  # a turn is saved up to three times (queued / in progress, final): built once
             stream.record = _stored_request(turn)
         input_items, request = stream.record
-        await self.store.save(
+        body = (
             response
             if response is not None
             else builder.final
             if builder.final is not None
-            else builder.snapshot(),
+            else builder.snapshot()
+        )
+        await self.store.save(
+            body,
             tenant=stream.caller.tenant,
             input_items=input_items,
             previous_response_id=None
@@ -553,6 +623,7 @@ class ResponsesService:
             events=events,
             expires_at=builder.created_at + self.ttl_seconds if self.ttl_seconds else None,
             output_items=self.history_output(builder, turn, run),
+            job=None if stream.lease is None else _job_write(stream.lease, body["status"]),
         )
 
 
@@ -572,6 +643,16 @@ def _fit(request: ModelRequest, body: CreateResponseBody, deployment: Deployment
         reserve=body.max_output_tokens or 0,
     )
     return dataclasses.replace(request, input=fit.items) if fit.dropped else request
+
+
+def _job_write(lease: BackgroundLease, status: str) -> JobWrite:
+    """What a save in ``status`` does to the lease: the queued save takes it, a save in progress
+    keeps it, the final save ends the job."""
+    if status == "queued":
+        return JobWrite(
+            lease.token, "lease", lease.lease_seconds, lease.request, lease.session_token
+        )
+    return JobWrite(lease.token, "hold" if status in ACTIVE_STATUSES else "finish")
 
 
 def _save_failed(response_id: str, exc: StoreError, required: bool) -> bool:
@@ -643,10 +724,12 @@ def _with_trace(request: dict[str, Any], run: TurnRun, ledger: Ledger) -> dict[s
 
 
 __all__ = [  # the engine's façade: the lifecycle's types are used through it
+    "BackgroundLease",
     "Caller",
     "Ending",
     "ResponseStream",
     "ResponsesService",
+    "Resume",
     "TRANSLATION_HEADER",
     "refuse_translations",
     "shutdown_error",

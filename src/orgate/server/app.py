@@ -22,6 +22,8 @@ from orgate.config import ResolvedKey, Settings
 from orgate.gate.work import SCHEMA_WORK
 from orgate.protocol.errors import ApiError
 from orgate.server import routes
+from orgate.server.background_jobs import take_over
+from orgate.server.cluster import keep_node
 from orgate.server.compact import compact_routes
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
@@ -29,10 +31,12 @@ from orgate.server.middleware import edge_middleware, wrap
 from orgate.server.observability import setup_tracing
 from orgate.server.openapi import openapi_routes
 from orgate.server.services import Services, build_services
+from orgate.server.sse import frame, openai_frame
 from orgate.server.stored import stored_routes
 from orgate.server.websocket import websocket_routes
 from orgate.server.worker_metrics import keep_snapshots
 from orgate.store import ResponseStore, StoreError, describe_url, open_store
+from orgate.structured.review_store import StoreReviews, import_review_file
 
 log = logging.getLogger("orgate.server")
 
@@ -55,6 +59,15 @@ async def _maintain(services: Services, every: float = 60.0) -> None:
                 await store.prune(older_than=ttl_days * 86400)
         except Exception as exc:  # noqa: BLE001 - upkeep must outlive any failure (the next round retries)
             log.warning("store maintenance failed: %s", exc)
+
+
+async def _reviews_in_store(services: Services, store: ResponseStore) -> None:
+    """The review queue in the store from now on; a review file of an earlier orgate imported."""
+    services.pipeline.review = StoreReviews(store)
+    try:
+        await import_review_file(services.settings.structured.review_path(), store)
+    except StoreError as exc:  # tried again at the next start: the file is still there
+        log.warning("could not import the review file into the store: %s", exc)
 
 
 async def _warn_unreachable_tenants(store: ResponseStore, keys: Sequence[ResolvedKey]) -> None:
@@ -98,6 +111,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         maintenance: asyncio.Task[None] | None = None
         unreachable: asyncio.Task[None] | None = None
+        takeover: asyncio.Task[None] | None = None
+        node: asyncio.Task[None] | None = None
         snapshots = (
             asyncio.create_task(keep_snapshots(services.metrics, services.worker.metrics_dir))
             if services.worker
@@ -113,16 +128,19 @@ def create_app(
                 raise SystemExit(f"orgate: cannot open the response store: {exc}") from None
             services.store = store
             services.responses.store = store
+            await _reviews_in_store(services, store)
             recovered = await store.recover_interrupted()
             if recovered:
                 log.warning("marked %d interrupted response(s) as failed", len(recovered))
             maintenance = asyncio.create_task(_maintain(services))
+            takeover = asyncio.create_task(take_over(services, _encoder(app, settings)))
+            node = asyncio.create_task(keep_node(services, store))
             if services.worker is None or services.worker.slot == 0:  # one warning per server
                 unreachable = asyncio.create_task(_warn_unreachable_tenants(store, services.keys))
         try:
             yield
         finally:
-            for task in (maintenance, snapshots, unreachable):
+            for task in (maintenance, snapshots, unreachable, takeover, node):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -162,6 +180,14 @@ def create_app(
     )
     app.edge = wrap(app.dispatch, stack)
     return app
+
+
+def _encoder(app: Starlette, settings: Settings) -> Any:
+    """How this server writes SSE events (what a background response taken over is run with)."""
+    fast = getattr(app, "fast_create", None)
+    if fast is not None:
+        return fast.frame
+    return openai_frame if settings.endpoints.responses.event_names == "openai" else frame
 
 
 class OrgateApp(Starlette):

@@ -27,6 +27,7 @@ from orgate.engine.padding import pads
 from orgate.engine.service import Caller, shutdown_error
 from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
 from orgate.server.auth import caller_of
+from orgate.server.background_jobs import rerun_record
 from orgate.server.body import (
     DeferredSchema,
     body_decoder,
@@ -194,10 +195,14 @@ class CreateResponse:
                 )
         body = parse_body(data)
         session_id = self._session(headers, body)
+        padded = bool(body.stream) and pads(body.stream_options, self.obfuscation)
+        rerun = None
+        if body.background and isinstance(data, dict):  # kept with its lease: run again elsewhere
+            rerun = rerun_record(data, caller, session_id, budget, padded)
         stream = await services.responses.create(
-            body, caller, warnings, budget=budget, session_id=session_id
+            body, caller, warnings, budget=budget, session_id=session_id, rerun=rerun
         )
-        if body.stream and pads(body.stream_options, self.obfuscation):
+        if padded:
             stream.builder.padded = True
         if body.background:
             services.background.start(stream, self.frame)

@@ -21,12 +21,14 @@ from orgate.structured import (
     BudgetOverride,
     Outcome,
     ReviewQueue,
+    Reviews,
     SafetyNet,
     StructuredMetrics,
     StructuredPolicy,
 )
 from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.layers import ValidatorCache
+from orgate.structured.review import FileReviews
 
 
 class _NetCall(Provider):
@@ -51,7 +53,8 @@ class OutputChecks:
         self.validators = ValidatorCache(gate_cache=self.cache)
         self.policy = StructuredPolicy.from_settings(settings.structured)
         self.metrics = StructuredMetrics(registry)
-        self.review = ReviewQueue(settings.structured.review_path())
+        # The review file until the store opens; then the store's queue (``server/app.py``).
+        self.review: Reviews = FileReviews(ReviewQueue(settings.structured.review_path()))
         self.downgrades = ModeDowngrades()  # JSON modes each upstream refused, until restart
         self.gate_verdicts = Counter(
             "orgate_gate_verdicts",
@@ -100,6 +103,7 @@ class OutputChecks:
         return guard, outcome
 
     def close(self) -> None:
-        close: Any = getattr(self.review, "close", None)
+        queue = getattr(self.review, "queue", None)
+        close: Any = getattr(queue, "close", None)
         if close is not None:
             close()

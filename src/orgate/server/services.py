@@ -113,6 +113,7 @@ def build_services(settings: Settings) -> Services:
         compaction_key=key,
         mcp=build_mcp_runtime(settings, metrics),
         refuse_translations=frozenset(settings.translation.refuse),
+        background_lease_seconds=settings.store.background_lease_seconds,
     )
     return Services(
         compaction=CompactionService(responses, key, settings.compaction.keep_turns),

@@ -2,8 +2,8 @@
 
 ``SafetyNet`` wraps a provider; ``StructuredSettings`` is the ``[structured]``
 config section and ``StructuredPolicy`` its resolved runtime form;
-``StructuredMetrics`` holds the Prometheus counters; ``ReviewQueue`` the SQLite
-queue of exhausted attempts; ``Outcome`` what happened to one request.
+``StructuredMetrics`` holds the Prometheus counters; ``Reviews`` the queue of exhausted
+attempts (in the response store, ``review_store.py``, or a SQLite file: ``ReviewQueue``); ``Outcome`` what happened to one request.
 See ``docs/structured-output.md``.
 
 The names are imported on first use: ``orgate schema``, ``review`` and ``eval`` load
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         ReviewItem,
         ReviewNotFound,
         ReviewQueue,
+        Reviews,
     )
     from orgate.structured.settings import FormatSettings, StructuredPolicy, StructuredSettings
     from orgate.structured.strict import StrictResult, Violation, check, denull, strictify
@@ -67,6 +68,7 @@ _SOURCES = {
     "ReviewItem": "orgate.structured.review",
     "ReviewNotFound": "orgate.structured.review",
     "ReviewQueue": "orgate.structured.review",
+    "Reviews": "orgate.structured.review",
     "FormatSettings": "orgate.structured.settings",
     "StructuredPolicy": "orgate.structured.settings",
     "StructuredSettings": "orgate.structured.settings",
@@ -109,6 +111,7 @@ __all__ = [
     "ReviewNotFound",
     "ReviewItem",
     "ReviewQueue",
+    "Reviews",
     "SafetyNet",
     "StrictResult",
     "StructuredMetrics",

@@ -82,7 +82,7 @@ from orgate.structured.outcome import (
     ExhaustedBy,
     Outcome,
 )
-from orgate.structured.review import NewReview, ReviewQueue
+from orgate.structured.review import NewReview, ReviewQueue, Reviews, reviews_of
 from orgate.structured.settings import FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
@@ -201,7 +201,7 @@ class SafetyNet(WrapperProvider):
         deployment: Deployment,
         policy: StructuredPolicy,
         metrics: StructuredMetrics | None = None,
-        review_queue: ReviewQueue | None = None,
+        review_queue: ReviewQueue | Reviews | None = None,
         *,
         validators: ValidatorCache | None = None,
         feedback_items: FeedbackItems = protocol_feedback_items,
@@ -213,7 +213,7 @@ class SafetyNet(WrapperProvider):
         self.deployment = deployment
         self.policy = policy
         self.metrics = metrics
-        self.review_queue = review_queue
+        self.review_queue = reviews_of(review_queue)
         self.validators = validators if validators is not None else ValidatorCache()
         self.feedback_items = feedback_items
         self.downgrades = downgrades if downgrades is not None else ModeDowngrades()
@@ -655,8 +655,8 @@ class SafetyNet(WrapperProvider):
                 return
             log.error("configured default for %s: %s", plan.format_name, problem)
         if action == "review" and self.review_queue is not None:
-            outcome.review_id = await asyncio.to_thread(
-                self.review_queue.add, self._review_entry(request, plan, outcome)
+            outcome.review_id = await self.review_queue.add(
+                self._review_entry(request, plan, outcome)
             )
             outcome.status = "review"
         else:

@@ -1,6 +1,11 @@
-"""The review queue: attempts whose budget was spent, kept for a human (SQLite, one table).
+"""The review queue: attempts whose budget was spent, kept for a human.
 
-``ReviewQueue(path)`` names the database; the first ``add`` creates it (owner-only,
+The server keeps it in the response store (``StoreReviews``, ``review_store.py``: one queue for
+every process and machine sharing the store), or, with the store disabled, in a SQLite file of
+its own (``FileReviews`` over ``ReviewQueue``); both behind the async ``Reviews``. A review file
+left by an earlier orgate is imported into the store once (``review_store.py``).
+
+``ReviewQueue(path)`` is that file: it names the database; the first ``add`` creates it (owner-only,
 ``orgate.datadir``), the first use of an existing one migrates it, and reading a queue that
 does not exist yet finds it empty and creates nothing. Every call opens its own short
 connection, so the queue is safe to use from worker threads and from several processes at
@@ -22,6 +27,8 @@ the resolution: a value (validated against the stored schema) or a discard.
 
 from __future__ import annotations
 
+import abc
+import asyncio
 import builtins
 import contextlib
 import sqlite3
@@ -37,6 +44,7 @@ from jsonschema import Draft202012Validator
 
 from orgate.datadir import private_file
 from orgate.gate.patterns import bounded
+from orgate.store.base import REVIEW_COLUMNS, StoredReview
 from orgate.structured.layers import format_checker, schema_layer
 
 ReviewStatus = Literal["pending", "resolved", "discarded"]
@@ -153,6 +161,52 @@ def _loads(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
+def new_review_id() -> str:
+    """A review entry's id: ``rev_`` + 24 hex."""
+    return "rev_" + uuid.uuid4().hex[:24]
+
+
+def stored_entry(entry: NewReview, review_id: str, created_at: float) -> StoredReview:
+    """A new entry as stored: pending, its JSON columns encoded."""
+    return StoredReview(
+        id=review_id,
+        tenant=entry.tenant,
+        created_at=created_at,
+        status="pending",
+        model=entry.model,
+        format_name=entry.format_name,
+        mode=entry.mode,
+        stage=entry.stage,
+        errors=_dumps(list(entry.errors)),
+        schema=_dumps(entry.schema),
+        request=_dumps(entry.request),
+        attempts=_dumps(entry.attempts),
+        response_id=entry.response_id,
+    )
+
+
+def item_of(row: StoredReview) -> ReviewItem:
+    """A stored entry as the queue's callers see it (its JSON columns read)."""
+    return ReviewItem(
+        id=row.id,
+        created_at=row.created_at,
+        status=row.status,  # type: ignore[arg-type]
+        model=row.model,
+        format_name=row.format_name,
+        mode=row.mode,
+        stage=row.stage,
+        errors=_loads(row.errors),
+        schema=_loads(row.schema),
+        request=_loads(row.request),
+        attempts=_loads(row.attempts),
+        response_id=row.response_id,
+        resolution=_loads(row.resolution),
+        resolved_at=row.resolved_at,
+        note=row.note,
+        tenant=row.tenant,
+    )
+
+
 class ReviewQueue:
     """A persistent queue of exhausted structured-output attempts."""
 
@@ -206,7 +260,7 @@ class ReviewQueue:
 
     def add(self, entry: NewReview) -> str:
         """Store an entry; returns its id (``rev_`` + 24 hex)."""
-        review_id = "rev_" + uuid.uuid4().hex[:24]
+        review_id = new_review_id()
         self.create()
         with self._connect() as db:
             db.execute(
@@ -228,6 +282,14 @@ class ReviewQueue:
                 ),
             )
         return review_id
+
+    def entries(self) -> builtins.list[StoredReview]:
+        """Every entry, as stored (what an import into the response store copies)."""
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT {REVIEW_COLUMNS} FROM structured_review ORDER BY created_at, id"
+            ).fetchall()
+        return [StoredReview(*row) for row in rows]
 
     @staticmethod
     def _item(row: sqlite3.Row) -> ReviewItem:
@@ -347,6 +409,130 @@ class ReviewQueue:
         self, review_id: str, *, note: str | None = None, tenant: str | None = None
     ) -> ReviewItem:
         return self._finish(review_id, "discarded", None, note, tenant)
+
+
+class Reviews(abc.ABC):
+    """The review queue as the server uses it: the safety net adds, the API and the console
+    list, read and resolve. Every call is scoped like ``ReviewQueue``'s: ``tenant`` given,
+    another tenant's entry behaves exactly like a missing one; None sees all."""
+
+    @abc.abstractmethod
+    async def add(self, entry: NewReview) -> str:
+        """Store an entry; returns its id."""
+
+    @abc.abstractmethod
+    async def list(
+        self,
+        status: ReviewStatus | None = "pending",
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> builtins.list[ReviewItem]:
+        """Entries, oldest first; ``status=None`` lists all."""
+
+    @abc.abstractmethod
+    async def get(self, review_id: str, *, tenant: str | None = None) -> ReviewItem | None:
+        """The entry, or None."""
+
+    @abc.abstractmethod
+    async def for_response(
+        self, response_id: str, *, tenant: str | None = None
+    ) -> ReviewItem | None:
+        """The entry a response's exhausted request made, if any."""
+
+    @abc.abstractmethod
+    async def count(
+        self, status: ReviewStatus | None = "pending", *, tenant: str | None = None
+    ) -> int:
+        """How many entries ``list`` would find."""
+
+    @abc.abstractmethod
+    async def _finish(
+        self,
+        review_id: str,
+        status: ReviewStatus,
+        resolution: Any,
+        note: str | None,
+        tenant: str | None,
+    ) -> ReviewItem:
+        """Resolve or discard a pending entry; ``ReviewNotFound`` / ``ReviewError`` if it cannot."""
+
+    async def resolve(
+        self,
+        review_id: str,
+        value: Any,
+        *,
+        note: str | None = None,
+        force: bool = False,
+        tenant: str | None = None,
+    ) -> ReviewItem:
+        """Resolve with a corrected value; it must validate against the stored schema unless
+        ``force``."""
+        item = await self.get(review_id, tenant=tenant)
+        if item is None:
+            raise ReviewNotFound(f"no review entry {review_id}")
+        if not force and (errors := await asyncio.to_thread(schema_errors, item, value)):
+            raise ReviewError("value does not match the schema: " + "; ".join(errors))
+        return await self._finish(review_id, "resolved", value, note, tenant)
+
+    async def discard(
+        self, review_id: str, *, note: str | None = None, tenant: str | None = None
+    ) -> ReviewItem:
+        return await self._finish(review_id, "discarded", None, note, tenant)
+
+
+class FileReviews(Reviews):
+    """The queue in its own SQLite file (``ReviewQueue``), each call on a worker thread: the
+    server's queue when it runs without a store, and ``orgate eval``'s."""
+
+    def __init__(self, queue: ReviewQueue) -> None:
+        self.queue = queue
+
+    async def add(self, entry: NewReview) -> str:
+        return await asyncio.to_thread(self.queue.add, entry)
+
+    async def list(
+        self,
+        status: ReviewStatus | None = "pending",
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        tenant: str | None = None,
+    ) -> builtins.list[ReviewItem]:
+        return await asyncio.to_thread(
+            self.queue.list, status, limit=limit, offset=offset, tenant=tenant
+        )
+
+    async def get(self, review_id: str, *, tenant: str | None = None) -> ReviewItem | None:
+        return await asyncio.to_thread(self.queue.get, review_id, tenant=tenant)
+
+    async def for_response(
+        self, response_id: str, *, tenant: str | None = None
+    ) -> ReviewItem | None:
+        return await asyncio.to_thread(self.queue.for_response, response_id, tenant=tenant)
+
+    async def count(
+        self, status: ReviewStatus | None = "pending", *, tenant: str | None = None
+    ) -> int:
+        return await asyncio.to_thread(self.queue.count, status, tenant=tenant)
+
+    async def _finish(
+        self,
+        review_id: str,
+        status: ReviewStatus,
+        resolution: Any,
+        note: str | None,
+        tenant: str | None,
+    ) -> ReviewItem:
+        return await asyncio.to_thread(
+            self.queue._finish, review_id, status, resolution, note, tenant
+        )
+
+
+def reviews_of(queue: ReviewQueue | Reviews | None) -> Reviews | None:
+    """The async queue of a review file (or of an async queue: itself)."""
+    return FileReviews(queue) if isinstance(queue, ReviewQueue) else queue
 
 
 def schema_errors(item: ReviewItem, value: Any) -> builtins.list[str]:

@@ -305,6 +305,7 @@ async function start() {
     return;
   }
   document.querySelector('nav a[data-page="overview"]').hidden = !state.session.admin;
+  document.querySelector('nav a[data-page="nodes"]').hidden = !state.session.admin;
   document.getElementById("who").textContent =
     `${state.session.key_name} · ${state.session.admin ? "all tenants (admin)" : `tenant ${state.session.tenant}`}`;
   document.getElementById("signout").addEventListener("click", async () => {

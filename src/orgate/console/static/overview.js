@@ -68,7 +68,7 @@
         chart("overview-p95", "Upstream latency p95, by deployment", "s", deps, xs, lat(0.95), width));
       note.hidden = true;
       const last = snaps[snaps.length - 1];
-      totals.replaceChildren(el("h3", {text: "Since the server started"}),
+      totals.replaceChildren(el("h3", {text: "Since the nodes started"}),
         table(["model", "requests", "errors"], models.map((m) => el("tr", {}, el("td", {text: m}),
           el("td", {class: "num", text: (last.models[m] || {}).requests || 0}), el("td", {class: "num", text: (last.models[m] || {}).errors || 0})))),
         table(["deployment", "upstream calls", "errors", "p50", "p95", "tokens in", "tokens out"], deps.map((d) => {
