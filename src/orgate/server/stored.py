@@ -40,13 +40,18 @@ from orgate.protocol.errors import (
 )
 from orgate.server.auth import caller_of
 from orgate.server.body import read_json
+from orgate.server.follow import follow_stored
 from orgate.server.routes import SSE_HEADERS, json_response
-from orgate.server.sse import DONE, then_done
+from orgate.server.sse import DONE, frame, openai_frame, then_done
 from orgate.store import ItemsPage, ResponseStore, StoreError
 from orgate.store.base import Order
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
+
+
+def _openai_names(services: Services) -> bool:
+    return services.settings.endpoints.responses.event_names == "openai"
 
 
 def _store(services: Services) -> ResponseStore:
@@ -94,6 +99,20 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                     return StreamingResponse(
                         frames, media_type="text/event-stream", headers=SSE_HEADERS
                     )
+                if record.status in ("queued", "in_progress") and record.response.get("background"):
+                    progress = await store.background_progress(response_id, caller.tenant)
+                    if progress is not None and progress.attempts is not None:
+                        # Running on another node: followed through the events it keeps.
+                        follower = asyncio.current_task()
+                        if follower is not None:
+                            services.shutdown.followers.add(follower)
+                        encode = openai_frame if _openai_names(services) else frame
+                        frames = then_done(
+                            follow_stored(store, response_id, caller.tenant, encode, after)
+                        )
+                        return StreamingResponse(
+                            frames, media_type="text/event-stream", headers=SSE_HEADERS
+                        )
                 events = await store.events(response_id, caller.tenant)
                 if not events:
                     raise ApiError.of(
