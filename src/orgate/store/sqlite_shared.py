@@ -145,9 +145,9 @@ class SqliteSharedState:
         ).fetchall()
 
     async def claim_background(self, *, lease_seconds: float) -> BackgroundJob | None:
-        return await self._run(Kind.WRITE, self._claim_sync, lease_seconds)
+        return await self._run(Kind.WRITE, self._claim_job_sync, lease_seconds)
 
-    def _claim_sync(self, lease_seconds: float) -> BackgroundJob | None:
+    def _claim_job_sync(self, lease_seconds: float) -> BackgroundJob | None:
         now = time.time()
         owners = self._execute("SELECT owner_id, stopped_at FROM owners").fetchall()
         dead = dead_owners(owners, self.owner_id)
