@@ -5,8 +5,11 @@ behind Debian's HAProxy: the deployment docs/deployment.md describes for several
 ``cluster`` (one per test session; one xdist worker runs every test of this directory, in file
 order: tests/support/scheduling.py) starts, in this order: the hosts
 (network namespaces on a bridge, else loopback addresses: ``hosts.py``), PostgreSQL and Redis
-listening where the nodes reach them (and an MCP server of the test's tools), the three nodes with one configuration and one set of
-secrets, then HAProxy with ``deploy/haproxy.cfg``. Everything is stopped and removed when the
+listening where the nodes reach them (and an MCP server of the test's tools, and the
+``counted`` model's upstream: a fake OpenAI-compatible server that records every call, so that
+a test counts how often each request ran and ran to its end, whichever node called it), the
+three nodes with one configuration and one set of secrets, then HAProxy with
+``deploy/haproxy.cfg``. Everything is stopped and removed when the
 session ends, whatever happened. Nodes may be SIGKILLed by the tests (``test_node_loss.py``
 does, last); tests that need every node check first.
 """
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +32,7 @@ import pytest
 from tests.cluster.hosts import Network, make_network
 from tests.cluster.nodes import Node
 from tests.cluster.services import Balancer, Nginx, PostgresCluster, RedisServer
+from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script, last_user_text
 from tests.mcp.servers import Running, tools_server
 from tests.server_process import START_TIMEOUT
 
@@ -39,6 +44,10 @@ KEYS = {
     "limited": "sk-cluster-limited-0004",
 }
 LIMITED_RPM = 4
+#: How long a background response's lease lasts unrenewed ([store] background_lease_seconds).
+LEASE_SECONDS = 6
+#: Seconds between two words of the ``counted`` model's answers.
+COUNTED_PAUSE = 0.25
 
 #: The one configuration of every node; secrets come from the environment (``env:NAME``).
 CONFIG = f"""
@@ -56,6 +65,8 @@ api_keys = [
 
 [store]
 url = "env:ORGATE_STORE_URL"
+# short, so that a killed node's background responses are taken over within the tier's time
+background_lease_seconds = {LEASE_SECONDS}
 
 [ratelimit]
 redis_url = "env:ORGATE_REDIS_URL"
@@ -64,6 +75,19 @@ redis_url = "env:ORGATE_REDIS_URL"
 retries = 0
 on_exhaustion = "review"
 """
+
+
+def counted_model(url: str) -> str:
+    """The ``counted`` model: the counting upstream every node calls."""
+    return (
+        f'\n[[models]]\nname = "counted"\nprovider = "openai-chat"\nbase_url = "{url}"\n'
+        'api_key = "upstream-secret"\nupstream_model = "fake-model"\nread_timeout = 30\n'
+    )
+
+
+def echo_slowly(body: dict[str, Any]) -> Script:
+    """The counting upstream's answer: the request's last user message, word by word."""
+    return Script(content=last_user_text(body), delay=COUNTED_PAUSE)
 
 
 def mcp_servers(url: str) -> str:
@@ -84,6 +108,7 @@ class Cluster:
     nodes: list[Node]
     balancer: Balancer
     workdir: Path
+    upstream: FakeOpenAIChat  # the ``counted`` model's
 
     @property
     def url(self) -> str:
@@ -165,8 +190,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         redis.start()
         mcp = Running(tools_server(), host=network.gateway).start()
         stack.callback(mcp.stop)
+        upstream = FakeOpenAIChat.start_in_thread(handler=echo_slowly, host=network.gateway)
+        stack.callback(upstream.stop_thread)
         config = workdir / "orgate.toml"
-        config.write_text(CONFIG + mcp_servers(mcp.url))
+        config.write_text(CONFIG + mcp_servers(mcp.url) + counted_model(upstream.base_url))
         env = node_env(postgres, redis)
         nodes = [Node(host, config, env, workdir) for host in network.hosts]
         stack.callback(stop_nodes, nodes)
@@ -175,7 +202,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         balancer = Balancer([node.address for node in nodes], workdir)
         stack.callback(balancer.stop)
         balancer.start()
-        running = Cluster(network, postgres, redis, nodes, balancer, workdir)
+        running = Cluster(network, postgres, redis, nodes, balancer, workdir, upstream)
         running.wait_balancer({running.server_name(node): "UP" for node in nodes})
         yield running
 

@@ -2,15 +2,19 @@
 
 The ``node_loss`` fixture runs six lanes of conversations through the balancer (the openai SDK
 and raw HTTP, ``previous_response_id`` chains and ``X-Session-Id`` sessions, streamed and not),
-and, on the node killed first, background responses, a long stream and a session turn that
-are still running when it dies (a long stream on the second too). It kills ``node-1`` once
+and, on the node killed first, a long stream and a session turn that are still running when it
+dies (a long stream on the second too), and on each killed node background responses of the
+``counted`` model that are still running when it dies. It kills ``node-1`` once
 the load has reached it, ``node-2`` once the load has gone on without the first, and stops
 the load once it has gone on without both. The tests then check, through the balancer (so on
 the survivor), what must hold after a machine is lost.
 
 The checks that wait for crash recovery (a dead node's responses and session leases are
 freed by the survivors once its heartbeat is ``stale_after`` = 30 s old, at their next
-upkeep, every 60 s) poll for up to ``RECOVERY`` seconds.
+upkeep, every 60 s) poll for up to ``RECOVERY`` seconds. A dead node's background responses
+are taken over once their lease (``LEASE_SECONDS``) expires and run to their end once: the
+counting upstream says how often each ran, and ran to its end. The last test kills a third
+time (node-3, once node-1 is back) for the same check.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import httpx
 import orjson
 import pytest
 
-from tests.cluster.clients import poll
-from tests.cluster.conftest import KEYS, Cluster
+from tests.cluster.clients import output_text, poll
+from tests.cluster.conftest import COUNTED_PAUSE, KEYS, LEASE_SECONDS, Cluster
 from tests.cluster.load import Lane, Ledger, lanes, start_lanes, until
 from tests.cluster.nodes import Node
 from tests.cluster.services import Nginx
+from tests.fakes.openai_chat_upstream import last_user_text
 from tests.server_process import START_TIMEOUT
 
 pytestmark = pytest.mark.timeout(900)  # one worker runs the tier: tests/support/scheduling.py
@@ -41,9 +46,12 @@ PER_PHASE = 20
 RECOVERY = 240.0
 #: A turn that outlives any phase of the scenario: it is still running when its node dies.
 LONG = "orgate:delay=500 " + " ".join(f"word{i}" for i in range(400))
-#: A background response's input: about 10 s of answer, started just before its node dies, so
-#: that a node taking it over can run it again well within the bar's 30 s.
-BACKGROUND = "orgate:delay=250 " + " ".join(f"word{i}" for i in range(40))
+#: A background response's words: about 10 s of answer from the counting upstream, started just
+#: before its node dies, so that a node taking it over runs it again well within the bar's 30 s.
+BACKGROUND_WORDS = 40
+BACKGROUND = " ".join(f"word{i}" for i in range(BACKGROUND_WORDS))
+#: Background responses accepted by each node killed.
+BACKGROUND_PER_KILL = 3
 
 
 @dataclass
@@ -52,7 +60,8 @@ class NodeLoss:
     lanes: list[Lane]
     kills: list[tuple[Node, float]] = field(default_factory=list)  # node, time.monotonic()
     in_flight: list[str] = field(default_factory=list)  # streams running on a node at its kill
-    background: list[str] = field(default_factory=list)  # background responses of node-1
+    # background responses running on a killed node: id → (input, time.time() of the kill)
+    background: dict[str, tuple[str, float]] = field(default_factory=dict)
     held_session: str = ""  # a session whose turn was running on node-1 at its kill
     held_last: str = ""  # that session's last completed turn before it
 
@@ -91,24 +100,22 @@ async def _start_long_streams(
     return ids, tasks
 
 
-def background_input(index: int) -> str:
-    return f"background {index} {BACKGROUND}"
-
-
-async def _background_on(client: httpx.AsyncClient, node: Node, count: int) -> list[str]:
-    """``count`` background responses accepted by ``node``, each still running (checked)."""
-    ids = []
-    for i in range(count):
+async def _background_on(client: httpx.AsyncClient, node: Node, tag: str) -> dict[str, str]:
+    """Background responses of the ``counted`` model accepted by ``node``, each running (its
+    upstream call started: checked): id → input."""
+    made = {}
+    for i in range(BACKGROUND_PER_KILL):
+        text = f"background {tag} {i} {BACKGROUND}"
         reply = await client.post(
             f"{node.url}/v1/responses",
-            json={"model": "orgate/echo", "input": background_input(i), "background": True},
+            json={"model": "counted", "input": text, "background": True},
         )
         assert reply.status_code == 200, reply.text
-        ids.append(reply.json()["id"])
-    for response_id in ids:
+        made[reply.json()["id"]] = text
+    for response_id in made:
         status = (await client.get(f"{node.url}/v1/responses/{response_id}")).json()["status"]
         assert status in ("queued", "in_progress"), status
-    return ids
+    return made
 
 
 def _marked_down(cluster: Cluster, names: list[str]) -> bool:
@@ -150,9 +157,9 @@ async def _scenario(cluster: Cluster) -> NodeLoss:
                 )
                 ids, streams = await _start_long_streams(client, victim, sessions)
                 loss.in_flight.append(ids[0])
-                if victim is first:
-                    loss.background = await _background_on(client, victim, 3)
+                running = await _background_on(client, victim, f"{run} {victim.name}")
                 victim.kill()
+                loss.background |= {key: (text, time.time()) for key, text in running.items()}
                 mark = time.monotonic()
                 loss.kills.append((victim, mark))
                 await asyncio.wait_for(asyncio.gather(*streams), START_TIMEOUT)
@@ -289,23 +296,49 @@ def test_what_a_killed_node_was_answering_ends_failed(
         assert body["status"] == "failed" and body["error"]["code"] == "server_error", body
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="durable background responses: a dead node's background responses are marked "
-    "failed by crash recovery instead of being taken over and run by another node",
-)
+def _runs(cluster: Cluster, text: str) -> tuple[int, int]:
+    """How often the counting upstream was asked for ``text``, and how often it answered to
+    the end (a node killed mid-answer cuts its call)."""
+    calls = [
+        record
+        for record in list(cluster.upstream.requests)
+        if isinstance(record.body, dict) and last_user_text(record.body) == text
+    ]
+    return len(calls), sum(record.completed for record in calls)
+
+
+def check_background_taken_over(
+    cluster: Cluster, background: dict[str, tuple[str, float]]
+) -> list[float]:
+    """Each background response of a killed node completed through another node, its answer
+    whole and asked of the upstream to its end exactly once; the seconds from each kill to
+    each completion (the bar: the lease, then 30 s at most, for an answer of about 10 s)."""
+    ids = list(background)
+    with cluster.client() as client:
+        bodies = poll(lambda: _finished(client, ids), RECOVERY, 1.0)
+        assert bodies, [_status(client, i)["status"] for i in ids]
+    delays = []
+    for body in bodies:
+        text, killed_at = background[body["id"]]
+        assert body["status"] == "completed", (body["id"], body["status"], body.get("error"))
+        assert output_text(body) == text, body["id"]
+        calls, completed = _runs(cluster, text)
+        assert completed == 1, (body["id"], calls, completed)  # never run to its end twice
+        delays.append(body["completed_at"] - killed_at)
+    return delays
+
+
 def test_background_responses_of_a_killed_node_complete_on_another(
     cluster: Cluster, node_loss: NodeLoss
 ) -> None:
-    """The background responses node-1 accepted and was running when it was killed each
-    complete, once, through another node (after node-1's lease expires)."""
-    with cluster.client() as client:
-        bodies = poll(lambda: _finished(client, node_loss.background), RECOVERY, 1.0)
-        assert bodies, [_status(client, i)["status"] for i in node_loss.background]
-    for index, body in enumerate(bodies):
-        assert body["status"] == "completed", (body["id"], body["status"], body.get("error"))
-        assert body["output"][0]["content"][0]["text"] == background_input(index), body["id"]
+    """The background responses node-1 and node-2 accepted and were running when each was
+    killed complete, once, through another node (after the killed node's lease expires)."""
+    delays = check_background_taken_over(cluster, node_loss.background)
+    print(  # the bar's figures, for `pytest -s`
+        f"background takeover: lease {LEASE_SECONDS} s, answer "
+        f"{BACKGROUND_WORDS * COUNTED_PAUSE:.0f} s, kill → completed: "
+        + ", ".join(f"{d:.0f} s" for d in sorted(delays))
+    )
 
 
 def test_nginx_passes_over_the_killed_nodes(
@@ -317,3 +350,26 @@ def test_nginx_passes_over_the_killed_nodes(
         for i in range(12):
             reply = client.post("/v1/responses", json={"model": "orgate/echo", "input": f"n{i}"})
             assert reply.status_code == 200, reply.text
+
+
+def test_a_third_kill_background_responses_complete_once(
+    cluster: Cluster, node_loss: NodeLoss
+) -> None:
+    """node-1 started again; background responses accepted by node-3, which is then killed
+    (the third kill): node-1 takes them over and runs each to its end once."""
+    first, third = cluster.nodes[0], cluster.nodes[2]
+    first.start()
+    cluster.wait_balancer({cluster.server_name(first): "UP"})
+
+    async def accept() -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {KEYS['alpha']}"}
+        async with httpx.AsyncClient(timeout=120, headers=headers) as client:
+            return await _background_on(client, third, f"{uuid.uuid4().hex[:8]} third")
+
+    running = asyncio.run(accept())
+    third.kill()
+    killed_at = time.time()
+    delays = check_background_taken_over(
+        cluster, {key: (text, killed_at) for key, text in running.items()}
+    )
+    print("background takeover, third kill: " + ", ".join(f"{d:.0f} s" for d in sorted(delays)))

@@ -91,7 +91,9 @@ class LoopbackFake:
         *replies: Any,
         handler: Callable[[dict[str, Any]], Any] | None = None,
         model: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host  # the address it listens on (another host's tests reach it there)
         self.replies: deque[Any] = deque(replies)
         self.handler = handler
         self.model = model if model is not None else self.default_model
@@ -221,7 +223,7 @@ class LoopbackFake:
             self._app(), handle_signals=False, access_log=None, shutdown_timeout=0.1
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         server = site._server
         assert server is not None
@@ -245,9 +247,10 @@ class LoopbackFake:
         *replies: Any,
         handler: Callable[[dict[str, Any]], Any] | None = None,
         model: str | None = None,
+        host: str = "127.0.0.1",
     ) -> Self:
         """Run a fake in a background thread with its own loop; stop it with ``stop_thread()``."""
-        fake = cls(*replies, handler=handler, model=model)
+        fake = cls(*replies, handler=handler, model=model, host=host)
         ready = threading.Event()
         failure: list[BaseException] = []
 

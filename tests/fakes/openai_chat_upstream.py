@@ -161,7 +161,7 @@ class FakeOpenAIChat(LoopbackFake):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     @property
     def bodies(self) -> list[Any]:
