@@ -350,8 +350,12 @@ def _announce(settings: Settings, services: Services, json_logs: bool) -> None:
 
 
 def _check_review_queue(settings: Settings) -> str | None:
-    """Why the review queue cannot be written (None when it can). A configured ``review_db`` is
-    created now, so that a bad path stops the start-up; the default one only when first used."""
+    """Why the review queue cannot be written (None when it can). With the store enabled the
+    queue is in the store (``review_db`` is only read, to be imported). Without it, a configured
+    ``review_db`` is created now, so that a bad path stops the start-up; the default one only
+    when first used."""
+    if settings.store.enabled:
+        return None
     import sqlite3
 
     from orgate.datadir import unwritable
@@ -561,15 +565,19 @@ def _workers_count(text: str) -> int:
     return workers_count(text)
 
 
-def _review_db(args: argparse.Namespace) -> str:
-    """The review queue of the configuration in $ORGATE_CONFIG (or the default)."""
+def _review_db(args: argparse.Namespace) -> tuple[str, str | None]:
+    """Where the review queue of the configuration in $ORGATE_CONFIG (or the default) is: its
+    response store, or its review file when the store is disabled."""
     from orgate.config import ConfigError, load_settings
     from orgate.structured.settings import StructuredSettings
 
     try:
-        return load_settings(None).structured.review_path()
+        settings = load_settings(None)
     except ConfigError:
-        return StructuredSettings().review_path()
+        return "store", None
+    if settings.store.enabled:
+        return "store", settings.store.url
+    return "file", settings.structured.review_path() or StructuredSettings().review_path()
 
 
 def _store_url_from_config(args: argparse.Namespace) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
+from orgate.store import open_store
 from orgate.structured.cli import register
 from orgate.structured.review import NewReview, ReviewQueue
+from orgate.structured.review_store import StoreReviews, import_review_file
 
 
 def run(argv: list[str], hook: object = None) -> int:
@@ -114,7 +117,7 @@ def test_review_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     )
     assert run(["review", "list", "--db", str(db)]) == 0
     assert rid in capsys.readouterr().out
-    assert run(["review", "show", rid], hook=lambda args: str(db)) == 0
+    assert run(["review", "show", rid], hook=lambda args: ("file", str(db))) == 0
     assert json.loads(capsys.readouterr().out)["errors"] == ["missing required key sku"]
     assert run(["review", "resolve", rid, "--db", str(db), "--value", "{}"]) == 1
     assert "missing required key sku" in capsys.readouterr().err
@@ -150,3 +153,39 @@ def test_review_commands_show_and_filter_the_tenant(
     assert f"no review entry {a}" in capsys.readouterr().err
     assert run(["review", "show", a, "--db", str(db)]) == 0
     assert json.loads(capsys.readouterr().out)["tenant"] == "team-a"
+
+
+def test_review_commands_read_the_configured_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The queue ``orgate serve`` keeps in its response store, and an earlier review file
+    imported into it once (renamed ``.imported``: an import again finds nothing to do)."""
+    old = tmp_path / "review.db"
+    kept = ReviewQueue(old).add(
+        NewReview("m", "product", "json_schema", "schema", ["bad"], {"type": "object"}, {}, [])
+    )
+    url = f"sqlite:///{tmp_path / 'orgate.db'}"
+    hook = lambda args: ("store", url)  # noqa: E731
+    assert run(["review", "list"], hook=hook) == 0  # no store yet: no entries, nothing created
+    assert "no entries" in capsys.readouterr().err and not (tmp_path / "orgate.db").exists()
+
+    async def seed() -> str:
+        store = await open_store(url, heartbeat_interval=0)
+        try:
+            assert await import_review_file(old, store) == 1
+            assert await import_review_file(old, store) is None  # renamed: done once
+            return await StoreReviews(store).add(
+                NewReview("m", "person", "json_schema", "schema", ["x"], {"type": "object"}, {}, [])
+            )
+        finally:
+            await store.close()
+
+    added = asyncio.run(seed())
+    assert not old.exists() and (tmp_path / "review.db.imported").exists()
+    assert run(["review", "list"], hook=hook) == 0
+    out = capsys.readouterr().out
+    assert kept in out and added in out
+    assert run(["review", "resolve", kept, "--value", '{"a": 1}'], hook=hook) == 0
+    assert f"{kept}: resolved" in capsys.readouterr().out
+    assert run(["review", "resolve", kept, "--discard"], hook=hook) == 1
+    assert "already resolved" in capsys.readouterr().err

@@ -139,15 +139,16 @@ def _status(node: NodeRecord, now: float) -> str:
 
 
 def node_list(nodes: list[NodeRecord], me: str, now: float | None = None) -> list[dict[str, Any]]:
-    """The console's node list: each process (a machine, or a worker of one) with its health:
+    """The console's node list: each server process (a machine, or a worker of one: one that
+    recorded its version, unlike the commands that open the store) with its health:
     ``up`` (heartbeat within 30 s), ``silent`` (none since: taken for dead; its background
     responses are taken over once their lease expires) or ``stopped`` (drained or closed)."""
     now = time.time() if now is None else now
     listed = []
     for node in nodes:
         last = node.stopped_at or node.heartbeat_at
-        if node.owner_id != me and last < now - FORGET_AFTER:
-            continue
+        if node.owner_id != me and (node.version is None or last < now - FORGET_AFTER):
+            continue  # a command (`orgate store …`) or an older orgate, or long gone
         host, _, rest = node.owner_id.partition(":")
         requests, errors = _requests(_families(node))
         listed.append(

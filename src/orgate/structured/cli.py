@@ -10,9 +10,11 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
 - ``review list [--all|--status S] [--tenant T] [--json]``, ``review show ID [--tenant T]``,
   ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force] [--tenant T]``:
   every tenant's entries, or only tenant ``T``'s (``--tenant ""``: entries from before tenants were recorded);
-  the queue at ``--db``, else the configured ``[structured] review_db``
-  (the ``review_db`` hook: ``orgate.cli`` reads it from the config), else ``review.db`` in the
-  data directory. An explicit ``--db`` that does not exist is an error; nothing is created.
+  the queue in the response store ``orgate serve`` would use (``[store] url`` of the config: the
+  ``review_db`` hook, ``orgate.cli`` reads it), or, with ``--db FILE`` or the store disabled, the
+  review file (``[structured] review_db``, else ``review.db`` in the data directory). An explicit
+  ``--db`` that does not exist is an error; nothing is created (a store that does not exist yet
+  holds no entries).
 - ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
   ``orgate.structured.eval``.
 """
@@ -20,24 +22,29 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import functools
 import json
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orgate.terminal import command, fail, table
 
 if TYPE_CHECKING:
-    from orgate.structured.review import ReviewQueue
+    from orgate.structured.review import Reviews
 
 # Each command imports what it runs when it runs: building the parser (and `--help`) loads
 # none of the safety net, the configuration or the providers.
 
-ReviewDbHook = Callable[[argparse.Namespace], str | None]
+#: Where the configured review queue is: ("store", the store's URL, None for the default
+#: SQLite file) or ("file", the review file's path).
+ReviewSource = tuple[str, str | None]
+ReviewDbHook = Callable[[argparse.Namespace], ReviewSource]
+T = TypeVar("T")
 
 
 def _read_schema(path: str) -> Any:
@@ -116,20 +123,45 @@ def cmd_schema_strictify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _queue(args: argparse.Namespace) -> ReviewQueue:
-    from orgate.structured.review import ReviewQueue
+def _source(args: argparse.Namespace) -> ReviewSource:
+    if args.db is not None:
+        return "file", args.db
+    hook: ReviewDbHook | None = getattr(args, "_review_db_hook", None)
+    if hook is not None:
+        return hook(args)
     from orgate.structured.settings import StructuredSettings
 
-    path = args.db
-    hook: ReviewDbHook | None = getattr(args, "_review_db_hook", None)
-    if path is None and hook is not None:
-        path = hook(args)
-    path = path or StructuredSettings().review_path()
-    queue = ReviewQueue(path)
-    if args.db is not None and not queue.exists():
-        # a named queue that is not there is a mistyped path, not an empty queue
-        fail(f"no review queue at {path} (--db names a file that does not exist)")
-    return queue
+    return "file", StructuredSettings().review_path()
+
+
+def _on_queue(args: argparse.Namespace, work: Callable[[Reviews], Awaitable[T]]) -> T | None:
+    """``work`` on the configured queue; None (nothing done) when its store does not exist."""
+    from orgate.structured.review import FileReviews, ReviewQueue
+
+    kind, where = _source(args)
+    if kind == "file":
+        assert where is not None
+        queue = ReviewQueue(where)
+        if args.db is not None and not queue.exists():
+            # a named queue that is not there is a mistyped path, not an empty queue
+            fail(f"no review queue at {where} (--db names a file that does not exist)")
+        return asyncio.run(work(FileReviews(queue)))
+    return asyncio.run(_on_store(where, work))
+
+
+async def _on_store(url: str | None, work: Callable[[Reviews], Awaitable[T]]) -> T | None:
+    from orgate.store import default_sqlite_path, open_store, sqlite_path
+    from orgate.structured.review_store import StoreReviews
+
+    if not (url or "").startswith(("postgresql://", "postgres://")):
+        path = sqlite_path(url) if url else default_sqlite_path()
+        if path != ":memory:" and not Path(path).is_file():
+            return None  # `orgate serve` creates it: until then it holds no entry
+    store = await open_store(url, heartbeat_interval=0)
+    try:
+        return await work(StoreReviews(store))
+    finally:
+        await store.close()
 
 
 def _queue_errors(
@@ -139,10 +171,12 @@ def _queue_errors(
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
+        from orgate.store import StoreError
+
         try:
             return handler(args)
-        except (OSError, sqlite3.Error) as exc:
-            where = args.db or "the configured review_db"
+        except (OSError, sqlite3.Error, StoreError) as exc:
+            where = args.db or "the configured review queue"
             fail(f"cannot open the review queue {where}: {getattr(exc, 'strerror', None) or exc}")
 
     return run
@@ -158,7 +192,11 @@ def _when(ts: float | None) -> str:
 @_queue_errors
 def cmd_review_list(args: argparse.Namespace) -> int:
     status = None if args.all else args.status
-    items = _queue(args).list(status, limit=args.limit, tenant=args.tenant)
+
+    async def listing(queue: Reviews) -> list[Any]:
+        return await queue.list(status, limit=args.limit, tenant=args.tenant)
+
+    items = _on_queue(args, listing) or []
     if args.json:
         print(json.dumps([i.to_dict() for i in items], indent=2, ensure_ascii=False))
         return 0
@@ -185,7 +223,10 @@ def cmd_review_list(args: argparse.Namespace) -> int:
 @command
 @_queue_errors
 def cmd_review_show(args: argparse.Namespace) -> int:
-    item = _queue(args).get(args.id, tenant=args.tenant)
+    async def one(queue: Reviews) -> Any:
+        return await queue.get(args.id, tenant=args.tenant)
+
+    item = _on_queue(args, one)
     if item is None:
         fail(f"no review entry {args.id}")
     print(json.dumps(item.to_dict(), indent=2, ensure_ascii=False))
@@ -197,20 +238,26 @@ def cmd_review_show(args: argparse.Namespace) -> int:
 def cmd_review_resolve(args: argparse.Namespace) -> int:
     from orgate.structured.review import ReviewError
 
-    queue = _queue(args)
-    try:
+    value = None
+    if not args.discard:
+        try:
+            value = json.loads(args.value)
+        except json.JSONDecodeError as exc:
+            fail(f"--value is not JSON: {exc}", 2)
+
+    async def close(queue: Reviews) -> Any:
         if args.discard:
-            item = queue.discard(args.id, note=args.note, tenant=args.tenant)
-        else:
-            try:
-                value = json.loads(args.value)
-            except json.JSONDecodeError as exc:
-                fail(f"--value is not JSON: {exc}", 2)
-            item = queue.resolve(
-                args.id, value, note=args.note, force=args.force, tenant=args.tenant
-            )
+            return await queue.discard(args.id, note=args.note, tenant=args.tenant)
+        return await queue.resolve(
+            args.id, value, note=args.note, force=args.force, tenant=args.tenant
+        )
+
+    try:
+        item = _on_queue(args, close)
     except ReviewError as exc:
         fail(str(exc))
+    if item is None:
+        fail(f"no review entry {args.id}")
     print(f"{item.id}: {item.status}")
     return 0
 
@@ -257,8 +304,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
     """Add ``schema``, ``review`` and ``eval`` to the main parser's sub-commands.
 
-    ``review_db(args)`` may return the configured ``[structured] review_db``
-    (``orgate.cli`` reads it with its config loader); ``--db`` always wins.
+    ``review_db(args)`` says where the configured queue is (``orgate.cli`` reads the config):
+    the response store, or the review file when the store is disabled; ``--db`` always wins.
     """
     schema = subparsers.add_parser(
         "schema", help="check or strictify a JSON Schema for strict mode"
@@ -278,7 +325,9 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
 
     def common(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--db", help="review queue SQLite file (default: [structured] review_db)"
+            "--db",
+            help="a review file (an earlier orgate's, or a server's without a store); default:"
+            " the queue in the configured response store",
         )
         parser.add_argument(
             "--tenant",
