@@ -304,7 +304,7 @@ def _runs(cluster: Cluster, text: str) -> tuple[int, int]:
         for record in list(cluster.upstream.requests)
         if isinstance(record.body, dict) and last_user_text(record.body) == text
     ]
-    return len(calls), sum(record.completed for record in calls)
+    return len(calls), sum(record.answered for record in calls)
 
 
 def check_background_taken_over(

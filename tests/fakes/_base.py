@@ -41,6 +41,7 @@ class RecordedRequest:
     peer: Any = None  # the client's (host, port): same port = same kept-alive connection
     disconnected: bool = False  # the client went away before the reply was complete
     completed: bool = False  # the whole reply was written
+    answered: bool = False  # every event of a streamed reply was written (the end may still be cut)
 
 
 def words(content: str) -> list[str]:
@@ -389,6 +390,7 @@ class LoopbackFake:
                 if stall_after is not None and n == stall_after:
                     await self.sleep_watching(request, record, stall_seconds)
                 await self.write(response, record, frame)
+            record.answered = True
             transport = request.transport
             if transport is None or transport.is_closing():
                 record.disconnected = True
