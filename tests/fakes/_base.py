@@ -41,7 +41,9 @@ class RecordedRequest:
     peer: Any = None  # the client's (host, port): same port = same kept-alive connection
     disconnected: bool = False  # the client went away before the reply was complete
     completed: bool = False  # the whole reply was written
-    answered: bool = False  # every event of a streamed reply was written (the end may still be cut)
+    # every event of a streamed reply was written, ``[DONE]`` aside (a client that has the answer
+    # may close before it, or before the end of the body)
+    answered: bool = False
 
 
 def words(content: str) -> list[str]:
@@ -379,6 +381,7 @@ class LoopbackFake:
         )
         if not await self.send_head(response, request, record):
             return response
+        last = len(frames) - (2 if frames and frames[-1] == b"data: [DONE]\n\n" else 1)
         try:
             for n, frame in enumerate(frames):
                 if n and delay:
@@ -390,7 +393,7 @@ class LoopbackFake:
                 if stall_after is not None and n == stall_after:
                     await self.sleep_watching(request, record, stall_seconds)
                 await self.write(response, record, frame)
-            record.answered = True
+                record.answered = record.answered or n >= last
             transport = request.transport
             if transport is None or transport.is_closing():
                 record.disconnected = True
