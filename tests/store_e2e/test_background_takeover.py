@@ -5,13 +5,17 @@ The multi-node tier (tests/cluster) does the same across machines, through Postg
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 
-from tests.server_process import OrgateServer
+from tests.mcp.servers import Running, tools_server
+from tests.server_process import START_TIMEOUT, OrgateServer
 from tests.store_e2e.helpers import poll, text_of
 from tests.support.spec import check_sse
 
@@ -112,3 +116,55 @@ def test_a_killed_processs_background_responses_are_taken_over(
         assert "reached a client" in failed["error"]["message"]
         assert failed["error"]["code"] == "server_error"
         assert "taken over" in second.output() or "running it again" in second.output()
+
+
+def test_a_background_response_whose_mcp_call_had_started_is_not_run_again(
+    tmp_path: Path,
+) -> None:
+    """Killed while its MCP call runs (recorded in the store before the call): the process
+    that takes it over fails it rather than call the tool a second time."""
+    tools = Running(tools_server()).start()
+    config = CONFIG + (
+        f'\n[[mcp_servers]]\nlabel = "tools"\nurl = "{tools.url}"\n'
+        'allowed_tools = ["slow"]\nrequire_approval = "never"\n'
+    )
+    store = f"sqlite:///{tmp_path / 'orgate.db'}"
+    env = {"ORGATE_STORE__URL": store}
+    first = OrgateServer(config, api_key="key-a", env=env).start()
+    second = None
+    try:
+        second = OrgateServer(config, api_key="key-a", env=env).start()
+        with _client(first) as a, _client(second) as b:
+            made = a.post(
+                "/v1/responses",
+                json={
+                    "model": "orgate/echo",
+                    "input": "wait a little",
+                    "tools": [
+                        {"type": "mcp", "server_label": "tools", "require_approval": "never"}
+                    ],
+                    "tool_choice": "required",
+                    "background": True,
+                },
+            ).json()
+            deadline = time.monotonic() + START_TIMEOUT
+            while not _effects_recorded(tmp_path / "orgate.db", made["id"]):
+                assert time.monotonic() < deadline, "the call was never recorded"
+                time.sleep(0.01)
+            first.kill()  # the tool may be running now: it must not run twice
+            failed = poll(b, made["id"], timeout=120)
+        assert failed["status"] == "failed", failed
+        assert "side effects" in failed["error"]["message"], failed["error"]
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()
+        tools.stop()
+
+
+def _effects_recorded(path: Path, response_id: str) -> bool:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute(
+            "SELECT effects_at FROM background_jobs WHERE response_id = ?", (response_id,)
+        ).fetchone()
+    return row is not None and row[0] is not None
