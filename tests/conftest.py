@@ -23,13 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes._base import LoopbackFake  # noqa: E402
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat  # noqa: E402
 from tests.server_process import OrgateServer  # noqa: E402
-from tests.support.scheduling import make_scheduler  # noqa: E402
 from tests.support.upstreams import fresh, three_fakes  # noqa: E402
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """tests/cluster/ on one worker, the rest test by test (tests/support/scheduling.py)."""
+    """tests/cluster/ on one worker, the rest test by test (tests/support/scheduling.py).
+
+    Imported here: the hook runs only under pytest-xdist, and the suites run in their own
+    virtualenvs (scripts/llamaindex-tests.sh) do not install it."""
+    from tests.support.scheduling import make_scheduler
+
     return make_scheduler(config, log)
 
 
