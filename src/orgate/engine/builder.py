@@ -30,6 +30,7 @@ from typing import Any
 from orgate.engine import ids
 from orgate.engine.padding import PAD_TO, PADDING, padding
 from orgate.neutral import (
+    CompactionItem,
     ExtensionItem,
     Finish,
     McpApproval,
@@ -355,6 +356,8 @@ class ResponseBuilder:
                 self.sealed_reasoning = True
             case McpListStart() | McpListDone() | McpCallStart() | McpCallDone() | McpApproval():
                 self._mcp(event)
+            case CompactionItem(encrypted_content=sealed):
+                self._compaction(sealed)
             case ExtensionItem(item=item, origin=origin):
                 self._close_open("completed")
                 self.extensions.append(
@@ -362,6 +365,32 @@ class ResponseBuilder:
                 )
             case _:
                 raise TypeError(f"unknown model event {event!r}")
+
+    # --- a compaction the gateway ran (``context_management``) ---------------------------------
+
+    def _compaction(self, sealed: str) -> None:
+        """The ``compaction`` output item, with OpenAI's events for a server-side compaction:
+        ``output_item.added`` (no content yet), ``response.compaction.compacting``,
+        ``output_item.done`` (the sealed content)."""
+        self._close_open("completed")
+        index = len(self.output)
+        item = {
+            "id": ids.output_item_id("cmp", self.id, index),
+            "type": "compaction",
+            "encrypted_content": sealed,
+        }
+        self._emit(
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": {**item, "encrypted_content": ""},
+            }
+        )
+        self._emit(
+            {"type": "response.compaction.compacting", "item_id": item["id"], "output_index": index}
+        )
+        self.output.append(item)
+        self._emit({"type": "response.output_item.done", "output_index": index, "item": item})
 
     # --- MCP items (the gateway's own tool loop) ---------------------------------------------
 

@@ -39,6 +39,7 @@ import binascii
 import os
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,8 @@ from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemPara
 from orgate.protocol.errors import ApiError, ErrorCode
 
 TOKEN_PREFIX = "ogc1_"
+#: Payload key of a compaction made on create: the item stands for the whole context before it.
+WHOLE_CONTEXT = "context"
 PAYLOAD_VERSION = 1
 SUMMARY_HEADER = (
     "Summary of the earlier part of this conversation (compacted by orgate; it covers what came "
@@ -221,7 +224,11 @@ def summary_message(summary: str) -> DeveloperMessageItemParam:
 def expand(
     items: list[Any], key: bytes, *, context: str = "", param_prefix: str = "input"
 ) -> list[Any]:
-    """Replace every ``compaction`` item by the items it encodes (a summary message, or nothing)."""
+    """Replace every ``compaction`` item by the items it encodes (a summary message, or nothing).
+
+    A compaction item that stands for the whole context before it (made on create by
+    ``context_management``, ``is_whole``) stays as it is, checked: ``model_view`` opens it
+    where it applies (it replaces what precedes it, the stored history included)."""
     for item in items:  # (a loop, not any() over a generator: this runs on every request)
         if isinstance(item, CompactionSummaryItemParam):
             break
@@ -234,6 +241,9 @@ def expand(
             continue
         param = f"{param_prefix}[{index}].encrypted_content"
         payload = open_sealed(item.encrypted_content, key, context=context, param=param)
+        if is_whole(payload):
+            out.append(item)
+            continue
         summary = payload.get("summary")
         if isinstance(summary, str) and summary:
             out.append(summary_message(summary))
@@ -241,6 +251,65 @@ def expand(
         if held:
             out.extend(_opaque_items(held, param))
     return out
+
+
+def is_whole(payload: dict[str, Any]) -> bool:
+    """True for the payload of a compaction item that stands for the whole context before it."""
+    return payload.get(WHOLE_CONTEXT) is True
+
+
+def whole_payload(
+    summary: str, kept: list[dict[str, Any]], *, covered: int, model: str | None
+) -> dict[str, Any]:
+    """The content of a compaction made on create: the summary of the older items and the kept
+    items themselves (their stored form), so that the item stands for the whole context before it."""
+    payload = make_payload(summary, covered=covered, model=model)
+    payload[WHOLE_CONTEXT] = True
+    payload["items"] = kept
+    return payload
+
+
+def has_compaction(items: list[Any]) -> bool:
+    """True when ``items`` hold a ``compaction`` item (after ``expand``: one made on create)."""
+    return CompactionSummaryItemParam in map(type, items)  # compared in C
+
+
+def model_view(
+    history: list[Any],
+    new_input: list[Any],
+    key: bytes,
+    *,
+    context: str = "",
+    read: Callable[[list[dict[str, Any]]], list[Any]],
+) -> tuple[list[Any], list[Any]]:
+    """The context the model reads, as (history, new input): the latest whole-context compaction
+    item in history + new input replaces everything before it by the summary and the items it
+    holds (``read`` turns their stored form back into input items). Unchanged without one."""
+    context_items = [*history, *new_input]
+    for index in range(len(context_items) - 1, -1, -1):
+        item = context_items[index]
+        if type(item) is not CompactionSummaryItemParam:
+            continue
+        in_input = index >= len(history)
+        param = (
+            f"input[{index - len(history)}].encrypted_content"
+            if in_input
+            else "previous_response_id"
+        )
+        payload = open_sealed(item.encrypted_content, key, context=context, param=param)
+        if is_whole(payload):
+            break
+    else:
+        return history, new_input
+    summary = payload.get("summary")
+    expanded: list[Any] = [summary_message(summary)] if isinstance(summary, str) and summary else []
+    try:
+        expanded += read(list(payload.get("items") or ()))
+    except (ApiError, TypeError, ValidationError):
+        raise _invalid(param, "encrypted_content holds items this orgate cannot read") from None
+    if in_input:
+        return [], [*expanded, *new_input[index - len(history) + 1 :]]
+    return [*expanded, *history[index + 1 :]], new_input
 
 
 def _opaque_items(held: Any, param: str) -> list[OpaqueItem]:
@@ -386,6 +455,7 @@ def fit_context(
 __all__ = [
     "SUMMARISER_INSTRUCTIONS",
     "SUMMARY_HEADER",
+    "WHOLE_CONTEXT",
     "Compacted",
     "Fit",
     "compact",
@@ -393,6 +463,10 @@ __all__ = [
     "expand",
     "extensions_payload",
     "fit_context",
+    "is_whole",
+    "has_compaction",
+    "model_view",
+    "whole_payload",
     "make_payload",
     "open_sealed",
     "partition",

@@ -32,9 +32,15 @@ from pydantic import BaseModel
 
 from orgate.engine import compaction, ids
 from orgate.engine.builder import usage_dict
-from orgate.engine.context import item_field_part, items_from_wire, normalize_input
+from orgate.engine.context import (
+    item_field_part,
+    item_to_wire,
+    items_from_wire,
+    normalize_input,
+)
+from orgate.engine.context_management import ServerCompaction
 from orgate.engine.service import Caller, ResponsesService
-from orgate.neutral import OpaqueItem
+from orgate.neutral import OpaqueItem, Usage
 from orgate.protocol import (
     CompactionSummaryItemParam,
     CompactResponseMethodPublicBody,
@@ -109,6 +115,10 @@ class CompactionService:
                 )
             history = items_from_wire(stored)
         new_input = await self.responses.resolve_references(normalize_input(body), caller)  # type: ignore[arg-type]
+        # from the latest compaction made on create on, as the model would read it
+        history, new_input = compaction.model_view(
+            history, new_input, self.key, context=caller.tenant, read=items_from_wire
+        )
         items = [*history, *new_input]
         if not items:
             raise missing_required_parameter(
@@ -116,8 +126,31 @@ class CompactionService:
             )
         return items, len(history)
 
+    async def compact_context(
+        self, items: list[Any], body: CreateResponseBody, caller: Caller
+    ) -> ServerCompaction | None:
+        """A compaction on create (``context_management``): the older turns of ``items`` (the
+        model's context) summarised, the rest kept; sealed into one item that stands for the
+        whole context. None when no turn is older than the kept ones."""
+        older, kept = compaction.partition(items, self.keep_turns)
+        if not older:
+            return None
+        summary, usage = await self.summarise(body, caller, older)
+        assert summary is not None
+        payload = compaction.whole_payload(
+            summary, [item_to_wire(item) for item in kept], covered=len(older), model=body.model
+        )
+        return ServerCompaction(
+            items=[compaction.summary_message(summary), *kept],
+            encrypted_content=compaction.seal(payload, self.key, context=caller.tenant),
+            usage=neutral_usage(usage),
+        )
+
     async def summarise(
-        self, body: CompactResponseMethodPublicBody, caller: Caller, older: list[Any]
+        self,
+        body: CompactResponseMethodPublicBody | CreateResponseBody,
+        caller: Caller,
+        older: list[Any],
     ) -> tuple[str | None, dict[str, Any]]:
         """Ask the requested model for the summary of ``older``: one unstored response."""
         if not older:
@@ -143,6 +176,16 @@ class CompactionService:
                 ErrorCode.COMPACTION_FAILED, f"model '{body.model}' returned no summary text"
             )
         return summary, final.get("usage") or usage_dict(None)
+
+
+def neutral_usage(usage: dict[str, Any]) -> Usage:
+    """A response's ``usage`` (wire shape) as the neutral ``Usage`` a ``Finish`` carries."""
+    return Usage(
+        input_tokens=usage.get("input_tokens") or 0,
+        output_tokens=usage.get("output_tokens") or 0,
+        cached_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens") or 0,
+        reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0,
+    )
 
 
 def _output_texts(final: dict[str, Any]) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 
 from orgate.engine import ids
+from orgate.engine.create_options import FIELDS as CREATE_FIELDS
 from orgate.engine.output_fit import check_output_fits, output_schemas
 from orgate.engine.router import RouteTrace
 from orgate.neutral import (
@@ -49,8 +50,9 @@ from orgate.protocol.errors import (
     unsupported_parameter,
 )
 
-# Top-level fields orgate accepts beyond the spec (extensions). Anything else unknown is a 400.
-EXTENSION_FIELDS = frozenset({"user", "stop"})
+# Top-level fields orgate accepts beyond the spec (extensions; OpenAI's create fields are read by
+# engine/create_options.py). Anything else unknown is a 400.
+EXTENSION_FIELDS = frozenset({"user", "stop"}) | CREATE_FIELDS
 # Fields OpenAI accepts that change nothing about the generation (request tags, cache retention):
 # accepted, checked for their type, and sent to no upstream (docs/configuration.md).
 NEUTRAL_FIELDS = {"client_metadata": dict, "prompt_cache_retention": str}
@@ -89,6 +91,10 @@ class Turn(NamedTuple):
         Any, ...
     ] = ()  # the OpaqueItems of request.input (history items only one origin may take)
     mcp: Any = None  # the turn's MCP servers and approvals (engine/mcp_loop.py), set by the service
+    # the stored response a conversation's turn continues (its echo names the conversation instead)
+    parent: str | None = None
+    # the compaction made before the model is called (context_management.ServerCompaction)
+    compacted: Any = None
 
 
 @dataclass(slots=True)

@@ -10,9 +10,16 @@ terminal response is persisted before the terminal event is yielded, so a
 response a client saw complete is already durable. Non-streaming callers
 drain the same stream.
 
-Sessions: a request in a session (header or ``user``) holds the session's
-turn lease from ``create()`` until its response is stored; a second
-concurrent request in the same session gets 409 ``session_busy``.
+Sessions: a request in a session (header or ``user``), or in a conversation (the body's
+``conversation``, which must exist; a session and a conversation are one thing), holds
+the session's turn lease from ``create()`` until its response is stored; a second
+concurrent request in the same session gets 409 ``session_busy``. A turn in a
+conversation echoes ``conversation`` and no ``previous_response_id`` (OpenAI's shape);
+the store chains it to the conversation's latest response all the same.
+
+``generate: false`` stores a response with no output and asks no model; with
+``context_management`` a turn over its threshold is compacted first
+(``context_management.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,13 @@ from typing import Any, Protocol
 
 from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
-from orgate.engine.compaction import expand, fit_context
+from orgate.engine.compaction import (
+    estimate_tokens,
+    expand,
+    fit_context,
+    has_compaction,
+    model_view,
+)
 from orgate.engine.context import (
     Turn,
     TurnRun,
@@ -37,6 +50,13 @@ from orgate.engine.context import (
     lift_additional_tools,
     normalize_input,
 )
+from orgate.engine.context_management import (
+    CompactedProvider,
+    ContextCompactor,
+    ServerCompaction,
+    threshold,
+)
+from orgate.engine.create_options import PLAIN, CreateOptions, create_options
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.lifecycle import BackgroundLease, Ending, ResponseStream, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
@@ -44,11 +64,13 @@ from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
+    Finish,
     Ledger,
     ModelEvent,
     ModelRequest,
     Provider,
     Translation,
+    Usage,
     aclose_quietly,
     origin_of,
 )
@@ -63,6 +85,7 @@ from orgate.protocol.errors import (
     model_not_found,
     not_found,
     translation_refused,
+    unsupported_parameter,
     upstream_without_events,
 )
 from orgate.store.base import (
@@ -75,6 +98,7 @@ from orgate.store.base import (
     SessionTurn,
     StoreError,
     UnknownResponse,
+    UnknownSession,
 )
 
 log = logging.getLogger("orgate.engine")
@@ -175,6 +199,8 @@ class ResponsesService:
         self.refuse_translations = refuse_translations
         # how long a background response's lease lasts unrenewed ([store] background_lease_seconds)
         self.background_lease_seconds = background_lease_seconds
+        # compacts a turn over its `context_management` threshold (the compaction service)
+        self.compactor: ContextCompactor | None = None
         self._local_approvals = LocalApprovals()  # claims without a store: this process only
 
     @property
@@ -205,6 +231,7 @@ class ResponsesService:
         session_id: str | None = None,
         history_override: list[dict[str, Any]] | None = None,
         response_id: str | None = None,
+        options: CreateOptions = PLAIN,
     ) -> Turn:
         """The turn's plan: model, context (history, references, compaction items), gate checks
         (findings appended to ``warnings``), model request and response skeleton."""
@@ -216,18 +243,34 @@ class ResponsesService:
         # item_reference resolved from the store, or compaction items opened (they may hold extension items)
         unsealed = new_input is not own_input
         previous = body.previous_response_id
+        parent = None  # the stored response a conversation's turn continues (not echoed)
         if previous is None and session is not None and session.latest_response_id:
-            previous = session.latest_response_id
+            if options.conversation is None:
+                previous = session.latest_response_id
+            else:
+                parent = session.latest_response_id
         history: list[Any] = []
-        if previous or history_override is not None:
-            history = await self._history(previous, caller, history_override)
+        if previous or parent or history_override is not None:
+            history = await self._history(
+                previous or parent, caller, history_override, session, options.conversation
+            )
         warnings = [] if warnings is None else warnings
         check_context(history, new_input, self.gate_policy, warnings, body.tools)
+        model_history, model_input = history, new_input
+        if self.compaction_key is not None and (unsealed or history):
+            model_history, model_input = self._model_view(history, new_input, caller)
+        compacted = None
+        if options.compaction and options.generate:
+            compacted = await self._compact(
+                body, caller, deployment, options, model_history, model_input
+            )
+            if compacted is not None:
+                model_history, model_input = [], compacted.items
         turn = build_turn(
             body,
             deployment,
-            new_input,
-            history,
+            model_input,
+            model_history,
             store_enabled=self.store is not None,
             previous_response_id=previous,
             history_unlinked=history_override is not None,
@@ -235,9 +278,17 @@ class ResponsesService:
             tenant=caller.tenant,
             response_id=response_id,
         )
+        if options is not PLAIN or model_input is not new_input:
+            turn = self._with_options(turn, options, new_input, parent, compacted)
+        if options.conversation is not None and not turn.store:
+            raise invalid_request(
+                "A turn in a conversation is stored in it: remove store=false (or the "
+                "conversation).",
+                param="store",
+            )
         request, mcp = turn.request, None
         if turn.mcp_tools or has_mcp_items(request.input):
-            request, mcp = self._prepare_mcp(turn, body, history, new_input)
+            request, mcp = self._prepare_mcp(turn, body, model_history, model_input)
         for path, kind in turn.dropped_tools:
             warnings.append(
                 f"{path}: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)"
@@ -250,7 +301,7 @@ class ResponsesService:
             )
         request = _fit(request, body, deployment)
         # only stored items (history, references, compaction items) can be opaque
-        opaque = opaque_items(request.input) if history or unsealed else ()
+        opaque = opaque_items(request.input) if history or unsealed or compacted else ()
         if turn.background and not turn.store:
             raise invalid_request(
                 "background responses must be stored: remove store=false (or enable the store).",
@@ -263,23 +314,86 @@ class ResponsesService:
         return turn
 
     async def _history(
-        self, previous: str | None, caller: Caller, history_override: list[dict[str, Any]] | None
+        self,
+        previous: str | None,
+        caller: Caller,
+        history_override: list[dict[str, Any]] | None,
+        session: SessionTurn | None = None,
+        conversation: str | None = None,
     ) -> list[Any]:
         """The turn's context before its own input: the caller's (a WebSocket connection's cache),
-        or the stored chain that ends with ``previous``."""
+        or the stored chain that ends with ``previous`` (a session's: without the items deleted
+        from its conversation)."""
         if history_override is not None:
             return items_from_wire(history_override)
+        hidden = (
+            session.hidden if session is not None and previous == session.latest_response_id else ()
+        )
         stored = None
         if self.store is not None:
             try:
-                stored = await self.store.context(previous, caller.tenant)  # type: ignore[arg-type]
+                if hidden:
+                    pairs = await self.store.context_items(previous, caller.tenant)  # type: ignore[arg-type]
+                    gone = set(hidden)
+                    stored = None if pairs is None else [i for k, i in pairs if k not in gone]
+                else:
+                    stored = await self.store.context(previous, caller.tenant)  # type: ignore[arg-type]
             except StoreError as exc:
                 raise store_failure(exc) from None
         if stored is None:
+            if conversation is not None:
+                raise conversation_lost(conversation, previous)
             raise not_found(
                 f"Previous response with id '{previous}' not found.", param="previous_response_id"
             )
         return items_from_wire(stored)
+
+    def _model_view(
+        self, history: list[Any], new_input: list[Any], caller: Caller
+    ) -> tuple[list[Any], list[Any]]:
+        """History and input as the model reads them: from the latest compaction made on create
+        on (``compaction.model_view``); the lists themselves when there is none."""
+        assert self.compaction_key is not None
+        if not (has_compaction(history) or has_compaction(new_input)):
+            return history, new_input
+        return model_view(
+            history, new_input, self.compaction_key, context=caller.tenant, read=items_from_wire
+        )
+
+    async def _compact(
+        self,
+        body: CreateResponseBody,
+        caller: Caller,
+        deployment: Deployment,
+        options: CreateOptions,
+        history: list[Any],
+        new_input: list[Any],
+    ) -> ServerCompaction | None:
+        """The turn's compaction (``context_management``) when its context passes the threshold."""
+        limit = threshold(options.compact_threshold, deployment)
+        context = [*history, *new_input]
+        if estimate_tokens(context, body.instructions) <= limit:
+            return None
+        if self.compactor is None or self.compaction_key is None:
+            raise unsupported_parameter(
+                "context_management: compaction is not available on this server.",
+                param="context_management",
+            )
+        return await self.compactor.compact_context(context, body, caller)
+
+    @staticmethod
+    def _with_options(
+        turn: Turn,
+        options: CreateOptions,
+        new_input: list[Any],
+        parent: str | None,
+        compacted: ServerCompaction | None,
+    ) -> Turn:
+        """The turn with what the extra create fields decided: its own input as the client sent it
+        (the model may read another view of it), the conversation it runs in, the compaction."""
+        if options.conversation is not None:
+            turn.base["conversation"] = {"id": options.conversation}
+        return turn._replace(new_input=new_input, parent=parent, compacted=compacted)
 
     def _prepare_mcp(
         self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]
@@ -343,17 +457,27 @@ class ResponsesService:
             resolved.extend(items_from_wire([found]))
         return resolved
 
-    async def begin_session(self, caller: Caller, session_id: str | None) -> SessionTurn | None:
-        if session_id is None or self.store is None:
+    async def begin_session(
+        self, caller: Caller, session_id: str | None, *, conversation: bool = False
+    ) -> SessionTurn | None:
+        """Claim the session's turn (409 ``session_busy`` while another holds it). A
+        ``conversation`` must exist already (404 ``conversation_not_found``)."""
+        if session_id is None:
+            return None
+        if self.store is None:
+            if conversation:
+                raise conversation_not_found(session_id, param="conversation")
             return None
         try:
-            return await self.store.begin_session_turn(caller.tenant, session_id)
+            return await self.store.begin_session_turn(
+                caller.tenant, session_id, create=not conversation
+            )
         except SessionBusy:
-            raise ApiError.of(
-                ErrorCode.SESSION_BUSY,
-                f"Session '{session_id}' already has a response in progress; send the next turn when it is done.",
-                param="session",
+            raise session_busy(
+                session_id, param="conversation" if conversation else "session"
             ) from None
+        except UnknownSession:
+            raise conversation_not_found(session_id, param="conversation") from None
         except StoreError as exc:
             raise store_failure(exc) from None
 
@@ -386,11 +510,18 @@ class ResponsesService:
         A background turn given ``rerun`` (what is needed to run it again) is leased in the
         store with its queued save, so that another process can run it if this one dies;
         ``resume`` runs such a response again, under the lease taken over."""
+        options = create_options(body)
+        if options.conversation is not None:  # the body's conversation wins over header and `user`
+            session_id = options.conversation
         if resume is not None:
             session = resume.session
         else:
             session = (
-                await self.begin_session(caller, session_id) if session_id is not None else None
+                await self.begin_session(
+                    caller, session_id, conversation=options.conversation is not None
+                )
+                if session_id is not None
+                else None
             )
         run = TurnRun([] if warnings is None else warnings)
         try:
@@ -402,8 +533,9 @@ class ResponsesService:
                 session_id=session_id,
                 history_override=history_override,
                 response_id=resume.response_id if resume is not None else None,
+                options=options,
             )
-            upstream = self._call(turn, run, session, budget)
+            upstream = self._call(turn, run, session, budget) if options.generate else _nothing()
             if turn.background:
                 return await self._background(turn, run, caller, upstream, session, rerun, resume)
             # The first batch, so that a failure before any output is an HTTP error.
@@ -414,7 +546,8 @@ class ResponsesService:
             except BaseException as exc:
                 failed = await self._no_first_batch(turn, upstream, exc)
             else:
-                self._answered(turn, run)
+                if options.generate:
+                    self._answered(turn, run)
         except BaseException:
             await self.end_session(session)
             raise
@@ -435,6 +568,8 @@ class ResponsesService:
         if turn.mcp is not None:
             assert self.mcp is not None
             provider = McpLoop(provider, turn.mcp, self.mcp)
+        if turn.compacted is not None:
+            provider = CompactedProvider(provider, turn.compacted)
         return provider.stream_batches(turn.request)
 
     async def _background(
@@ -574,6 +709,7 @@ class ResponsesService:
                     stream.builder.id,
                 )
                 stream.builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
+                stream.turn = stream.turn._replace(parent=None)
                 response, deadline, delay = None, clock() + retry_for, 0.1
             except LeaseLost:
                 assert stream.lease is not None
@@ -615,7 +751,7 @@ class ResponsesService:
             input_items=input_items,
             previous_response_id=None
             if turn.history_unlinked
-            else turn.base.get("previous_response_id"),
+            else turn.parent or turn.base.get("previous_response_id"),
             session_id=turn.session_id,
             deployment=(run.route.served_by if run.route is not None else None)
             or turn.deployment.name,
@@ -625,6 +761,39 @@ class ResponsesService:
             output_items=self.history_output(builder, turn, run),
             job=None if stream.lease is None else _job_write(stream.lease, body["status"]),
         )
+
+
+async def _nothing() -> AsyncIterator[list[ModelEvent]]:
+    """The answer of a turn with ``generate: false``: no output, no tokens, no model asked."""
+    yield [Finish("stop", Usage())]
+
+
+def session_busy(session_id: str, *, param: str) -> ApiError:
+    """409: another request of the session (conversation) holds its turn."""
+    return ApiError.of(
+        ErrorCode.SESSION_BUSY,
+        f"Session '{session_id}' already has a response in progress; send the next turn when "
+        "it is done.",
+        param=param,
+    )
+
+
+def conversation_not_found(conversation_id: str, *, param: str) -> ApiError:
+    return ApiError.of(
+        ErrorCode.CONVERSATION_NOT_FOUND,
+        f"Conversation with id '{conversation_id}' not found.",
+        param=param,
+    )
+
+
+def conversation_lost(conversation_id: str, response_id: str | None) -> ApiError:
+    """404: the conversation's history broke (a response of its chain deleted or expired)."""
+    return ApiError.of(
+        ErrorCode.CONVERSATION_NOT_FOUND,
+        f"Conversation '{conversation_id}' lost its items: response '{response_id}' of its "
+        "history was deleted or has expired.",
+        param="conversation",
+    )
 
 
 def _fit(request: ModelRequest, body: CreateResponseBody, deployment: Deployment) -> ModelRequest:
@@ -727,6 +896,9 @@ __all__ = [  # the engine's façade: the lifecycle's types are used through it
     "BackgroundLease",
     "Caller",
     "Ending",
+    "conversation_lost",
+    "conversation_not_found",
+    "session_busy",
     "ResponseStream",
     "ResponsesService",
     "Resume",

@@ -10,6 +10,7 @@ protocol each; the engine never sees a provider's wire format.
 from orgate.neutral.batches import aclose, aclose_quietly, batches_of_one, one_by_one
 from orgate.neutral.deployment import Capabilities, Deployment
 from orgate.neutral.events import (
+    CompactionItem,
     ExtensionItem,
     Finish,
     FinishReason,
@@ -39,6 +40,7 @@ __all__ = [
     "aclose_quietly",
     "EXTENSION_ITEM_TYPE",
     "Capabilities",
+    "CompactionItem",
     "Deployment",
     "ExtensionItem",
     "McpApproval",

@@ -178,6 +178,14 @@ class McpApproval:
 
 
 @dataclass(slots=True)
+class CompactionItem:
+    """A compaction the gateway ran before calling the model (a request's ``context_management``):
+    the response's ``compaction`` output item, sealed (``encrypted_content``)."""
+
+    encrypted_content: str
+
+
+@dataclass(slots=True)
 class Finish:
     """The last event of every provider stream."""
 
@@ -199,5 +207,6 @@ ModelEvent = (
     | McpCallStart
     | McpCallDone
     | McpApproval
+    | CompactionItem
     | Finish
 )

@@ -99,6 +99,14 @@ class ErrorCode(StrEnum):
         "`param` name it, and docs/translation.md its code.",
         "Remove what `param` names, or use a model whose upstream takes it.",
     )
+    MUTUALLY_EXCLUSIVE_PARAMETERS = (
+        "mutually_exclusive_parameters",
+        400,
+        INVALID_REQUEST,
+        "Two parameters that cannot be used together, e.g. `previous_response_id` and "
+        "`conversation` (OpenAI's code, message and `param: null`).",
+        "Send one of them.",
+    )
     UNKNOWN_EVENT_TYPE = (
         "unknown_event_type",
         400,
@@ -473,6 +481,14 @@ class ErrorCode(StrEnum):
         "`previous_response_id` names no response this key can continue.",
         "Send the id of a stored response, or the whole conversation.",
     )
+    CONVERSATION_NOT_FOUND = (
+        "conversation_not_found",
+        404,
+        INVALID_REQUEST,
+        "The conversation (or a session of that key) does not exist for this API key's tenant, "
+        "or no longer has its items (a response of its history was deleted or expired).",
+        "Create it with `POST /v1/conversations`, or check the id.",
+    )
     EVENTS_NOT_STORED = (
         "events_not_stored",
         400,
@@ -624,7 +640,8 @@ class ErrorCode(StrEnum):
         "session_busy",
         409,
         INVALID_REQUEST,
-        "Another request of the same session is in progress.",
+        "Another request of the same session (conversation) is in progress: a turn, an "
+        "addition of items, or a delete of the conversation while a turn runs.",
         "Wait for it to finish, then retry.",
     )
     MCP_APPROVAL_IN_PROGRESS = (

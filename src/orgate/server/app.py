@@ -25,6 +25,7 @@ from orgate.server import routes
 from orgate.server.background_jobs import take_over
 from orgate.server.cluster import keep_node
 from orgate.server.compact import compact_routes
+from orgate.server.conversations import conversation_routes
 from orgate.server.create_endpoint import CreateResponse
 from orgate.server.errors import handle_api_error, handle_http_exception, handle_unexpected
 from orgate.server.middleware import edge_middleware, wrap
@@ -99,6 +100,7 @@ def create_app(
         *routes.core_routes(services),
         *compact_routes(services),  # before /v1/responses/{response_id}: "compact" is no id
         *stored_routes(services),
+        *conversation_routes(services),
         *websocket_routes(services),
         *openapi_routes(services),
     ]

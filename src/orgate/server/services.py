@@ -23,6 +23,7 @@ from orgate.config import (
 )
 from orgate.engine.background import BackgroundRunner
 from orgate.engine.compaction_service import CompactionService
+from orgate.engine.conversations import ConversationsService
 from orgate.engine.router import Router
 from orgate.engine.service import ResponsesService
 from orgate.gate.work import SCHEMA_WORK
@@ -53,6 +54,7 @@ class Services:
     providers: ProviderRegistry
     responses: ResponsesService
     compaction: CompactionService
+    conversations: ConversationsService
     metrics: CollectorRegistry
     pipeline: OutputChecks
     http_metrics: HttpMetrics
@@ -115,8 +117,11 @@ def build_services(settings: Settings) -> Services:
         refuse_translations=frozenset(settings.translation.refuse),
         background_lease_seconds=settings.store.background_lease_seconds,
     )
+    compaction = CompactionService(responses, key, settings.compaction.keep_turns)
+    responses.compactor = compaction  # compaction on create (`context_management`)
     return Services(
-        compaction=CompactionService(responses, key, settings.compaction.keep_turns),
+        compaction=compaction,
+        conversations=ConversationsService(responses, settings.limits.max_input_items),
         metrics=metrics,
         metrics_view=WorkersView(metrics, worker.metrics_dir) if worker else metrics,
         worker=worker,

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from orgate.datadir import STORE_FILE, data_dir
 from orgate.store.base import (
     STATUSES,
+    Conversation,
     ItemsPage,
     ResponseConflict,
     ResponseFilter,
@@ -33,11 +34,13 @@ from orgate.store.base import (
     StoreStats,
     StoreUnavailable,
     UnknownResponse,
+    UnknownSession,
 )
 from orgate.store.sqlite import SqliteStore
 
 __all__ = [
     "STATUSES",
+    "Conversation",
     "ItemsPage",
     "ResponseConflict",
     "ResponseFilter",
@@ -53,6 +56,7 @@ __all__ = [
     "StoredItem",
     "StoredResponse",
     "UnknownResponse",
+    "UnknownSession",
     "default_sqlite_path",
     "describe_url",
     "open_store",

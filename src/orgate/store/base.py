@@ -101,6 +101,15 @@ class SessionBusy(StoreError):
         self.session_id = session_id
 
 
+class UnknownSession(StoreError):
+    """An operation on a session (conversation) the tenant does not have."""
+
+    def __init__(self, tenant: str, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found")
+        self.tenant = tenant
+        self.session_id = session_id
+
+
 # --------------------------------------------------------------------------- records
 
 
@@ -191,6 +200,33 @@ class SessionTurn:
     latest_response_id: str | None
     deployment: str | None
     lease_expires_at: float
+    #: Ids of the items deleted from the session's conversation (``hide_item``): its history
+    #: without them is the next turn's context.
+    hidden: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A session seen as a conversation (OpenAI's Conversations API). Times are Unix seconds."""
+
+    id: str
+    tenant: str
+    created_at: float
+    updated_at: float
+    metadata: dict[str, str]
+    #: The response whose chain holds the conversation's items (None: no items yet).
+    latest_response_id: str | None
+    #: Ids of the items deleted from the conversation (its chain keeps them).
+    hidden: tuple[str, ...]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``conversation`` object."""
+        return {
+            "id": self.id,
+            "object": "conversation",
+            "created_at": int(self.created_at),
+            "metadata": self.metadata,
+        }
 
 
 JobAction = Literal["lease", "hold", "finish"]
@@ -647,6 +683,14 @@ class ResponseStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def context_items(
+        self, response_id: str, tenant: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        """``context`` with each item's id: ``(id, item)`` pairs (an item stored without an id
+        has the one derived from its place, as ``input_items`` lists it). None as for
+        ``context``. One round trip."""
+
+    @abc.abstractmethod
     async def input_items(
         self,
         response_id: str,
@@ -806,12 +850,14 @@ class ResponseStore(abc.ABC):
 
     @abc.abstractmethod
     async def begin_session_turn(
-        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0, create: bool = True
     ) -> SessionTurn:
         """Claim the session's turn: returns its latest response, or raises ``SessionBusy``.
 
         The claim is atomic across processes; it does not wait. The lease ends with
-        ``end_session_turn`` or after ``lease_seconds`` (a crashed holder).
+        ``end_session_turn`` or after ``lease_seconds`` (a crashed holder). A session that
+        does not exist is created, unless ``create`` is false: then ``UnknownSession``
+        (a conversation must be created first).
         """
 
     async def end_session_turn(self, turn: SessionTurn) -> None:
@@ -829,6 +875,34 @@ class ResponseStore(abc.ABC):
     @abc.abstractmethod
     async def _end_turn(self, turn: SessionTurn) -> None:
         """One attempt at releasing ``turn``'s lease."""
+
+    # -- conversations: sessions seen through OpenAI's Conversations API
+
+    @abc.abstractmethod
+    async def create_conversation(
+        self, tenant: str, conversation_id: str, *, metadata: dict[str, str]
+    ) -> Conversation:
+        """A new, empty session named ``conversation_id``; ``StoreError`` if the name is taken."""
+
+    @abc.abstractmethod
+    async def get_conversation(self, conversation_id: str, tenant: str) -> Conversation | None:
+        """The session as a conversation, or None when the tenant has no such session."""
+
+    @abc.abstractmethod
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, *, metadata: dict[str, str]
+    ) -> Conversation | None:
+        """Replace the conversation's metadata; None when the tenant has no such session."""
+
+    @abc.abstractmethod
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        """Delete the session (its responses stay); True when it existed. ``SessionBusy`` while
+        a turn holds its lease (the turn's save would bring it back)."""
+
+    @abc.abstractmethod
+    async def hide_item(self, conversation_id: str, tenant: str, item_id: str) -> bool:
+        """Delete an item from the conversation: its id joins the session's ``hidden`` ids (the
+        responses that hold it keep it). False when the tenant has no such session."""
 
     @functools.cached_property
     def lease_releases(self) -> LeaseReleases:

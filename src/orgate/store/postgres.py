@@ -32,6 +32,7 @@ from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
     ApprovalClaim,
+    Conversation,
     ItemsPage,
     Order,
     ResponseConflict,
@@ -48,6 +49,7 @@ from orgate.store.base import (
     StoreUnavailable,
     TenantInUse,
     UnknownResponse,
+    UnknownSession,
     check_order,
     claim_of,
     decode_cursor,
@@ -58,7 +60,7 @@ from orgate.store.base import (
     page_of,
     with_id,
 )
-from orgate.store.codec import SaveRows, encode_save, loads, rewrite_status
+from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
 from orgate.store.postgres_shared import PostgresSharedState
 from orgate.store.schema import (
     POSTGRES_MIGRATION_LOCK,
@@ -105,6 +107,23 @@ _RESPONSE_COLUMNS = (
     "deployment, response, request, depth, history_len, owner, cancel_requested, expires_at"
 )
 
+_CLAIM = """
+INSERT INTO sessions AS s (tenant, session_id, updated_at, created_at, lease_token, lease_owner,
+    lease_expires_at) VALUES ($1, $2, $3, $3, $4, $5, $6)
+ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = EXCLUDED.lease_token,
+    lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at
+WHERE s.lease_token IS NULL OR s.lease_expires_at <= $3 OR s.lease_token = $4
+RETURNING latest_response_id, deployment, hidden
+"""
+
+#: The claim of a session that must exist already (a conversation).
+_CLAIM_EXISTING = """
+UPDATE sessions AS s SET lease_token = $4, lease_owner = $5, lease_expires_at = $6
+WHERE s.tenant = $1 AND s.session_id = $2
+    AND (s.lease_token IS NULL OR s.lease_expires_at <= $3 OR s.lease_token = $4)
+RETURNING latest_response_id, deployment, hidden
+"""
+
 _SAVE = """
 WITH parent AS (
     SELECT chain, history_len FROM responses
@@ -150,8 +169,9 @@ WITH parent AS (
     SELECT $1, $2, $19 WHERE $19::bytea IS NOT NULL AND EXISTS (SELECT 1 FROM up)
     ON CONFLICT (response_id) DO UPDATE SET data = EXCLUDED.data
 ), sess AS (
-    INSERT INTO sessions AS s (tenant, session_id, latest_response_id, deployment, updated_at)
-    SELECT $2, $8, $1, $9, $6 WHERE $8::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
+    INSERT INTO sessions AS s (tenant, session_id, latest_response_id, deployment, updated_at,
+        created_at)
+    SELECT $2, $8, $1, $9, $6, $6 WHERE $8::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
     ON CONFLICT (tenant, session_id) DO UPDATE SET
         latest_response_id = EXCLUDED.latest_response_id,
         deployment = coalesce(EXCLUDED.deployment, s.deployment),
@@ -174,6 +194,28 @@ SELECT
     (SELECT array_agg(i.data ORDER BY anc.ord, i.seq) FROM anc
         JOIN items AS i ON i.response_id = anc.rid AND i.tenant = $2) AS items
 """
+
+_CONTEXT_ITEMS = """
+WITH anc AS (
+    SELECT a.rid, a.ord
+    FROM responses AS r, unnest(r.chain) WITH ORDINALITY AS a(rid, ord)
+    WHERE r.id = $1 AND r.tenant = $2 AND (r.expires_at IS NULL OR r.expires_at > $3)
+), its AS (
+    SELECT anc.ord, i.seq, i.item_id, i.data FROM anc
+        JOIN items AS i ON i.response_id = anc.rid AND i.tenant = $2
+)
+SELECT
+    (SELECT count(*) FROM anc)::integer AS n_chain,
+    (SELECT count(*) FROM anc JOIN responses AS x ON x.id = anc.rid
+        WHERE x.tenant = $2 AND (x.expires_at IS NULL OR x.expires_at > $3))::integer AS n_live,
+    (SELECT array_agg(item_id ORDER BY ord, seq) FROM its) AS ids,
+    (SELECT array_agg(data ORDER BY ord, seq) FROM its) AS items
+"""
+
+_CONVERSATION_COLUMNS = (
+    "session_id, tenant, coalesce(created_at, updated_at) AS created_at, updated_at, metadata,"
+    " latest_response_id, hidden"
+)
 
 _PRUNE = """
 WITH doomed AS (
@@ -209,6 +251,18 @@ def _split_options(url: str) -> tuple[str, int]:
         else:
             rest.append((key, value))
     return urlunsplit(parts._replace(query=urlencode(rest))), pool_size
+
+
+def _conversation(row: asyncpg.Record) -> Conversation:
+    return Conversation(
+        id=row["session_id"],
+        tenant=row["tenant"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        metadata=loads(row["metadata"]) if row["metadata"] is not None else {},
+        latest_response_id=row["latest_response_id"],
+        hidden=tuple(row["hidden"] or ()),
+    )
 
 
 def _record(row: asyncpg.Record) -> StoredResponse:
@@ -482,6 +536,17 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             return None
         return [loads(data) for data in row["items"] or ()]
 
+    async def context_items(
+        self, response_id: str, tenant: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        row = await self._fetchrow(_CONTEXT_ITEMS, response_id, tenant, time.time())
+        if row is None or row["n_chain"] == 0 or row["n_chain"] != row["n_live"]:
+            return None
+        return [
+            (item_id, loads(data))
+            for item_id, data in zip(row["ids"] or (), row["items"] or (), strict=True)
+        ]
+
     async def input_items(
         self,
         response_id: str,
@@ -624,7 +689,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
     # ------------------------------------------------------------------ sessions
 
     async def begin_session_turn(
-        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0, create: bool = True
     ) -> SessionTurn:
         now = time.time()
         token = uuid.uuid4().hex
@@ -633,12 +698,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             # Idempotent for this token: a retry after a lost connection (whose first attempt
             # may have committed) finds the lease already its own.
             row = await self._fetchrow(
-                """INSERT INTO sessions AS s (tenant, session_id, updated_at, lease_token, lease_owner,
-                    lease_expires_at) VALUES ($1, $2, $3, $4, $5, $6)
-                ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = EXCLUDED.lease_token,
-                    lease_owner = EXCLUDED.lease_owner, lease_expires_at = EXCLUDED.lease_expires_at
-                WHERE s.lease_token IS NULL OR s.lease_expires_at <= $3 OR s.lease_token = $4
-                RETURNING latest_response_id, deployment""",
+                _CLAIM if create else _CLAIM_EXISTING,
                 tenant,
                 session_id,
                 now,
@@ -651,10 +711,88 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             self.lease_releases.add(SessionTurn(tenant, session_id, token, None, None, expires))
             raise
         if row is None:
+            if not create and await self.get_conversation(session_id, tenant) is None:
+                raise UnknownSession(tenant, session_id)
             raise SessionBusy(tenant, session_id)
         return SessionTurn(
-            tenant, session_id, token, row["latest_response_id"], row["deployment"], expires
+            tenant,
+            session_id,
+            token,
+            row["latest_response_id"],
+            row["deployment"],
+            expires,
+            tuple(row["hidden"] or ()),
         )
+
+    # ------------------------------------------------------------------ conversations
+
+    async def create_conversation(
+        self, tenant: str, conversation_id: str, *, metadata: dict[str, str]
+    ) -> Conversation:
+        now = time.time()
+        row = await self._fetchrow(
+            f"""INSERT INTO sessions (tenant, session_id, updated_at, created_at, metadata)
+            VALUES ($1, $2, $3, $3, $4) ON CONFLICT (tenant, session_id) DO NOTHING
+            RETURNING {_CONVERSATION_COLUMNS}""",
+            tenant,
+            conversation_id,
+            now,
+            dumps(metadata),
+            idempotent=False,  # a replay would find the row its first attempt made
+        )
+        if row is None:
+            raise StoreError(f"conversation {conversation_id!r} exists already")
+        return _conversation(row)
+
+    async def get_conversation(self, conversation_id: str, tenant: str) -> Conversation | None:
+        row = await self._fetchrow(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM sessions WHERE tenant = $1 AND session_id = $2",
+            tenant,
+            conversation_id,
+        )
+        return _conversation(row) if row is not None else None
+
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, *, metadata: dict[str, str]
+    ) -> Conversation | None:
+        row = await self._fetchrow(
+            f"""UPDATE sessions SET metadata = $3 WHERE tenant = $1 AND session_id = $2
+            RETURNING {_CONVERSATION_COLUMNS}""",
+            tenant,
+            conversation_id,
+            dumps(metadata),
+        )
+        return _conversation(row) if row is not None else None
+
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        row = await self._fetchrow(
+            """WITH gone AS (
+                DELETE FROM sessions WHERE tenant = $1 AND session_id = $2
+                    AND (lease_token IS NULL OR lease_expires_at <= $3) RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM gone)::integer AS deleted,
+                EXISTS (SELECT 1 FROM sessions WHERE tenant = $1 AND session_id = $2) AS here""",
+            tenant,
+            conversation_id,
+            time.time(),
+            idempotent=False,  # a replay would answer "not found" for what the first deleted
+        )
+        assert row is not None
+        if row["deleted"]:
+            return True
+        if row["here"]:
+            raise SessionBusy(tenant, conversation_id)
+        return False
+
+    async def hide_item(self, conversation_id: str, tenant: str, item_id: str) -> bool:
+        result = await self._execute(
+            """UPDATE sessions SET hidden = array_append(coalesce(hidden, '{}'::text[]), $3)
+            WHERE tenant = $1 AND session_id = $2""",
+            tenant,
+            conversation_id,
+            item_id,
+        )
+        return result != "UPDATE 0"
 
     async def _end_turn(self, turn: SessionTurn) -> None:
         await self._execute(

@@ -10,8 +10,8 @@ docs/store.md.
 
 from __future__ import annotations
 
-SQLITE_SCHEMA_VERSION = 4
-POSTGRES_SCHEMA_VERSION = 3
+SQLITE_SCHEMA_VERSION = 5
+POSTGRES_SCHEMA_VERSION = 4
 
 #: ``pg_advisory_xact_lock`` key held while PostgreSQL migrates ("orgat").
 POSTGRES_MIGRATION_LOCK = 0x6F72676174
@@ -206,6 +206,14 @@ SQLITE_MIGRATIONS: dict[int, list[str]] = {
     ],
     3: _shared_state("REAL"),
     4: _cluster_state("REAL", "BLOB"),
+    # 5: a session is a conversation (OpenAI's Conversations API): when it was created, its
+    # metadata (orjson object) and the ids of the items deleted from it (a JSON array).
+    5: [
+        "ALTER TABLE sessions ADD COLUMN created_at REAL",
+        "ALTER TABLE sessions ADD COLUMN metadata BLOB",
+        "ALTER TABLE sessions ADD COLUMN hidden TEXT",
+        "UPDATE sessions SET created_at = updated_at",
+    ],
 }
 
 POSTGRES_MIGRATIONS: dict[int, list[str]] = {
@@ -269,4 +277,11 @@ POSTGRES_MIGRATIONS: dict[int, list[str]] = {
     ],
     2: _shared_state("double precision"),
     3: _cluster_state("double precision", "bytea"),
+    # 4: a session is a conversation (SQLite's version 5).
+    4: [
+        "ALTER TABLE sessions ADD COLUMN created_at double precision",
+        "ALTER TABLE sessions ADD COLUMN metadata bytea",
+        "ALTER TABLE sessions ADD COLUMN hidden text[]",
+        "UPDATE sessions SET created_at = updated_at",
+    ],
 }

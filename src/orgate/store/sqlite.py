@@ -32,6 +32,7 @@ from orgate.store.base import (
     INTERRUPTED_ERROR,
     OUTPUT_POSITIONS,
     ApprovalClaim,
+    Conversation,
     ItemsPage,
     Order,
     ResponseConflict,
@@ -48,6 +49,7 @@ from orgate.store.base import (
     StoreUnavailable,
     TenantInUse,
     UnknownResponse,
+    UnknownSession,
     check_order,
     claim_of,
     decode_cursor,
@@ -115,6 +117,24 @@ def _indexed_ids(
     output_items = loads(outputs) if outputs is not None else loads(body).get("output") or []
     ids += [item_id_for(item, response_id, first_output + k) for k, item in enumerate(output_items)]
     return [item_id for item_id, _ in _indexed(response_id, ids, first_output)]
+
+
+_CONVERSATION_COLUMNS = (
+    "session_id, tenant, coalesce(created_at, updated_at), updated_at, metadata,"
+    " latest_response_id, hidden"
+)
+
+
+def _conversation(row: sqlite3.Row | tuple[Any, ...]) -> Conversation:
+    return Conversation(
+        id=row[0],
+        tenant=row[1],
+        created_at=row[2],
+        updated_at=row[3],
+        metadata=loads(row[4]) if row[4] is not None else {},
+        latest_response_id=row[5],
+        hidden=tuple(loads(row[6])) if row[6] else (),
+    )
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> StoredResponse:
@@ -496,13 +516,14 @@ class SqliteStore(SqliteSharedState, ResponseStore):
         if session_id is not None:
             self._execute_on(
                 conn,
-                """INSERT INTO sessions (tenant, session_id, latest_response_id, deployment, updated_at)
-                VALUES (?, ?, ?, ?, ?)
+                """INSERT INTO sessions (tenant, session_id, latest_response_id, deployment,
+                    updated_at, created_at)
+                VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (tenant, session_id) DO UPDATE SET
                     latest_response_id = excluded.latest_response_id,
                     deployment = coalesce(excluded.deployment, sessions.deployment),
                     updated_at = excluded.updated_at""",
-                (tenant, session_id, rows.id, deployment, rows.now),
+                (tenant, session_id, rows.id, deployment, rows.now, rows.now),
             )
         self._job_write(conn, rows.id, tenant, session_id, args.job)
 
@@ -569,6 +590,36 @@ class SqliteStore(SqliteSharedState, ResponseStore):
             history += loads(inputs)
             if outputs is not None:
                 history += loads(outputs)
+        return history
+
+    async def context_items(
+        self, response_id: str, tenant: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        return await self._run(Kind.READ, self._context_items_sync, response_id, tenant)
+
+    def _context_items_sync(
+        self, response_id: str, tenant: str
+    ) -> list[tuple[str, dict[str, Any]]] | None:
+        now = time.time()
+        rows = self._execute(
+            f"""SELECT x.id, x.tenant, x.expires_at, x.inputs, x.input_ids, {_OUTPUTS.format("x.")}
+            FROM responses AS r, json_each(r.chain) AS p
+                LEFT JOIN responses AS x ON x.id = p.value
+            WHERE r.id = ? AND r.tenant = ? AND (r.expires_at IS NULL OR r.expires_at > ?)
+            ORDER BY p.key""",
+            (response_id, tenant, now),
+        ).fetchall()
+        if not rows:
+            return None
+        history: list[tuple[str, dict[str, Any]]] = []
+        for owner_id, owner, expires_at, inputs, input_ids, outputs in rows:
+            if owner != tenant or (expires_at is not None and expires_at <= now):
+                return None  # a link of the chain was deleted or has expired
+            ids = loads(input_ids)
+            history += zip(ids, loads(inputs), strict=True)
+            first_output = len(ids)
+            for k, item in enumerate(loads(outputs) if outputs is not None else ()):
+                history.append((item_id_for(item, owner_id, first_output + k), item))
         return history
 
     async def input_items(
@@ -755,29 +806,144 @@ class SqliteStore(SqliteSharedState, ResponseStore):
     # ------------------------------------------------------------------ sessions
 
     async def begin_session_turn(
-        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0
+        self, tenant: str, session_id: str, *, lease_seconds: float = 600.0, create: bool = True
     ) -> SessionTurn:
-        return await self._write_op(self._begin_turn_sync, tenant, session_id, lease_seconds)
+        return await self._write_op(
+            self._begin_turn_sync, tenant, session_id, lease_seconds, create
+        )
 
     def _begin_turn_sync(
-        self, conn: sqlite3.Connection, tenant: str, session_id: str, lease_seconds: float
+        self,
+        conn: sqlite3.Connection,
+        tenant: str,
+        session_id: str,
+        lease_seconds: float,
+        create: bool,
     ) -> SessionTurn:
         now = time.time()
         token = uuid.uuid4().hex
         expires = now + lease_seconds
-        row = self._execute_on(
-            conn,
-            """INSERT INTO sessions (tenant, session_id, updated_at, lease_token, lease_owner,
-                lease_expires_at) VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = excluded.lease_token,
-                lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
-            WHERE sessions.lease_token IS NULL OR sessions.lease_expires_at <= ?
-            RETURNING latest_response_id, deployment""",
-            (tenant, session_id, now, token, self.owner_id, expires, now),
-        ).fetchone()
+        if create:
+            row = self._execute_on(
+                conn,
+                """INSERT INTO sessions (tenant, session_id, updated_at, created_at, lease_token,
+                    lease_owner, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (tenant, session_id) DO UPDATE SET lease_token = excluded.lease_token,
+                    lease_owner = excluded.lease_owner, lease_expires_at = excluded.lease_expires_at
+                WHERE sessions.lease_token IS NULL OR sessions.lease_expires_at <= ?
+                RETURNING latest_response_id, deployment, hidden""",
+                (tenant, session_id, now, now, token, self.owner_id, expires, now),
+            ).fetchone()
+        else:
+            row = self._execute_on(
+                conn,
+                """UPDATE sessions SET lease_token = ?, lease_owner = ?, lease_expires_at = ?
+                WHERE tenant = ? AND session_id = ?
+                    AND (lease_token IS NULL OR lease_expires_at <= ?)
+                RETURNING latest_response_id, deployment, hidden""",
+                (token, self.owner_id, expires, tenant, session_id, now),
+            ).fetchone()
+            if row is None and not self._session_exists(conn, tenant, session_id):
+                raise UnknownSession(tenant, session_id)
         if row is None:
             raise SessionBusy(tenant, session_id)
-        return SessionTurn(tenant, session_id, token, row[0], row[1], expires)
+        hidden = tuple(loads(row[2])) if row[2] else ()
+        return SessionTurn(tenant, session_id, token, row[0], row[1], expires, hidden)
+
+    def _session_exists(self, conn: sqlite3.Connection, tenant: str, session_id: str) -> bool:
+        return (
+            self._execute_on(
+                conn,
+                "SELECT 1 FROM sessions WHERE tenant = ? AND session_id = ?",
+                (tenant, session_id),
+            ).fetchone()
+            is not None
+        )
+
+    # ------------------------------------------------------------------ conversations
+
+    async def create_conversation(
+        self, tenant: str, conversation_id: str, *, metadata: dict[str, str]
+    ) -> Conversation:
+        return await self._write_op(
+            self._create_conversation_sync, tenant, conversation_id, dumps(metadata)
+        )
+
+    def _create_conversation_sync(
+        self, conn: sqlite3.Connection, tenant: str, conversation_id: str, metadata: bytes
+    ) -> Conversation:
+        now = time.time()
+        row = self._execute_on(
+            conn,
+            f"""INSERT INTO sessions (tenant, session_id, updated_at, created_at, metadata)
+            VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, session_id) DO NOTHING
+            RETURNING {_CONVERSATION_COLUMNS}""",
+            (tenant, conversation_id, now, now, metadata),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"conversation {conversation_id!r} exists already")
+        return _conversation(row)
+
+    async def get_conversation(self, conversation_id: str, tenant: str) -> Conversation | None:
+        return await self._run(Kind.READ, self._get_conversation_sync, conversation_id, tenant)
+
+    def _get_conversation_sync(self, conversation_id: str, tenant: str) -> Conversation | None:
+        row = self._execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM sessions WHERE tenant = ? AND session_id = ?",
+            (tenant, conversation_id),
+        ).fetchone()
+        return _conversation(row) if row is not None else None
+
+    async def update_conversation(
+        self, conversation_id: str, tenant: str, *, metadata: dict[str, str]
+    ) -> Conversation | None:
+        return await self._write_op(
+            self._update_conversation_sync, conversation_id, tenant, dumps(metadata)
+        )
+
+    def _update_conversation_sync(
+        self, conn: sqlite3.Connection, conversation_id: str, tenant: str, metadata: bytes
+    ) -> Conversation | None:
+        row = self._execute_on(
+            conn,
+            f"""UPDATE sessions SET metadata = ? WHERE tenant = ? AND session_id = ?
+            RETURNING {_CONVERSATION_COLUMNS}""",
+            (metadata, tenant, conversation_id),
+        ).fetchone()
+        return _conversation(row) if row is not None else None
+
+    async def delete_conversation(self, conversation_id: str, tenant: str) -> bool:
+        return await self._write_op(self._delete_conversation_sync, conversation_id, tenant)
+
+    def _delete_conversation_sync(
+        self, conn: sqlite3.Connection, conversation_id: str, tenant: str
+    ) -> bool:
+        deleted = self._execute_on(
+            conn,
+            """DELETE FROM sessions WHERE tenant = ? AND session_id = ?
+                AND (lease_token IS NULL OR lease_expires_at <= ?)""",
+            (tenant, conversation_id, time.time()),
+        ).rowcount
+        if deleted:
+            return True
+        if self._session_exists(conn, tenant, conversation_id):
+            raise SessionBusy(tenant, conversation_id)
+        return False
+
+    async def hide_item(self, conversation_id: str, tenant: str, item_id: str) -> bool:
+        return await self._write_op(self._hide_item_sync, conversation_id, tenant, item_id)
+
+    def _hide_item_sync(
+        self, conn: sqlite3.Connection, conversation_id: str, tenant: str, item_id: str
+    ) -> bool:
+        return bool(
+            self._execute_on(
+                conn,
+                """UPDATE sessions SET hidden = json_insert(coalesce(hidden, '[]'), '$[#]', ?)
+                WHERE tenant = ? AND session_id = ?""",
+                (item_id, tenant, conversation_id),
+            ).rowcount
+        )
 
     async def _end_turn(self, turn: SessionTurn) -> None:
         await self._write_op(self._end_turn_sync, turn)
