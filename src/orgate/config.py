@@ -41,7 +41,7 @@ from orgate.mcptools.servers import origin as mcp_origin
 from orgate.neutral import Capabilities, Deployment, Translation
 from orgate.neutral.ledger import KINDS as KINDS_OF_TRANSLATION
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
-from orgate.providers.kinds import BUILTIN_MODELS, KINDS
+from orgate.providers.kinds import BUILTIN_ALIASES, BUILTIN_MODELS, KINDS
 from orgate.providers.settings import MisbehaveSettings
 from orgate.store import check_url
 from orgate.structured.settings import StructuredSettings
@@ -576,7 +576,7 @@ class Settings(BaseModel):
     @model_validator(mode="after")
     def _unique_names(self) -> Settings:
         seen: set[str] = set()
-        builtin = set(BUILTIN_MODELS) if self.builtin.enabled else set()
+        builtin = {*BUILTIN_MODELS, *BUILTIN_ALIASES} if self.builtin.enabled else set()
         for model in self.models:
             for name in (model.name, *model.aliases):
                 if name in builtin:
@@ -1031,6 +1031,8 @@ def deployments(settings: Settings, environ: dict[str, str] | None = None) -> di
                 upstream_model=name,
                 capabilities=_capabilities(ModelSettings(name=name, provider="builtin")),
             )
+        for alias, name in BUILTIN_ALIASES.items():
+            table[alias] = table[name]
     for index, model in enumerate(settings.models):
         targets = _targets(index, model, env)
         first = targets[0].deployment

@@ -49,7 +49,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import ValidationError
 
 from orgate.engine import ids
-from orgate.neutral import OpaqueItem, extension_wire
+from orgate.neutral import ModelRequest, OpaqueItem, extension_wire
 from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemParam
 from orgate.protocol.errors import ApiError, ErrorCode
 
@@ -405,6 +405,16 @@ def estimate_tokens(items: list[Any], instructions: str | None = None) -> int:
     return chars // 4 + _ITEM_OVERHEAD_TOKENS * len(items)
 
 
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """``estimate_tokens`` of a model request: its input and instructions, and its tools' JSON."""
+    estimate = estimate_tokens(request.input, request.instructions)
+    tools = [*request.tools, *request.hosted_tools]
+    if tools:
+        wire = [t if isinstance(t, dict) else t.model_dump(mode="json") for t in tools]
+        estimate += len(orjson.dumps(wire)) // 4
+    return estimate
+
+
 @dataclass(frozen=True, slots=True)
 class Fit:
     """The decision: the items to send, the ones dropped (``auto`` only) and the estimate."""
@@ -459,6 +469,7 @@ __all__ = [
     "Compacted",
     "Fit",
     "compact",
+    "estimate_request_tokens",
     "estimate_tokens",
     "expand",
     "extensions_payload",

@@ -555,6 +555,12 @@ class Router:
             return self.providers(deployment), trace
         return _Bound(routed, trace), trace
 
+    def primary(self, deployment: Deployment) -> Provider:
+        """The provider of the deployment a model's requests go to first (a routed model's first
+        target): the one asked for a token count."""
+        route = self.routes.get(deployment.name)
+        return self.providers(route.targets[0].deployment if route is not None else deployment)
+
     def served(self, deployment: Deployment, served_by: str | None) -> Deployment:
         """The deployment named ``served_by`` among ``deployment``'s route targets (a fallback that
         answered), else ``deployment`` itself."""
@@ -590,14 +596,17 @@ class Router:
 
 @runtime_checkable
 class TurnProviders(Protocol):
-    """What the responses service asks of its providers: one turn's provider with its trace, and
-    the deployment that served a trace (``Router``; ``Unrouted`` over a plain factory)."""
+    """What the responses service asks of its providers: one turn's provider with its trace, the
+    deployment that served a trace, and the provider a model's requests go to first
+    (``Router``; ``Unrouted`` over a plain factory)."""
 
     def open(
         self, deployment: Deployment, prefer: str | None = None
     ) -> tuple[Provider, RouteTrace]: ...
 
     def served(self, deployment: Deployment, served_by: str | None) -> Deployment: ...
+
+    def primary(self, deployment: Deployment) -> Provider: ...
 
 
 class Unrouted:
@@ -613,6 +622,9 @@ class Unrouted:
 
     def served(self, deployment: Deployment, served_by: str | None) -> Deployment:
         return deployment
+
+    def primary(self, deployment: Deployment) -> Provider:
+        return self.providers(deployment)
 
 
 def turn_providers(providers: TurnProviders | Callable[[Deployment], Provider]) -> TurnProviders:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
 from orgate.engine.compaction import (
+    estimate_request_tokens,
     estimate_tokens,
     expand,
     fit_context,
@@ -232,6 +233,7 @@ class ResponsesService:
         history_override: list[dict[str, Any]] | None = None,
         response_id: str | None = None,
         options: CreateOptions = PLAIN,
+        fit: bool = True,
     ) -> Turn:
         """The turn's plan: model, context (history, references, compaction items), gate checks
         (findings appended to ``warnings``), model request and response skeleton."""
@@ -299,7 +301,8 @@ class ResponsesService:
                 kind,
                 deployment.name,
             )
-        request = _fit(request, body, deployment)
+        if fit:
+            request = _fit(request, body, deployment)
         # only stored items (history, references, compaction items) can be opaque
         opaque = opaque_items(request.input) if history or unsealed or compacted else ()
         if turn.background and not turn.store:
@@ -434,6 +437,36 @@ class ResponsesService:
         """Whether the operator vouches for what that MCP server returns (``trust_output``)."""
         server = self.mcp.registry.servers.get(label) if self.mcp is not None else None
         return server is not None and server.trust_output
+
+    async def count_input_tokens(
+        self, body: CreateResponseBody, caller: Caller
+    ) -> tuple[int, bool]:
+        """The input tokens of what ``body`` would send the model (history, conversation and
+        references resolved, as ``create`` would) and whether the count is the upstream's own
+        (else an estimate: ``compaction.estimate_request_tokens``). No model is called."""
+        options = create_options(body)
+        session = None
+        if options.conversation is not None:
+            session = await self._conversation_state(caller, options.conversation)
+        turn = await self.prepare(body, caller, [], session=session, options=options, fit=False)
+        counted = await self.providers.primary(turn.deployment).count_input_tokens(turn.request)
+        if counted is not None:
+            return counted, True
+        return estimate_request_tokens(turn.request), False
+
+    async def _conversation_state(self, caller: Caller, conversation: str) -> SessionTurn:
+        """A conversation's latest response and deleted items, read without taking its turn."""
+        found = None
+        if self.store is not None:
+            try:
+                found = await self.store.get_conversation(conversation, caller.tenant)
+            except StoreError as exc:
+                raise store_failure(exc) from None
+        if found is None:
+            raise conversation_not_found(conversation, param="conversation")
+        return SessionTurn(
+            caller.tenant, conversation, "", found.latest_response_id, None, 0.0, found.hidden
+        )
 
     async def resolve_references(self, items: list[Any], caller: Caller) -> list[Any]:
         for item in items:

@@ -3,8 +3,9 @@
 A provider answers ``stream_batches(request)``: the model's answer as neutral events in
 lists, one list per upstream read where the provider can tell (a decoder fed one network
 chunk returns the events that chunk completed), so the HTTP layer writes once per read
-instead of once per event. The engine calls nothing else. ``stream(request)`` gives the
-same events one at a time, for code that looks at single events.
+instead of once per event. The engine calls nothing else, but ``count_input_tokens``
+(``POST /v1/responses/input_tokens``: the upstream's own count, when it has one).
+``stream(request)`` gives the same events one at a time, for code that looks at single events.
 
 A provider that produces its events one at a time (the built-in model, a wrapper that
 holds an answer and releases it) may define ``stream`` instead; the base then hands each
@@ -46,6 +47,11 @@ class Provider:
         """The same events one at a time."""
         return one_by_one(self.stream_batches(request))
 
+    async def count_input_tokens(self, request: ModelRequest) -> int | None:
+        """The upstream's own count of the tokens ``request`` would take as input (never a
+        model call); None when the upstream has no way to count (the caller estimates)."""
+        return None
+
     async def aclose(self) -> None:
         """Release what this provider holds (a shared pool belongs to its owner, not to it)."""
 
@@ -71,6 +77,9 @@ class WrapperProvider(Provider):
 
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         return self.inner.stream_batches(request)
+
+    async def count_input_tokens(self, request: ModelRequest) -> int | None:
+        return await self.inner.count_input_tokens(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

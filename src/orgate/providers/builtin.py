@@ -131,6 +131,10 @@ class BuiltinProvider(Provider):
         # Custom tools are functions with one string argument here, as for any function-only upstream.
         return custom_call_events(request, self._events(functions_only(request)))
 
+    async def count_input_tokens(self, request: ModelRequest) -> int | None:
+        """Its own count: the words its answer's usage counts as input."""
+        return _count_input_tokens(functions_only(request))
+
     async def _events(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         check_refusals(request)
         last, prompt, last_is_user = _last_prompt(request)

@@ -51,6 +51,9 @@ BUILTIN = ProviderKind(
 
 #: The models the built-in provider serves without any configuration (``[builtin] enabled``).
 BUILTIN_MODELS = ("orgate/echo", FLAKY_MODEL)
+#: Their other names, without ``/``: a client that reads ``orgate/…`` as a provider prefix
+#: (the OpenAI Agents SDK, LiteLLM) sends these as they are.
+BUILTIN_ALIASES = {"orgate-echo": "orgate/echo", "orgate-flaky": FLAKY_MODEL}
 
 KINDS: dict[str, ProviderKind] = {
     kind.name: kind

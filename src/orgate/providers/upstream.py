@@ -105,14 +105,60 @@ class SseProvider(Provider):
     log: ClassVar[logging.Logger]
 
     def __init__(
-        self, deployment: Deployment, pool: HttpPool, url: str, headers: dict[str, str]
+        self,
+        deployment: Deployment,
+        pool: HttpPool,
+        url: str,
+        headers: dict[str, str],
+        count_url: str | None = None,
     ) -> None:
         self.deployment = deployment
         self._pool = pool
         self._url = url
+        self._count_url = count_url  # the upstream's token-count endpoint, if it has one
         self._timeout = timeout_for(deployment)
         headers.update(deployment.headers)  # the configured headers come last
         self._headers = headers
+
+    def count_body(self, request: ModelRequest) -> dict[str, object]:
+        """The body of the upstream's token-count request (pure); with a ``count_url`` only."""
+        raise NotImplementedError
+
+    async def count_input_tokens(self, request: ModelRequest) -> int | None:
+        """The upstream's count (its ``count_url``); None without one, or when the upstream
+        answers 404 or 405 there (an OpenAI-compatible server without the endpoint). Its other
+        errors are raised as the provider maps them."""
+        if self._count_url is None:
+            return None
+        deployment = self.deployment
+        payload = orjson.dumps(self.count_body(request))
+        headers = {**self._headers, "Accept": "application/json"}
+        try:
+            async with await post(
+                self._pool.session(deployment),
+                deployment,
+                self._count_url,
+                data=payload,
+                headers=headers,
+                timeout=self._timeout,
+            ) as resp:
+                if resp.status in (404, 405):
+                    self.log.info(
+                        "upstream '%s' has no token count endpoint (%d)",
+                        deployment.name,
+                        resp.status,
+                    )
+                    return None
+                body = await open_reply(resp, deployment, self.http_error, self.bad_stream)
+        except ApiError as error:
+            redact_secrets(error, deployment)
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise client_error(exc, deployment) from exc
+        count = body.get("input_tokens") if isinstance(body, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise invalid(deployment, "a token count without an 'input_tokens' number")
+        return count
 
     def body(self, request: ModelRequest) -> dict[str, object]:
         """The upstream request body (pure; exposed for tests and debugging)."""

@@ -34,6 +34,7 @@ from orgate.server.openapi import openapi_routes
 from orgate.server.services import Services, build_services
 from orgate.server.sse import frame, openai_frame
 from orgate.server.stored import stored_routes
+from orgate.server.token_count import token_count_routes
 from orgate.server.websocket import websocket_routes
 from orgate.server.worker_metrics import keep_snapshots
 from orgate.store import ResponseStore, StoreError, describe_url, open_store
@@ -99,6 +100,7 @@ def create_app(
     table: list[BaseRoute] = [
         *routes.core_routes(services),
         *compact_routes(services),  # before /v1/responses/{response_id}: "compact" is no id
+        *token_count_routes(services),  # nor is "input_tokens"
         *stored_routes(services),
         *conversation_routes(services),
         *websocket_routes(services),

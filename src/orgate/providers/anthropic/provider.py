@@ -1,5 +1,7 @@
 """The I/O piece of the ``anthropic`` provider: POST ``{base_url}/v1/messages``, feed the decoder.
 
+Token counts: ``POST {base_url}/v1/messages/count_tokens`` (Anthropic's endpoint).
+
 Always streams from the upstream (``stream: true``) for streaming and
 non-streaming clients alike; an upstream (or proxy) that answers
 ``application/json`` anyway is decoded with ``decode_message``.
@@ -22,6 +24,9 @@ from orgate.providers.upstream import SseProvider
 ANTHROPIC_VERSION = "2023-06-01"
 
 _log = logging.getLogger(__name__)
+
+#: What Anthropic's ``POST /v1/messages/count_tokens`` takes of a Messages body.
+COUNTED_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
 
 
 def messages_url(base_url: str) -> str:
@@ -48,7 +53,8 @@ class AnthropicProvider(SseProvider):
         headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if deployment.api_key:
             headers["x-api-key"] = deployment.api_key
-        super().__init__(deployment, pool, messages_url(deployment.base_url), headers)
+        url = messages_url(deployment.base_url)
+        super().__init__(deployment, pool, url, headers, count_url=url + "/count_tokens")
 
     def body(self, request: ModelRequest) -> dict[str, object]:
         """The upstream request body (pure; exposed for tests and debugging)."""
@@ -58,6 +64,11 @@ class AnthropicProvider(SseProvider):
             max_tokens_cap=self.deployment.capabilities.max_output_tokens,
             prompt_cache=bool(self.deployment.options.get("prompt_cache")),
         )
+
+    def count_body(self, request: ModelRequest) -> dict[str, object]:
+        """``POST /v1/messages/count_tokens``: the request's body, with the fields it takes."""
+        body = self.body(request)
+        return {key: value for key, value in body.items() if key in COUNTED_FIELDS}
 
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""

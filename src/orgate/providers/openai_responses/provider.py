@@ -1,5 +1,7 @@
 """The I/O piece of the ``openai-responses`` provider: POST ``{base_url}/responses``, feed the decoder.
 
+Token counts: ``POST {base_url}/responses/input_tokens`` (OpenAI's endpoint).
+
 Always streams from the upstream (``stream: true``); an upstream that answers
 ``application/json`` anyway is decoded with ``decode_response``. The
 deployment's origin (``origin_of``) goes on the extension items it decodes and
@@ -19,6 +21,21 @@ from orgate.providers.openai_responses.mapping import build_body
 from orgate.providers.upstream import SseProvider
 
 _log = logging.getLogger(__name__)
+
+#: What OpenAI's ``POST /responses/input_tokens`` takes of a create body.
+COUNTED_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "text",
+        "reasoning",
+        "parallel_tool_calls",
+        "truncation",
+    }
+)
 
 
 def responses_url(base_url: str) -> str:
@@ -43,7 +60,8 @@ class OpenAIResponsesProvider(SseProvider):
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if deployment.api_key:
             headers["Authorization"] = f"Bearer {deployment.api_key}"
-        super().__init__(deployment, pool, responses_url(deployment.base_url), headers)
+        url = responses_url(deployment.base_url)
+        super().__init__(deployment, pool, url, headers, count_url=url + "/input_tokens")
         self.origin = origin_of(deployment)
 
     def body(self, request: ModelRequest) -> dict[str, object]:
@@ -54,6 +72,11 @@ class OpenAIResponsesProvider(SseProvider):
             include_encrypted_reasoning=self.deployment.capabilities.reasoning,
             origin=self.origin,
         )
+
+    def count_body(self, request: ModelRequest) -> dict[str, object]:
+        """``POST /responses/input_tokens``: the request's body, with the fields that endpoint takes."""
+        body = self.body(request)
+        return {key: value for key, value in body.items() if key in COUNTED_FIELDS}
 
     def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.deployment.name, self.origin, request.ledger)
