@@ -148,3 +148,54 @@ def test_fit_context_auto_drops_the_oldest_turns() -> None:
     with pytest.raises(ApiError) as raised:
         compaction.fit_context(items, context_window=3, truncation="auto")
     assert raised.value.code == "context_length_exceeded"
+
+
+def _whole(summary: str, kept: list[dict], **seal: str) -> CompactionSummaryItemParam:
+    payload = compaction.whole_payload(summary, kept, covered=4, model="m")
+    token = compaction.seal(payload, KEY, **seal)
+    return CompactionSummaryItemParam(type="compaction", encrypted_content=token)
+
+
+def _texts(items: list) -> list[str]:
+    return [item.content for item in items]
+
+
+def test_a_compaction_made_on_create_stands_for_everything_before_it() -> None:
+    kept = [{"type": "message", "role": "user", "content": "kept question"}]
+    whole = _whole("the older turns", kept)
+    history = [
+        *ITEMS.validate_python([{"role": "user", "content": "old question"}]),
+        whole,
+        *ITEMS.validate_python([{"role": "assistant", "content": "answer after it"}]),
+    ]
+    new = ITEMS.validate_python([{"role": "user", "content": "new question"}])
+    # expand leaves it sealed (it applies to the stored history too)
+    assert compaction.expand([whole, *new], KEY)[0] is whole
+    view_history, view_input = compaction.model_view(history, new, KEY, read=ITEMS.validate_python)
+    assert _texts(view_history)[1:] == ["kept question", "answer after it"]
+    assert _texts(view_history)[0] == f"{compaction.SUMMARY_HEADER}\n\nthe older turns"
+    assert view_input == new
+    # sent as input (a stateless client): the history and what precedes it in the input go
+    old = ITEMS.validate_python([{"role": "user", "content": "older input"}])
+    view_history, view_input = compaction.model_view(
+        history[:1], [*old, whole, *new], KEY, read=ITEMS.validate_python
+    )
+    assert view_history == [] and _texts(view_input)[1:] == ["kept question", "new question"]
+    # none, or only a compaction of /v1/responses/compact (already expanded): unchanged
+    assert compaction.model_view(history[:1], new, KEY, read=ITEMS.validate_python) == (
+        history[:1],
+        new,
+    )
+
+
+def test_a_foreign_whole_compaction_is_invalid_compaction() -> None:
+    foreign = _whole("x", [], context="tenant-b")
+    with pytest.raises(ApiError) as raised:
+        compaction.model_view([], [foreign], KEY, context="tenant-a", read=ITEMS.validate_python)
+    assert (raised.value.code, raised.value.param) == (
+        "invalid_compaction",
+        "input[0].encrypted_content",
+    )
+    with pytest.raises(ApiError) as raised:
+        compaction.model_view([foreign], [], KEY, context="tenant-a", read=ITEMS.validate_python)
+    assert raised.value.param == "previous_response_id"

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from orgate.engine.builder import ResponseBuilder
 from orgate.neutral import (
+    CompactionItem,
     ExtensionItem,
     Finish,
     ModelEvent,
@@ -736,3 +737,30 @@ def test_a_custom_tool_call_streams_its_free_form_input() -> None:
         events[-1]["type"] == "response.completed" and events[-1]["response"]["output"][1] == done
     )
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
+
+
+def test_a_compaction_made_on_create_is_the_first_output_item() -> None:
+    builder = run(CompactionItem("ogc1_sealed"), TextDelta("hi"), Finish("stop"))
+    events = builder.drain()
+    types = _types(events)
+    assert types[:5] == [
+        *START,
+        "response.output_item.added",
+        "response.compaction.compacting",
+        "response.output_item.done",
+    ]
+    added, compacting, done = events[2:5]
+    assert added["item"] == {**done["item"], "encrypted_content": ""}
+    assert compacting == {
+        "type": "response.compaction.compacting",
+        "item_id": done["item"]["id"],
+        "output_index": 0,
+        "sequence_number": 3,
+    }
+    assert (
+        done["item"]["type"] == "compaction" and done["item"]["encrypted_content"] == "ogc1_sealed"
+    )
+    assert builder.final is not None
+    assert [item["type"] for item in builder.final["output"]] == ["compaction", "message"]
+    assert builder.final["output"][1]["id"] != done["item"]["id"]
+    check_events([e for e in events if e["type"] != "response.compaction.compacting"])

@@ -101,6 +101,9 @@ class LoopbackFake:
         self.handler = handler
         self.model = model if model is not None else self.default_model
         self.requests: list[RecordedRequest] = []
+        # token-count requests (``serve_count``), apart from the model requests above
+        self.counts: list[RecordedRequest] = []
+        self.count_status = 200  # what the count endpoint answers (404: as if it had none)
         self.active = 0  # model requests being handled now (an upstream call still running)
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -150,6 +153,8 @@ class LoopbackFake:
         self.replies.clear()
         self.handler = None
         self.requests.clear()
+        self.counts.clear()
+        self.count_status = 200
 
     def _next(self, body: dict[str, Any]) -> Any:
         if self.replies:
@@ -218,6 +223,19 @@ class LoopbackFake:
             )
         except ClientGone:
             return web.Response(status=499)
+
+    async def serve_count(self, request: web.Request) -> web.Response:
+        """A token-count endpoint (OpenAI's ``/responses/input_tokens``, Anthropic's
+        ``/v1/messages/count_tokens``): ``{"input_tokens": counted_tokens(body)}``, recorded in
+        ``counts``; ``count_status`` other than 200 answers that status instead."""
+        raw = await request.read()
+        body = orjson.loads(raw) if raw else None
+        self.counts.append(
+            RecordedRequest(request.method, request.path, dict(request.headers), body)
+        )
+        if self.count_status != 200:
+            return self.error_response(self.count_status, {"message": "no such endpoint"}, {})
+        return web.json_response({"input_tokens": counted_tokens(body)})
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -405,6 +423,12 @@ class LoopbackFake:
         return response
 
 
+def counted_tokens(body: Any) -> int:
+    """What the fakes' count endpoints answer: one token per 7 bytes of the body's JSON, plus 3
+    (deterministic, and unlike the built-in model's and orgate's own counts)."""
+    return len(orjson.dumps(body)) // 7 + 3
+
+
 def sse_frame(event: dict[str, Any], *, named: bool = True) -> bytes:
     """One SSE frame; ``named`` adds the ``event:`` line (Anthropic and OpenAI both send it)."""
     head = b"event: " + str(event["type"]).encode() + b"\n" if named else b""
@@ -413,6 +437,7 @@ def sse_frame(event: dict[str, Any], *, named: bool = True) -> bytes:
 
 __all__ = [
     "ClientGone",
+    "counted_tokens",
     "LoopbackFake",
     "Raw",
     "RecordedRequest",

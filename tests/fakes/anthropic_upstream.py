@@ -178,6 +178,7 @@ class FakeAnthropic(LoopbackFake):
     def _app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/messages", self.serve)
+        app.router.add_post("/v1/messages/count_tokens", self.serve_count)
         return app
 
     def _default(self, body: dict[str, Any]) -> Reply:

@@ -194,6 +194,7 @@ class FakeResponses(LoopbackFake):
         app = web.Application()
         app.router.add_post("/v1/responses", self.serve)
         app.router.add_post("/responses", self.serve)
+        app.router.add_post("/v1/responses/input_tokens", self.serve_count)
         return app
 
     def _default(self, body: dict[str, Any]) -> Reply:

@@ -283,7 +283,7 @@ class ResponsesService:
         if options is not PLAIN or model_input is not new_input:
             turn = self._with_options(turn, options, new_input, parent, compacted)
         if options.conversation is not None and not turn.store:
-            raise invalid_request(
+            raise invalid_value(
                 "A turn in a conversation is stored in it: remove store=false (or the "
                 "conversation).",
                 param="store",
