@@ -367,7 +367,7 @@ def test_logprobs_the_anthropic_upstream_cannot_give_are_a_400(http: httpx.Clien
 
 
 def test_fields_outside_the_spec_and_limits_are_400s(http: httpx.Client) -> None:
-    refused(http, "orgate/echo", "conversation", conversation="conv_1")
+    refused(http, "orgate/echo", "prompt", prompt={"id": "pmpt_1"})
     refused(http, "orgate/echo", "metadata", metadata={str(i): "v" for i in range(17)})
     refused(http, "orgate/echo", "metadata.k", metadata={"k": "v" * 513})
     refused(http, "orgate/echo", "background", background=True, store=False)

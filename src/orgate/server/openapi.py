@@ -5,7 +5,9 @@ what it serves beyond the spec:
 
 - ``servers``: this gateway's ``/v1`` (relative, or under ``[server] public_url``),
 - ``GET``/``DELETE /responses/{response_id}``, ``GET .../input_items``,
-  ``POST .../cancel``, ``GET /models``,
+  ``POST .../cancel``, ``POST /responses/input_tokens``, ``GET /models``,
+- OpenAI's Conversations API: ``/conversations``, ``/conversations/{conversation_id}``,
+  its ``items`` and ``items/{item_id}``,
 - ``POST /chat/completions`` (marked ``deprecated``: the legacy adapter) when enabled,
 - the bearer ``security`` scheme applied to every operation,
 - the spec's error shape (``Error``) for every 4xx/5xx answer, each status with the
@@ -268,6 +270,212 @@ def _stored_paths() -> dict[str, Any]:
     }
 
 
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+_CONVERSATION_ID = {
+    "name": "conversation_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}
+_ITEM_ID = {"name": "item_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_METADATA = {
+    "type": ["object", "null"],
+    "maxProperties": 16,
+    "additionalProperties": {"type": "string", "maxLength": 512},
+}
+_CONVERSATION = {
+    "type": "object",
+    "required": ["id", "object", "created_at", "metadata"],
+    "properties": {
+        "id": {"type": "string"},
+        "object": {"type": "string", "enum": ["conversation"]},
+        "created_at": {"type": "integer"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+_ITEMS_BODY = {"type": "array", "items": {"$ref": "#/components/schemas/ItemParam"}}
+# An item as a listing shows it: the spec's ItemField shapes (referenced without the union's
+# discriminator, which names schemas rather than `type` values)
+_ITEM = {
+    "type": "object",
+    "required": ["id", "type"],
+    "properties": {"id": {"type": "string"}, "type": {"type": "string"}},
+    "description": "An item in the shape of a response's output items (ItemField).",
+}
+_ITEM_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"type": "string", "enum": ["list"]},
+        "data": {"type": "array", "items": _ITEM},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"]},
+        "has_more": {"type": "boolean"},
+    },
+}
+_PAGE = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": 100},
+    },
+    {
+        "name": "order",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "enum": ["asc", "desc"]},
+    },
+    {"name": "after", "in": "query", "required": False, "schema": {"type": "string"}},
+]
+
+
+def _busy() -> dict[str, Any]:
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    return {"409": {"description": _described("Conflict", 409), "content": content}}
+
+
+_BUSY = _busy()
+
+
+def _conversation_paths() -> dict[str, Any]:
+    """OpenAI's Conversations API (docs/store.md#conversations): a session is a conversation."""
+    conversation = _json("The conversation", _CONVERSATION)
+    return {
+        "/conversations": {
+            "post": {
+                "summary": "Create a conversation (OpenAI's Conversations API)",
+                "operationId": "createConversation",
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "items": _ITEMS_BODY,
+                            "metadata": _METADATA,
+                            "safety_identifier": {"type": ["string", "null"]},
+                        },
+                    },
+                    required=False,
+                ),
+                "responses": {"200": conversation},
+            }
+        },
+        "/conversations/{conversation_id}": {
+            "get": {
+                "summary": "Get a conversation",
+                "operationId": "getConversation",
+                "parameters": [_CONVERSATION_ID],
+                "responses": {"200": conversation},
+            },
+            "post": {
+                "summary": "Replace a conversation's metadata",
+                "operationId": "updateConversation",
+                "parameters": [_CONVERSATION_ID],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["metadata"],
+                        "additionalProperties": False,
+                        "properties": {"metadata": _METADATA},
+                    }
+                ),
+                "responses": {"200": conversation},
+            },
+            "delete": {
+                "summary": "Delete a conversation (its responses stay)",
+                "operationId": "deleteConversation",
+                "parameters": [_CONVERSATION_ID],
+                "responses": {
+                    **_BUSY,
+                    "200": _json(
+                        "Deleted",
+                        {
+                            "type": "object",
+                            "required": ["id", "object", "deleted"],
+                            "properties": {
+                                "id": {"type": "string"},
+                                "object": {"type": "string", "enum": ["conversation.deleted"]},
+                                "deleted": {"type": "boolean"},
+                            },
+                        },
+                    ),
+                },
+            },
+        },
+        "/conversations/{conversation_id}/items": {
+            "get": {
+                "summary": "List a conversation's items",
+                "operationId": "listConversationItems",
+                "parameters": [_CONVERSATION_ID, *_PAGE],
+                "responses": {"200": _json("A page of items", _ITEM_LIST)},
+            },
+            "post": {
+                "summary": "Add items to a conversation",
+                "operationId": "createConversationItems",
+                "parameters": [_CONVERSATION_ID],
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "additionalProperties": False,
+                        "properties": {"items": _ITEMS_BODY},
+                    }
+                ),
+                "responses": {"200": _json("The items added", _ITEM_LIST), **_BUSY},
+            },
+        },
+        "/conversations/{conversation_id}/items/{item_id}": {
+            "get": {
+                "summary": "Get an item of a conversation",
+                "operationId": "getConversationItem",
+                "parameters": [_CONVERSATION_ID, _ITEM_ID],
+                "responses": {"200": _json("The item", _ITEM)},
+            },
+            "delete": {
+                "summary": "Delete an item from a conversation",
+                "operationId": "deleteConversationItem",
+                "parameters": [_CONVERSATION_ID, _ITEM_ID],
+                "responses": {"200": conversation},
+            },
+        },
+    }
+
+
+def _token_count_path() -> dict[str, Any]:
+    return {
+        "/responses/input_tokens": {
+            "post": {
+                "summary": "Count the input tokens of a create request (no model is called)",
+                "description": "The upstream's own count where it has one, else an estimate; "
+                "the header X-Orgate-Input-Tokens says which (upstream, estimate).",
+                "operationId": "countInputTokens",
+                "requestBody": _body({"type": "object", "required": ["model"]}),
+                "responses": {
+                    "200": _json(
+                        "The count",
+                        {
+                            "type": "object",
+                            "required": ["object", "input_tokens"],
+                            "properties": {
+                                "object": {"type": "string", "enum": ["response.input_tokens"]},
+                                "input_tokens": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                    )
+                },
+            }
+        }
+    }
+
+
 def _chat_path() -> dict[str, Any]:
     return {
         "/chat/completions": {
@@ -323,7 +531,13 @@ def build_document(
     doc["components"]["securitySchemes"] = {SECURITY: {"type": "http", "scheme": "bearer"}}
     doc["components"]["x-orgate-error-codes"] = error_catalogue()
     doc["security"] = [{SECURITY: []}]
-    candidates: dict[str, Any] = {**doc.get("paths", {}), **_stored_paths(), **_chat_path()}
+    candidates: dict[str, Any] = {
+        **doc.get("paths", {}),
+        **_stored_paths(),
+        **_token_count_path(),
+        **_conversation_paths(),
+        **_chat_path(),
+    }
     paths: dict[str, Any] = {}
     for path, item in candidates.items():
         if routed is None and path == "/chat/completions":
