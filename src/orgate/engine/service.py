@@ -245,52 +245,37 @@ class ResponsesService:
         # item_reference resolved from the store, or compaction items opened (they may hold extension items)
         unsealed = new_input is not own_input
         previous = body.previous_response_id
-        parent = None  # the stored response a conversation's turn continues (not echoed)
         if previous is None and session is not None and session.latest_response_id:
-            if options.conversation is None:
-                previous = session.latest_response_id
-            else:
-                parent = session.latest_response_id
+            previous = session.latest_response_id
         history: list[Any] = []
-        if previous or parent or history_override is not None:
+        if previous or history_override is not None:
             history = await self._history(
-                previous or parent, caller, history_override, session, options.conversation
+                previous, caller, history_override, session, options.conversation
             )
         warnings = [] if warnings is None else warnings
         check_context(history, new_input, self.gate_policy, warnings, body.tools)
-        model_history, model_input = history, new_input
-        if self.compaction_key is not None and (unsealed or history):
-            model_history, model_input = self._model_view(history, new_input, caller)
-        compacted = None
-        if options.compaction and options.generate:
-            compacted = await self._compact(
-                body, caller, deployment, options, model_history, model_input
+        model_input = new_input
+        if options is PLAIN and not unsealed and not history:  # the common request: no more to plan
+            turn = build_turn(
+                body,
+                deployment,
+                new_input,
+                history,
+                store_enabled=self.store is not None,
+                previous_response_id=previous,
+                history_unlinked=history_override is not None,
+                session_id=session_id,
+                tenant=caller.tenant,
+                response_id=response_id,
             )
-            if compacted is not None:
-                model_history, model_input = [], compacted.items
-        turn = build_turn(
-            body,
-            deployment,
-            model_input,
-            model_history,
-            store_enabled=self.store is not None,
-            previous_response_id=previous,
-            history_unlinked=history_override is not None,
-            session_id=session_id,
-            tenant=caller.tenant,
-            response_id=response_id,
-        )
-        if options is not PLAIN or model_input is not new_input:
-            turn = self._with_options(turn, options, new_input, parent, compacted)
-        if options.conversation is not None and not turn.store:
-            raise invalid_value(
-                "A turn in a conversation is stored in it: remove store=false (or the "
-                "conversation).",
-                param="store",
-            )
+        else:
+            turn, model_input = await self._planned(
+                body, caller, deployment, options, history, new_input, previous, session_id,
+                history_override is not None, response_id,
+            )  # fmt: skip
         request, mcp = turn.request, None
         if turn.mcp_tools or has_mcp_items(request.input):
-            request, mcp = self._prepare_mcp(turn, body, model_history, model_input)
+            request, mcp = self._prepare_mcp(turn, body, turn.history, model_input)
         for path, kind in turn.dropped_tools:
             warnings.append(
                 f"{path}: dropped tool of type {kind} (no upstream of '{deployment.name}' runs it)"
@@ -304,7 +289,7 @@ class ResponsesService:
         if fit:
             request = _fit(request, body, deployment)
         # only stored items (history, references, compaction items) can be opaque
-        opaque = opaque_items(request.input) if history or unsealed or compacted else ()
+        opaque = opaque_items(request.input) if history or unsealed or turn.compacted else ()
         if turn.background and not turn.store:
             raise invalid_request(
                 "background responses must be stored: remove store=false (or enable the store).",
@@ -350,6 +335,56 @@ class ResponsesService:
                 f"Previous response with id '{previous}' not found.", param="previous_response_id"
             )
         return items_from_wire(stored)
+
+    async def _planned(
+        self,
+        body: CreateResponseBody,
+        caller: Caller,
+        deployment: Deployment,
+        options: CreateOptions,
+        history: list[Any],
+        new_input: list[Any],
+        previous: str | None,
+        session_id: str | None,
+        unlinked: bool,
+        response_id: str | None,
+    ) -> tuple[Turn, list[Any]]:
+        """The turn of a request with more to plan than its own input: what the model reads of
+        the history and input (from the latest compaction made on create on, or a compaction
+        made now, over the ``context_management`` threshold), and what the extra create fields
+        decided (``_with_options``). Returns it with the new input the model reads."""
+        parent = None  # the stored response a conversation's turn continues (not echoed)
+        if options.conversation is not None:
+            parent, previous = previous, None
+        model_history, model_input = history, new_input
+        if self.compaction_key is not None:
+            model_history, model_input = self._model_view(history, new_input, caller)
+        compacted = None
+        if options.compaction and options.generate:
+            compacted = await self._compact(
+                body, caller, deployment, options, model_history, model_input
+            )
+            if compacted is not None:
+                model_history, model_input = [], compacted.items
+        turn = build_turn(
+            body,
+            deployment,
+            model_input,
+            model_history,
+            store_enabled=self.store is not None,
+            previous_response_id=previous,
+            history_unlinked=unlinked,
+            session_id=session_id,
+            tenant=caller.tenant,
+            response_id=response_id,
+        )
+        if options.conversation is not None and not turn.store:
+            raise invalid_value(
+                "A turn in a conversation is stored in it: remove store=false (or the "
+                "conversation).",
+                param="store",
+            )
+        return self._with_options(turn, options, new_input, parent, compacted), model_input
 
     def _model_view(
         self, history: list[Any], new_input: list[Any], caller: Caller
@@ -543,9 +578,9 @@ class ResponsesService:
         A background turn given ``rerun`` (what is needed to run it again) is leased in the
         store with its queued save, so that another process can run it if this one dies;
         ``resume`` runs such a response again, under the lease taken over."""
-        options = create_options(body)
-        if options.conversation is not None:  # the body's conversation wins over header and `user`
-            session_id = options.conversation
+        options = create_options(body) if body.model_extra else PLAIN
+        if options is not PLAIN and options.conversation is not None:
+            session_id = options.conversation  # the body's conversation wins over header and `user`
         if resume is not None:
             session = resume.session
         else:
