@@ -50,6 +50,7 @@ def test_what_each_field_asks_for() -> None:
         ({"conversation": {}}, (400, "missing_required_parameter", "conversation.id")),
         ({"conversation": {"id": 3}}, (400, "invalid_type", "conversation.id")),
         ({"conversation": "c" * 257}, (400, "invalid_value", "conversation")),
+        ({"conversation": "conv\r\nX-Evil: 1"}, (400, "invalid_value", "conversation")),
         ({"generate": 0}, (400, "invalid_type", "generate")),
         ({"context_management": ["compaction"]}, (400, "invalid_type", "context_management[0]")),
         (

@@ -16,6 +16,7 @@ has none (the common one) costs one dictionary test (``PLAIN``). What each one d
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from orgate.protocol.errors import (
 FIELDS = frozenset({"conversation", "context_management", "generate"})
 #: The longest conversation id (a session key: the session header has the same bound).
 MAX_CONVERSATION_ID = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +88,10 @@ def conversation_id(value: Any, param: str = "conversation") -> str | None:
         raise invalid_type(
             f"Invalid '{param}': expected a string (or an object with an 'id').", param=param
         )
-    if not value or len(value) > MAX_CONVERSATION_ID:
+    if not value or len(value) > MAX_CONVERSATION_ID or _CONTROL.search(value):
         raise invalid_value(
-            f"Invalid '{param}': a conversation id has 1 to {MAX_CONVERSATION_ID} characters.",
+            f"Invalid '{param}': a conversation id has 1 to {MAX_CONVERSATION_ID} characters, "
+            "none of them a control character (it is a session key, echoed in X-Session-Id).",
             param=param,
         )
     return value
