@@ -31,6 +31,7 @@ from typing import Any
 
 from orgate.engine.service import ResponseStream, shutdown_error, store_failure
 from orgate.neutral import McpCallStart, ModelEvent, aclose_quietly
+from orgate.protocol.error_codes import ErrorCode
 from orgate.store.base import BackgroundJob, ResponseStore, StoredResponse, StoreError
 
 log = logging.getLogger("orgate.background")
@@ -56,7 +57,7 @@ def takeover_error(job: BackgroundJob) -> dict[str, str] | None:
     if reason is None:
         return None
     return {
-        "code": "server_error",
+        "code": ErrorCode.SERVER_ERROR.value,
         "message": f"the orgate process running this background response stopped after {reason}; "
         "it was not run again",
     }
