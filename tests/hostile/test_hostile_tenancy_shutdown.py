@@ -185,15 +185,16 @@ def test_an_admin_key_sees_and_resolves_every_tenants_entries(review_server: Org
 def test_the_review_cli_shows_and_filters_tenants(review_server: OrgateServer) -> None:
     with _client(review_server, "sk-tenant-a") as a:
         entry = _review_entry(a)
-    db = str(review_server.dir / "review.db")
 
     def review(*argv: str) -> subprocess.CompletedProcess[str]:
+        """``orgate review`` as the server is configured: the queue in its store."""
         return subprocess.run(
-            [sys.executable, "-m", "orgate.cli", "review", *argv, "--db", db],
+            [sys.executable, "-m", "orgate.cli", "review", *argv],
             capture_output=True,
             text=True,
             timeout=120,
-            cwd=REPO,
+            cwd=review_server.dir,
+            env={**review_server.env, "ORGATE_CONFIG": str(review_server.config_path)},
         )
 
     listed = review("list", "--tenant", "a")
