@@ -4,7 +4,7 @@ response ends (``engine/lifecycle.py``), with its stored state and the session l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,12 @@ from orgate.engine import lifecycle
 from orgate.engine.context import parse_body
 from orgate.engine.lifecycle import Ending, ResponseStream, shutdown_error
 from orgate.engine.service import Caller, ResponsesService
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, TextDelta
+from orgate.neutral import Deployment, Finish, TextDelta
 from orgate.protocol.errors import ApiError
 from orgate.store import open_store
 from orgate.store.base import ResponseStore, SessionBusy, StoreUnavailable
+from tests.support.scripted import HANG, ScriptedProvider, Step, Turn
+from tests.support.waiting import eventually
 
 MODEL = Deployment(
     name="m", provider="openai-chat", upstream_model="m", base_url="http://upstream.invalid/v1"
@@ -26,65 +28,32 @@ MODEL = Deployment(
 CALLER = Caller("k", "t")
 SESSION = "s1"
 DONE = b"data: [DONE]\n\n"
-HANG = object()  # a script step: wait for ever (until cancelled)
 
 
 def encode(event: dict[str, Any]) -> bytes:
     return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
-class Scripted:
-    """A provider answering with scripted batches; a step that is an exception is raised,
-    ``HANG`` waits until the call is cancelled. Records whether its call was closed."""
-
-    def __init__(self, *steps: Any) -> None:
-        self.steps = steps
-        self.started = asyncio.Event()
-        self.closed = False
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        raise AssertionError("the service asks for batches")
-
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        self.started.set()
-        try:
-            for step in self.steps:
-                if step is HANG:
-                    await asyncio.Event().wait()
-                if isinstance(step, BaseException):
-                    raise step
-                yield step
-        finally:
-            self.closed = True
-
-    async def aclose(self) -> None:
-        return None
+#: The providers a test made: the autouse check reads their calls after the test.
+MADE: list[ScriptedProvider] = []
 
 
-class FailingCall:
-    """An upstream call (not a generator: its own ``aclose``) that fails on its first read."""
-
-    def __init__(self, error: ApiError) -> None:
-        self.error = error
-        self.closed = False
-
-    def __aiter__(self) -> FailingCall:
-        return self
-
-    async def __anext__(self) -> list[ModelEvent]:
-        raise self.error
-
-    async def aclose(self) -> None:
-        self.closed = True
+def scripted(*steps: Step) -> ScriptedProvider:
+    """A provider answering one call with ``steps`` (batches, an exception raised there,
+    ``HANG``: silent until cancelled)."""
+    provider = ScriptedProvider(Turn(*steps))
+    MADE.append(provider)
+    return provider
 
 
-class FailingProvider(Scripted):
-    def __init__(self, error: ApiError) -> None:
-        super().__init__()
-        self.call = FailingCall(error)
-
-    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:  # type: ignore[override]
-        return self.call
+@pytest.fixture(autouse=True)
+def read_in_batches() -> Iterator[None]:
+    """The service reads its model in batches (one write per upstream read), never one event
+    at a time."""
+    MADE.clear()
+    yield
+    read_as = {call.read_as for provider in MADE for call in provider.calls}
+    assert read_as <= {"batches"}, read_as
 
 
 class FlakyStore:
@@ -116,7 +85,7 @@ async def store(tmp_path: Path) -> AsyncIterator[ResponseStore]:
     await opened.close()
 
 
-def service_with(store: Any, provider: Scripted) -> ResponsesService:
+def service_with(store: Any, provider: ScriptedProvider) -> ResponsesService:
     return ResponsesService({"m": MODEL}, lambda deployment: provider, store=store)
 
 
@@ -147,12 +116,11 @@ async def collect(frames: AsyncIterator[bytes], into: list[bytes]) -> None:
 
 
 async def cancel_when_hanging(
-    provider: Scripted, task: asyncio.Task[Any], chunks: list[bytes], count: int
+    provider: ScriptedProvider, task: asyncio.Task[Any], chunks: list[bytes], count: int
 ) -> None:
     """Cancel ``task`` once ``count`` chunks left and the upstream hangs (where a client leaves)."""
-    while len(chunks) < count:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.05)  # the stream is now waiting for the upstream
+    # waiting: the call is in its HANG step, so the stream is waiting for the upstream
+    assert await eventually(lambda: len(chunks) >= count and provider.calls[-1].waiting)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -164,7 +132,7 @@ async def cancel_when_hanging(
 async def test_a_drained_response_is_completed_stored_and_its_session_released(
     store: ResponseStore,
 ) -> None:
-    provider = Scripted(*ANSWER)
+    provider = scripted(*ANSWER)
     stream = await start(service_with(store, provider))
     answer = await stream.final()
     assert answer["status"] == "completed"
@@ -177,14 +145,14 @@ async def test_a_drained_response_is_completed_stored_and_its_session_released(
         and stored.response["output"] == answer["output"]
     )
     assert stream.headers["X-Session-Id"] == SESSION
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
 async def test_a_streamed_response_leaves_one_chunk_per_batch_and_is_kept_for_replay(
     store: ResponseStore,
 ) -> None:
-    stream = await start(service_with(store, Scripted(*ANSWER)), stream=True)
+    stream = await start(service_with(store, scripted(*ANSWER)), stream=True)
     chunks: list[bytes] = []
     frames = stream.frames(encode, DONE)
     async for chunk in frames:
@@ -205,7 +173,7 @@ async def test_a_streamed_response_leaves_one_chunk_per_batch_and_is_kept_for_re
 
 
 async def test_an_answer_cut_short_by_its_token_limit_ends_incomplete(store: ResponseStore) -> None:
-    stream = await start(service_with(store, Scripted([TextDelta("Hel")], [Finish("length")])))
+    stream = await start(service_with(store, scripted([TextDelta("Hel")], [Finish("length")])))
     answer = await stream.final()
     assert answer["status"] == "incomplete" and stream.ending is Ending.INCOMPLETE
     stored = await store.get(answer["id"], "t")
@@ -213,7 +181,7 @@ async def test_an_answer_cut_short_by_its_token_limit_ends_incomplete(store: Res
 
 
 async def test_events_are_dicts_numbered_in_order(store: ResponseStore) -> None:
-    stream = await start(service_with(store, Scripted(*ANSWER)))
+    stream = await start(service_with(store, scripted(*ANSWER)))
     events = [event async for event in stream]
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert events[-1]["type"] == "response.completed"
@@ -223,7 +191,7 @@ async def test_events_are_dicts_numbered_in_order(store: ResponseStore) -> None:
 
 
 async def test_an_upstream_error_mid_stream_ends_failed_and_stored_so(store: ResponseStore) -> None:
-    provider = Scripted([TextDelta("Hel")], UPSTREAM_DOWN)
+    provider = scripted([TextDelta("Hel")], UPSTREAM_DOWN)
     stream = await start(service_with(store, provider), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
     assert event_types(chunks)[-2:] == ["error", "response.failed"] and chunks[-1].endswith(DONE)
@@ -235,18 +203,18 @@ async def test_an_upstream_error_mid_stream_ends_failed_and_stored_so(store: Res
         and stored.response["error"]["code"] == "upstream_error"
     )
     assert stored.response["output"][0]["status"] == "incomplete"  # what was produced is kept
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
 async def test_an_upstream_error_before_any_output_is_raised_by_create(
     store: ResponseStore,
 ) -> None:
-    provider = Scripted(UPSTREAM_DOWN)
+    provider = scripted(UPSTREAM_DOWN)
     with pytest.raises(ApiError) as raised:
         await start(service_with(store, provider))
     assert raised.value is UPSTREAM_DOWN
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
@@ -260,7 +228,7 @@ async def test_a_call_that_fails_before_any_event_is_closed(
         type="server_error",
         code="structured_output_invalid",
     )
-    provider = FailingProvider(UPSTREAM_DOWN if not stream else invalid)
+    provider = scripted(UPSTREAM_DOWN if not stream else invalid)
     if stream:  # the model answered, never validly: the stream says so
         assert (await (await start(service_with(store, provider), stream=True)).final())[
             "status"
@@ -268,13 +236,13 @@ async def test_a_call_that_fails_before_any_event_is_closed(
     else:
         with pytest.raises(ApiError):
             await start(service_with(store, provider))
-    assert provider.call.closed
+    assert provider.calls[0].closed
     await assert_session_free(store)
 
 
 async def test_an_answer_without_events_is_an_upstream_error(store: ResponseStore) -> None:
     with pytest.raises(ApiError) as raised:
-        await start(service_with(store, Scripted()))
+        await start(service_with(store, scripted()))
     assert raised.value.code == "upstream_invalid_response"
     await assert_session_free(store)
 
@@ -288,7 +256,7 @@ async def test_a_streamed_answer_that_never_validates_ends_failed_not_as_an_http
         type="server_error",
         code="structured_output_invalid",
     )
-    stream = await start(service_with(store, Scripted(invalid)), stream=True)
+    stream = await start(service_with(store, scripted(invalid)), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
     assert event_types(chunks) == [
         "response.created",
@@ -302,13 +270,13 @@ async def test_a_streamed_answer_that_never_validates_ends_failed_not_as_an_http
 
 
 async def test_an_answer_that_stops_without_finishing_is_truncated(store: ResponseStore) -> None:
-    provider = Scripted([TextDelta("Hel")], [TextDelta("lo")])
+    provider = scripted([TextDelta("Hel")], [TextDelta("lo")])
     answer = await (await start(service_with(store, provider))).final()
     assert answer["status"] == "failed" and answer["error"]["code"] == "upstream_stream_truncated"
 
 
 async def test_a_bug_ends_the_response_with_a_server_error(store: ResponseStore) -> None:
-    stream = await start(service_with(store, Scripted([TextDelta("Hel")], RuntimeError("a bug"))))
+    stream = await start(service_with(store, scripted([TextDelta("Hel")], RuntimeError("a bug"))))
     answer = await stream.final()
     assert answer["status"] == "failed" and answer["error"]["code"] == "server_error"
     assert (
@@ -325,7 +293,7 @@ async def test_a_bug_ends_the_response_with_a_server_error(store: ResponseStore)
 async def test_a_client_that_leaves_mid_stream_leaves_the_response_stored_failed(
     store: ResponseStore,
 ) -> None:
-    provider = Scripted([TextDelta("Hel")], HANG)
+    provider = scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     chunks: list[bytes] = []
     task = asyncio.create_task(collect(stream.frames(encode, DONE), chunks))
@@ -343,19 +311,19 @@ async def test_a_client_that_leaves_mid_stream_leaves_the_response_stored_failed
     assert (
         replay is not None and event_types([replay])[-1] == "response.failed"
     )  # the replay ends as stored
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
 async def test_a_consumer_that_closes_the_stream_ends_the_turn_at_once(
     store: ResponseStore,
 ) -> None:
-    provider = Scripted([TextDelta("Hel")], HANG)
+    provider = scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     frames = stream.frames(encode, DONE)
     await anext(frames)
     await frames.aclose()  # type: ignore[attr-defined]
-    assert stream.ending is Ending.CLIENT_GONE and provider.closed
+    assert stream.ending is Ending.CLIENT_GONE and provider.calls[0].ended
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "failed"
     await assert_session_free(store)
@@ -365,7 +333,7 @@ async def test_a_consumer_that_closes_the_stream_ends_the_turn_at_once(
 async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed(
     store: ResponseStore, how: str
 ) -> None:
-    provider = Scripted([TextDelta("Hel")], HANG)
+    provider = scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), stream=True)
     if how == "client_still_there":
         stream.client_gone = False  # a shutdown past the drain time cancels it
@@ -382,7 +350,7 @@ async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed
         and stored.status == "failed"
         and stored.response["error"]["code"] == "server_shutdown"
     )
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
@@ -392,11 +360,11 @@ async def test_a_response_the_server_stops_tells_its_client_and_is_stored_failed
 async def test_a_background_response_is_stored_queued_then_runs_to_its_end(
     store: ResponseStore,
 ) -> None:
-    provider = Scripted(*ANSWER)
+    provider = scripted(*ANSWER)
     stream = await start(service_with(store, provider), background=True)
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "queued"
-    assert not provider.started.is_set()  # nothing was asked of the model yet
+    assert not provider.calls  # nothing was asked of the model yet
     chunks = [chunk async for chunk in stream.frames(encode)]
     assert event_types(chunks[:1]) == [
         "response.created",
@@ -411,7 +379,7 @@ async def test_a_background_response_is_stored_queued_then_runs_to_its_end(
 
 
 async def test_a_cancelled_background_response_is_stored_cancelled(store: ResponseStore) -> None:
-    provider = Scripted([TextDelta("Hel")], HANG)
+    provider = scripted([TextDelta("Hel")], HANG)
     stream = await start(service_with(store, provider), background=True)
     chunks: list[bytes] = []
     task = asyncio.create_task(collect(stream.frames(encode), chunks))
@@ -420,12 +388,12 @@ async def test_a_cancelled_background_response_is_stored_cancelled(store: Respon
     assert stream.ending is Ending.CANCELLED
     stored = await store.get(stream.response_id, "t")
     assert stored is not None and stored.status == "cancelled"
-    assert provider.closed
+    assert provider.calls[0].ended
     await assert_session_free(store)
 
 
 async def test_a_background_upstream_failure_is_stored_not_raised(store: ResponseStore) -> None:
-    stream = await start(service_with(store, Scripted(UPSTREAM_DOWN)), background=True)
+    stream = await start(service_with(store, scripted(UPSTREAM_DOWN)), background=True)
     answer = await stream.final()
     assert answer["status"] == "failed" and stream.ending is Ending.FAILED
     stored = await store.get(stream.response_id, "t")
@@ -437,19 +405,19 @@ async def test_a_background_upstream_failure_is_stored_not_raised(store: Respons
 
 
 async def test_a_background_response_that_cannot_be_stored_is_refused(store: ResponseStore) -> None:
-    provider = Scripted(*ANSWER)
+    provider = scripted(*ANSWER)
     with pytest.raises(ApiError) as raised:
         await start(
             service_with(FlakyStore(store, lambda response: True), provider), background=True
         )
     assert raised.value.status == 503 and raised.value.code == "store_unavailable"
-    assert not provider.started.is_set()
+    assert not provider.calls
     await assert_session_free(store)
 
 
 async def test_a_failed_in_progress_save_does_not_stop_the_stream(store: ResponseStore) -> None:
     flaky = FlakyStore(store, lambda response: response["status"] == "in_progress")
-    stream = await start(service_with(flaky, Scripted(*ANSWER)), stream=True)
+    stream = await start(service_with(flaky, scripted(*ANSWER)), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
     assert event_types(chunks)[-1] == "response.completed"
     assert flaky.attempts == ["in_progress", "completed"]  # no retry before the first event
@@ -461,7 +429,7 @@ async def test_a_failed_in_progress_save_does_not_stop_the_stream(store: Respons
 async def test_the_terminal_save_is_retried_while_the_store_recovers(store: ResponseStore) -> None:
     failures = iter([True, True])
     flaky = FlakyStore(store, lambda response: next(failures, False))
-    stream = await start(service_with(flaky, Scripted(*ANSWER)))
+    stream = await start(service_with(flaky, scripted(*ANSWER)))
     answer = await stream.final()
     assert flaky.attempts == ["completed"] * 3
     assert answer["store"] is True and lifecycle.STORE_ERROR_HEADER not in stream.headers
@@ -475,7 +443,7 @@ async def test_an_answer_the_store_never_takes_goes_out_marked_not_stored(
 ) -> None:
     monkeypatch.setattr(lifecycle, "FOREGROUND_SAVE_GRACE", 0.3)
     flaky = FlakyStore(store, lambda response: True)
-    stream = await start(service_with(flaky, Scripted(*ANSWER)), stream=True)
+    stream = await start(service_with(flaky, scripted(*ANSWER)), stream=True)
     chunks = [chunk async for chunk in stream.frames(encode, DONE)]
     terminal = [
         orjson.loads(line[6:])

@@ -10,7 +10,6 @@ never leak it; listings show neither the marker nor extension wrappers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,7 @@ from orgate.neutral import (
     Deployment,
     ExtensionItem,
     Finish,
-    ModelEvent,
     ModelRequest,
-    Provider,
     ReasoningDelta,
     ReasoningEncrypted,
     TextDelta,
@@ -41,6 +38,7 @@ from orgate.providers.openai_chat import build_body as chat_body
 from orgate.providers.openai_responses import build_body as responses_body
 from orgate.store import open_store
 from tests.engine.helpers import base, run
+from tests.support.scripted import ScriptedProvider
 from tests.support.spec import check_events, validate
 
 NATIVE = Deployment(
@@ -250,21 +248,6 @@ def test_listings_show_spec_items_only() -> None:
 # --- through the service and a real store ------------------------------------------------------
 
 
-class Recording(Provider):
-    """A provider that records what it is asked and answers "ok"."""
-
-    def __init__(self) -> None:
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
-        yield TextDelta("ok")
-        yield Finish("stop")
-
-    async def aclose(self) -> None:
-        return None
-
-
 @pytest.mark.parametrize("marked", [False, True])
 async def test_a_stored_chain_sends_reasoning_by_its_marker(tmp_path: Path, marked: bool) -> None:
     """A chain stored before origins were recorded (no marker) goes as before; a marked one only to its origin."""
@@ -284,7 +267,7 @@ async def test_a_stored_chain_sends_reasoning_by_its_marker(tmp_path: Path, mark
             first.output_items(ORIGIN) if marked else None
         )  # None: what orgate stored before markers
         await store.save(first.final, tenant="t", input_items=[USER], output_items=output_items)
-        provider = Recording()
+        provider = ScriptedProvider(otherwise=[TextDelta("ok"), Finish("stop")])
         service = ResponsesService({"vllm": OTHER}, lambda deployment: provider, store=store)
         body = parse_body({"model": "vllm", "input": "And then?", "previous_response_id": first.id})
         stream = await service.create(body, Caller("k", "t"), [])

@@ -13,9 +13,10 @@ non-streamed answer are the same events): a held or refused call never reaches t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +27,6 @@ from orgate.neutral import (
     Finish,
     ModelEvent,
     ModelRequest,
-    Provider,
     ReasoningDelta,
     TextDelta,
     ToolCallDelta,
@@ -47,6 +47,7 @@ from orgate.protocol import (
 )
 from orgate.protocol.errors import ApiError
 from tests.engine.helpers import base
+from tests.support.scripted import ScriptedProvider
 from tests.support.spec import check_events, validate
 
 WEATHER = FunctionToolParam(
@@ -72,48 +73,21 @@ def call(
     return [ToolCallStart(index, call_id, name), *(ToolCallDelta(index, c) for c in chunks)]
 
 
-class Scripted(Provider):
-    """A provider that answers each attempt with the next script and records every request.
-
-    It yields one event at a time; ``trace`` interleaves what it produced with what
-    the guard's consumer took, so a test can tell held events from live ones.
-    """
-
-    def __init__(self, *answers: list[ModelEvent]) -> None:
-        self.answers = list(answers)
-        self.requests: list[ModelRequest] = []
-        self.trace: list[str] = []
-        self.closed = False
-
-    def _next(self, request: ModelRequest) -> list[ModelEvent]:
-        self.requests.append(request)
-        assert self.answers, "the guard asked for more attempts than were scripted"
-        return self.answers.pop(0)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        for event in self._next(request):
-            self.trace.append(f"upstream:{type(event).__name__}")
-            yield event
-
-    async def aclose(self) -> None:
-        self.closed = True
+#: Makes the scripted upstream of a test (tests/support/scripted.py).
+Upstream = Callable[..., ScriptedProvider]
 
 
-class ScriptedBatches(Scripted):
-    """The same scripts, three events per upstream read (text and calls mixed in one batch)."""
-
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        events = self._next(request)
-        for start in range(0, len(events), 3):
-            batch = events[start : start + 3]
-            self.trace += [f"upstream:{type(event).__name__}" for event in batch]
-            yield batch
+@pytest.fixture(params=[1, 3], ids=["events", "batches"])
+def scripted(request: pytest.FixtureRequest) -> Upstream:
+    """Each test runs against an upstream that yields single events and one that yields
+    three events per read (text and calls mixed in one batch)."""
+    return functools.partial(ScriptedProvider, per_batch=request.param)
 
 
-@pytest.fixture(params=[Scripted, ScriptedBatches], ids=["events", "batches"])
-def scripted(request: pytest.FixtureRequest) -> type[Scripted]:
-    """Each test runs against an upstream that yields single events and one that yields batches."""
-    return request.param  # type: ignore[no-any-return]
+def traced(trace: list[str]) -> Callable[[list[ModelEvent]], None]:
+    """An ``on_batch`` hook writing what the upstream produced into ``trace``, where
+    ``collect`` interleaves what the guard's consumer took: held events tell from live ones."""
+    return lambda batch: trace.extend(f"upstream:{type(event).__name__}" for event in batch)
 
 
 def request(
@@ -162,7 +136,7 @@ def finish_of(events: list[ModelEvent]) -> Finish:
     return events[-1]
 
 
-def guard_for(provider: Scripted, **options: Any) -> tuple[ToolGuard, list[str]]:
+def guard_for(provider: ScriptedProvider, **options: Any) -> tuple[ToolGuard, list[str]]:
     """A guard over ``provider`` and the list it counts its verdicts into (the metrics hook)."""
     counted: list[str] = []
     return ToolGuard(provider, on_verdict=counted.append, **options), counted
@@ -179,7 +153,7 @@ def test_applies_only_to_requests_with_tools_or_a_tool_choice() -> None:
 
 @pytest.mark.parametrize("options", [{"policy": "off"}, {}], ids=["policy-off", "no-tools"])
 async def test_nothing_to_guard_passes_the_stream_through(
-    scripted: type[Scripted], options: dict[str, Any]
+    scripted: Upstream, options: dict[str, Any]
 ) -> None:
     bad = [TextDelta("hi"), *call("nowhere", "not json"), Finish("stop")]
     provider = scripted(bad)
@@ -190,7 +164,7 @@ async def test_nothing_to_guard_passes_the_stream_through(
     assert counted == [] and len(provider.requests) == 1
 
 
-async def test_aclose_closes_the_inner_provider(scripted: type[Scripted]) -> None:
+async def test_aclose_closes_the_inner_provider(scripted: Upstream) -> None:
     provider = scripted()
     guard, _ = guard_for(provider)
     await guard.aclose()
@@ -201,21 +175,22 @@ async def test_aclose_closes_the_inner_provider(scripted: type[Scripted]) -> Non
 
 
 async def test_a_valid_call_is_held_until_the_answer_ends_and_text_streams_live(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
+    trace: list[str] = []
     provider = scripted(
         [
             TextDelta("Let me see. "),
             *call("get_weather", GOOD, pieces=3),
             Finish("stop", Usage(5, 7)),
-        ]
+        ],
+        on_batch=traced(trace),
     )
     guard, counted = guard_for(provider)
-    trace = provider.trace
     out = await collect(guard, request(), trace)
     # the text reached the client before the upstream went on; the call only after its Finish
     assert trace.index("client:TextDelta") < trace.index("upstream:Finish")
-    if scripted is Scripted:  # one event per read: the text went on before the call started
+    if provider.per_batch == 1:  # one event per read: the text went on before the call started
         assert trace.index("client:TextDelta") < trace.index("upstream:ToolCallStart")
     assert trace.index("upstream:Finish") < trace.index("client:ToolCallStart")
     assert text_of(out) == "Let me see. "
@@ -227,7 +202,7 @@ async def test_a_valid_call_is_held_until_the_answer_ends_and_text_streams_live(
     assert counted == ["ok"] and len(provider.requests) == 1
 
 
-async def test_calls_are_released_renumbered_in_order(scripted: type[Scripted]) -> None:
+async def test_calls_are_released_renumbered_in_order(scripted: Upstream) -> None:
     provider = scripted(
         [
             *call("get_weather", GOOD, "call_a", index=3),
@@ -241,7 +216,7 @@ async def test_calls_are_released_renumbered_in_order(scripted: type[Scripted]) 
     assert counted == ["ok", "ok"]
 
 
-async def test_an_answer_without_calls_keeps_its_reason(scripted: type[Scripted]) -> None:
+async def test_an_answer_without_calls_keeps_its_reason(scripted: Upstream) -> None:
     provider = scripted(
         [ReasoningDelta("hm", "summary"), TextDelta("No tool needed."), Finish("stop")]
     )
@@ -267,7 +242,7 @@ async def test_an_answer_without_calls_keeps_its_reason(scripted: type[Scripted]
     ],
 )
 async def test_an_invalid_call_is_retried_with_feedback(
-    scripted: type[Scripted], name: str, arguments: str, code: str, detail: str
+    scripted: Upstream, name: str, arguments: str, code: str, detail: str
 ) -> None:
     provider = scripted(
         [
@@ -296,7 +271,7 @@ async def test_an_invalid_call_is_retried_with_feedback(
     assert second.tools == first.tools and second.tool_choice == first.tool_choice
 
 
-async def test_every_invalid_call_of_an_attempt_is_sent_back(scripted: type[Scripted]) -> None:
+async def test_every_invalid_call_of_an_attempt_is_sent_back(scripted: Upstream) -> None:
     provider = scripted(
         [
             *call("get_weather", GOOD, "c1"),
@@ -320,7 +295,7 @@ async def test_every_invalid_call_of_an_attempt_is_sent_back(scripted: type[Scri
 
 
 async def test_a_rejected_call_without_a_call_id_gets_one_for_its_feedback(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [*call("get_weather", "{", ""), Finish("tool_calls")],
@@ -333,7 +308,7 @@ async def test_a_rejected_call_without_a_call_id_gets_one_for_its_feedback(
 
 
 async def test_spent_retries_fail_with_a_model_error_naming_every_problem(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     bad = [
         TextDelta("Sure. "),
@@ -359,7 +334,7 @@ async def test_spent_retries_fail_with_a_model_error_naming_every_problem(
     assert len(provider.requests[2].input) == 5  # each retry adds its own feedback
 
 
-async def test_zero_retries_fails_at_once(scripted: type[Scripted]) -> None:
+async def test_zero_retries_fails_at_once(scripted: Upstream) -> None:
     provider = scripted([*call("get_weather", "{"), Finish("tool_calls")])
     guard, _ = guard_for(provider, retries=0)
     with pytest.raises(ApiError) as caught:
@@ -368,7 +343,7 @@ async def test_zero_retries_fails_at_once(scripted: type[Scripted]) -> None:
     assert len(provider.requests) == 1
 
 
-async def test_a_retrys_text_is_dropped_once_text_was_sent(scripted: type[Scripted]) -> None:
+async def test_a_retrys_text_is_dropped_once_text_was_sent(scripted: Upstream) -> None:
     provider = scripted(
         [TextDelta("first "), *call("get_weather", "{"), Finish("tool_calls")],
         [
@@ -386,7 +361,7 @@ async def test_a_retrys_text_is_dropped_once_text_was_sent(scripted: type[Script
 
 
 async def test_a_retrys_text_flows_when_the_first_attempt_sent_none(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [*call("get_weather", "{"), Finish("tool_calls")],
@@ -413,7 +388,7 @@ async def test_a_retrys_text_flows_when_the_first_attempt_sent_none(
     ids=["none", "named", "allowed", "allowed-mode-none"],
 )
 async def test_a_call_tool_choice_does_not_allow_is_a_violation(
-    scripted: type[Scripted], tool_choice: Any, name: str
+    scripted: Upstream, tool_choice: Any, name: str
 ) -> None:
     arguments = GOOD if name == "get_weather" else "{}"
     provider = scripted(
@@ -444,14 +419,15 @@ async def test_a_call_tool_choice_does_not_allow_is_a_violation(
     ids=["required", "named", "allowed-required"],
 )
 async def test_a_required_call_holds_the_text_and_asks_again(
-    scripted: type[Scripted], tool_choice: Any
+    scripted: Upstream, tool_choice: Any
 ) -> None:
+    trace: list[str] = []
     provider = scripted(
         [TextDelta("I'd rather chat."), Finish("stop")],
         [TextDelta("Calling. "), *call("get_weather", GOOD), Finish("stop")],
+        on_batch=traced(trace),
     )
     guard, counted = guard_for(provider)
-    trace = provider.trace
     out = await collect(guard, request(tool_choice=tool_choice), trace)
     assert trace.index("upstream:Finish") < trace.index("client:TextDelta")  # held with the calls
     assert text_of(out) == "Calling. "  # the refused attempt's text never reaches the client
@@ -465,7 +441,7 @@ async def test_a_required_call_holds_the_text_and_asks_again(
 
 
 async def test_a_required_call_never_made_is_a_tool_choice_violation(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted([TextDelta("no"), Finish("stop")], [TextDelta("still no"), Finish("stop")])
     guard, _ = guard_for(provider)
@@ -476,7 +452,7 @@ async def test_a_required_call_never_made_is_a_tool_choice_violation(
     assert caught.value.code == "tool_choice_violation" and seen == []
 
 
-async def test_allowed_tools_lets_the_listed_ones_through(scripted: type[Scripted]) -> None:
+async def test_allowed_tools_lets_the_listed_ones_through(scripted: Upstream) -> None:
     choice = AllowedToolsParam(tools=[SpecificFunctionParam(name="get_time")], mode="auto")
     provider = scripted([*call("get_time", '{"tz": "UTC"}'), Finish("tool_calls")])
     guard, counted = guard_for(provider)
@@ -492,7 +468,7 @@ async def test_allowed_tools_lets_the_listed_ones_through(scripted: type[Scripte
     [({"max_tool_calls": 2}, 2), ({"parallel_tool_calls": False}, 1), ({"max_tool_calls": 5}, 3)],
 )
 async def test_extra_calls_are_dropped_keeping_the_first(
-    scripted: type[Scripted], fields: dict[str, Any], kept: int, caplog: pytest.LogCaptureFixture
+    scripted: Upstream, fields: dict[str, Any], kept: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     answer = [call("get_time", "{}", f"c{i}", index=i) for i in range(3)]
     provider = scripted([*(e for c in answer for e in c), Finish("tool_calls")])
@@ -507,7 +483,7 @@ async def test_extra_calls_are_dropped_keeping_the_first(
 
 
 async def test_warn_passes_an_invalid_call_and_logs_it(
-    scripted: type[Scripted], caplog: pytest.LogCaptureFixture
+    scripted: Upstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     bad = '{"city": "Paris", "unit": "kelvin"}'
     provider = scripted([*call("get_weather", bad), Finish("stop")])
@@ -522,7 +498,7 @@ async def test_warn_passes_an_invalid_call_and_logs_it(
     assert "policy=warn" in caplog.text and "unit" in caplog.text
 
 
-async def test_warn_still_applies_the_call_limits(scripted: type[Scripted]) -> None:
+async def test_warn_still_applies_the_call_limits(scripted: Upstream) -> None:
     provider = scripted(
         [*call("get_time", "{}", "c0"), *call("get_time", "{", "c1", index=1), Finish("tool_calls")]
     )
@@ -531,7 +507,7 @@ async def test_warn_still_applies_the_call_limits(scripted: type[Scripted]) -> N
     assert [c[1] for c in calls_of(out)] == ["c0"]
 
 
-async def test_a_truncated_answer_is_not_judged(scripted: type[Scripted]) -> None:
+async def test_a_truncated_answer_is_not_judged(scripted: Upstream) -> None:
     provider = scripted(
         [TextDelta("x"), *call("get_weather", '{"city": "Pa'), Finish("length", Usage(1, 9))]
     )
@@ -543,7 +519,7 @@ async def test_a_truncated_answer_is_not_judged(scripted: type[Scripted]) -> Non
 
 
 async def test_an_upstream_that_never_finishes_is_an_upstream_error(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted([TextDelta("and then"), *call("get_weather", GOOD)])
     guard, _ = guard_for(provider)
@@ -552,7 +528,7 @@ async def test_an_upstream_that_never_finishes_is_an_upstream_error(
     assert (caught.value.status, caught.value.code) == (502, "upstream_stream_truncated")
 
 
-async def test_an_invalid_tool_schema_is_a_client_error(scripted: type[Scripted]) -> None:
+async def test_an_invalid_tool_schema_is_a_client_error(scripted: Upstream) -> None:
     broken = FunctionToolParam(
         name="broken", parameters={"type": "object", "properties": {"a": {"type": "no-such-type"}}}
     )
@@ -588,7 +564,7 @@ async def _answer(
     return events, builder.final
 
 
-async def test_a_retried_call_reaches_the_client_once_and_valid(scripted: type[Scripted]) -> None:
+async def test_a_retried_call_reaches_the_client_once_and_valid(scripted: Upstream) -> None:
     provider = scripted(
         [
             TextDelta("One moment. "),
@@ -610,7 +586,7 @@ async def test_a_retried_call_reaches_the_client_once_and_valid(scripted: type[S
 
 
 async def test_refused_calls_end_the_stream_as_failed_after_the_text(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     bad = [TextDelta("Sure. "), *call("get_weather", "{", "call_bad"), Finish("tool_calls")]
     guard, _ = guard_for(scripted(bad, bad))
@@ -635,7 +611,7 @@ def custom_call(name: str, text: str, call_id: str = "call_c") -> list[ModelEven
 
 
 async def test_a_custom_call_of_a_defined_custom_tool_passes_whatever_its_input(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted([*custom_call("apply_patch", "not JSON { at all"), Finish("stop")])
     guard, counted = guard_for(provider)
@@ -647,7 +623,7 @@ async def test_a_custom_call_of_a_defined_custom_tool_passes_whatever_its_input(
 
 
 async def test_a_custom_call_of_an_unknown_name_is_sent_back_as_a_custom_pair(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [
@@ -668,7 +644,7 @@ async def test_a_custom_call_of_an_unknown_name_is_sent_back_as_a_custom_pair(
     assert told.call_id == "call_c" and "unknown_tool" in told.output
 
 
-async def test_a_named_custom_tool_choice_allows_that_tool_only(scripted: type[Scripted]) -> None:
+async def test_a_named_custom_tool_choice_allows_that_tool_only(scripted: Upstream) -> None:
     choice = SpecificCustomParam(name="apply_patch")
     provider = scripted(
         [*call("get_weather", GOOD), Finish("tool_calls")],
@@ -688,7 +664,7 @@ def namespaced_call(namespace: str, name: str, arguments: str) -> list[ModelEven
 
 
 async def test_a_call_inside_a_namespace_is_not_checked_against_a_schema(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     # The upstream that runs namespaces holds their definitions; orgate has nothing to check by.
     provider = scripted([*namespaced_call("crm", "lookup", "not JSON"), Finish("stop")])
@@ -701,7 +677,7 @@ async def test_a_call_inside_a_namespace_is_not_checked_against_a_schema(
 
 
 async def test_a_call_inside_a_namespace_still_answers_to_tool_choice(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [*namespaced_call("crm", "lookup", "{}"), Finish("stop")],
@@ -713,7 +689,7 @@ async def test_a_call_inside_a_namespace_still_answers_to_tool_choice(
     assert counted == ["tool_choice", "ok"]
 
 
-async def test_an_argument_delta_before_any_call_is_dropped(scripted: type[Scripted]) -> None:
+async def test_an_argument_delta_before_any_call_is_dropped(scripted: Upstream) -> None:
     provider = scripted(
         [
             ToolCallDelta(0, '{"stray": 1}'),
@@ -731,7 +707,7 @@ async def test_an_argument_delta_before_any_call_is_dropped(scripted: type[Scrip
 # --- what decides the end of an attempt ------------------------------------------------------------------
 
 
-async def test_reasoning_alone_does_not_count_as_text_sent(scripted: type[Scripted]) -> None:
+async def test_reasoning_alone_does_not_count_as_text_sent(scripted: Upstream) -> None:
     provider = scripted(
         [ReasoningDelta("hm", "summary"), *call("get_weather", "{"), Finish("tool_calls")],
         [TextDelta("Here it is. "), *call("get_weather", GOOD), Finish("tool_calls")],
@@ -741,7 +717,7 @@ async def test_reasoning_alone_does_not_count_as_text_sent(scripted: type[Script
     assert text_of(out) == "Here it is. "  # the retry's text is the first the client gets
 
 
-async def test_calls_keep_a_finish_reason_other_than_stop(scripted: type[Scripted]) -> None:
+async def test_calls_keep_a_finish_reason_other_than_stop(scripted: Upstream) -> None:
     provider = scripted([*call("get_weather", GOOD), Finish("content_filter")])
     guard, _ = guard_for(provider)
     out = await collect(guard, request())
@@ -750,7 +726,7 @@ async def test_calls_keep_a_finish_reason_other_than_stop(scripted: type[Scripte
 
 
 async def test_a_truncated_retry_is_paid_for_with_the_attempts_before_it(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [*call("get_weather", "{"), Finish("tool_calls", Usage(10, 2))],
@@ -762,7 +738,7 @@ async def test_a_truncated_retry_is_paid_for_with_the_attempts_before_it(
 
 
 async def test_tool_choice_and_argument_problems_together_are_invalid_arguments(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     bad = [
         *call("get_weather", '{"city": 1}', "c0"),
@@ -778,7 +754,7 @@ async def test_tool_choice_and_argument_problems_together_are_invalid_arguments(
 
 
 async def test_text_sent_stays_sent_when_later_events_are_not_text(
-    scripted: type[Scripted],
+    scripted: Upstream,
 ) -> None:
     provider = scripted(
         [

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from orgate.engine.context import parse_body
 from orgate.engine.service import Caller, ResponsesService
-from orgate.neutral import Deployment, Finish, ModelEvent, ModelRequest, Provider, TextDelta
+from orgate.neutral import Deployment, Finish, TextDelta
 from orgate.store import open_store
+from tests.support.scripted import ScriptedProvider
 
 MODEL = Deployment(
     name="m", provider="openai-chat", upstream_model="m", base_url="http://upstream.invalid/v1"
@@ -16,21 +16,16 @@ MODEL = Deployment(
 CALLER = Caller("k", "t")
 
 
-class Answering(Provider):
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        yield TextDelta("ok")
-        yield Finish("stop")
-
-    async def aclose(self) -> None:
-        return None
-
-
 async def test_a_turn_whose_previous_response_vanished_is_stored_without_the_link(
     tmp_path: Path,
 ) -> None:
     store = await open_store(f"sqlite://{tmp_path}/orgate.db", heartbeat_interval=0)
     try:
-        service = ResponsesService({"m": MODEL}, lambda deployment: Answering(), store=store)
+        service = ResponsesService(
+            {"m": MODEL},
+            lambda deployment: ScriptedProvider(otherwise=[TextDelta("ok"), Finish("stop")]),
+            store=store,
+        )
         first = await (
             await service.create(parse_body({"model": "m", "input": "one"}), CALLER, [])
         ).final()

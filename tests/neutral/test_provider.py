@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from tests.support.scripted import ScriptedProvider, Turn
 
 from orgate.neutral import Finish, ModelEvent, ModelRequest, Provider, TextDelta, WrapperProvider
 
@@ -16,22 +17,14 @@ BATCHES: list[list[ModelEvent]] = [
 ]
 
 
-class Batched(Provider):
-    """Answers in two batches, as a decoder fed two network reads would."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        for batch in BATCHES:
-            yield batch
-
-    async def aclose(self) -> None:
-        self.closed = True
+def batched() -> ScriptedProvider:
+    """Answers in two batches, as a decoder fed two network reads would (every call)."""
+    return ScriptedProvider(otherwise=Turn(*BATCHES))
 
 
 class OneByOne(Provider):
-    """Answers one event at a time."""
+    """Answers one event at a time: what is tested is the base class's batches for a class
+    that defines ``stream`` only, so this test defines one (as the refusals below do)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         yield TextDelta("a")
@@ -43,7 +36,7 @@ async def collect(stream: AsyncIterator[object]) -> list[object]:
 
 
 async def test_a_batched_provider_gives_single_events_too() -> None:
-    provider = Batched()
+    provider = batched()
     assert await collect(provider.stream_batches(REQUEST)) == BATCHES
     assert await collect(provider.stream(REQUEST)) == [
         event for batch in BATCHES for event in batch
@@ -55,7 +48,7 @@ async def test_a_provider_of_single_events_answers_in_batches_of_one() -> None:
 
 
 async def test_a_wrapper_forwards_batches_and_closing() -> None:
-    inner = Batched()
+    inner = batched()
     wrapper = WrapperProvider(inner)
     assert await collect(wrapper.stream_batches(REQUEST)) == BATCHES
     await wrapper.aclose()

@@ -1,19 +1,16 @@
-"""Test doubles for the router's unit tests: scripted upstream providers and a manual clock.
+"""Test doubles for the router's unit tests: scripted upstreams and a manual clock.
 
-``Scripted`` is a ``Provider`` standing in for one upstream: each call takes the
-next step of its script (``fail(error)`` before any event, ``answer(...)``,
-``answer_then_fail(...)``, ``hold()`` to keep the stream open until released)
-and records the request, when it came, and whether its stream was closed.
+``upstream(name, *answers)`` is the scripted provider (tests/support/scripted.py) standing
+in for one upstream: each call takes the next answer (``fail(error)`` before any event,
+``answer(...)``, ``answer_then_fail(...)``, ``hold()`` to keep the stream open until
+released, ``slow_start()``), then ``"<name> answers"``; it records each call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
-from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from orgate.engine.router import Route, RoutePolicy, Router, Target
@@ -23,10 +20,10 @@ from orgate.neutral import (
     Finish,
     ModelEvent,
     ModelRequest,
-    Provider,
     TextDelta,
 )
 from orgate.protocol.errors import ApiError
+from tests.support.scripted import Answer, ScriptedProvider, Turn, wait_for
 
 
 def server_error(
@@ -53,69 +50,31 @@ def bad_request() -> ApiError:
     )
 
 
-@dataclass
-class Step:
-    events: list[ModelEvent] = field(default_factory=list)
-    error: ApiError | None = None  # raised after the events
-    hold: asyncio.Event | None = None  # wait for it after the first event
-    before: asyncio.Event | None = None  # wait for it before the first event
+def fail(error: ApiError) -> Turn:
+    return Turn(error)
 
 
-def fail(error: ApiError) -> Step:
-    return Step(error=error)
+def answer(text: str = "hello") -> Turn:
+    return Turn.events([TextDelta(text), Finish("stop")])
 
 
-def answer(text: str = "hello") -> Step:
-    return Step(events=[TextDelta(text), Finish("stop")])
+def answer_then_fail(error: ApiError) -> Turn:
+    return Turn([TextDelta("partial")], error)
 
 
-def answer_then_fail(error: ApiError) -> Step:
-    return Step(events=[TextDelta("partial")], error=error)
+def hold(release: asyncio.Event) -> Turn:
+    """The first event, then nothing until ``release`` is set (a stream kept open)."""
+    return Turn([TextDelta("held")], wait_for(release), [Finish("stop")])
 
 
-def hold(release: asyncio.Event) -> Step:
-    return Step(events=[TextDelta("held"), Finish("stop")], hold=release)
-
-
-def slow_start(release: asyncio.Event) -> Step:
+def slow_start(release: asyncio.Event) -> Turn:
     """No event until ``release`` is set (an upstream still thinking)."""
-    return Step(events=[TextDelta("late"), Finish("stop")], before=release)
+    return Turn(wait_for(release), [TextDelta("late")], [Finish("stop")])
 
 
-@dataclass
-class Call:
-    model: str
-    at: float
-    closed: bool = False
-
-
-class Scripted(Provider):
-    """One fake upstream. Without a script step it answers ``"<name> answers"``."""
-
-    def __init__(self, name: str, *steps: Step) -> None:
-        self.name = name
-        self.steps: deque[Step] = deque(steps)
-        self.calls: list[Call] = []
-
-    async def aclose(self) -> None:
-        return None
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        call = Call(request.model, time.monotonic())
-        self.calls.append(call)
-        step = self.steps.popleft() if self.steps else answer(f"{self.name} answers")
-        try:
-            if step.before is not None:
-                await step.before.wait()
-            for index, event in enumerate(step.events):
-                await asyncio.sleep(0)
-                yield event
-                if index == 0 and step.hold is not None:
-                    await step.hold.wait()
-            if step.error is not None:
-                raise step.error
-        finally:
-            call.closed = True
+def upstream(name: str, *answers: Answer) -> ScriptedProvider:
+    """One upstream, ``name``: its script, then ``"<name> answers"`` to every call."""
+    return ScriptedProvider(*answers, otherwise=answer(f"{name} answers"), name=name)
 
 
 class ManualClock:
@@ -145,7 +104,7 @@ def deployment(name: str, **caps: Any) -> Deployment:
 
 
 def make_router(
-    *upstreams: Scripted,
+    *upstreams: ScriptedProvider,
     policy: RoutePolicy | None = None,
     limits: dict[str, int] | None = None,
     clock: ManualClock | None = None,

@@ -36,7 +36,6 @@ from tests.fakes.openai_chat_upstream import FakeOpenAIChat, http_error, rate_li
 from tests.fakes.responses_upstream import FakeResponses
 from tests.routing.doubles import (
     ManualClock,
-    Scripted,
     answer,
     drain,
     fail,
@@ -44,6 +43,7 @@ from tests.routing.doubles import (
     rate_limit,
     request,
     texts,
+    upstream,
 )
 
 KEY = "sk-upstream-SECRET-0123456789"
@@ -105,8 +105,8 @@ async def test_a_429_that_may_be_retried_at_once_still_falls_back_first(retry_af
     if retry_after == "past-date":
         retry_after = format_datetime(datetime.now(UTC) - timedelta(seconds=60), usegmt=True)
     clock = ManualClock()
-    a = Scripted("a", fail(rate_limit(retry_after)), answer("a again"))
-    b = Scripted("b", answer("b answers"))
+    a = upstream("a", fail(rate_limit(retry_after)), answer("a again"))
+    b = upstream("b", answer("b answers"))
     router, front = make_router(a, b, policy=RoutePolicy(retries=2), clock=clock)
     assert texts(await drain(router(front).stream(request()))) == "b answers"
     assert len(a.calls) == 1 and len(b.calls) == 1

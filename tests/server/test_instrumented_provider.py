@@ -5,38 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Deployment, Finish, ModelRequest, Provider, TextDelta, Usage
+from orgate.neutral import Deployment, Finish, ModelRequest, TextDelta, Usage
 from orgate.protocol.errors import ApiError
 from orgate.server.observability import HttpMetrics, InstrumentedProvider
+from tests.support.scripted import HANG, ScriptedProvider, Turn
+from tests.support.waiting import eventually
 
 
-class ScriptedProvider(Provider):
-    """Yields the given batches, then raises ``error`` if given; records whether it was closed."""
-
-    def __init__(self, batches: list[list[Any]], error: BaseException | None = None) -> None:
-        self.batches = batches
-        self.error = error
-        self.started = False
-        self.closed = False
-
-    async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Any]]:
-        self.started = True
-        try:
-            for batch in self.batches:
-                yield batch
-            if self.error is not None:
-                raise self.error
-        finally:
-            self.closed = True
-
-    async def aclose(self) -> None:
-        pass
+def scripted(batches: list[list[Any]], error: BaseException | None = None) -> ScriptedProvider:
+    """One call answered with ``batches``, then ``error`` raised if given."""
+    return ScriptedProvider(Turn(*batches, *([error] if error is not None else [])))
 
 
 def _setup(inner: ScriptedProvider) -> tuple[InstrumentedProvider, CollectorRegistry]:
@@ -65,7 +48,7 @@ ANSWER = [[TextDelta("hi")], [Finish("stop", Usage(input_tokens=3, output_tokens
 
 
 async def test_an_answered_call_is_ok_with_its_tokens_and_the_gauge_back_to_zero() -> None:
-    inner = ScriptedProvider(ANSWER)
+    inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     assert _in_flight(registry) == 0  # not started before its first batch is asked for
@@ -82,7 +65,7 @@ async def test_an_answered_call_is_ok_with_its_tokens_and_the_gauge_back_to_zero
 
 
 async def test_a_call_closed_after_its_finish_event_is_ok() -> None:
-    inner = ScriptedProvider(ANSWER)
+    inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     async for batch in stream:
@@ -90,17 +73,17 @@ async def test_a_call_closed_after_its_finish_event_is_ok() -> None:
             break  # the engine stops at the final event
     assert _in_flight(registry) == 1  # still open: the consumer has not closed it
     await stream.aclose()
-    assert inner.closed
+    assert inner.calls[0].ended
     assert _calls(registry, "ok") == 1 and _in_flight(registry) == 0
 
 
 async def test_a_call_closed_before_its_answer_is_cancelled_and_closes_the_upstream() -> None:
-    inner = ScriptedProvider(ANSWER)
+    inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     assert await stream.__anext__() == ANSWER[0]
     await stream.aclose()
-    assert inner.closed
+    assert inner.calls[0].ended
     assert (
         _calls(registry, "cancelled") == 1
         and _calls(registry, "ok") == 0
@@ -118,7 +101,7 @@ async def test_a_call_closed_before_its_answer_is_cancelled_and_closes_the_upstr
     ],
 )
 async def test_a_failing_call_counts_its_error(error: BaseException, code: str) -> None:
-    inner = ScriptedProvider([[TextDelta("a")]], error=error)
+    inner = scripted([[TextDelta("a")]], error=error)
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     assert await stream.__anext__() == [TextDelta("a")]
@@ -131,21 +114,11 @@ async def test_a_failing_call_counts_its_error(error: BaseException, code: str) 
 
 
 async def test_a_cancelled_wait_is_recorded_by_the_close() -> None:
-    gate = asyncio.Event()
-
-    class Stalled(ScriptedProvider):
-        async def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[Any]]:
-            try:
-                await gate.wait()
-                yield []
-            finally:
-                self.closed = True
-
-    inner = Stalled([])
+    inner = ScriptedProvider(Turn(HANG))
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     waiting = asyncio.create_task(stream.__anext__())
-    await asyncio.sleep(0)
+    assert await eventually(lambda: inner.calls and inner.calls[0].waiting)
     assert _in_flight(registry) == 1
     waiting.cancel()  # the client went away while the upstream was silent
     with pytest.raises(asyncio.CancelledError):
@@ -155,7 +128,7 @@ async def test_a_cancelled_wait_is_recorded_by_the_close() -> None:
 
 
 async def test_a_stream_dropped_without_close_does_not_leave_the_gauge_up() -> None:
-    inner = ScriptedProvider(ANSWER)
+    inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     stream = provider.stream_batches(REQUEST)
     await stream.__anext__()
@@ -167,10 +140,10 @@ async def test_a_stream_dropped_without_close_does_not_leave_the_gauge_up() -> N
 
 async def test_the_event_stream_closed_early_closes_the_upstream_at_once() -> None:
     """``stream()`` (events one by one, as the router reads them) ends its upstream call when it is closed."""
-    inner = ScriptedProvider(ANSWER)
+    inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     events = provider.stream(REQUEST)
     assert await events.__anext__() == TextDelta("hi")
     await events.aclose()
-    assert inner.closed
+    assert inner.calls[0].ended
     assert _calls(registry, "cancelled") == 1 and _in_flight(registry) == 0

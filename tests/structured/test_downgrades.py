@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, Provider, TextFormat
+from orgate.neutral import Capabilities, Deployment, ModelEvent, ModelRequest, TextFormat
 from orgate.protocol.errors import ApiError
 from orgate.structured import (
     Outcome,
@@ -20,36 +18,29 @@ from orgate.structured.downgrades import ModeDowngrades, refuses_format
 from orgate.structured.outcome import DOWNGRADE_HEADER
 from tests.structured.fakes import answer
 from tests.structured.test_net import GOOD, request
+from tests.support.scripted import ScriptedProvider, Turn
+
+REFUSED = ApiError(
+    502,
+    "upstream 'm' failed (HTTP 500): Internal Server Error",
+    type="server_error",
+    code="upstream_error",
+)
 
 
-class Refusing(Provider):
+def refusing(*refused: str, error: ApiError = REFUSED) -> ScriptedProvider:
     """An upstream that fails every request carrying a response format in ``refused``, as
     llama.cpp's server does for json_schema (a 500, passed on as a 502 upstream_error)."""
 
-    def __init__(self, *refused: str, error: ApiError | None = None) -> None:
-        self.refused = refused
-        self.error = error or ApiError(
-            502,
-            "upstream 'm' failed (HTTP 500): Internal Server Error",
-            type="server_error",
-            code="upstream_error",
-        )
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
+    def reply(request: ModelRequest) -> Turn | list[ModelEvent]:
         fmt = request.text_format
-        if fmt is not None and fmt.type in self.refused:
-            raise self.error
-        for event in answer(GOOD):
-            yield event
+        return Turn(error) if fmt is not None and fmt.type in refused else answer(GOOD)
 
-    async def aclose(self) -> None:
-        return None
+    return ScriptedProvider(otherwise=reply)
 
 
 def net_for(
-    provider: Refusing,
+    provider: ScriptedProvider,
     downgrades: ModeDowngrades,
     caps: Capabilities | None = None,
     metrics: StructuredMetrics | None = None,
@@ -66,7 +57,7 @@ async def drain(net: SafetyNet, req: ModelRequest) -> Outcome:
 
 
 async def test_a_refused_json_schema_is_asked_again_as_json_object_and_remembered() -> None:
-    upstream, memory = Refusing("json_schema"), ModeDowngrades()
+    upstream, memory = refusing("json_schema"), ModeDowngrades()
     metrics = StructuredMetrics(CollectorRegistry())
     outcome = await drain(net_for(upstream, memory, metrics=metrics), request())
     sent = [r.text_format.type if r.text_format else None for r in upstream.requests]
@@ -85,7 +76,7 @@ async def test_a_refused_json_schema_is_asked_again_as_json_object_and_remembere
 
 
 async def test_a_server_refusing_both_formats_gets_the_schema_in_the_prompt_only() -> None:
-    upstream, memory = Refusing("json_schema", "json_object"), ModeDowngrades()
+    upstream, memory = refusing("json_schema", "json_object"), ModeDowngrades()
     outcome = await drain(net_for(upstream, memory), request())
     assert [r.text_format for r in upstream.requests][2] is None
     assert outcome.mode == "instructions" and outcome.status == "ok"
@@ -95,7 +86,7 @@ async def test_a_server_refusing_both_formats_gets_the_schema_in_the_prompt_only
 
 
 async def test_declared_capabilities_win_the_refusal_reaches_the_client() -> None:
-    upstream, memory = Refusing("json_schema"), ModeDowngrades()
+    upstream, memory = refusing("json_schema"), ModeDowngrades()
     declared = Capabilities(declared=frozenset({"json_schema"}))
     with pytest.raises(ApiError) as info:
         await drain(net_for(upstream, memory, caps=declared), request())
@@ -105,14 +96,7 @@ async def test_declared_capabilities_win_the_refusal_reaches_the_client() -> Non
 
 async def test_an_upstream_that_is_down_teaches_nothing() -> None:
     memory = ModeDowngrades()
-
-    class Down(Refusing):
-        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-            self.requests.append(request)
-            raise self.error
-            yield  # pragma: no cover
-
-    down = Down()
+    down = ScriptedProvider(otherwise=Turn(REFUSED))
     with pytest.raises(ApiError):
         await drain(net_for(down, memory), request())
     assert len(down.requests) == 3  # json_schema, json_object, instructions: all failed

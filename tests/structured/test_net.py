@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -39,7 +38,8 @@ from orgate.structured import (
     StructuredPolicy,
     StructuredSettings,
 )
-from tests.structured.fakes import ScriptedProvider, answer
+from tests.structured.fakes import answer
+from tests.support.scripted import HANG, Answer, ScriptedProvider, Turn
 
 PRODUCT = {
     "type": "object",
@@ -65,7 +65,7 @@ def request(fmt: TextFormat | None = None, **kw: Any) -> ModelRequest:
 
 
 def make_net(
-    script: list[list[ModelEvent]],
+    script: list[Answer],
     *,
     caps: Capabilities | None = None,
     settings: StructuredSettings | None = None,
@@ -74,7 +74,7 @@ def make_net(
     checks: dict[str, list[Any]] | None = None,
     delay: float = 0.0,
 ) -> tuple[SafetyNet, ScriptedProvider]:
-    provider = ScriptedProvider(script, delay=delay)
+    provider = ScriptedProvider(*script, delay=delay)
     dep = Deployment("gpt-test", "openai-chat", "up", capabilities=caps or Capabilities())
     policy = StructuredPolicy.from_settings(settings or StructuredSettings(), extra_checks=checks)
     return SafetyNet(provider, dep, policy, metrics, queue), provider
@@ -159,7 +159,7 @@ async def test_truncation_at_cap_says_so_without_burning_retries() -> None:
     net, provider = make_net([answer("{", "length", tokens=1000)], caps=caps)
     with pytest.raises(ApiError) as info:
         await run(net, request(max_output_tokens=1000))
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
     err = info.value
     assert err.code == "structured_output_invalid" and err.type == "model_error"
     assert "output token cap (1000 tokens)" in err.message
@@ -189,7 +189,7 @@ async def test_missing_key_twice_then_right_recovers_at_retry_two() -> None:
     net, provider = make_net([bad, bad, answer(GOOD)])
     events, outcome = await run(net, request())
     assert text_of(events) == GOOD
-    assert provider.calls == 3
+    assert len(provider.calls) == 3
     assert outcome.retries == 2 and outcome.status == "recovered"
     assert "missing required key sku" in feedback_of(provider.requests[2])
     # only the latest failed attempt is replayed, not the whole history
@@ -220,7 +220,7 @@ async def test_semantic_failure_retried_once_then_exhausted() -> None:
     net, provider = make_net([low, low, answer(GOOD)], checks={"product": [price_positive]})
     with pytest.raises(ApiError) as info:
         await run(net, request())
-    assert provider.calls == 2  # semantic_retries = 1 although retries = 2
+    assert len(provider.calls) == 2  # semantic_retries = 1 although retries = 2
     assert "stage semantic" in info.value.message and "price: must be above 1" in info.value.message
 
 
@@ -240,7 +240,7 @@ async def test_never_valid_error_outcome() -> None:
     with pytest.raises(ApiError) as info:
         [e async for e in net.stream(request(), outcome=outcome)]
     err = info.value
-    assert provider.calls == 3
+    assert len(provider.calls) == 3
     assert (
         err.status == 500 and err.code == "structured_output_invalid" and err.param == "text.format"
     )
@@ -309,16 +309,18 @@ async def test_budget_override_header() -> None:
     net, provider = make_net([bad, bad, bad])
     with pytest.raises(ApiError):
         await run(net, request(), budget=BudgetOverride.from_header("retries=0"))
-    assert provider.calls == 1
+    assert len(provider.calls) == 1
 
 
 async def test_seconds_budget_stops_retries() -> None:
     bad = answer("nope", chunk=100)
-    settings = StructuredSettings(seconds=0.35)
-    net, provider = make_net([bad, bad, bad], settings=settings, delay=0.1)
+    # The first answer comes at once, the retry never: the budget, whatever the machine's
+    # speed, is what ends the retry (1 s leaves a slow machine room for the first attempt).
+    settings = StructuredSettings(seconds=1.0)
+    net, provider = make_net([bad, Turn(HANG), bad], settings=settings)
     with pytest.raises(ApiError) as info:
         await run(net, request())
-    assert provider.calls == 2  # the retry started at ~0.2 s is cut at 0.35 s
+    assert len(provider.calls) == 2  # the retry started, and was cut
     assert "time budget" in info.value.message
 
 
@@ -333,7 +335,7 @@ async def test_spent_seconds_budget_prevents_a_retry() -> None:
                 request(), outcome=outcome, budget=BudgetOverride(seconds=0.05)
             )
         ]
-    assert provider.calls == 1 and outcome.exhausted_by == "seconds"
+    assert len(provider.calls) == 1 and outcome.exhausted_by == "seconds"
 
 
 async def test_tool_calls_pass_through() -> None:
@@ -402,7 +404,7 @@ async def test_invalid_client_schema_is_a_400() -> None:
     with pytest.raises(ApiError) as info:
         await run(net, request(fmt))
     assert info.value.status == 400 and info.value.param == "text.format.schema"
-    assert provider.calls == 0
+    assert len(provider.calls) == 0
 
 
 async def test_attempts_are_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -475,17 +477,12 @@ async def test_broken_semantic_check_is_a_server_error() -> None:
     assert (
         info.value.status == 500
         and info.value.code == "semantic_check_error"
-        and provider.calls == 1
+        and len(provider.calls) == 1
     )
 
 
 async def test_upstream_errors_propagate_and_aclose_delegates() -> None:
-    class Failing(ScriptedProvider):
-        async def stream(self, request: ModelRequest):  # type: ignore[override]
-            raise ApiError(502, "upstream down", type="server_error")
-            yield  # pragma: no cover
-
-    provider = Failing([])
+    provider = ScriptedProvider(Turn(ApiError(502, "upstream down", type="server_error")))
     net = SafetyNet(
         provider,
         Deployment("m", "openai-chat", "up"),
@@ -526,7 +523,7 @@ async def test_a_second_call_on_the_same_outcome_counts_its_own_attempts() -> No
     )
     assert modes == 1  # the mode of a request is counted on its first call only
     assert metrics.rates(model="gpt-test").first_attempt_failures == 1
-    assert provider.calls == 3
+    assert len(provider.calls) == 3
 
 
 async def test_a_schema_without_strict_equivalent_is_sent_non_strict_and_logged(
@@ -540,27 +537,17 @@ async def test_a_schema_without_strict_equivalent_is_sent_non_strict_and_logged(
     assert any("schema free sent non-strict" in r.getMessage() for r in caplog.records)
 
 
-class _TimesOut(ScriptedProvider):
-    """Answers ``script`` and then raises the upstream's own ``TimeoutError``."""
-
-    async def stream(self, request: ModelRequest) -> Any:
-        if len(self.requests) >= len(self.script):
-            self.requests.append(request)
-            raise TimeoutError
-        async for ev in super().stream(request):
-            yield ev
-
-
 @pytest.mark.parametrize("answers", [0, 1])
 async def test_the_upstreams_own_timeout_is_not_the_time_budget(answers: int) -> None:
-    provider = _TimesOut([answer("nope")] * answers)
+    # the scripted answers, then the upstream's own TimeoutError
+    provider = ScriptedProvider(*[answer("nope")] * answers, otherwise=Turn(TimeoutError))
     dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
     policy = StructuredPolicy.from_settings(StructuredSettings(seconds=None))  # no time budget
     net = SafetyNet(provider, dep, policy)
     outcome = Outcome()
     with pytest.raises(TimeoutError):
         [e async for e in net.stream(request(), outcome=outcome)]
-    assert provider.calls == answers + 1
+    assert len(provider.calls) == answers + 1
     assert outcome.exhausted_by is None and len(outcome.attempts) == answers
 
 
@@ -571,7 +558,7 @@ async def test_truncation_retries_are_a_budget_of_their_own() -> None:
     outcome = Outcome()
     with pytest.raises(ApiError) as info:
         [e async for e in net.stream(request(max_output_tokens=10), outcome=outcome)]
-    assert provider.calls == 2 and [r.max_output_tokens for r in provider.requests] == [10, 20]
+    assert len(provider.calls) == 2 and [r.max_output_tokens for r in provider.requests] == [10, 20]
     assert outcome.exhausted_by == "truncation_retries"
     assert "kept being cut at max_output_tokens" in info.value.message
 
@@ -586,7 +573,7 @@ async def test_the_time_budget_stops_a_truncation_retry() -> None:
                 request(), outcome=outcome, budget=BudgetOverride(seconds=0.05)
             )
         ]
-    assert provider.calls == 1 and outcome.exhausted_by == "seconds"
+    assert len(provider.calls) == 1 and outcome.exhausted_by == "seconds"
     assert [a.stage for a in outcome.attempts] == ["truncation"]
 
 
@@ -645,46 +632,42 @@ async def test_a_refusal_beside_text_is_checked_and_a_content_filter_passes() ->
     assert text_of(events) == '{"sku"'
 
 
-class _RefusesJsonSchema(ScriptedProvider):
-    """Fails every request with a ``json_schema`` response format, answers the others from
-    ``script``."""
+def refusing_json_schema(*answers: list[ModelEvent]) -> ScriptedProvider:
+    """Fails every request with a ``json_schema`` response format, answers the others with
+    ``answers`` in turn."""
+    refused = ApiError(
+        502,
+        "upstream 'm' failed (HTTP 500): Internal Server Error",
+        type="server_error",
+        code="upstream_error",
+    )
+    left = list(answers)
 
-    async def stream(self, request: ModelRequest) -> Any:
+    def reply(request: ModelRequest) -> Turn | list[ModelEvent]:
         if request.text_format is not None and request.text_format.type == "json_schema":
-            raise ApiError(
-                502,
-                "upstream 'm' failed (HTTP 500): Internal Server Error",
-                type="server_error",
-                code="upstream_error",
-            )
-        async for ev in super().stream(request):
-            yield ev
+            return Turn(refused)
+        return left.pop(0)
+
+    return ScriptedProvider(otherwise=reply)
 
 
 async def test_after_a_downgrade_retries_build_on_the_plan_that_was_answered() -> None:
-    provider = _RefusesJsonSchema([answer('{"sku": "A1", "price": 1, "note": null}'), answer(GOOD)])
+    provider = refusing_json_schema(answer('{"sku": "A1", "price": 1, "note": null}'), answer(GOOD))
     dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
     net = SafetyNet(provider, dep, StructuredPolicy.from_settings(StructuredSettings()))
     _, outcome = await run(net, request())
     # strict mode's nulls are not removed from a json_object answer: the schema rejects them
     assert [a.stage for a in outcome.attempts] == ["schema", None]
     assert outcome.attempts[0].errors == ("note: expected string, got null",)
-    retry = provider.requests[1]
+    answered = [call.request for call in provider.calls if call.error is None]
+    retry = answered[1]
     assert retry.text_format is not None and retry.text_format.type == "json_object"
-    assert retry.input[: len(provider.requests[0].input)] == provider.requests[0].input
+    assert retry.input[: len(answered[0].input)] == answered[0].input
     assert "note" in feedback_of(retry)
 
 
 async def test_a_retry_cut_by_the_time_budget_is_recorded_as_a_timeout() -> None:
-    class _RetryHangs(ScriptedProvider):
-        async def stream(self, request: ModelRequest) -> Any:
-            if self.requests:
-                self.requests.append(request)
-                await asyncio.Event().wait()
-            async for ev in super().stream(request):
-                yield ev
-
-    provider = _RetryHangs([answer("nope")])
+    provider = ScriptedProvider(answer("nope"), Turn(HANG))  # the retry never answers
     dep = Deployment("gpt-test", "openai-chat", "up", capabilities=Capabilities())
     policy = StructuredPolicy.from_settings(StructuredSettings(seconds=1.0))
     net = SafetyNet(provider, dep, policy)
@@ -692,7 +675,7 @@ async def test_a_retry_cut_by_the_time_budget_is_recorded_as_a_timeout() -> None
     with pytest.raises(ApiError):
         [e async for e in net.stream(request(), outcome=outcome)]
     assert [a.stage for a in outcome.attempts] == ["parse", "timeout"]
-    assert outcome.exhausted_by == "seconds" and provider.calls == 2
+    assert outcome.exhausted_by == "seconds" and len(provider.calls) == 2
 
 
 async def test_a_long_output_is_checked_off_the_event_loop() -> None:
