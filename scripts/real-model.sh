@@ -109,30 +109,32 @@ print(os.path.join(list(spec.submodule_search_locations)[0], sys.argv[1]))
 EOF
 }
 
-free_port() {
-    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# The port the server bound (--port 0: it picks a free one itself, so no other process can
+# take it between a probe and the bind), from uvicorn's "Uvicorn running on" line.
+bound_port() {
+    sed -n 's|.*Uvicorn running on http://127\.0\.0\.1:\([0-9][0-9]*\).*|\1|p' \
+        "$STATE_DIR/server.log" | head -1
 }
 
 start() {
     if running; then print_env; return; fi
     stop
     install
-    local model port
+    local model port=""
     model="$(model_path)"
     [[ -f "$model" ]] || { log "no model file at $model"; exit 1; }
-    port="$(free_port)"
     mkdir -p "$STATE_DIR"
     # One sequence at a time, a small context: the tests send short prompts and ask for few
     # tokens. Concurrent requests wait for the model in turn (the server's default is to
     # cut the running request off for the newcomer: --interrupt_requests False).
     "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias "$MODEL_NAME" \
-        --host 127.0.0.1 --port "$port" --n_ctx 2048 --n_threads 2 --n_batch 256 \
+        --host 127.0.0.1 --port 0 --n_ctx 2048 --n_threads 2 --n_batch 256 \
         --interrupt_requests False \
         >"$STATE_DIR/server.log" 2>&1 &
     echo $! >"$STATE_DIR/pid"
-    echo "$port" >"$STATE_DIR/port"
     local deadline=$((SECONDS + START_TIMEOUT))
-    until curl -fsS -o /dev/null "http://127.0.0.1:$port/v1/models" 2>/dev/null; do
+    until [[ -n "$port" ]] && curl -fsS -o /dev/null "http://127.0.0.1:$port/v1/models" 2>/dev/null; do
+        port="$(bound_port)"
         if ! kill -0 "$(cat "$STATE_DIR/pid")" 2>/dev/null; then
             log "the model server exited:"; tail -20 "$STATE_DIR/server.log" >&2; exit 1
         fi
@@ -142,6 +144,7 @@ start() {
         fi
         sleep 0.5
     done
+    echo "$port" >"$STATE_DIR/port"
     log "serving $MODEL_NAME at http://127.0.0.1:$port/v1 (log: $STATE_DIR/server.log)"
     print_env
 }

@@ -1,23 +1,25 @@
 """Run a real ``orgate serve`` in a subprocess for end-to-end tests.
 
 ``OrgateServer(config_toml, env)`` writes the config to a temp dir, starts the
-server on a free loopback port, waits for ``/healthz`` and exposes ``url``,
-``base_url`` (``.../v1``) and ``api_key``. ``stop()`` sends SIGTERM,
-``kill()`` SIGKILL; ``output()`` returns what the server printed.
+server with ``--port 0`` (it binds a free loopback port itself and says which in its
+``listening on`` line: no port is handed over, so none can be taken meanwhile), waits for
+``/healthz`` and exposes ``port``, ``url``, ``base_url`` (``.../v1``) and ``api_key``.
+``stop()`` sends SIGTERM, ``kill()`` SIGKILL; ``output()`` returns what the server printed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
+
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,10 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = float(os.environ.get("ORGATE_TEST_START_TIMEOUT", "120"))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+#: Where ``orgate serve`` says its address: the log line (text or JSON), else the banner's URL.
+_LISTENING = re.compile(
+    r"listening on (?:\[[0-9a-fA-F:.]+\]|[0-9.]+):(\d+)|URL: +https?://[^\s/]+:(\d+)/"
+)
+
+
+def bound_port(output: str) -> int | None:
+    """The port ``orgate serve`` says it listens on, in what it printed (None before it says)."""
+    found = _LISTENING.search(output)
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 class OrgateServer:
@@ -41,12 +49,11 @@ class OrgateServer:
         *,
         api_key: str = "test-key",
         env: dict[str, str] | None = None,
-        port: int | None = None,
         workdir: str | None = None,
         args: tuple[str, ...] = (),
     ) -> None:
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="orgate-test-"))
-        self.port = port or free_port()
+        self.port = 0  # known once the server says where it listens
         self.api_key = api_key
         self.args = args  # more `orgate serve` arguments (e.g. --workers 2)
         self.config_path = self.dir / "orgate.toml"
@@ -66,6 +73,8 @@ class OrgateServer:
 
     def start(self, timeout: float = START_TIMEOUT) -> OrgateServer:
         log = self.log_path.open("ab")
+        printed_before = log.tell()  # a server started again appends to the same log
+        self.port = 0
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -75,7 +84,7 @@ class OrgateServer:
                 "--config",
                 str(self.config_path),
                 "--port",
-                str(self.port),
+                "0",
                 *self.args,
             ],
             stdout=log,
@@ -83,18 +92,26 @@ class OrgateServer:
             env=self.env,
             cwd=self.dir,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"orgate exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
+        if wait_until(lambda: self._answers(printed_before), timeout, every=0.05):
+            return self
         self.kill()
         raise RuntimeError(f"orgate did not start in {timeout}s:\n{self.output()}")
+
+    def _answers(self, printed_before: int) -> bool:
+        """True once the server said its port and answers ``/healthz`` there; raises when it
+        exited instead."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"orgate exited with {self.proc.returncode}:\n{self.output()}")
+        if not self.port:
+            printed = self.log_path.read_bytes()[printed_before:].decode(errors="replace")
+            self.port = bound_port(printed) or 0
+            if not self.port:
+                return False
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def output(self) -> str:
         try:

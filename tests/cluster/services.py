@@ -5,13 +5,14 @@ Each runs on the host side, reachable from the nodes at the network's ``gateway`
 - ``PostgresCluster``: a cluster of the test's own (``.ci/postgres.sh`` with its own state
   directory), listening on the gateway address too; ``pause()`` / ``resume()`` stop and
   start its server (the data kept), ``remove()`` deletes it.
-- ``RedisServer``: ``redis-server`` on the gateway address, no persistence; ``stop()`` and
-  ``start()`` again on the same port (empty).
+- ``RedisServer``: ``redis-server`` on the gateway address, no persistence, on a port reserved
+  for it (tests/support/ports.py); ``stop()`` and ``start()`` again on the same port (empty).
 - ``Balancer``: Debian's HAProxy running ``deploy/haproxy.cfg`` (the file the docs show), on
   a listening socket this process binds (port 0) and hands over (``bind fd@N``); its stats
   socket tells which nodes it takes for up.
 - ``Nginx``: Debian's nginx running ``deploy/nginx.conf`` (the docs' other example), for the
-  checks of what a balancer must pass on (WebSocket upgrades, unbuffered streams).
+  checks of what a balancer must pass on (WebSocket upgrades, unbuffered streams), on a port
+  reserved for it.
 """
 
 from __future__ import annotations
@@ -26,15 +27,9 @@ import time
 from pathlib import Path
 
 from tests.server_process import REPO, START_TIMEOUT
+from tests.support.ports import port_of, reservation
 
 HAPROXY_TEMPLATE = REPO / "deploy" / "haproxy.cfg"
-
-
-def free_port(address: str) -> int:
-    """A port free on ``address`` now (for servers that cannot be handed a socket)."""
-    with socket.socket() as sock:
-        sock.bind((address, 0))
-        return int(sock.getsockname()[1])
 
 
 def listening(address: str, port: int) -> bool:
@@ -137,7 +132,9 @@ class RedisServer:
     def __init__(self, address: str, workdir: Path) -> None:
         self.address = address
         self.workdir = workdir
-        self.port = 0
+        # kept while this object lives: a restart finds its port free
+        self.reservation = reservation(address)
+        self.port = port_of(self.reservation)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -147,22 +144,20 @@ class RedisServer:
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
         assert binary, "no redis-server (scripts/test.sh installs Debian's)"
-        for _attempt in range(3):  # a port taken between the probe and the bind: another one
-            self.port = self.port or free_port(self.address)
-            log = (self.workdir / "redis.log").open("ab")
-            self.proc = subprocess.Popen(
-                [binary, "--bind", self.address, "--port", str(self.port)]
-                + ["--save", "", "--appendonly", "no", "--protected-mode", "no"],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-            )
-            try:
-                wait_for("redis-server", lambda: listening(self.address, self.port), self.proc)
-                return self
-            except RuntimeError:
-                self.port = 0
-        raise RuntimeError((self.workdir / "redis.log").read_text(errors="replace"))
+        log = (self.workdir / "redis.log").open("ab")
+        self.proc = subprocess.Popen(
+            [binary, "--bind", self.address, "--port", str(self.port)]
+            + ["--save", "", "--appendonly", "no", "--protected-mode", "no"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+        )
+        try:
+            wait_for("redis-server", lambda: listening(self.address, self.port), self.proc)
+        except RuntimeError as exc:
+            log_text = (self.workdir / "redis.log").read_text(errors="replace")
+            raise RuntimeError(f"{exc}\n{log_text}") from None
+        return self
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -293,7 +288,8 @@ class Nginx:
     def __init__(self, servers: list[str], workdir: Path) -> None:
         self.servers = servers
         self.dir = workdir / "nginx"
-        self.port = 0
+        self.reservation = reservation("127.0.0.1")  # kept while this object lives
+        self.port = port_of(self.reservation)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -324,27 +320,26 @@ class Nginx:
     def start(self) -> Nginx:
         binary = shutil.which("nginx") or "/usr/sbin/nginx"
         assert Path(binary).exists(), "no nginx (scripts/test.sh installs Debian's)"
-        for _attempt in range(3):  # a port taken between the probe and the bind: another one
-            self.port = free_port("127.0.0.1")
-            config = self._main_config()
-            check = subprocess.run(
-                [binary, "-t", "-c", str(config), "-p", str(self.dir)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            assert check.returncode == 0, check.stderr
-            self.proc = subprocess.Popen(
-                [binary, "-c", str(config), "-p", str(self.dir)],
-                stdout=subprocess.DEVNULL,
-                stderr=(self.dir / "stderr.log").open("ab"),
-            )
-            try:
-                wait_for("nginx", lambda: listening("127.0.0.1", self.port), self.proc)
-                return self
-            except RuntimeError:
-                continue
-        raise RuntimeError((self.dir / "error.log").read_text(errors="replace"))
+        config = self._main_config()
+        check = subprocess.run(
+            [binary, "-t", "-c", str(config), "-p", str(self.dir)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert check.returncode == 0, check.stderr
+        self.proc = subprocess.Popen(
+            [binary, "-c", str(config), "-p", str(self.dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.dir / "stderr.log").open("ab"),
+        )
+        try:
+            wait_for("nginx", lambda: listening("127.0.0.1", self.port), self.proc)
+        except RuntimeError as exc:
+            log_text = (self.dir / "error.log").read_text(errors="replace")
+            raise RuntimeError(f"{exc}\n{log_text}") from None
+        return self
 
     def stop(self) -> None:
         stop_process(self.proc)  # SIGTERM: nginx's fast shutdown
+        self.reservation.close()

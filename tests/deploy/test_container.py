@@ -21,7 +21,8 @@ import yaml
 
 from orgate.cli import build_parser
 from orgate.config import load_settings
-from tests.server_process import REPO, START_TIMEOUT, free_port
+from tests.server_process import REPO, START_TIMEOUT
+from tests.support.ports import reserved_port
 
 IMAGE = os.environ.get("ORGATE_TEST_CONTAINER_IMAGE")
 
@@ -120,35 +121,37 @@ def podman(
 
 @pytest.fixture
 def container() -> Iterator[tuple[str, int]]:
-    """The image running as compose runs it (read-only root, a data volume), on a free port;
-    with the test PostgreSQL as its store when ORGATE_TEST_PG_URL is set."""
+    """The image running as compose runs it (read-only root, a data volume), on a reserved port
+    of the host's network (tests/support/ports.py: its health check reads the port from
+    ORGATE_SERVER__PORT, so the server cannot pick one itself); with the test PostgreSQL as its
+    store when ORGATE_TEST_PG_URL is set."""
     assert IMAGE is not None and shutil.which("podman")
     name = f"orgate-test-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    env = ["-e", f"ORGATE_SERVER__PORT={port}", "-e", "ORGATE_API_KEY=test-key"]
-    if os.environ.get("ORGATE_TEST_PG_URL"):
-        env += ["-e", f"ORGATE_STORE__URL={os.environ['ORGATE_TEST_PG_URL']}"]
-    podman("volume", "create", name)
-    podman(
-        "run",
-        "-d",
-        "--name",
-        name,
-        "--network",
-        "host",
-        "--read-only",
-        "--tmpfs",
-        "/tmp",
-        "-v",
-        f"{name}:/var/lib/orgate",
-        *env,
-        IMAGE,
-    )
-    try:
-        yield name, port
-    finally:
-        podman("rm", "-f", name, check=False)
-        podman("volume", "rm", "-f", name, check=False)
+    with reserved_port("0.0.0.0") as port:  # where the image listens (ORGATE_SERVER__HOST)
+        env = ["-e", f"ORGATE_SERVER__PORT={port}", "-e", "ORGATE_API_KEY=test-key"]
+        if os.environ.get("ORGATE_TEST_PG_URL"):
+            env += ["-e", f"ORGATE_STORE__URL={os.environ['ORGATE_TEST_PG_URL']}"]
+        podman("volume", "create", name)
+        podman(
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--network",
+            "host",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "-v",
+            f"{name}:/var/lib/orgate",
+            *env,
+            IMAGE,
+        )
+        try:
+            yield name, port
+        finally:
+            podman("rm", "-f", name, check=False)
+            podman("volume", "rm", "-f", name, check=False)
 
 
 def wait_healthy(port: int, name: str) -> None:

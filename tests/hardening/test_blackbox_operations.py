@@ -25,13 +25,13 @@ concurrent requests with an honest ``Retry-After``, limits shared through Redis,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import math
 import os
-import shutil
 import signal
 import socket
 import sqlite3
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -55,8 +55,10 @@ from tests.hardening.conftest import (
     sse_events,
     wait_until,
 )
-from tests.server_process import OrgateServer, free_port
+from tests.server_process import OrgateServer
 from tests.support.configs import model_block
+from tests.support.ports import closed_port
+from tests.support.redis import Redis
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -423,14 +425,15 @@ def test_json_logs_hold_no_secret_at_any_level() -> None:
     assert len(access) >= 10 and all(len(e["request_id"]) >= 8 for e in access)
 
     password = "pgS3cretPassw0rd"
-    broken = OrgateServer(
-        '[server]\nlog_format = "json"\nlog_level = "debug"\n',
-        env=server_env(
-            {"ORGATE_STORE__URL": f"postgresql://orgate:{password}@127.0.0.1:{free_port()}/db"}
-        ),
-    )
-    with pytest.raises(RuntimeError) as failure:
-        broken.start(timeout=15)
+    with closed_port() as port:
+        broken = OrgateServer(
+            '[server]\nlog_format = "json"\nlog_level = "debug"\n',
+            env=server_env(
+                {"ORGATE_STORE__URL": f"postgresql://orgate:{password}@127.0.0.1:{port}/db"}
+            ),
+        )
+        with pytest.raises(RuntimeError) as failure:
+            broken.start()  # it exits at once: the deadline only bounds a hang
     assert "cannot open the response store" in str(failure.value)
     assert password not in str(failure.value)
 
@@ -508,6 +511,16 @@ async def _burst(urls: list[str], key: str, count: int) -> list[httpx.Response]:
         )
 
 
+def admitted_of(statuses: Counter[int], rpm: int, elapsed: float) -> int:
+    """How many calls a full bucket of ``rpm`` admitted, checked: all of it, and no more than the
+    tokens refilled during the ``elapsed`` seconds the calls took (none on an idle machine, where
+    a burst takes a fraction of a second; a loaded one may take seconds, and may admit those)."""
+    admitted = statuses[200]
+    assert set(statuses) <= {200, 429}, statuses
+    assert rpm <= admitted <= rpm + math.floor(elapsed * rpm / 60), (statuses, elapsed)
+    return admitted
+
+
 @pytest.fixture(scope="module")
 def limited() -> Iterator[OrgateServer]:
     with OrgateServer(
@@ -521,12 +534,15 @@ def limited() -> Iterator[OrgateServer]:
 def test_rpm_is_exact_under_50_concurrent_requests_and_retry_after_is_honest(
     limited: OrgateServer,
 ) -> None:
-    """rpm = 30, 50 concurrent calls (half streamed): exactly 30 admitted, 20 refused in the spec's
-    shape; the metrics say so; a client that waits ``Retry-After`` gets in, and only one does."""
+    """rpm = 30, 50 concurrent calls (half streamed): exactly 30 admitted (and what refilled
+    meanwhile, on a machine slow enough), the others refused in the spec's shape; the metrics say
+    so; a client that waits ``Retry-After`` gets in, and only one does."""
     before = scrape(limited.url)
+    started = time.monotonic()
     responses = asyncio.run(_burst([limited.url], "sk-burst", 50))
     statuses = Counter(res.status_code for res in responses)
-    assert statuses == {200: 30, 429: 20}, statuses
+    admitted = admitted_of(statuses, 30, time.monotonic() - started)
+    refused = 50 - admitted
     waits = set()
     for res in responses:
         if res.status_code == 429:
@@ -536,59 +552,33 @@ def test_rpm_is_exact_under_50_concurrent_requests_and_retry_after_is_honest(
         else:
             assert res.text.rstrip().endswith("data: [DONE]") or res.json()["status"] == "completed"
     after = scrape(limited.url)
-    assert moved(before, after, "orgate_rate_limited_total") == {lab(key="burst"): 20}
+    assert moved(before, after, "orgate_rate_limited_total") == {lab(key="burst"): refused}
     assert (
         moved(before, after, "orgate_http_requests_total")[
             lab(route="/v1/responses", method="POST", status="429", model="")
         ]
-        == 20
+        == refused
     )
     assert waits and max(waits) <= 2  # 30 per minute: one request every 2 s
-    time.sleep(max(waits))
-    # Two at once after the wait: one gets in, one is refused. Sent one after the other, the second
-    # could find a refilled token on a machine slow enough to take 2 s between them.
+    time.sleep(max(waits))  # a client doing as Retry-After says: the scenario
+    # Two at once after the wait: one gets in, one is refused, on an idle machine. Sent one after
+    # the other, the second could find a refilled token; and over both bursts no more got in than
+    # the bucket and its refill since the first (one token per 2 s) allow.
     again = asyncio.run(_burst([limited.url], "sk-burst", 2))
-    assert sorted(res.status_code for res in again) == [200, 429], [res.text[:200] for res in again]
-
-
-def _start_redis(port: int) -> subprocess.Popen[bytes]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    assert wait_until(lambda: _listening(port), 10)
-    return proc
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        proc.wait(10)
+    statuses = Counter(res.status_code for res in again)
+    assert statuses[200] >= 1, [res.text[:200] for res in again]
+    admitted_of(Counter({200: admitted + statuses[200]}), 30, time.monotonic() - started)
 
 
 @pytest.mark.parametrize("backend", ["local", "redis"])
 def test_retry_after_is_the_longer_wait_of_both_buckets(backend: str) -> None:
     """rpm = 2 and tpm = 30: after a small call and a large one (~80 tokens), both buckets block the
     key. ``Retry-After`` is the token debt's wait (> 100 s), not the request bucket's 30 s."""
-    redis = None
-    extra = ""
-    if backend == "redis":
-        port = free_port()
-        redis = _start_redis(port)
-        extra = f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
-    try:
+    with contextlib.ExitStack() as stack:
+        extra = ""
+        if backend == "redis":
+            redis = stack.enter_context(Redis())
+            extra = f'[ratelimit]\nredis_url = "{redis.url}"\n'
         with OrgateServer(
             RATE_KEYS + extra, api_key="", env=server_env({"ORGATE_API_KEY": ""})
         ) as server:
@@ -610,51 +600,47 @@ def test_retry_after_is_the_longer_wait_of_both_buckets(backend: str) -> None:
             # tokens: 2 + 2, then 41 + 40 charged to 30 per minute; repaid at 0.5 tokens per second
             assert wait >= 100, (wait, error)
             assert "30 tokens per minute" in error["message"]
-    finally:
-        if redis is not None:
-            _stop(redis)
 
 
 def test_redis_outage_and_restart() -> None:
     """Two processes share one key's rpm through Redis (exactly 10 of 50 concurrent calls). Redis
     killed: requests are served (fail open) and the outage is one warning, not one per request.
     Redis back on the same port (its buckets empty): a burst is held to the limit again."""
-    port = free_port()
-    redis = _start_redis(port)
-    config = (
-        '[server]\nlog_format = "json"\n'
-        + RATE_KEYS
-        + f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
-    )
     env = server_env({"ORGATE_API_KEY": ""})
-    try:
+    with Redis() as redis:
+        config = (
+            '[server]\nlog_format = "json"\n'
+            + RATE_KEYS
+            + f'[ratelimit]\nredis_url = "{redis.url}"\n'
+        )
         with (
             OrgateServer(config, api_key="", env=env) as one,
             OrgateServer(config, api_key="", env=env) as two,
         ):
             urls = [one.url, two.url]
-            assert Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 50))) == {
-                200: 10,
-                429: 40,
-            }
-            _stop(redis)
+            started = time.monotonic()
+            statuses = Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 50)))
+            admitted_of(statuses, 10, time.monotonic() - started)
+            redis.stop()
             started = time.monotonic()
             assert Counter(
                 r.status_code for r in asyncio.run(_burst([one.url], "sk-shared", 20))
             ) == {200: 20}
-            assert time.monotonic() - started < 5
+            # No request waits on the dead Redis. Generous on purpose: the burst takes well under
+            # a second on an idle machine, so a loaded one many times slower passes, while a
+            # request held by Redis's timeouts (or for ever: the test's timeout) does not.
+            assert time.monotonic() - started < 60
             warnings = [
                 e
                 for e in json_lines(one.output())
                 if e["logger"] == "orgate.ratelimit" and "Redis unavailable" in e["msg"]
             ]
             assert len(warnings) == 1, [e["msg"] for e in warnings]
-            redis = _start_redis(port)
+            redis.start()  # on the same port, empty
+            started = time.monotonic()
             statuses = Counter(r.status_code for r in asyncio.run(_burst(urls, "sk-shared", 30)))
-            assert statuses == {200: 10, 429: 20}, statuses
+            admitted_of(statuses, 10, time.monotonic() - started)
             assert any("Redis reachable again" in e["msg"] for e in json_lines(one.output()))
-    finally:
-        _stop(redis)
 
 
 # --- graceful shutdown -------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from tests.hardening.conftest import (
     sse_events,
     wait_until,
 )
-from tests.server_process import OrgateServer, free_port
+from tests.server_process import OrgateServer
+from tests.support.ports import closed_port
 
 CHUNK = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
 FINISH = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
@@ -93,27 +94,28 @@ def _assert_failed_stream(
 
 
 def test_connection_refused(hardened: OrgateServer, upstream: FakeOpenAIChat) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
-    config = (
-        '[[models]]\nname = "dead"\nprovider = "openai-chat"\n'
-        f'base_url = "{dead}"\napi_key = "upstream-secret"\nread_timeout = 1.5\nconnect_timeout = 1\n'
-    )
-    with (
-        OrgateServer(config, env=server_env()) as server,
-        httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as http,
-    ):
-        for stream in (False, True):
-            started = time.monotonic()
-            res = http.post(
-                "/v1/responses", json={"model": "dead", "input": "hi", "stream": stream}
-            )
-            assert time.monotonic() - started < BOUND
-            error = assert_error(res, 502, "upstream_unavailable")
-            assert "upstream-secret" not in error["message"]
-        assert (
-            http.post("/v1/responses", json={"model": "orgate/echo", "input": "hi"}).status_code
-            == 200
+    with closed_port() as port:
+        dead = f"http://127.0.0.1:{port}/v1"
+        config = (
+            '[[models]]\nname = "dead"\nprovider = "openai-chat"\n'
+            f'base_url = "{dead}"\napi_key = "upstream-secret"\nread_timeout = 1.5\nconnect_timeout = 1\n'
         )
+        with (
+            OrgateServer(config, env=server_env()) as server,
+            httpx.Client(base_url=server.url, headers=server.headers(), timeout=20) as http,
+        ):
+            for stream in (False, True):
+                started = time.monotonic()
+                res = http.post(
+                    "/v1/responses", json={"model": "dead", "input": "hi", "stream": stream}
+                )
+                assert time.monotonic() - started < BOUND
+                error = assert_error(res, 502, "upstream_unavailable")
+                assert "upstream-secret" not in error["message"]
+            assert (
+                http.post("/v1/responses", json={"model": "orgate/echo", "input": "hi"}).status_code
+                == 200
+            )
 
 
 @pytest.mark.parametrize("stream", [False, True])

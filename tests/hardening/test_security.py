@@ -4,9 +4,6 @@ and secrets that never reach logs, error bodies or metrics."""
 from __future__ import annotations
 
 import hashlib
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -15,7 +12,9 @@ import pytest
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, http_error, text
 from tests.hardening.conftest import UPSTREAM_KEY, assert_error, hardened_config, server_env
-from tests.server_process import OrgateServer, free_port
+from tests.server_process import OrgateServer
+from tests.support.ports import closed_port, listening_socket, port_of
+from tests.support.redis import Redis
 
 ALPHA = "sk-alpha-0123456789"
 BETA = "sk-beta-9876543210"
@@ -186,33 +185,10 @@ def test_tokens_per_minute(upstream: FakeOpenAIChat) -> None:
         assert_error(stream, 429, "rate_limit_exceeded")  # refused before the stream starts
 
 
-def _redis_server() -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    yield from _redis_server()
+    with Redis() as redis:
+        yield redis.url
 
 
 def test_limits_shared_between_processes_through_redis(
@@ -247,24 +223,20 @@ def test_limits_shared_between_processes_through_redis(
 
 
 def test_redis_down_fails_open(upstream: FakeOpenAIChat) -> None:
-    config = _limited_config(
-        upstream.base_url, f'[ratelimit]\nredis_url = "redis://127.0.0.1:{free_port()}/0"\n'
-    )
-    with OrgateServer(config, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
-        assert (
-            _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"}).status_code == 200
+    with closed_port() as port:
+        config = _limited_config(
+            upstream.base_url, f'[ratelimit]\nredis_url = "redis://127.0.0.1:{port}/0"\n'
         )
-        assert "Redis unavailable" in server.output()
+        with OrgateServer(config, api_key="", env=server_env({"ORGATE_API_KEY": ""})) as server:
+            reply = _post(server, "sk-limited", {"model": "orgate/echo", "input": "hi"})
+            assert reply.status_code == 200
+            assert "Redis unavailable" in server.output()
 
 
 def test_no_code_path_fetches_image_urls(keyed: OrgateServer, fake: FakeOpenAIChat) -> None:
     """Image URLs go to the provider as they are: orgate never fetches them (a URL to a closed port stays unfetched)."""
-    port = free_port()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", port))
-    listener.listen(5)
-    listener.settimeout(0.5)
-    url = f"http://127.0.0.1:{port}/cat.png"
+    listener = listening_socket()
+    url = f"http://127.0.0.1:{port_of(listener)}/cat.png"
     fake.enqueue(text("a cat"))
     res = _post(
         keyed,
@@ -293,6 +265,9 @@ def test_no_code_path_fetches_image_urls(keyed: OrgateServer, fake: FakeOpenAICh
         },
     )
     assert res.status_code in (200, 400)
-    with pytest.raises(TimeoutError):
+    # Both answers are in: a fetch made while they were served would be queued by now (the
+    # kernel completes a connection before it is accepted), so nothing waiting is the proof.
+    listener.setblocking(False)
+    with pytest.raises(BlockingIOError):
         listener.accept()
     listener.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from tests.fakes.anthropic_upstream import (
     thinking,
     tool_use,
 )
+from tests.support.ports import closed_port
 
 from orgate.neutral import (
     Capabilities,
@@ -341,19 +341,17 @@ async def test_stall_hits_the_read_timeout(pool: HttpPool) -> None:
 
 
 async def test_refused_connection(pool: HttpPool) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    deployment = Deployment(
-        name="claude",
-        provider="anthropic",
-        upstream_model="m",
-        base_url=f"http://127.0.0.1:{port}",
-        api_key=SECRET,
-    )
-    with pytest.raises(ApiError) as err:
-        await collect(AnthropicProvider(deployment, pool), req())
-    assert (err.value.status, err.value.code) == (502, "upstream_unavailable")
+    with closed_port() as port:
+        deployment = Deployment(
+            name="claude",
+            provider="anthropic",
+            upstream_model="m",
+            base_url=f"http://127.0.0.1:{port}",
+            api_key=SECRET,
+        )
+        with pytest.raises(ApiError) as err:
+            await collect(AnthropicProvider(deployment, pool), req())
+        assert (err.value.status, err.value.code) == (502, "upstream_unavailable")
 
 
 async def test_consumer_going_away_closes_the_upstream_request(pool: HttpPool) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,6 +20,7 @@ from tests.fakes.openai_chat_upstream import (
     text,
     tool_calls,
 )
+from tests.support.ports import closed_port
 
 from orgate.neutral import (
     Deployment,
@@ -292,16 +292,16 @@ async def test_garbage(fake: FakeOpenAIChat, pool: HttpPool) -> None:
 
 
 async def test_refused_connection(pool: HttpPool) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(ApiError) as err:
-        await collect(provider(f"http://127.0.0.1:{port}/v1", pool))
-    e = err.value
-    assert e.status == 502 and e.type == "server_error" and e.code == "upstream_unavailable"
-    assert (
-        "fast-model" in e.message and f"127.0.0.1:{port}" in e.message and SECRET not in e.message
-    )
+    with closed_port() as port:
+        with pytest.raises(ApiError) as err:
+            await collect(provider(f"http://127.0.0.1:{port}/v1", pool))
+        e = err.value
+        assert e.status == 502 and e.type == "server_error" and e.code == "upstream_unavailable"
+        assert (
+            "fast-model" in e.message
+            and f"127.0.0.1:{port}" in e.message
+            and SECRET not in e.message
+        )
 
 
 async def test_json_reply_to_a_stream_request(fake: FakeOpenAIChat, pool: HttpPool) -> None:

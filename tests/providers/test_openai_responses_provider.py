@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,6 +21,7 @@ from tests.fakes.responses_upstream import (
     text,
     web_search_call,
 )
+from tests.support.ports import closed_port
 
 from orgate.neutral import (
     Capabilities,
@@ -308,18 +308,16 @@ async def test_stall_hits_the_read_timeout(pool: HttpPool) -> None:
 
 
 async def test_refused_connection(pool: HttpPool) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    deployment = Deployment(
-        name="gpt",
-        provider="openai-responses",
-        upstream_model="m",
-        base_url=f"http://127.0.0.1:{port}/v1",
-    )
-    with pytest.raises(ApiError) as err:
-        await collect(OpenAIResponsesProvider(deployment, pool), req())
-    assert (err.value.status, err.value.code) == (502, "upstream_unavailable")
+    with closed_port() as port:
+        deployment = Deployment(
+            name="gpt",
+            provider="openai-responses",
+            upstream_model="m",
+            base_url=f"http://127.0.0.1:{port}/v1",
+        )
+        with pytest.raises(ApiError) as err:
+            await collect(OpenAIResponsesProvider(deployment, pool), req())
+        assert (err.value.status, err.value.code) == (502, "upstream_unavailable")
 
 
 async def test_consumer_going_away_closes_the_upstream_request(pool: HttpPool) -> None:

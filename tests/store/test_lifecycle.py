@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from orgate.store import (
 )
 from orgate.store.base import INTERRUPTED_ERROR
 from tests.store.helpers import PG_SKIP, PG_URL, OpenStore, assistant, response, user
+from tests.support.ports import closed_port
 
 
 async def _set_schema_version(url: str, version: int) -> None:
@@ -69,18 +69,16 @@ async def test_schema_newer_than_code_is_refused(store_url: str, open_at: OpenSt
 
 
 async def test_unreachable_postgres_is_a_clear_error() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    url = f"postgresql://orgate:s3cret@127.0.0.1:{port}/orgate"
-    started = time.monotonic()
-    with pytest.raises(
-        StoreUnavailable,
-        match=r"cannot connect to PostgreSQL at postgresql://orgate:\*\*\*@127\.0\.0\.1",
-    ) as err:
-        await open_store(url)
-    assert "s3cret" not in str(err.value)
-    assert time.monotonic() - started < 15
+    with closed_port() as port:
+        url = f"postgresql://orgate:s3cret@127.0.0.1:{port}/orgate"
+        started = time.monotonic()
+        with pytest.raises(
+            StoreUnavailable,
+            match=r"cannot connect to PostgreSQL at postgresql://orgate:\*\*\*@127\.0\.0\.1",
+        ) as err:
+            await open_store(url)
+        assert "s3cret" not in str(err.value)
+        assert time.monotonic() - started < 15
 
 
 @pytest.mark.skipif(not PG_URL, reason=PG_SKIP)

@@ -21,7 +21,6 @@ import contextlib
 import glob
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -40,6 +39,7 @@ import pytest
 from tests.hardening.conftest import server_env
 from tests.server_process import OrgateServer
 from tests.store_e2e.helpers import PG_SKIP, PG_URL, TERMINAL, assert_error
+from tests.support.ports import port_of, reservation
 from tests.support.spec import check_sse, parse_sse, validate
 
 STORE_ERROR = "x-orgate-store-error"
@@ -57,16 +57,17 @@ def _pg_bindir() -> str | None:
 
 
 class Cluster:
-    """A throwaway PostgreSQL cluster (trust auth, loopback, fsync off) that tests may stop and restart."""
+    """A throwaway PostgreSQL cluster (trust auth, loopback, fsync off) that tests may stop and
+    restart, on a port reserved for it while it exists (tests/support/ports.py: PostgreSQL binds
+    it beside the reservation, again after each restart)."""
 
     def __init__(self, bindir: str) -> None:
         self.bindir = bindir
         self.dir = tempfile.mkdtemp(prefix="orgate-pgfault-")
         if os.getuid() == 0:
             shutil.chown(self.dir, "postgres")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self.reservation = reservation()
+        self.port = port_of(self.reservation)
         self.data = f"{self.dir}/data"
         self._pg(
             "initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8"
@@ -104,6 +105,7 @@ class Cluster:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._pg("pg_ctl", "-D", self.data, "-m", "immediate", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.reservation.close()
 
 
 async def _fetchval(url: str, statement: str) -> Any:

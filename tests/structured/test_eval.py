@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from orgate.structured.cli import main as cli_main
 from orgate.structured.eval import Case, CaseError, RunResult, _case, build_report
 from orgate.structured.metrics import StructuredMetrics
 from tests.conftest import chat_model_config
+from tests.support.ports import closed_port
 
 SCHEMA_FORMAT = {"type": "json_schema", "name": "p", "schema": {"type": "object"}}
 MINIMAL = {"name": "c", "prompt": "p", "format": {"type": "json_object"}}
@@ -261,24 +261,19 @@ def test_a_seed_overrides_the_misbehaviour_of_the_file(
     assert json.loads(out)["report"]["misbehave"] == MisbehaveSettings(seed=5).model_dump()
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_upstream_failures_are_reported_apart_from_the_rates(
     capsys: pytest.CaptureFixture[str], cases_file: Path, tmp_path: Path
 ) -> None:
-    config = tmp_path / "orgate.toml"
-    config.write_text(chat_model_config(f"http://127.0.0.1:{_closed_port()}/v1"), encoding="utf-8")
-    code, out, err = run_cli(
-        capsys, str(cases_file), "--model", "fake-chat", "--config", str(config), "-q", "--json"
-    )
-    assert code == 0, err
-    report = json.loads(out)["report"]
-    assert report["outcomes"] == {"upstream_error": 1} and report["counts"]["requests"] == 0
-    assert "1 request(s) failed upstream (not counted in the rates)" in err
+    with closed_port() as port:
+        config = tmp_path / "orgate.toml"
+        config.write_text(chat_model_config(f"http://127.0.0.1:{port}/v1"), encoding="utf-8")
+        code, out, err = run_cli(
+            capsys, str(cases_file), "--model", "fake-chat", "--config", str(config), "-q", "--json"
+        )
+        assert code == 0, err
+        report = json.loads(out)["report"]
+        assert report["outcomes"] == {"upstream_error": 1} and report["counts"]["requests"] == 0
+        assert "1 request(s) failed upstream (not counted in the rates)" in err
 
 
 def test_logs_are_quiet_unless_verbose(

@@ -11,6 +11,7 @@ import select
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ import httpx
 import pytest
 
 from orgate.structured.review import NewReview, ReviewQueue
-from tests.server_process import START_TIMEOUT, free_port
+from tests.server_process import START_TIMEOUT, bound_port
+from tests.support.waiting import wait_until
 
 
 def clean_env(home: Path, extra: dict[str, str | None] | None = None) -> dict[str, str]:
@@ -68,16 +70,17 @@ def place(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 class Served:
-    """``orgate serve`` in ``cwd``, its output kept outside ``cwd``."""
+    """``orgate serve`` in ``cwd`` on a port it picks (``--port 0``), its output kept outside
+    ``cwd``."""
 
     def __init__(
         self, cwd: Path, home: Path, *args: str, env: dict[str, str | None] | None = None
     ) -> None:
-        self.port = free_port()
-        self.log = home.parent / f"serve-{self.port}.log"
+        self.port = 0  # known once the server says where it listens
+        self.log = Path(tempfile.mkstemp(prefix="serve-", suffix=".log", dir=home.parent)[1])
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "orgate.cli", "serve", "--port", str(self.port), *args],
+                [sys.executable, "-m", "orgate.cli", "serve", "--port", "0", *args],
                 cwd=cwd,
                 env=clean_env(home, env),
                 stdout=out,
@@ -85,19 +88,19 @@ class Served:
             )
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.output()
-            try:
-                if (
-                    httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=0.5).status_code
-                    == 200
-                ):
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"orgate did not start:\n{self.output()}")
+        assert wait_until(self._answers, START_TIMEOUT, every=0.05), (
+            f"orgate did not start:\n{self.output()}"
+        )
+
+    def _answers(self) -> bool:
+        assert self.proc.poll() is None, self.output()
+        self.port = self.port or bound_port(self.output()) or 0
+        if not self.port:
+            return False
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -207,7 +210,7 @@ def test_a_bad_review_db_path_is_one_line_naming_the_key_and_the_path(
         home,
         "serve",
         "--port",
-        str(free_port()),
+        "0",  # refused before it listens
         # without a store the review file is the queue (with one, it is only imported)
         env={"ORGATE_STRUCTURED__REVIEW_DB": "/proc/nope/r.db", "ORGATE_STORE__ENABLED": "false"},
     )

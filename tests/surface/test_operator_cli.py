@@ -6,6 +6,7 @@ for pipes, help on every option, shell completion, integers as integers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +23,9 @@ import pytest
 
 from orgate.cli import build_parser
 from orgate.terminal import table
-from tests.server_process import REPO, START_TIMEOUT, OrgateServer, free_port
+from tests.server_process import REPO, START_TIMEOUT, OrgateServer, bound_port
+from tests.support.ports import closed_port, listening_socket, port_of
+from tests.support.waiting import wait_until
 from tests.surface.test_files_and_permissions import clean_env
 
 SECRET = "sk-literal-not-to-be-printed"
@@ -42,17 +46,24 @@ def orgate(
     )
 
 
-def dead_port_model(name: str = "dead") -> str:
-    return f'[[models]]\nname = "{name}"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:{free_port()}/v1"\n'
+@pytest.fixture
+def dead_port() -> Iterator[int]:
+    """A loopback port where connections are refused, for as long as the test runs."""
+    with closed_port() as port:
+        yield port
+
+
+def dead_port_model(port: int, name: str = "dead") -> str:
+    return f'[[models]]\nname = "{name}"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
 
 
 # --- logs ----------------------------------------------------------------------------------------
 
 
-def test_json_logs_are_json_on_every_line_and_upstream_failures_are_logged(tmp_path: Path) -> None:
-    server = OrgateServer(dead_port_model(), workdir=str(tmp_path))
-    server.proc = None
-    port = server.port
+def test_json_logs_are_json_on_every_line_and_upstream_failures_are_logged(
+    tmp_path: Path, dead_port: int
+) -> None:
+    server = OrgateServer(dead_port_model(dead_port), workdir=str(tmp_path))
     log_path = tmp_path / "out.log"
     with log_path.open("wb") as out:
         proc = subprocess.Popen(
@@ -64,7 +75,7 @@ def test_json_logs_are_json_on_every_line_and_upstream_failures_are_logged(tmp_p
                 "--config",
                 str(server.config_path),
                 "--port",
-                str(port),
+                "0",
                 "--log-format",
                 "json",
             ],
@@ -73,15 +84,18 @@ def test_json_logs_are_json_on_every_line_and_upstream_failures_are_logged(tmp_p
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+    def answers() -> bool:
+        assert proc.poll() is None, log_path.read_text()
+        port = bound_port(log_path.read_text(errors="replace"))
+        try:
+            return bool(port) and httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        assert wait_until(answers, START_TIMEOUT), log_path.read_text()
+        port = bound_port(log_path.read_text())
         reply = httpx.post(
             f"http://127.0.0.1:{port}/v1/responses",
             json={"model": "dead", "input": "hi"},
@@ -115,8 +129,7 @@ def test_json_logs_are_json_on_every_line_and_upstream_failures_are_logged(tmp_p
 
 
 def test_log_level_and_format_flags_override_the_configuration(tmp_path: Path) -> None:
-    port = free_port()
-    with socket_busy(port):
+    with socket_busy() as port:
         result = orgate(
             tmp_path, "serve", "--port", str(port), "--log-format", "json", "--log-level", "warning"
         )
@@ -137,23 +150,15 @@ def test_log_level_and_format_flags_override_the_configuration(tmp_path: Path) -
     )
 
 
-class socket_busy:  # noqa: N801 - used as a context manager, like a function
-    def __init__(self, port: int) -> None:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
+@contextlib.contextmanager
+def socket_busy() -> Iterator[int]:
+    """A loopback port something else listens on."""
+    with listening_socket() as sock:
+        yield port_of(sock)
 
 
-def test_an_upstream_failure_is_a_warning_in_the_text_log(tmp_path: Path) -> None:
-    with OrgateServer(dead_port_model("gone")) as server:
+def test_an_upstream_failure_is_a_warning_in_the_text_log(tmp_path: Path, dead_port: int) -> None:
+    with OrgateServer(dead_port_model(dead_port, "gone")) as server:
         reply = httpx.post(
             f"{server.base_url}/responses",
             json={"model": "gone", "input": "hi"},
@@ -275,8 +280,7 @@ def test_serve_warns_about_a_literal_secret_at_start_up(tmp_path: Path) -> None:
     config.write_text(
         f'[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
     )
-    port = free_port()
-    with socket_busy(port):
+    with socket_busy() as port:
         result = orgate(tmp_path, "serve", "--config", str(config), "--port", str(port))
     assert f"orgate: warning: models[0].api_key in {config} is a literal secret" in result.stderr, (
         result.stderr

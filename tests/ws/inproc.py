@@ -1,4 +1,5 @@
-"""An orgate app (WebSocket and compaction routes included) served by uvicorn in a thread.
+"""An orgate app (WebSocket and compaction routes included) served by uvicorn in a thread,
+on a socket the test bound (port 0: no port to take meanwhile).
 
 ``services`` is exposed so tests can look at the store; ``ws`` sets the ``[websocket]``
 section directly.
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 import tomllib
 from pathlib import Path
 
@@ -18,7 +18,8 @@ import uvicorn
 from orgate.config import Settings
 from orgate.gateway import build_services, create_app
 from orgate.server.websocket import WebSocketSettings
-from tests.server_process import free_port
+from tests.support.ports import listening_socket, port_of
+from tests.support.waiting import wait_until
 
 API_KEY = "test-key"
 
@@ -34,18 +35,14 @@ class InProcessServer:
         self.settings = Settings.model_validate(data)
         self.services = build_services(self.settings)
         self.app = create_app(self.settings, services=self.services)
-        self.port = free_port()
+        self.sock = listening_socket()
+        self.port = port_of(self.sock)
         self.server = uvicorn.Server(
-            uvicorn.Config(
-                self.app,
-                host="127.0.0.1",
-                port=self.port,
-                ws="auto",
-                lifespan="on",
-                log_level="warning",
-            )
+            uvicorn.Config(self.app, ws="auto", lifespan="on", log_level="warning")
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
         self.api_key = API_KEY
 
     @property
@@ -61,17 +58,17 @@ class InProcessServer:
 
     def start(self) -> InProcessServer:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.server.started:
-                httpx.get(f"{self.url}/healthz", timeout=2).raise_for_status()
-                return self
-            time.sleep(0.02)
-        raise RuntimeError("uvicorn did not start")
+        if not wait_until(lambda: self.server.started or not self.thread.is_alive()):
+            raise RuntimeError("uvicorn did not start")
+        if not self.server.started:
+            raise RuntimeError("uvicorn exited before it started")
+        httpx.get(f"{self.url}/healthz", timeout=10).raise_for_status()
+        return self
 
     def stop(self) -> None:
         self.server.should_exit = True
-        self.thread.join(10)
+        self.thread.join(30)
+        self.sock.close()
 
     def __enter__(self) -> InProcessServer:
         return self.start()
