@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.conftest import chat_model_config  # noqa: E402
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat  # noqa: E402
 from tests.server_process import OrgateServer  # noqa: E402
+from tests.support.waiting import PATIENCE  # noqa: E402
 
 READ_TIMEOUT = 1.5
 LIMITS = """
@@ -37,16 +37,6 @@ max_schema_bytes = 2048
 body_timeout = 2
 """
 UPSTREAM_KEY = "upstream-secret"
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` every 20 ms until it is true or ``timeout`` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -134,7 +124,7 @@ def raw_request(
 
 
 def read_responses(
-    sock: socket.socket, count: int, timeout: float = 10.0
+    sock: socket.socket, count: int, timeout: float = PATIENCE
 ) -> list[tuple[int, bytes]]:
     """Read ``count`` HTTP/1.1 responses (Content-Length or chunked bodies) from a socket."""
     sock.settimeout(timeout)

@@ -43,9 +43,9 @@ from tests.hardening.conftest import (
     read_responses,
     server_env,
     sse_events,
-    wait_until,
 )
 from tests.server_process import OrgateServer
+from tests.support.waiting import PATIENCE, wait_until
 
 OK = {"model": "orgate/echo", "input": "hi"}
 OK_BYTES = orjson.dumps(OK)
@@ -125,11 +125,11 @@ def test_an_endless_header_is_refused_with_431_without_stalling_others(
 ) -> None:
     """16 MiB of one header value: a 431 in the spec's shape; the server neither buffers nor stalls."""
     before = _rss_kib(_pid(hardened))
-    with socket.create_connection(("127.0.0.1", hardened.port), timeout=10) as sock:
+    # a server that stalled would fail the reads below by this timeout
+    with socket.create_connection(("127.0.0.1", hardened.port), timeout=PATIENCE) as sock:
         sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ")
         chunk = b"a" * 65536
         sent = 0
-        started = time.monotonic()
         try:
             while sent < 16 * 1024 * 1024:
                 if select.select([sock], [], [], 0)[0]:
@@ -137,13 +137,12 @@ def test_an_endless_header_is_refused_with_431_without_stalling_others(
                 sock.sendall(chunk)
                 sent += len(chunk)
                 if sent % (2 * 1024 * 1024) == 0:  # others are served meanwhile
-                    assert http.get("/healthz", timeout=2).status_code == 200
+                    assert http.get("/healthz").status_code == 200
             else:
                 sock.sendall(b"\r\n\r\n")
         except OSError:
             pass  # the server may stop listening to the rest: what matters is its answer
         answer = _read_until_closed(sock)
-    assert time.monotonic() - started < 10
     _assert_error_bytes(answer, 431, "request_header_fields_too_large")
     assert _rss_kib(_pid(hardened)) - before < 16 * 1024, "the header was buffered"
     assert http.get("/healthz").status_code == 200
@@ -169,32 +168,34 @@ def test_connections_that_send_nothing_are_closed(quick_heads: OrgateServer) -> 
     baseline = _open_fds(pid)
     opened = time.monotonic()
     socks = [
-        socket.create_connection(("127.0.0.1", quick_heads.port), timeout=5) for _ in range(50)
+        socket.create_connection(("127.0.0.1", quick_heads.port), timeout=PATIENCE)
+        for _ in range(50)
     ]
     try:
         assert _read_until_closed(socks[0]) == b""  # closed without a word: no request to answer
         first = time.monotonic() - opened
-        assert 0.8 < first < 4.5, first  # by the 1 s timer (a socket timeout would take 5 s)
+        # By the 1 s timer: not before it (real time from below), and long before the 30 s of
+        # the default header_timeout (a loaded machine adds a second or two, not twenty).
+        # Connections never closed would fail by the sockets' timeout.
+        assert 0.8 < first < 15, first
         for sock in socks[1:]:
             assert _read_until_closed(sock) == b""
-        assert time.monotonic() - opened < 4.5
+        assert time.monotonic() - opened < 15
     finally:
         for sock in socks:
             sock.close()
-    deadline = time.monotonic() + 5
-    while _open_fds(pid) > baseline + 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _open_fds(pid) <= baseline + 2
+    assert wait_until(lambda: _open_fds(pid) <= baseline + 2), (_open_fds(pid), baseline)
 
 
 @pytest.mark.parametrize("head", [b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n", b"GET /v1/mod"])
 def test_a_head_that_never_ends_gets_408(quick_heads: OrgateServer, head: bytes) -> None:
     """Slowloris: a started request head that stalls is answered 408 in the spec's shape and closed."""
-    with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=PATIENCE) as sock:
         started = time.monotonic()
         sock.sendall(head)
         answer = _read_until_closed(sock)
-    assert 0.8 < time.monotonic() - started < 5
+    # the 1 s timer, not the 30 s default (the bounds as in the test above)
+    assert 0.8 < time.monotonic() - started < 15
     body = _assert_error_bytes(answer, 408, "request_timeout")
     assert "header_timeout" in body["message"]
 
@@ -207,9 +208,11 @@ def test_a_slow_head_within_the_timeout_and_keep_alive_requests_are_served(
     request = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {quick_heads.api_key}\r\n\r\n".encode()
     with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) as sock:
         for _ in range(3):
+            # a head in three reads, 40 ms from first to last: far within the 1 s (a client
+            # slowed down many times still makes it); the idle waits below add up past it
             for piece in (request[:10], request[10:30], request[30:]):
                 sock.sendall(piece)
-                time.sleep(0.15)
+                time.sleep(0.02)
             reply = b""
             while b"\r\n\r\n" not in reply:
                 chunk = sock.recv(65536)
@@ -605,7 +608,7 @@ def test_a_stream_nobody_reads_keeps_memory_bounded(
         )
         assert sock.recv(1024).startswith(b"HTTP/1.1 200")
         peak = before
-        for _ in range(20):
+        for _ in range(20):  # 2 s to watch the memory in: the upstream pushes meanwhile
             time.sleep(0.1)
             peak = max(peak, _rss_kib(pid))
         assert peak - before < 64 * 1024, (before, peak)
@@ -614,7 +617,8 @@ def test_a_stream_nobody_reads_keeps_memory_bounded(
         )
         started = time.monotonic()
         assert http.post("/v1/responses", json=OK).status_code == 200  # others are served meanwhile
-        assert time.monotonic() - started < 2.0
+        # not held up behind the stuck stream: a call takes milliseconds when idle
+        assert time.monotonic() - started < 5.0
     finally:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
@@ -655,7 +659,8 @@ def test_clients_resetting_mid_stream_leak_nothing(
     started = time.monotonic()
     res = http.post("/v1/responses", json={**OK, "stream": True})
     assert res.status_code == 200 and res.text.endswith("data: [DONE]\n\n")
-    assert time.monotonic() - started < 1.0
+    # fast after: a stream takes milliseconds when idle, so a loaded machine passes too
+    assert time.monotonic() - started < 5.0
     assert _server_errors(http) == errors_before
 
 

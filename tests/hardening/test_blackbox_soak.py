@@ -49,9 +49,10 @@ from tests.fakes import anthropic_upstream as anth
 from tests.fakes import openai_chat_upstream as chat
 from tests.fakes import responses_upstream as resp
 from tests.fakes._base import LoopbackFake, Raw
-from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events, wait_until
+from tests.hardening.conftest import assert_error, raw_request, server_env, sse_events
 from tests.server_process import OrgateServer
 from tests.support.upstreams import provider_models
+from tests.support.waiting import PATIENCE, wait_until
 
 PROVIDERS = ("chat", "anth", "resp")
 MODELS = (*PROVIDERS, "orgate/echo")
@@ -135,7 +136,7 @@ class Gateway:
     def idle(self) -> bool:
         return self.in_flight() == (0, 0) and not any(fake.active for fake in self.fakes.values())
 
-    def assert_quiet(self, fds_baseline: int, timeout: float = 10.0) -> None:
+    def assert_quiet(self, fds_baseline: int, timeout: float = PATIENCE) -> None:
         """Nothing runs any more, at orgate or at the fakes; descriptors back to the baseline; nothing stored unfinished."""
         assert wait_until(self.idle, timeout), (
             self.in_flight(),
@@ -152,7 +153,7 @@ class Gateway:
 
     def baseline(self) -> int:
         """Once idle: the descriptors to return to (what an earlier test left unfinished is set aside)."""
-        assert wait_until(self.idle, STALL + 5)
+        assert wait_until(self.idle)
         self.leftovers = frozenset(id_ for id_, _ in self.unfinished())
         return self.fds()[0]
 
@@ -337,7 +338,7 @@ def test_streams_left_while_the_store_is_slow_never_stay_in_progress(stored: Gat
             await clients
 
     asyncio.run(run())
-    stored.assert_quiet(fds, timeout=15)
+    stored.assert_quiet(fds)
 
 
 # --- 2. upstreams that stall while clients give up ---------------------------------------------------
@@ -393,7 +394,7 @@ async def _give_up(
 
 
 def _all_gone(
-    fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int, timeout: float = 30.0
+    fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int, timeout: float = PATIENCE
 ) -> None:
     """Every one of the ``count`` requests the fakes ``names`` received had its connection closed by orgate.
 
@@ -659,7 +660,7 @@ async def _start_background(
         return await _gather(count, one)
 
 
-def _all_terminal(gw: Gateway, ids: list[str], timeout: float = 15.0) -> list[dict[str, Any]]:
+def _all_terminal(gw: Gateway, ids: list[str], timeout: float = PATIENCE) -> list[dict[str, Any]]:
     """The responses ``ids`` once none of the store's is unfinished any more, fetched by id."""
     assert wait_until(lambda: not gw.unfinished(), timeout), gw.unfinished()[:5]
     return asyncio.run(_statuses(gw, ids))
@@ -696,7 +697,7 @@ def test_background_responses_on_stalled_upstreams_are_cancellable(stored: Gatew
         _start_background(stored, 60, lambda i: (PROVIDERS[i % 3], "stall-after", i % 2 == 0))
     )
     assert all(isinstance(i, str) for i in ids), ids[:3]
-    assert wait_until(lambda: stored.in_flight()[1] == 60, 10), stored.in_flight()
+    assert wait_until(lambda: stored.in_flight()[1] == 60), stored.in_flight()
 
     async def cancel_all() -> list[Any]:
         async with httpx.AsyncClient(

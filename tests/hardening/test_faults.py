@@ -14,20 +14,16 @@ import orjson
 import pytest
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Raw, Script, cut, garbage, stall, text
-from tests.hardening.conftest import (
-    READ_TIMEOUT,
-    assert_error,
-    raw_request,
-    server_env,
-    sse_events,
-    wait_until,
-)
+from tests.hardening.conftest import READ_TIMEOUT, assert_error, raw_request, server_env, sse_events
 from tests.server_process import OrgateServer
 from tests.support.ports import closed_port
+from tests.support.waiting import PATIENCE, wait_until
 
 CHUNK = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
 FINISH = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
-BOUND = READ_TIMEOUT + 3.0  # nothing may hang past the read timeout (plus slack)
+#: Nothing may hang past the read timeout (1.5 s) for long: the upstreams here stall for 30 s,
+#: and what a loaded machine adds to the read timeout is seconds, not fifteen.
+BOUND = 15.0
 
 
 def _healthy_meanwhile(server: OrgateServer) -> Callable[[], None]:
@@ -212,8 +208,8 @@ def test_enormous_chunk(hardened: OrgateServer, http: httpx.Client, fake: FakeOp
     check = _healthy_meanwhile(hardened)
     big = CHUNK % (b"a" * 5_000_000)
     fake.enqueue(Raw([big[: len(big) // 2], big[len(big) // 2 :], FINISH, b"data: [DONE]\n\n"]))
-    res, events, elapsed = _stream(http)
-    assert res.status_code == 200 and elapsed < 30
+    res, events, _ = _stream(http)  # a hang fails by the client's timeout
+    assert res.status_code == 200
     assert events[-1]["type"] in ("response.completed", "response.failed")
     if events[-1]["type"] == "response.completed":
         assert len(events[-1]["response"]["output"][0]["content"][0]["text"]) == 5_000_000
@@ -287,25 +283,20 @@ def test_slow_reader_does_not_block_upstream_of_others(
             )
         )
         sock.recv(1024)
+        # The stuck reader never reads on: a server blocked by it would never answer, and the
+        # client's timeout (30 s) fails the call. Answered at all is the claim, not how fast.
         for _ in range(5):
-            started = time.monotonic()
-            assert (
-                http.post(
-                    "/v1/responses", json={"model": "orgate/echo", "input": "quick"}
-                ).status_code
-                == 200
-            )
-            assert (
-                time.monotonic() - started < 3.0
-            )  # generous for loaded CI machines; a blocked server would hang
+            res = http.post("/v1/responses", json={"model": "orgate/echo", "input": "quick"})
+            assert res.status_code == 200
     finally:
         sock.close()
 
 
 def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
     """SIGTERM while a slow stream runs: the stream completes, the process exits 0, the response is stored."""
+    # a drain time far beyond the stream's (its end, not the drain's, ends the process)
     server = OrgateServer(
-        '[server]\ndrain_timeout = 20\nlog_format = "json"\n',
+        '[server]\ndrain_timeout = 600\nlog_format = "json"\n',
         env=server_env(),
         workdir=str(tmp_path),
     ).start()
@@ -318,7 +309,8 @@ def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
             f"{server.url}/v1/responses",
             json={
                 "model": "orgate/echo",
-                "input": "a b c d e f g h i j k l m n o p q r s t orgate:delay=100",
+                # 6 s: time for a loaded machine to see new connections refused meanwhile
+                "input": "a b c d e f g h i j k l m n o p q r s t orgate:delay=300",
                 "stream": True,
             },
             headers=server.headers(),
@@ -332,16 +324,22 @@ def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
 
     thread = threading.Thread(target=run)
     thread.start()
-    assert started.wait(10)
-    time.sleep(0.3)
+    assert started.wait(PATIENCE)
     assert server.proc is not None
     server.proc.send_signal(__import__("signal").SIGTERM)
-    time.sleep(0.3)
+
+    def refused() -> str | None:
+        try:
+            httpx.get(f"{server.url}/healthz", timeout=5)
+        except httpx.HTTPError:
+            # by the draining process, or by none (it has exited)
+            return "draining" if server.proc is not None and server.proc.poll() is None else "gone"
+        return None
+
     # no new connections are accepted while draining
-    with pytest.raises(httpx.HTTPError):
-        httpx.get(f"{server.url}/healthz", timeout=2)
-    code = server.proc.wait(30)
-    thread.join(30)
+    assert wait_until(refused) == "draining"
+    code = server.proc.wait(PATIENCE)
+    thread.join(PATIENCE)
     assert code == 0, server.output()[-3000:]
     events = result["events"]
     assert events[-1]["type"] == "response.completed", events[-1]

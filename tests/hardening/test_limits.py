@@ -5,6 +5,7 @@ Never a 500, never a stuck worker: after every case the server still answers.
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
@@ -255,21 +256,22 @@ def test_slow_body_times_out_with_408(hardened: OrgateServer, http: httpx.Client
         head = f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         sock.sendall(head.encode() + body[:3])
         started = time.monotonic()
-        # Meanwhile the server answers others at once.
+        # Meanwhile the server answers others at once: before the slow body's end (its 408).
         assert http.post("/v1/responses", json=OK).status_code == 200
-        assert time.monotonic() - started < 3.0
+        assert not select.select([sock], [], [], 0)[0], "the other request waited for the slow body"
         try:
             for byte in body[3:12]:
                 sock.sendall(bytes([byte]))
-                time.sleep(0.3)
+                time.sleep(0.3)  # a client sending its body a byte at a time: the scenario
         except OSError:
             pass
-        [(status, raw)] = read_responses(sock, 1, timeout=10)
+        [(status, raw)] = read_responses(sock, 1)
         elapsed = time.monotonic() - started
     assert status == 408, raw
     error = orjson.loads(raw)["error"]
     assert error["code"] == "request_timeout" and "limits.body_timeout" in error["message"]
-    assert elapsed < 6
+    # the hardened config's 2 s, not the 60 s default: a loaded machine adds seconds, not 13
+    assert elapsed < 15
 
 
 def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateServer) -> None:
@@ -279,12 +281,14 @@ def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateSe
         head = f"POST /v1/responses/compact HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         sock.sendall(head.encode() + body[:3])
         started = time.monotonic()
-        [(status, raw)] = read_responses(sock, 1, timeout=10)
+        [(status, raw)] = read_responses(sock, 1)
         elapsed = time.monotonic() - started
     assert status == 408, raw
     error = orjson.loads(raw)["error"]
     assert error["code"] == "request_timeout" and "limits.body_timeout" in error["message"]
-    assert 1.5 < elapsed < 6  # body_timeout = 2 in the hardened config
+    # body_timeout = 2 in the hardened config: from below in real time; from above, far from
+    # the 60 s default (a loaded machine adds seconds, not 13)
+    assert 1.5 < elapsed < 15
 
 
 def test_slow_stream_reader_does_not_block_others(
@@ -299,19 +303,15 @@ def test_slow_stream_reader_does_not_block_others(
     try:
         sock.sendall(raw_request("POST", "/v1/responses", body, hardened.api_key))
         sock.recv(1024)  # headers arrived: the stream is running, and we stop reading
-        timings = []
+        # The slow reader never reads on: a server blocked by it would never answer, and the
+        # client's timeout (30 s) fails the call. Answered at all is the claim, not how fast.
         for i in range(10):
-            started = time.monotonic()
             res = http.post(
                 "/v1/responses",
                 json={"model": "orgate/echo", "input": f"other {i}", "stream": True},
             )
-            timings.append(time.monotonic() - started)
             assert res.status_code == 200
             assert sse_events(res.text)[-1]["type"] == "response.completed"
-        assert max(timings) < 3.0, (
-            timings
-        )  # generous for loaded CI machines; a blocked server would hang
     finally:
         sock.close()
 
