@@ -441,7 +441,12 @@ async def test_an_answer_another_response_is_acting_on_is_a_409_before_any_event
 ) -> None:
     slow = Pending(
         McpApprovalRequestItemParam(
-            id="mcpr_slow", server_label="tools", name="slow", arguments='{"seconds": 1.5}'
+            # running for 3 s: the second response's refusal comes in milliseconds, long
+            # before it ends, on a loaded machine too
+            id="mcpr_slow",
+            server_label="tools",
+            name="slow",
+            arguments='{"seconds": 3}',
         ),
         True,
         None,
@@ -450,8 +455,7 @@ async def test_an_answer_another_response_is_acting_on_is_a_409_before_any_event
     harness = Harness(server_url, _answering("Done.", "Done."), approval="always", pending=[slow])
     before = len(CALLS)
     first = asyncio.create_task(harness.run(response_id="resp_1"))
-    while not ran(before):  # the first response's call is running
-        await asyncio.sleep(0.01)
+    assert await eventually(lambda: ran(before))  # the first response's call is running
     second = harness.loop("resp_2").stream_batches(ModelRequest(model="m", input=[USER]))
     with pytest.raises(ApiError) as refused:
         await anext(second)

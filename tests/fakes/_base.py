@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Self
 import orjson
 from aiohttp import web
 
+from tests.support.waiting import PATIENCE, eventually
+
 
 @dataclass
 class Raw:
@@ -168,14 +170,12 @@ class LoopbackFake:
         """The JSON bodies of the POST requests received, in order."""
         return [r.body for r in self.requests if r.method == "POST"]
 
-    async def wait_disconnected(self, index: int = -1, timeout: float = 5.0) -> bool:
-        """Wait until request ``index`` is marked disconnected (True) or the timeout passes."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.requests and self.requests[index].disconnected:
-                return True
-            await asyncio.sleep(0.01)
-        return False
+    async def wait_disconnected(self, index: int = -1, timeout: float = PATIENCE) -> bool:
+        """Wait until request ``index`` is marked disconnected (True) or the timeout passes (a
+        generous one: a request never cut ends ``completed`` instead, and the wait fails then)."""
+        return await eventually(
+            lambda: bool(self.requests) and self.requests[index].disconnected, timeout
+        )
 
     async def _record(self, request: web.Request) -> tuple[RecordedRequest, Any]:
         raw = await request.read()

@@ -45,7 +45,9 @@ def bank_server() -> MCPServer:
         with _PAID_LOCK:
             PAID.append(memo)
             receipt = f"receipt {len(PAID)} for {memo}"
-        await asyncio.sleep(1.5)  # long enough for answers sent at once to meet it running
+        # A payment takes time: answers sent at once may meet it running (the scenario; the
+        # checks hold either way)
+        await asyncio.sleep(1.5)
         return receipt
 
     return server
@@ -229,4 +231,6 @@ def test_the_openai_sdk_retries_a_busy_answer_and_gets_the_one_outcome(
         outputs = list(pool.map(answer, clients))
     assert paid(memo) == 1
     assert len(set(outputs)) == 1 and memo in outputs[0]
+    # The SDK waited out Retry-After (1 s) a few times, not its own long backoff; generous, as
+    # the three answers take a few seconds on an idle machine.
     assert time.monotonic() - started < 120

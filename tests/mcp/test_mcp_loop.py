@@ -4,7 +4,6 @@ own server side, tests/mcp/servers.py), through the built-in model and the opena
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,6 +15,7 @@ from tests.fakes.anthropic_upstream import text as claude_text
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text, tool_calls
 from tests.mcp.servers import CALLS, Running, hostile_server, tools_server
 from tests.server_process import OrgateServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -494,9 +494,7 @@ def test_client_disconnect_cancels_the_running_call(
         for line in stream.iter_lines():
             if "response.mcp_call.in_progress" in line:
                 break
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "tool=slow" not in _audit(server, "patient"):
-        time.sleep(0.1)
+    assert wait_until(lambda: "tool=slow" in _audit(server, "patient"), every=0.1)
     assert "outcome=cancelled" in _audit(server, "patient")
 
 

@@ -145,7 +145,9 @@ def test_a_429_beyond_backoff_max_falls_back_at_once(sdk: openai.OpenAI, fakes: 
     started = time.monotonic()
     response = sdk.responses.create(model="fallback", input="hi")
     assert response.output_text == "b again"
-    assert time.monotonic() - started < 2
+    # Less than the 7 s wait it was told: it did not wait. Waiting is what a loaded machine
+    # cannot fake; the call itself takes a fraction of a second when idle.
+    assert time.monotonic() - started < 7
     assert len(a.bodies) == 1 and len(b.bodies) == 1
 
 
@@ -246,12 +248,10 @@ async def test_a_client_disconnect_cancels_the_openai_chat_upstream(
     ahttp: httpx.AsyncClient, fakes: Any, model: str
 ) -> None:
     a, _, _ = fakes
-    a.enqueue(Script(content=SLOW_WORDS, delay=0.2))
-    started = time.monotonic()
+    a.enqueue(Script(content=SLOW_WORDS, delay=0.2))  # 16 s of words
     await _disconnect_after(ahttp, model)
-    assert await a.wait_disconnected(timeout=2), "the upstream request outlived the client"
-    assert time.monotonic() - started < 4
-    assert not a.requests[-1].completed
+    assert await a.wait_disconnected(), "the upstream request outlived the client"
+    assert not a.requests[-1].completed  # cut before its end, not closed once it had ended
 
 
 async def test_a_client_disconnect_cancels_the_anthropic_upstream(
@@ -260,7 +260,7 @@ async def test_a_client_disconnect_cancels_the_anthropic_upstream(
     _, _, claude = fakes
     claude.enqueue(AnthropicScript(text=SLOW_WORDS, delay=0.2))
     await _disconnect_after(ahttp, "claude")
-    assert await claude.wait_disconnected(timeout=2), "the upstream request outlived the client"
+    assert await claude.wait_disconnected(), "the upstream request outlived the client"
     assert not claude.requests[-1].completed
 
 
@@ -270,7 +270,7 @@ async def test_a_disconnect_frees_the_concurrency_slot(
     a, _, _ = fakes
     a.enqueue(Script(content=SLOW_WORDS, delay=0.2))
     await _disconnect_after(ahttp, "solo")
-    assert await a.wait_disconnected(timeout=2)
+    assert await a.wait_disconnected()
     a.enqueue(text("the slot is free"))
     response = await ahttp.post("/v1/responses", json={"model": "solo", "input": "again"})
     assert response.status_code == 200, response.text
@@ -281,7 +281,7 @@ async def test_a_full_deployment_answers_429_after_the_queue_timeout(
     ahttp: httpx.AsyncClient, fakes: Any
 ) -> None:
     a, _, _ = fakes
-    a.enqueue(Script(content=SLOW_WORDS, delay=0.1))
+    a.enqueue(Script(content=SLOW_WORDS, delay=0.1))  # 8 s of words
     async with ahttp.stream(
         "POST", "/v1/responses", json={"model": "solo", "input": "hi", "stream": True}
     ) as held:
@@ -292,8 +292,11 @@ async def test_a_full_deployment_answers_429_after_the_queue_timeout(
         second = await ahttp.post("/v1/responses", json={"model": "solo", "input": "me too"})
         assert second.status_code == 429 and second.headers.get("retry-after") == "1"
         assert second.json()["error"]["code"] == "too_many_concurrent_requests"
-        assert 0.25 <= time.monotonic() - started < 2
-    assert await a.wait_disconnected(timeout=2)
+        # It waited its queue timeout (0.3 s: real time from below only, as a loaded machine
+        # waits longer, never shorter), and not for the held call to end.
+        assert time.monotonic() - started >= 0.25
+        assert not a.requests[-1].completed
+    assert await a.wait_disconnected()
 
 
 # --- cross-provider replay -------------------------------------------------------------------------

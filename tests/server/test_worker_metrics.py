@@ -28,6 +28,7 @@ from orgate.server.worker_metrics import (
     snapshot,
     write_snapshot,
 )
+from tests.support.waiting import eventually
 
 
 def worker(
@@ -133,8 +134,7 @@ async def test_a_worker_writes_its_snapshot_while_running_and_once_more_when_sto
     registry = worker({"/x": 1})
     task = asyncio.create_task(keep_snapshots(registry, tmp_path, every=3600))
     mine = tmp_path / f"{os.getpid()}.json"
-    while not mine.exists():  # the first snapshot comes at once
-        await asyncio.sleep(0.01)
+    assert await eventually(mine.exists)  # the first snapshot comes at once
     assert value(samples(read_snapshot(mine)), "demo_requests_total", route="/x") == 1
     Counter("demo_late", "Late.", registry=registry).inc(4)
     task.cancel()

@@ -341,6 +341,8 @@ def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> N
                 socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
             except ConnectionRefusedError:
                 break
+        # refused by the draining supervisor, not by one that had already exited
+        assert server.proc.poll() is None, "no refusal while the stream drained"
         assert b"response.completed" in stream.read()
         assert server.proc.wait(60) == 0
     finally:
