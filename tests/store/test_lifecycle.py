@@ -78,7 +78,9 @@ async def test_unreachable_postgres_is_a_clear_error() -> None:
         ) as err:
             await open_store(url)
         assert "s3cret" not in str(err.value)
-        assert time.monotonic() - started < 15
+        # Refused at once (a connection refused is not waited on); generous, as the error comes in
+        # milliseconds when idle, while a retry loop or a hang would run into it.
+        assert time.monotonic() - started < 60
 
 
 @pytest.mark.skipif(not PG_URL, reason=PG_SKIP)
@@ -149,7 +151,7 @@ async def test_recover_interrupted_after_missed_heartbeats(open_at: OpenStore) -
     silent = await open_at()
     other = await open_at()
     await silent.save(response("resp_s", status="in_progress"), tenant="t", input_items=[])
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # the silent owner's beat ages past 0.1 s: time passing is the case
     await other.heartbeat()
     assert await other.recover_interrupted(stale_after=60) == []
     assert await other.recover_interrupted(stale_after=0.1) == ["resp_s"]

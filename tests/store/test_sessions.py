@@ -62,7 +62,7 @@ async def test_concurrent_claims_one_winner(open_at: OpenStore) -> None:
 
 async def test_expired_lease_can_be_taken_over(store: ResponseStore) -> None:
     stale = await store.begin_session_turn("t", "s", lease_seconds=0.05)
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # the lease expires: time passing is the case
     fresh = await store.begin_session_turn("t", "s")
     # the crashed holder's late release must not free the new holder's lease
     await store.end_session_turn(stale)

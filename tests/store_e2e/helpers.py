@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.samples import output_text
 from tests.support.spec import check_sse, validate
+from tests.support.waiting import PATIENCE, wait_until
 
 TWO_TENANTS = (
     '[auth]\napi_keys = [{ name = "a", key = "key-a" }, { name = "b", key = "key-b" }]\n\n'
@@ -72,20 +73,38 @@ text_of = output_text
 
 
 def poll(
-    client: httpx.Client, response_id: str, until: tuple[str, ...] = TERMINAL, timeout: float = 20.0
+    client: httpx.Client,
+    response_id: str,
+    until: tuple[str, ...] = TERMINAL,
+    timeout: float = PATIENCE,
 ) -> dict[str, Any]:
     """GET the response until its status is one of ``until``."""
-    deadline = time.monotonic() + timeout
     last: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
+        nonlocal last
         r = client.get(f"/v1/responses/{response_id}")
         assert r.status_code == 200, r.text
         last = r.json()
-        if last["status"] in until:
-            validate("ResponseResource", last)
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"{response_id} still {last.get('status')!r} after {timeout}s")
+        return last["status"] in until
+
+    assert wait_until(reached, timeout, every=0.05), (
+        f"{response_id} still {last.get('status')!r} after {timeout}s"
+    )
+    validate("ResponseResource", last)
+    return last
+
+
+def calls_in_flight(client: httpx.Client, deployment: str) -> float:
+    """The model calls of ``deployment`` running now (the server's in-flight gauge)."""
+    text = client.get("/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "orgate_upstream_requests_in_flight"
+        and sample.labels.get("deployment") == deployment
+    )
 
 
 def messages_of(body: dict[str, Any]) -> list[tuple[str, str]]:

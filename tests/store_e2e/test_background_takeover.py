@@ -6,7 +6,6 @@ The multi-node tier (tests/cluster) does the same across machines, through Postg
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tests.mcp.servers import Running, tools_server
 from tests.server_process import START_TIMEOUT, OrgateServer
 from tests.store_e2e.helpers import poll, text_of
 from tests.support.spec import check_sse
+from tests.support.waiting import wait_until
 
 CONFIG = """
 [auth]
@@ -147,10 +147,9 @@ def test_a_background_response_whose_mcp_call_had_started_is_not_run_again(
                     "background": True,
                 },
             ).json()
-            deadline = time.monotonic() + START_TIMEOUT
-            while not _effects_recorded(tmp_path / "orgate.db", made["id"]):
-                assert time.monotonic() < deadline, "the call was never recorded"
-                time.sleep(0.01)
+            assert wait_until(
+                lambda: _effects_recorded(tmp_path / "orgate.db", made["id"]), START_TIMEOUT, 0.01
+            ), "the call was never recorded"
             first.kill()  # the tool may be running now: it must not run twice
             failed = poll(b, made["id"], timeout=120)
         assert failed["status"] == "failed", failed

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import orjson
 
@@ -37,7 +35,7 @@ def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(
                     if event["type"] == "response.output_text.delta":
                         break  # leave mid-stream
         assert response_id is not None
-        stored = poll(c, response_id, until=("failed",), timeout=10)
+        stored = poll(c, response_id, until=("failed",))
         assert stored["error"]["code"] == "client_disconnected"
         replay = c.get(f"/v1/responses/{response_id}", params={"stream": "true"})
         assert replay.status_code == 200, replay.text
@@ -83,10 +81,10 @@ def test_live_background_stream_resumes_after_starting_after(a: httpx.Client) ->
     words = " ".join(f"w{i}" for i in range(12))
     created = a.post(
         "/v1/responses",
-        json={"model": "orgate/echo", "input": f"orgate:delay=40 {words}", "background": True},
+        json={"model": "orgate/echo", "input": f"orgate:delay=200 {words}", "background": True},
     ).json()
     validate("ResponseResource", created)
-    time.sleep(0.3)
+    poll(a, created["id"], until=("in_progress",))  # running (for 2.4 s): the follow is live
     live = a.get(f"/v1/responses/{created['id']}", params={"stream": "true", "starting_after": 4})
     assert live.status_code == 200, live.text
     numbers = _sequence_numbers(live.content)

@@ -1,11 +1,14 @@
-"""200 concurrent ``previous_response_id`` chains of 5 turns against one process: every history exact."""
+"""200 concurrent ``previous_response_id`` chains of 5 turns against one process: every history
+exact. How fast is the store benchmark's to say (bench/store_bench.py, its chain curve), not a
+timed test: this one takes about 15 s on an idle 2-core machine, so it may take minutes on a
+loaded one."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
+import pytest
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat
 from tests.server_process import OrgateServer
@@ -15,6 +18,7 @@ CHAINS = 200
 TURNS = 5
 
 
+@pytest.mark.timeout(900)  # 15 s idle: generous for a loaded machine
 async def test_concurrent_chains_keep_exact_histories(
     gw: OrgateServer, fake: FakeOpenAIChat
 ) -> None:
@@ -38,12 +42,10 @@ async def test_concurrent_chains_keep_exact_histories(
             turns[n].append((data["id"], text, out))
             previous = data["id"]
 
-    started = time.monotonic()
     async with httpx.AsyncClient(
-        base_url=gw.url, headers={"Authorization": "Bearer key-a"}, timeout=60, limits=limits
+        base_url=gw.url, headers={"Authorization": "Bearer key-a"}, timeout=600, limits=limits
     ) as c:
         await asyncio.gather(*(chain(c, n) for n in range(CHAINS)))
-        created = time.monotonic() - started
 
         # What the model saw: exactly the chain's own history, in order.
         by_last = {messages_of(body)[-1][1]: messages_of(body) for body in fake.bodies}
@@ -69,4 +71,3 @@ async def test_concurrent_chains_keep_exact_histories(
         await asyncio.gather(
             *(check(rid, text) for n in range(CHAINS) for rid, text, _ in turns[n])
         )
-    assert created < 60, f"{CHAINS}x{TURNS} turns took {created:.1f}s"
