@@ -14,7 +14,9 @@ from orgate.gate.cost import CHARS_PER_TOKEN, cost_of, min_tokens, schema_cost
 from orgate.providers.schema_example import example_for
 from tests.hostile.shapes import GIGABYTE, MANY_PROPERTIES, doubled_branches, doubled_refs, obj
 
-SLOW = 10.0  # seconds: far above what the linear walk takes, far below an exponential one
+#: Seconds. Far above what the linear walk takes (a quarter of a second at most, idle: a machine
+#: 30 times slower passes), far below an exponential one (minutes, or never ending).
+SLOW = 10.0
 
 
 def _json_len(value: Any) -> int:

@@ -23,7 +23,9 @@ from orgate.structured.strict import strictify
 
 EVIL = "^(a+)+$"
 EVIL_TEXT = "a" * 30 + "!"
-SLOW = 10.0  # seconds: far above what bounded work takes, far below what unbounded work took
+#: Seconds. Far above what bounded work takes (a third of a second at most, idle: a machine 30
+#: times slower passes), far below what unbounded work took (minutes, or never ending).
+SLOW = 10.0
 
 
 def _obj(**props: dict) -> dict:

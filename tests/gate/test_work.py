@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
 import uvloop
@@ -26,6 +25,7 @@ from orgate.gate.work import (
     small_generation,
 )
 from tests.hostile.shapes import GIGABYTE, doubled_branches, obj, optional
+from tests.support.waiting import eventually, wait_until
 
 WAIT = 60.0  # seconds: generous, for a loaded machine
 
@@ -60,10 +60,7 @@ def _alive(process_id: int) -> bool:
 
 
 def _gone(process_id: int) -> bool:
-    deadline = time.monotonic() + WAIT
-    while _alive(process_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _alive(process_id)
+    return wait_until(lambda: not _alive(process_id), WAIT)
 
 
 @pytest.fixture
@@ -102,9 +99,7 @@ async def test_a_job_past_its_time_limit_is_killed_and_the_next_job_gets_a_new_w
 async def test_a_cancelled_request_kills_the_work_it_awaited(work: SchemaWork) -> None:
     worker = await work.in_process(pid)
     running = asyncio.ensure_future(work.in_process(forever))
-    deadline = time.monotonic() + WAIT
-    while not work._busy and time.monotonic() < deadline:  # the job was handed over
-        await asyncio.sleep(0.01)
+    assert await eventually(lambda: work._busy, WAIT)  # the job was handed over
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
@@ -114,9 +109,7 @@ async def test_a_cancelled_request_kills_the_work_it_awaited(work: SchemaWork) -
 async def test_stop_kills_busy_and_idle_workers(work: SchemaWork) -> None:
     work.processes = 2
     busy = asyncio.ensure_future(work.in_process(forever))
-    deadline = time.monotonic() + WAIT
-    while not work._busy and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    assert await eventually(lambda: work._busy, WAIT)
     idle = await work.in_process(pid)
     (running,) = list(work._busy)
     assert running.process.pid is not None

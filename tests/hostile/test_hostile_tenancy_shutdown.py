@@ -8,7 +8,6 @@ import asyncio
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.server_process import REPO, OrgateServer
+from tests.support.waiting import wait_until
 
 LITERAL = "sk-hostile-literal-never-printed"
 
@@ -241,10 +241,12 @@ def _start_background(client: httpx.Client, prompt: str) -> str:
 
 def _wait_running(client: httpx.Client, response_ids: list[str]) -> None:
     """Until no response is still queued (each one's upstream call started), however slow the machine."""
-    while any(
-        client.get(f"/v1/responses/{rid}").json()["status"] == "queued" for rid in response_ids
-    ):
-        time.sleep(0.05)
+    assert wait_until(
+        lambda: all(
+            client.get(f"/v1/responses/{rid}").json()["status"] != "queued" for rid in response_ids
+        ),
+        every=0.05,
+    )
 
 
 def test_background_responses_finish_within_the_drain_time(tmp_path: Path) -> None:
@@ -369,9 +371,7 @@ def test_data_of_a_renamed_tenant_is_reported_and_moved(tmp_path: Path) -> None:
     ) as second:
         with httpx.Client(base_url=second.url, headers=second.headers(), timeout=30) as client:
             assert client.get(f"/v1/responses/{rid}").status_code == 404
-        deadline = time.monotonic() + 60
-        while "rename-tenant" not in second.output() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_until(lambda: "rename-tenant" in second.output())
         assert "tenant(s) 'old-name', which no configured API key has" in second.output()
     moved = subprocess.run(
         [
