@@ -15,6 +15,7 @@ from orgate.server.ws_limits import SocketLimits
 from tests.conftest import chat_model_config
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text
 from tests.support.spec import validate
+from tests.support.waiting import PATIENCE
 from tests.ws.conftest import create, recv, ws_connect
 from tests.ws.inproc import InProcessServer
 
@@ -56,8 +57,8 @@ async def test_refused_handshake_is_an_http_status_and_a_closed_socket_frees_its
             assert refused.value.response.status_code == 429
             body = orjson.loads(refused.value.response.body)
             assert body["error"]["code"] == "too_many_websocket_connections"
-        deadline = time.monotonic() + 30
-        while True:  # the server notices the close asynchronously
+        deadline = time.monotonic() + PATIENCE
+        while True:  # the server notices the close asynchronously: poll
             try:
                 async with ws_connect(server) as ws:
                     assert (await create(ws, model="orgate/echo", input="again"))[-1][
