@@ -1,4 +1,4 @@
-"""Black-box contract of the built-in model: tool arguments and JSON answers are schema-valid.
+"""The built-in model's contract, in process: tool arguments and JSON answers are schema-valid.
 
 docs/builtin-model.md promises arguments "generated from the tool's JSON Schema
 (valid by construction)". Every schema here is checked with jsonschema Draft

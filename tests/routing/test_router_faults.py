@@ -1,6 +1,5 @@
-"""Routing under injected upstream faults, as a black-box client sees it (regressions of an audit).
-
-Real providers over the loopback fakes in ``tests/fakes`` behind a ``Router``:
+"""Routing under injected upstream faults, as a client sees it (regressions of an audit), in
+process: real providers over the loopback fakes in ``tests/fakes`` behind a ``Router``:
 
 - a failure that may be retried at once (``Retry-After: 0``, an HTTP date in
   the past) still moves on to the next deployment first (docs/routing.md:
