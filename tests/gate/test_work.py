@@ -55,7 +55,7 @@ def _alive(process_id: int) -> bool:
     try:
         with open(f"/proc/{process_id}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or before the read
         return False
 
 
