@@ -40,8 +40,10 @@ from orgate.mcptools.servers import McpRegistry, McpServer
 from orgate.mcptools.servers import origin as mcp_origin
 from orgate.neutral import Capabilities, Deployment, Translation
 from orgate.neutral.ledger import KINDS as KINDS_OF_TRANSLATION
+from orgate.neutral.dialects import SchemaDialect
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.providers.kinds import BUILTIN_ALIASES, BUILTIN_MODELS, KINDS
+from orgate.providers.servers import SERVERS
 from orgate.providers.settings import MisbehaveSettings
 from orgate.store import check_url
 from orgate.structured.settings import StructuredSettings
@@ -287,6 +289,9 @@ class CapabilitySettings(_Section):
     json_schema: bool | None = None
     json_object: bool | None = None
     strict_json_schema: bool | None = None
+    # how the upstream takes a JSON Schema, strongest first (neutral/dialects.py)
+    schema_dialects: list[SchemaDialect] | None = None
+    schema_in_prompt: bool | None = None
     reasoning: bool | None = None
     hosted_tools: bool | None = None
     service_tier: bool | None = None
@@ -920,16 +925,33 @@ def _capabilities(model: ModelSettings, entry: DeploymentSettings | None = None)
     """Provider defaults, then the model's ``capabilities``, then the deployment entry's."""
     provider = (entry.provider if entry is not None else None) or model.provider
     assert provider is not None  # validated
-    caps = KINDS[provider].capabilities
+    caps = _server_capabilities(KINDS[provider].capabilities, _provider_options(model, entry))
     for layer in (model.capabilities, entry.capabilities if entry is not None else None):
         overrides = (
             {k: v for k, v in layer.model_dump().items() if v is not None}
             if layer is not None
             else {}
         )
+        if "schema_dialects" in overrides:
+            overrides["schema_dialects"] = tuple(overrides["schema_dialects"])
         if overrides:
             caps = dataclasses.replace(caps, **overrides, declared=caps.declared | set(overrides))
     return caps
+
+
+def _server_capabilities(caps: Capabilities, options: dict[str, Any]) -> Capabilities:
+    """A provider's defaults with its server kind's structured output (``[models.chat] server``):
+    starting points the safety net may still learn around, not declared capabilities."""
+    server = SERVERS.get(str(options.get("server", "")))
+    if server is None:
+        return caps
+    return dataclasses.replace(
+        caps,
+        schema_dialects=server.schema_dialects,
+        strict_json_schema=server.strict_json_schema,
+        json_object=server.json_object,
+        schema_in_prompt=server.schema_in_prompt,
+    )
 
 
 def _provider_options(

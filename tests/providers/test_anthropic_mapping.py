@@ -361,6 +361,26 @@ def test_json_text_format_becomes_an_instruction() -> None:
     assert "system" not in build_body(req(user("hi"), text_format=TextFormat(type="text")))
 
 
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_structured_outputs_send_the_schema_as_output_config_and_no_instruction() -> None:
+    fmt = TextFormat("json_schema", "x", SCHEMA, True, None, "output_config")
+    body = build_body(req(user("hi"), text_format=fmt))
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": SCHEMA}}
+    assert "system" not in body and "tools" not in body
+
+
+def test_a_forced_tool_carries_the_format_as_its_input_schema() -> None:
+    fmt = TextFormat("json_schema", "x", SCHEMA, None, "the answer", "forced_tool")
+    body = build_body(req(user("hi"), text_format=fmt))
+    (tool,) = body["tools"]
+    assert tool["name"] == "json_answer" and tool["input_schema"] == SCHEMA
+    assert tool["description"].endswith("the answer")
+    assert body["tool_choice"] == {"type": "tool", "name": "json_answer"}
+    assert "system" not in body and "output_config" not in body
+
+
 def test_reasoning_effort_enables_thinking_within_max_tokens() -> None:
     body = build_body(req(user("hi"), reasoning_effort="medium"))
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 8192}

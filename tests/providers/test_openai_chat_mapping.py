@@ -425,6 +425,29 @@ def test_response_format() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("dialect", "expected"),
+    [
+        ("json_object_schema", {"response_format": {"type": "json_object", "schema": "S"}}),
+        ("guided_json", {"guided_json": "S"}),
+        ("structured_outputs", {"structured_outputs": {"json": "S"}}),
+        ("json_schema_field", {"json_schema": "S"}),
+    ],
+)
+def test_each_schema_dialect_goes_where_its_server_reads_it(
+    dialect: Any, expected: dict[str, Any]
+) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    fmt = TextFormat("json_schema", "thing", schema, None, None, dialect)
+    body = build_body(req(user("x"), text_format=fmt))
+    shown = {
+        k: body[k]
+        for k in ("response_format", "guided_json", "structured_outputs", "json_schema")
+        if k in body
+    }
+    assert repr(shown).replace(repr(schema), "'S'") == repr(expected)
+
+
 def test_opaque_history_items_are_left_out_as_if_absent() -> None:
     item = OpaqueItem(
         id="ext_1",

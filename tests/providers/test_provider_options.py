@@ -175,3 +175,43 @@ async def test_the_options_shape_the_upstream_request(fake: FakeOpenAIChat) -> N
     }
     assert configured["max_completion_tokens"] == 64 and "max_tokens" not in configured
     assert configured["messages"][0]["role"] == "developer" and "stream_options" not in configured
+
+
+SERVERS = """
+[[models]]
+name = "plain"
+provider = "openai-chat"
+base_url = "http://127.0.0.1:8000/v1"
+
+[[models]]
+name = "llama"
+provider = "openai-chat"
+base_url = "http://127.0.0.1:8001/v1"
+chat = { server = "llama-cpp-python" }
+
+[[models]]
+name = "vllm"
+provider = "openai-chat"
+base_url = "http://127.0.0.1:8002/v1"
+chat = { server = "vllm" }
+capabilities = { schema_dialects = ["guided_json"] }
+"""
+
+
+def test_the_server_kind_picks_the_schema_dialects_and_the_config_may_declare_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "orgate.toml"
+    path.write_text(SERVERS)
+    table = deployment_table(load_settings(path), {})
+    plain, llama, vllm = (table[n].capabilities for n in ("plain", "llama", "vllm"))
+    # unknown software: the standard first, llama.cpp's form next; learnt, not declared
+    assert plain.schema_dialects == ("json_schema", "json_object_schema")
+    assert plain.strict_json_schema and not plain.schema_in_prompt and not plain.declared
+    assert llama.schema_dialects == ("json_object_schema",) and llama.schema_in_prompt
+    assert not llama.strict_json_schema and "schema_dialects" not in llama.declared
+    assert vllm.schema_dialects == ("guided_json",) and "schema_dialects" in vllm.declared
+    bad = SERVERS.replace('server = "vllm"', 'server = "tgi"')
+    path.write_text(bad)
+    with pytest.raises(ConfigError, match="server"):
+        load_settings(path)

@@ -91,7 +91,8 @@ def test_deployments_list_becomes_a_route(tmp_path: Path) -> None:
     )
     assert second.headers == {"X-Team": "core", "anthropic-beta": "x"}
     assert first.capabilities.max_output_tokens == second.capabilities.max_output_tokens == 4096
-    assert second.capabilities.json_schema is False and first.capabilities.json_schema is True
+    assert first.capabilities.schema_dialects == ("json_schema", "json_object_schema")
+    assert second.capabilities.schema_dialects == ("output_config", "forced_tool")
 
 
 def test_the_front_deployment_carries_the_shared_capabilities(tmp_path: Path) -> None:
@@ -104,7 +105,8 @@ def test_the_front_deployment_carries_the_shared_capabilities(tmp_path: Path) ->
         False,
         False,
         False,
-    )  # anthropic lacks JSON modes, openai-chat reasoning
+    )  # no schema dialect in common, anthropic lacks json_object, openai-chat reasoning
+    assert caps.schema_dialects == ()
     assert (caps.tools, caps.images, caps.max_output_tokens) == (True, True, 4096)
 
 

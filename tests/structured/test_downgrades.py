@@ -130,3 +130,51 @@ async def test_an_upstream_that_is_down_teaches_nothing() -> None:
 )
 def test_which_upstream_errors_may_be_a_refused_format(error: ApiError, counts: bool) -> None:
     assert refuses_format(error) is counts
+
+
+class RefusingLevels(Refusing):
+    """Refuses by what a mode sends: its dialect (None = the standard json_schema) or
+    ``json_object``; ``refused`` names them."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.requests.append(request)
+        fmt = request.text_format
+        level = None if fmt is None else (fmt.dialect or fmt.type)
+        if level in self.refused:
+            raise self.error
+        for event in answer(GOOD):
+            yield event
+
+
+LLAMA_LADDER = Capabilities(schema_dialects=("json_schema", "json_object_schema"))
+
+
+async def test_the_ladder_goes_through_the_dialects_before_json_object() -> None:
+    """llama-cpp-python's server: a 500 to json_schema, its grammar with json_object + schema."""
+    upstream, memory = RefusingLevels("json_schema"), ModeDowngrades()
+    outcome = await drain(net_for(upstream, memory, caps=LLAMA_LADDER), request())
+    second = upstream.requests[1].text_format
+    assert second is not None and second.dialect == "json_object_schema"
+    assert outcome.status == "ok" and outcome.mode == "json_object_schema"
+    assert memory.refused("local") == {"json_schema"}
+    again = await drain(net_for(upstream, memory, caps=LLAMA_LADDER), request())
+    assert again.mode == "json_object_schema" and len(upstream.requests) == 3
+
+
+async def test_a_refusal_of_a_level_that_answered_before_is_not_remembered() -> None:
+    """A grammar compiler that cannot take one schema says nothing of the deployment."""
+    memory = ModeDowngrades()
+    await drain(net_for(RefusingLevels(), memory, caps=LLAMA_LADDER), request())  # answered
+    refusing = RefusingLevels("json_schema")
+    outcome = await drain(net_for(refusing, memory, caps=LLAMA_LADDER), request())
+    assert outcome.mode == "json_object_schema" and memory.refused("local") == frozenset()
+
+
+async def test_declared_dialects_are_not_learnt_around() -> None:
+    upstream, memory = RefusingLevels("json_object_schema"), ModeDowngrades()
+    declared = Capabilities(
+        schema_dialects=("json_object_schema",), declared=frozenset({"schema_dialects"})
+    )
+    with pytest.raises(ApiError):
+        await drain(net_for(upstream, memory, caps=declared), request())
+    assert len(upstream.requests) == 1

@@ -114,3 +114,43 @@ def test_a_deployment_without_strict_mode_gets_the_schema_as_written() -> None:
     p = plan(req(TextFormat("json_schema", "x", SCHEMA)), Capabilities(strict_json_schema=False))
     assert p.mode == "json_schema"
     assert p.request.text_format is not None and p.request.text_format.schema == SCHEMA
+
+
+GRAMMAR = Capabilities(schema_dialects=("json_object_schema",), strict_json_schema=False)
+
+
+def test_each_schema_dialect_is_its_own_mode_with_the_clients_schema() -> None:
+    for dialect in ("json_object_schema", "guided_json", "structured_outputs", "json_schema_field"):
+        caps = Capabilities(schema_dialects=(dialect,))
+        p = plan(req(TextFormat("json_schema", "x", LOOSE, True)), caps)
+        sent = p.request.text_format
+        assert p.mode == dialect and p.level == dialect and p.constrained
+        assert sent is not None and sent.dialect == dialect and sent.schema == LOOSE
+        # a grammar engine never shows the model the schema: it is in the instructions too
+        assert '"additionalProperties":{"type":"number"}' in (p.request.instructions or "")
+
+
+def test_the_first_dialect_that_fits_wins_and_the_ladder_ends_in_json_object() -> None:
+    caps = Capabilities(schema_dialects=("output_config", "forced_tool"), json_object=False)
+    # output_config takes the strict subset only: a map has none, so the forced tool
+    p = plan(req(TextFormat("json_schema", "x", LOOSE)), caps)
+    assert p.mode == "forced_tool" and p.request.instructions is None
+    strictable = plan(req(TextFormat("json_schema", "x", SCHEMA)), caps)
+    assert strictable.mode == "output_config"
+    assert strictable.request.text_format is not None
+    assert strictable.request.text_format.strict is True
+    # a request with tools of its own, or with reasoning: no forced tool, the prompt then
+    for kw in ({"tools": [{"type": "function", "name": "f"}]}, {"reasoning_effort": "low"}):
+        assert plan(req(TextFormat("json_schema", "x", LOOSE), **kw), caps).mode == "instructions"
+    none_left = Capabilities(schema_dialects=())
+    assert plan(req(TextFormat("json_schema", "x", SCHEMA)), none_left).mode == (
+        "json_object_instructions"
+    )
+
+
+def test_json_schema_on_a_grammar_server_shows_the_model_the_schema() -> None:
+    shown = Capabilities(schema_in_prompt=True)
+    p = plan(req(TextFormat("json_schema", "x", SCHEMA)), shown)
+    assert p.mode == "json_schema_strict" and "JSON Schema" in (p.request.instructions or "")
+    hidden = plan(req(TextFormat("json_schema", "x", SCHEMA)), Capabilities())
+    assert hidden.request.instructions is None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from orgate.neutral.dialects import SchemaDialect
+
 
 @dataclass(slots=True, frozen=True)
 class Capabilities:
@@ -12,12 +14,18 @@ class Capabilities:
 
     tools: bool = True
     images: bool = True
-    json_schema: bool = True  # native (strict) json_schema response format
+    json_schema: bool = True  # takes a JSON Schema to constrain its output (in some dialect)
     json_object: bool = True  # json_object response format
     # Takes the strict subset of JSON Schema (what strict mode cannot express moves into
     # descriptions, for a model to read). False: the schema is sent as the client gave it
     # (the built-in model generates from the schema itself and reads no descriptions).
     strict_json_schema: bool = True
+    # How it takes that schema (neutral/dialects.py), strongest first: the safety net sends
+    # the first one it has not seen refused (the rest are the ladder it goes down).
+    schema_dialects: tuple[SchemaDialect, ...] = ("json_schema",)
+    # Its json_schema dialect constrains decoding without showing the model the schema (a
+    # grammar engine: vLLM, llama.cpp, Ollama…): the schema goes in the instructions too.
+    schema_in_prompt: bool = False
     reasoning: bool = False
     # Runs OpenAI's hosted tool types (``web_search``, ``file_search``…, ``namespace``) itself:
     # a native Responses upstream. Elsewhere they are dropped or refused (``Deployment.hosted_tools``).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orgate.neutral.dialects import SchemaDialect
 from orgate.neutral.ledger import Ledger
 
 
@@ -17,6 +18,9 @@ class TextFormat:
     schema: dict[str, Any] | None = None
     strict: bool | None = None
     description: str | None = None
+    # How the provider sends a ``json_schema`` format upstream (neutral/dialects.py): None is
+    # its standard way; the safety net sets another where the upstream constrains decoding so.
+    dialect: SchemaDialect | None = None
 
 
 @dataclass(slots=True)

@@ -62,12 +62,18 @@ def intersect_capabilities(caps: Sequence[Capabilities]) -> Capabilities:
         known = [v for v in values if v is not None]
         return min(known) if known else None
 
+    # in the first one's order: a dialect every deployment takes (the net picks one for all)
+    dialects = tuple(
+        d for d in caps[0].schema_dialects if all(d in c.schema_dialects for c in caps[1:])
+    )
     return Capabilities(
         tools=all(c.tools for c in caps),
         images=all(c.images for c in caps),
-        json_schema=all(c.json_schema for c in caps),
+        json_schema=all(c.json_schema for c in caps) and bool(dialects),
         json_object=all(c.json_object for c in caps),
         strict_json_schema=all(c.strict_json_schema for c in caps),
+        schema_dialects=dialects,
+        schema_in_prompt=any(c.schema_in_prompt for c in caps),
         reasoning=all(c.reasoning for c in caps),
         hosted_tools=all(c.hosted_tools for c in caps),
         service_tier=all(c.service_tier for c in caps),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from orgate.neutral import Capabilities
+from orgate.providers.servers import SERVERS
 from orgate.providers.settings import FLAKY_MODEL, AnthropicSettings, ChatSettings
 
 
@@ -62,7 +63,8 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind(
             "openai-chat",
             "orgate.providers.openai_chat.provider:OpenAIChatProvider",
-            Capabilities(),
+            # server "auto" (providers/servers.py): the standard first, llama.cpp's form next
+            Capabilities(schema_dialects=SERVERS["auto"].schema_dialects),
             section="chat",
             settings=ChatSettings,
         ),
@@ -75,7 +77,9 @@ KINDS: dict[str, ProviderKind] = {
             "anthropic",
             "orgate.providers.anthropic.provider:AnthropicProvider",
             Capabilities(
-                json_schema=False,
+                # structured outputs (output_config.format) where the model has them, else a
+                # forced tool whose input schema is the format
+                schema_dialects=("output_config", "forced_tool"),
                 json_object=False,
                 reasoning=True,
                 service_tier=False,

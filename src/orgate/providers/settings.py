@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orgate.providers.servers import ServerName
+
 
 class ChatSettings(BaseModel):
     """``[models.chat]``: how an ``openai-chat`` upstream wants its request (docs/configuration.md)."""
@@ -27,6 +29,8 @@ class ChatSettings(BaseModel):
     include_usage: bool = True  # stream_options.include_usage (the usage chunk)
     # "auto": text-only user content as a string, parts only for images and files
     content_format: Literal["auto", "string", "parts"] = "auto"
+    # The server software behind the URL (providers/servers.py): how it constrains JSON output.
+    server: ServerName = "auto"
 
 
 class AnthropicSettings(BaseModel):

@@ -1,19 +1,28 @@
 """Capability branching: how a JSON request is actually sent to one model.
 
-For ``text.format`` ``json_schema``:
+For ``text.format`` ``json_schema`` the net goes down this ladder and sends the first mode
+the deployment has (``Capabilities``; what its upstream refused is taken off first,
+structured/downgrades.py):
 
-==========================  ===========================================================
-mode                        when / what is sent upstream
-==========================  ===========================================================
-``json_schema_strict``      the model supports json_schema and the schema is strict or
-                            can be made strict (``strict.strictify``); the client did not
-                            say ``strict: false``
-``json_schema``             json_schema supported but no strict equivalent (or the client
-                            asked for ``strict: false``): the schema is sent non-strict
-``json_object_instructions`` no json_schema, json_object supported: json_object plus the
-                            schema in the instructions
-``instructions``            neither: plain text, the schema in the instructions
-==========================  ===========================================================
+============================  =========================================================
+mode                          when / what is sent upstream
+============================  =========================================================
+a schema dialect              the first of ``capabilities.schema_dialects`` that fits the
+                              schema (neutral/dialects.py): the upstream constrains its
+                              decoding to the schema itself
+``json_object_instructions``  no dialect left, json_object supported: json_object plus the
+                              schema in the instructions
+``instructions``              neither: plain text, the schema in the instructions
+============================  =========================================================
+
+The dialect ``json_schema`` is the mode ``json_schema_strict`` when the model wants the
+strict subset and the schema is strict or can be made strict (``strict.strictify``; the
+client did not say ``strict: false``), else ``json_schema`` (the schema sent non-strict).
+``output_config`` (Anthropic) needs that strict subset too and is skipped without it;
+``forced_tool`` is skipped when the request has tools of its own (the forced answer would
+keep the model from them) or asks for reasoning (Anthropic refuses a forced tool with
+extended thinking). The other dialects (grammar engines) take the client's schema
+as it is. Each dialect's mode has the dialect's name.
 
 For ``json_object``: ``json_object`` when supported, else ``instructions``.
 A schema whose root is not ``type: "object"`` (an array, a string…) cannot be a
@@ -35,11 +44,24 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orgate.neutral import Capabilities, ModelRequest, TextFormat
+from orgate.neutral.dialects import GRAMMAR_DIALECTS, SchemaDialect
 from orgate.structured import strict
 
 Mode = Literal[
-    "json_schema_strict", "json_schema", "json_object", "json_object_instructions", "instructions"
+    "json_schema_strict",
+    "json_schema",
+    "json_object_schema",
+    "guided_json",
+    "structured_outputs",
+    "json_schema_field",
+    "output_config",
+    "forced_tool",
+    "json_object",
+    "json_object_instructions",
+    "instructions",
 ]
+#: What a mode sends that an upstream may refuse: its dialect, ``json_object``, or None.
+Level = SchemaDialect | Literal["json_object"]
 JSON_WORD_SUFFIX = "Respond in JSON."
 OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
 DEFAULT_FORMAT_NAME = "response"
@@ -56,6 +78,12 @@ class Plan:
     denull: bool = False  # strictify made optional properties nullable: drop their nulls
     strict_changes: tuple[str, ...] = ()
     strict_blockers: tuple[str, ...] = field(default_factory=tuple)
+    level: Level | None = None  # what the upstream may refuse of it (downgrades.py)
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the upstream constrains its decoding to the schema (a schema dialect)."""
+        return self.level is not None and self.level != "json_object"
 
 
 def format_label(fmt: TextFormat) -> str:
@@ -119,44 +147,107 @@ def plan(request: ModelRequest, caps: Capabilities, *, prefer_strict: bool = Tru
     label = format_label(fmt)
     if fmt.type == "json_object":
         if caps.json_object:
-            return Plan("json_object", ensure_json_word(request), OBJECT_SCHEMA, label)
+            return Plan(
+                "json_object", ensure_json_word(request), OBJECT_SCHEMA, label, level="json_object"
+            )
         sent = append_instructions(
             dataclasses.replace(request, text_format=None), OBJECT_INSTRUCTIONS
         )
         return Plan("instructions", sent, OBJECT_SCHEMA, label)
 
     schema = fmt.schema if isinstance(fmt.schema, dict) else {}
-    name = fmt.name or DEFAULT_FORMAT_NAME
-    root_object = schema.get("type") == "object"
-    if caps.json_schema and root_object:
-        if prefer_strict and fmt.strict is not False and caps.strict_json_schema:
-            result = strict.strictify(schema)
-            if result.schema is not None:
-                sent_fmt = TextFormat("json_schema", name, result.schema, True, fmt.description)
-                return Plan(
-                    "json_schema_strict",
-                    dataclasses.replace(request, text_format=sent_fmt),
-                    schema,
-                    label,
-                    denull=result.optionalized,
-                    strict_changes=tuple(result.changes),
-                )
-            blockers = tuple(str(v) for v in result.blockers)
-        else:
-            blockers = ()
-        sent_fmt = TextFormat("json_schema", name, schema, False, fmt.description)
-        return Plan(
-            "json_schema",
-            dataclasses.replace(request, text_format=sent_fmt),
-            schema,
-            label,
-            strict_blockers=blockers,
-        )
+    if caps.json_schema and schema.get("type") == "object":
+        for dialect in caps.schema_dialects:
+            chosen = _constrained(request, fmt, schema, dialect, caps, prefer_strict)
+            if chosen is not None:
+                return chosen
     instructions = schema_instructions(schema, fmt)
-    if caps.json_object and root_object:
+    if caps.json_object and schema.get("type") == "object":
         sent = append_instructions(
             dataclasses.replace(request, text_format=TextFormat("json_object")), instructions
         )
-        return Plan("json_object_instructions", ensure_json_word(sent), schema, label)
+        return Plan(
+            "json_object_instructions",
+            ensure_json_word(sent),
+            schema,
+            label,
+            level="json_object",
+        )
     sent = append_instructions(dataclasses.replace(request, text_format=None), instructions)
     return Plan("instructions", sent, schema, label)
+
+
+def _constrained(
+    request: ModelRequest,
+    fmt: TextFormat,
+    schema: dict[str, Any],
+    dialect: SchemaDialect,
+    caps: Capabilities,
+    prefer_strict: bool,
+) -> Plan | None:
+    """The plan that sends ``schema`` in ``dialect``, or None when the dialect cannot take it."""
+    if dialect in GRAMMAR_DIALECTS or (dialect == "json_schema" and caps.schema_in_prompt):
+        # a grammar engine constrains the model without showing it the schema: it reads it here
+        request = append_instructions(request, schema_instructions(schema, fmt))
+    if dialect == "json_schema":
+        return _json_schema(request, fmt, schema, caps, prefer_strict)
+    label, name = format_label(fmt), fmt.name or DEFAULT_FORMAT_NAME
+    if dialect == "output_config":
+        result = strict.strictify(schema)  # Anthropic takes the strict subset only
+        if result.schema is None:
+            return None
+        sent = TextFormat("json_schema", name, result.schema, True, fmt.description, dialect)
+        return Plan(
+            dialect,
+            dataclasses.replace(request, text_format=sent),
+            schema,
+            label,
+            denull=result.optionalized,
+            strict_changes=tuple(result.changes),
+            level=dialect,
+        )
+    if dialect == "forced_tool" and (
+        request.tools or request.reasoning_effort not in (None, "none")
+    ):
+        # forcing the answer's tool would keep the model from the client's tools, and
+        # Anthropic refuses a forced tool with extended thinking
+        return None
+    sent = TextFormat("json_schema", name, schema, None, fmt.description, dialect)
+    return Plan(
+        dialect, dataclasses.replace(request, text_format=sent), schema, label, level=dialect
+    )
+
+
+def _json_schema(
+    request: ModelRequest,
+    fmt: TextFormat,
+    schema: dict[str, Any],
+    caps: Capabilities,
+    prefer_strict: bool,
+) -> Plan:
+    """The standard ``json_schema`` format: strict when the model wants it and it can be."""
+    label, name = format_label(fmt), fmt.name or DEFAULT_FORMAT_NAME
+    blockers: tuple[str, ...] = ()
+    if prefer_strict and fmt.strict is not False and caps.strict_json_schema:
+        result = strict.strictify(schema)
+        if result.schema is not None:
+            sent_fmt = TextFormat("json_schema", name, result.schema, True, fmt.description)
+            return Plan(
+                "json_schema_strict",
+                dataclasses.replace(request, text_format=sent_fmt),
+                schema,
+                label,
+                denull=result.optionalized,
+                strict_changes=tuple(result.changes),
+                level="json_schema",
+            )
+        blockers = tuple(str(v) for v in result.blockers)
+    sent_fmt = TextFormat("json_schema", name, schema, False, fmt.description)
+    return Plan(
+        "json_schema",
+        dataclasses.replace(request, text_format=sent_fmt),
+        schema,
+        label,
+        strict_blockers=blockers,
+        level="json_schema",
+    )

@@ -57,7 +57,7 @@ from orgate.neutral import (
 from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.structured import modes, strict
 from orgate.structured.budget import Budget, BudgetOverride, Clock, grow_max_tokens
-from orgate.structured.downgrades import ModeDowngrades, level_of, refuses_format, without
+from orgate.structured.downgrades import ModeDowngrades, refuses_format, without
 from orgate.structured.feedback import (
     FeedbackItems,
     clip_output,
@@ -277,32 +277,33 @@ class SafetyNet(WrapperProvider):
     async def _first_attempt(
         self, request: ModelRequest, plan: modes.Plan, caps: Capabilities, outcome: Outcome
     ) -> tuple[modes.Plan, _Attempt]:
-        """The first attempt, asked again one JSON mode down each time the upstream refuses
-        the response format (structured/downgrades.py); the plan that was answered."""
-        tried = plan
+        """The first attempt, asked again one mode down each time the upstream refuses what the
+        mode sends (structured/downgrades.py); the plan that was answered."""
+        tried, refused = plan, []
         while True:
             try:
                 attempt = await self._attempt(tried.request, None)
             except ApiError as error:
-                level = level_of(tried.mode)
+                level = tried.level
                 lower = without(caps, level) if level and refuses_format(error) else None
                 if lower is None:
                     raise
-                caps, refused = lower, level
+                caps = lower
+                refused.append(level)
                 tried = modes.plan(request, caps, prefer_strict=self.policy.settings.prefer_strict)
                 log.warning(
                     "upstream of %s refused %s (%s %s): asking again as %s",
                     self.deployment.name,
-                    refused,
+                    level,
                     error.status,
                     error.code,
                     tried.mode,
                 )
-                self._count("downgrades", plan, refused=refused, mode=tried.mode)
+                self._count("downgrades", plan, refused=level, mode=tried.mode)
                 continue
-            if tried is not plan:
-                refused_now = "json_schema" if caps.json_object else "json_object"
-                self.downgrades.learn(self.deployment.name, refused_now, tried.mode)
+            self.downgrades.answered(self.deployment.name, tried.level)
+            if refused:
+                self.downgrades.learn(self.deployment.name, refused, tried.mode)
                 outcome.refused_formats = tuple(
                     sorted(self.downgrades.refused(self.deployment.name))
                 )

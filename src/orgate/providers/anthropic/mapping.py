@@ -41,9 +41,11 @@ from typing import Any
 import orjson
 
 from orgate.neutral import EXTENSION_ITEM_TYPE, ModelRequest, TextFormat, Translation
+from orgate.neutral.dialects import FORCED_TOOL_NAME
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.anthropic.envelope import decode_blocks
 from orgate.providers.custom_tools import functions_only
+from orgate.providers.forced_tool import answer_tool
 from orgate.providers.plain import allowed_tools
 from orgate.providers.plain import get_field as _get
 from orgate.providers.plain import plain as _plain
@@ -339,8 +341,9 @@ def map_conversation(request: ModelRequest) -> tuple[list[str], list[dict[str, A
 
 
 def json_instruction(fmt: TextFormat | None) -> str | None:
-    """The system-prompt addition for a JSON ``text_format`` (Anthropic has no JSON mode)."""
-    if fmt is None or fmt.type == "text":
+    """The system-prompt addition for a JSON ``text_format`` sent without a schema dialect
+    (Anthropic has no JSON mode; ``map_output_format`` sends the dialects)."""
+    if fmt is None or fmt.type == "text" or fmt.dialect is not None:
         return None
     text = "Respond with a single valid JSON value and nothing else: no prose, no Markdown code fences."
     if fmt.type == "json_object":
@@ -348,6 +351,20 @@ def json_instruction(fmt: TextFormat | None) -> str | None:
     if fmt.schema is not None:
         text += " The JSON must conform to this JSON Schema:\n" + orjson.dumps(fmt.schema).decode()
     return text
+
+
+def map_output_format(request: ModelRequest, body: dict[str, Any]) -> None:
+    """A ``json_schema`` format in its schema dialect: structured outputs
+    (``output_config.format``), or a tool whose input schema is the format, forced
+    (``forced_tool``: providers/forced_tool.py turns its call back into text)."""
+    fmt = request.text_format
+    if fmt is None or fmt.schema is None:
+        return
+    if fmt.dialect == "output_config":
+        body["output_config"] = {"format": {"type": "json_schema", "schema": fmt.schema}}
+    elif fmt.dialect == "forced_tool":
+        body["tools"] = [*body.get("tools", ()), answer_tool(request)]
+        body["tool_choice"] = {"type": "tool", "name": FORCED_TOOL_NAME}
 
 
 # --- tools -------------------------------------------------------------------------------------
@@ -533,6 +550,8 @@ def build_body(
     if system:
         body["system"] = "\n\n".join(system)
     map_tools(request, body)
+    if request.text_format is not None and request.text_format.dialect is not None:
+        map_output_format(request, body)
     if budget is not None and _unthought_tool_use(messages):
         # Anthropic refuses thinking when the assistant turn the request continues used a
         # tool without its thinking blocks (a client that replays calls without their

@@ -18,6 +18,7 @@ from orgate.providers.anthropic.decoder import StreamDecoder, bad_stream, decode
 from orgate.providers.anthropic.errors import http_error
 from orgate.providers.anthropic.mapping import build_body
 from orgate.providers.custom_tools import custom_call_batches
+from orgate.providers.forced_tool import answer_batches
 from orgate.providers.http import HttpPool
 from orgate.providers.upstream import SseProvider
 
@@ -72,7 +73,8 @@ class AnthropicProvider(SseProvider):
 
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
         """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""
-        return custom_call_batches(request, super().stream_batches(request))
+        batches = custom_call_batches(request, super().stream_batches(request))
+        return answer_batches(request, batches)  # a forced_tool format's call back into text
 
     def decoder(self, request: ModelRequest) -> StreamDecoder:
         return StreamDecoder(self.deployment.name)

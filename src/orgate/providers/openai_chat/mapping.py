@@ -56,6 +56,7 @@ class ChatOptions:
     # templates concatenate content and fail on a list), parts only where an image or file
     # needs them. "parts": always parts. "string": always a string (images/files refused).
     content_format: str = "auto"
+    server: str = "auto"  # the server software (providers/servers.py); read by the configuration
 
     @classmethod
     def for_deployment(cls, deployment: Deployment) -> ChatOptions:
@@ -336,10 +337,16 @@ def map_tools(request: ModelRequest, body: dict[str, Any]) -> None:
 
 
 def map_response_format(fmt: TextFormat | None) -> dict[str, Any] | None:
+    """The ``response_format`` for ``fmt`` (None for plain text, or for a dialect that sends
+    the schema in a body field instead: ``map_schema_fields``)."""
     if fmt is None or fmt.type == "text":
         return None
     if fmt.type == "json_object":
         return {"type": "json_object"}
+    if fmt.dialect == "json_object_schema":  # llama-cpp-python's and llama.cpp's grammar
+        return {"type": "json_object", "schema": fmt.schema or {"type": "object"}}
+    if fmt.dialect not in (None, "json_schema"):
+        return None
     schema: dict[str, Any] = {"name": fmt.name or "response"}
     if fmt.description is not None:
         schema["description"] = fmt.description
@@ -359,6 +366,19 @@ def _note_settings(request: ModelRequest) -> None:
         ledger.note(Translation.FIELD_DROPPED, "max_tool_calls", str(request.max_tool_calls))
     if request.reasoning_summary is not None:
         ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", request.reasoning_summary)
+
+
+def map_schema_fields(fmt: TextFormat | None, body: dict[str, Any]) -> None:
+    """The body fields of the dialects that are not a ``response_format`` (vLLM's guided
+    decoding, llama-server's ``json_schema``)."""
+    if fmt is None or fmt.type != "json_schema" or fmt.schema is None:
+        return
+    if fmt.dialect == "guided_json":
+        body["guided_json"] = fmt.schema
+    elif fmt.dialect == "structured_outputs":
+        body["structured_outputs"] = {"json": fmt.schema}
+    elif fmt.dialect == "json_schema_field":
+        body["json_schema"] = fmt.schema
 
 
 def build_body(
@@ -395,6 +415,8 @@ def build_body(
     response_format = map_response_format(request.text_format)
     if response_format is not None:
         body["response_format"] = response_format
+    elif request.text_format is not None and request.text_format.dialect is not None:
+        map_schema_fields(request.text_format, body)
     if request.stop:
         body["stop"] = list(request.stop)
     if request.reasoning_effort is not None:
