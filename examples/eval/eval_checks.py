@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -54,3 +55,33 @@ def non_empty_strings(value: Any) -> list[str]:
     if not isinstance(value, dict):
         return []
     return [f"{k}: is empty" for k, v in value.items() if isinstance(v, str) and not v.strip()]
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)?")  # "KT-100" has 100, not -100
+
+
+def _numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
+    """Every JSON number in ``value`` (booleans are not numbers), with its path."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int | float):
+        return [(path or "$", float(value))]
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in _numbers(v, f"{path}.{k}" if path else k)]
+    if isinstance(value, list):
+        return [n for i, v in enumerate(value) for n in _numbers(v, f"{path}[{i}]")]
+    return []
+
+
+def numbers_in_input(value: Any, asked: str) -> list[str]:
+    """Every number in the answer appears in what was asked: an extraction invents none.
+
+    A check of two parameters gets what the request asked (its instructions and messages).
+    """
+    given = {float(n.replace(",", ".")) for n in _NUMBER.findall(asked)}
+    return [
+        f"{path}: {number:g} does not appear in the input (the numbers there: "
+        f"{', '.join(f'{g:g}' for g in sorted(given)) or 'none'})"
+        for path, number in _numbers(value)
+        if number not in given
+    ]

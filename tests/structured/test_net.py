@@ -705,3 +705,29 @@ async def test_a_truncation_after_feedback_keeps_the_feedback() -> None:
     assert [a.stage for a in outcome.attempts] == ["schema", "truncation", None]
     assert provider.requests[2].input == provider.requests[1].input
     assert provider.requests[2].max_output_tokens == 20
+
+
+async def test_a_check_of_two_parameters_reads_what_was_asked_and_its_feedback_recovers() -> None:
+    """A number the model invented (not in the input) is a semantic failure, retried with
+    feedback naming it; the client's own text is what the check reads, not the net's."""
+    seen: list[str] = []
+
+    def numbers_from_input(value: Any, asked: str) -> list[str]:
+        seen.append(asked)
+        price = value.get("price")
+        return [] if f"{price}" in asked else [f"price: {price} is not in the input"]
+
+    net, provider = make_net(
+        [answer('{"sku": "A1", "price": 29.9}'), answer('{"sku": "A1", "price": 12.5}')],
+        checks={"product": [numbers_from_input]},
+    )
+    req = ModelRequest(
+        model="up",
+        input=[{"type": "message", "role": "user", "content": "A1 costs 12.5 EUR"}],
+        instructions="Extract the product.",
+        text_format=TextFormat("json_schema", "product", PRODUCT, True),
+    )
+    events, outcome = await run(net, req)
+    assert outcome.status == "recovered" and text_of(events) == GOOD
+    assert seen == ["Extract the product.\nA1 costs 12.5 EUR"] * 2
+    assert "price: 29.9 is not in the input" in feedback_of(provider.requests[1])

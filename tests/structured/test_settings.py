@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
-from orgate.structured.settings import StructuredPolicy, StructuredSettings
+from orgate.structured.settings import AskedCheck, StructuredPolicy, StructuredSettings, as_check
 
 MOD = "tests.structured.checks_fixture"
 
@@ -67,3 +69,15 @@ def test_invalid_settings() -> None:
         StructuredSettings(truncation_growth=1.0)
     with pytest.raises(ValidationError):
         StructuredSettings(unknown=1)  # type: ignore[call-arg]
+
+
+def test_a_check_taking_two_arguments_is_given_what_was_asked() -> None:
+    def one(value: Any) -> list[str]:
+        return []
+
+    def two(value: Any, asked: str) -> list[str]:
+        return [asked]
+
+    assert as_check(one) is one and as_check(len) is len  # a builtin: the value only
+    wrapped = as_check(two)
+    assert isinstance(wrapped, AskedCheck) and wrapped({}, "the input") == ["the input"]

@@ -34,6 +34,7 @@ from orgate.gate.cost import cost_of
 from orgate.gate.patterns import bounded
 from orgate.gate.patterns import search as patterns_search
 from orgate.gate.schemas import CompiledSchema, SchemaCache, SchemaProblem
+from orgate.structured.settings import AskedCheck
 
 Stage = Literal["truncation", "parse", "schema", "semantic"]
 MAX_MESSAGES = 20
@@ -518,13 +519,14 @@ class SemanticCheckError(Exception):
 
 
 def semantic_layer(
-    value: Any, checks: Sequence[tuple[str, Callable[[Any], list[str]]]]
+    value: Any, checks: Sequence[tuple[str, Callable[[Any], list[str]]]], asked: str = ""
 ) -> Failure | None:
-    """Run every domain check; collect all their messages. A check that raises is a bug: ``SemanticCheckError``."""
+    """Run every domain check (an ``AskedCheck`` reads ``asked`` too: what the request asked);
+    collect all their messages. A check that raises is a bug: ``SemanticCheckError``."""
     messages: list[str] = []
     for name, check in checks:
         try:
-            result = check(value)
+            result = check(value, asked) if isinstance(check, AskedCheck) else check(value)
         except Exception as exc:  # a broken check is not the model's fault
             raise SemanticCheckError(
                 f"semantic check {name} raised {type(exc).__name__}: {exc}"
@@ -550,8 +552,10 @@ def check_output(
     strip_fences: bool = False,
     strip_prose: bool = False,
     normalize: Callable[[Any], Any] | None = None,
+    asked: str = "",
 ) -> Accepted | Failure:
-    """Parse, (optionally normalize, e.g. drop strict-mode nulls), validate, run domain checks."""
+    """Parse, (optionally normalize, e.g. drop strict-mode nulls), validate, run domain checks
+    (``asked``: the request's text, for the checks that read it)."""
     result = check_json(
         text,
         schema=schema,
@@ -559,7 +563,7 @@ def check_output(
         strip_prose=strip_prose,
         normalize=normalize,
     )
-    return result if isinstance(result, Failure) else check_semantics(result, checks)
+    return result if isinstance(result, Failure) else check_semantics(result, checks, asked)
 
 
 def check_json(
@@ -589,10 +593,12 @@ def check_json(
 
 
 def check_semantics(
-    accepted: Accepted, checks: Sequence[tuple[str, Callable[[Any], list[str]]]]
+    accepted: Accepted,
+    checks: Sequence[tuple[str, Callable[[Any], list[str]]]],
+    asked: str = "",
 ) -> Accepted | Failure:
     """The semantic layer of ``check_output`` over a value that passed the others."""
-    failure = semantic_layer(accepted.value, checks)
+    failure = semantic_layer(accepted.value, checks, asked)
     return accepted if failure is None else failure
 
 

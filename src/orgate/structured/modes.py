@@ -100,7 +100,7 @@ def _text_of(part: Any) -> str:
     return str(getattr(part, "text", "") or "")
 
 
-def _message_texts(item: Any) -> list[str]:
+def message_texts(item: Any) -> list[str]:
     content = item.get("content") if isinstance(item, dict) else getattr(item, "content", None)
     if isinstance(content, str):
         return [content]
@@ -113,7 +113,7 @@ def mentions_json(request: ModelRequest) -> bool:
     """Whether the word "json" (any case) appears in the instructions or any input message text."""
     if request.instructions and "json" in request.instructions.lower():
         return True
-    return any("json" in text.lower() for item in request.input for text in _message_texts(item))
+    return any("json" in text.lower() for item in request.input for text in message_texts(item))
 
 
 def ensure_json_word(request: ModelRequest) -> ModelRequest:

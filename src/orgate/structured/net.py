@@ -83,7 +83,7 @@ from orgate.structured.outcome import (
     Outcome,
 )
 from orgate.structured.review import NewReview, ReviewQueue, Reviews, reviews_of
-from orgate.structured.settings import FormatPolicy, StructuredPolicy
+from orgate.structured.settings import AskedCheck, FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
 
@@ -152,10 +152,23 @@ class _Guard:
     start: int
     base: ModelRequest  # the planned request, which feedback is appended to
     req: ModelRequest  # the request of the next attempt
+    asked: str  # what the client asked, for the semantic checks that read it ("" if none)
     usage: Usage | None = None
     retries: int = 0
     semantic: int = 0
     truncations: int = 0
+
+
+def reads_asked(policy: FormatPolicy) -> bool:
+    """Whether a semantic check of the format reads what was asked."""
+    return any(isinstance(check, AskedCheck) for _, check in policy.checks)
+
+
+def asked_text(request: ModelRequest) -> str:
+    """The client's instructions and input messages, as one text (for ``AskedCheck``s)."""
+    texts = [request.instructions] if request.instructions else []
+    texts += [text for item in request.input for text in modes.message_texts(item)]
+    return "\n".join(texts)
 
 
 def _passthrough_reason(attempt: _Attempt) -> str | None:
@@ -433,6 +446,7 @@ class SafetyNet(WrapperProvider):
             start=start,
             base=plan.request,
             req=plan.request,
+            asked=asked_text(request) if reads_asked(format_policy) else "",
         )
 
     async def _next_attempt(self, guard: _Guard, number: int) -> _Attempt | None:
@@ -539,8 +553,10 @@ class SafetyNet(WrapperProvider):
             return result
         try:
             if small:
-                return check_semantics(result, guard.format_policy.checks)
-            return await SCHEMA_WORK.in_thread(check_semantics, result, guard.format_policy.checks)
+                return check_semantics(result, guard.format_policy.checks, guard.asked)
+            return await SCHEMA_WORK.in_thread(
+                check_semantics, result, guard.format_policy.checks, guard.asked
+            )
         except SemanticCheckError as exc:
             raise ApiError.of(
                 ErrorCode.SEMANTIC_CHECK_ERROR,

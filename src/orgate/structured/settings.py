@@ -9,6 +9,7 @@ the config fails the start, not the first request.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,6 +20,40 @@ OnExhaustion = Literal["error", "default", "review"]
 
 SemanticCheck = Callable[[Any], list[str]]
 """A domain check: takes the parsed JSON value, returns error strings (empty = fine)."""
+
+
+@dataclass(slots=True, frozen=True)
+class AskedCheck:
+    """A domain check of two parameters: the parsed value and what was asked (the request's
+    instructions and input messages, as text), to hold the answer to the question: a number
+    in the answer must appear in the input, say."""
+
+    fn: Callable[[Any, str], list[str]]
+
+    def __call__(self, value: Any, asked: str = "") -> list[str]:
+        return self.fn(value, asked)
+
+
+def _positional(fn: Callable[..., Any]) -> int:
+    """How many positional arguments ``fn`` takes (any number: a large one)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: the value only
+        return 1
+    kinds = [p.kind for p in params]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return 1_000
+    return sum(
+        k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for k in kinds
+    )
+
+
+def as_check(fn: Callable[..., Any]) -> SemanticCheck:
+    """``fn`` as the net calls it: a function of two positional parameters gets what was
+    asked too (``AskedCheck``)."""
+    return AskedCheck(fn) if _positional(fn) >= 2 else fn
+
 
 _NO_DEFAULT: Any = object()
 
@@ -176,9 +211,9 @@ class StructuredPolicy:
         names = set(settings.formats) | set(extra_checks or {})
         for name in sorted(names):
             fs = settings.formats.get(name, FormatSettings())
-            checks = [(ref, load_check(ref)) for ref in fs.semantic]
+            checks = [(ref, as_check(load_check(ref))) for ref in fs.semantic]
             for fn in (extra_checks or {}).get(name, []):
-                checks.append((getattr(fn, "__qualname__", repr(fn)), fn))
+                checks.append((getattr(fn, "__qualname__", repr(fn)), as_check(fn)))
             formats[name] = FormatPolicy(
                 name=name,
                 checks=tuple(checks),
