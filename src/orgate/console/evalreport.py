@@ -27,6 +27,8 @@ def _script_safe(text: str) -> str:
 def eval_html(reports: list[EvalReport]) -> str:
     model = json.dumps(eval_model(reports)).replace("</", "<\\/")
     title = f"orgate eval — {reports[-1].model}" if reports else "orgate eval"
+    if reports and reports[-1].mode is not None:
+        title += ": modes side by side"
     return f"""<!doctype html>
 <html lang="en">
 <head>

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.console.evaldata import ReportError, eval_model, parse_report
+from orgate.console.evaldata import ReportError, eval_model, parse_reports
 from orgate.console.guard import json_response, require_change_allowed
 from orgate.console.session import SessionSigner
 from orgate.gate import CODES, ToolCatalog, ToolsError, check, diff, load_tools
@@ -149,7 +149,7 @@ def eval_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         for number, file in enumerate(files):
             name = str(file.get("name") or f"report {number + 1}")
             try:
-                reports.append(parse_report(orjson.loads(file["text"]), name))
+                reports += parse_reports(orjson.loads(file["text"]), name)
             except orjson.JSONDecodeError as exc:
                 raise ApiError.of(
                     ErrorCode.INVALID_REPORT, f"{name}: invalid JSON: {exc}", param="reports"

@@ -263,7 +263,7 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from orgate.structured.eval import cmd_eval
+    from orgate.structured.eval_command import cmd_eval
 
     return int(cmd_eval(args))
 
@@ -292,6 +292,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
+    p.add_argument(
+        "--modes",
+        help="compare modes side by side: 'all', or some of prompt, json_object, constrained, "
+        "constrained+semantic (comma-separated)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(

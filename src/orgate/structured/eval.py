@@ -23,6 +23,9 @@ optionally ``semantic`` (``module:function`` checks for this case),
 real model's answers repeatable, so a ``--baseline`` rerun compares like with like).
 The case file's folder is put on ``sys.path`` so checks can live next to it.
 
+``--modes`` runs the cases in several structured-output modes side by side
+(``eval_modes.py``); the command itself is ``eval_command.py``.
+
 ``--baseline FILE`` compares with a saved report and exits 1 when the budget
 exhaustion rate rose by ≥ 1 percentage point or the first-attempt failure rate
 by ≥ 5 points (``REGRESSION_THRESHOLDS``). ``--save FILE`` writes the JSON
@@ -33,27 +36,26 @@ with the console's eval charts (suffix ``.html``, readable offline).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import contextvars
+import dataclasses
 import json
-import logging
 import math
-import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from orgate import terminal
-from orgate.config import ConfigError, Settings, deployments, load_settings
+from orgate.config import ConfigError, Settings, deployments
 from orgate.neutral import (
     Capabilities,
     Deployment,
+    ModelEvent,
     ModelRequest,
     Provider,
     TextFormat,
@@ -243,6 +245,7 @@ class RunResult:
     exhausted_by: str | None
     latency_ms: float
     error: str | None = None
+    upstream_calls: int = 0  # calls the request made upstream (refused first attempts too)
 
     @property
     def retries(self) -> int:
@@ -275,6 +278,11 @@ class EvalReport:
     latency_ms: dict[str, float]
     per_case: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+    mode: str | None = None  # the mode compared (eval_modes.py); None: as configured
+    # the stage of each judged request's first attempt that failed → how many requests
+    first_attempt_stages: dict[str, int] = field(default_factory=dict)
+    upstream_calls: dict[str, float] = field(default_factory=dict)  # per request: mean, max
+    modes_used: dict[str, int] = field(default_factory=dict)  # the mode each request ended in
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -294,10 +302,13 @@ def build_report(
     cases_file: str,
     runs: int,
     misbehave: MisbehaveSettings | None,
+    mode: str | None = None,
+    modes_used: Counter[str] | None = None,
 ) -> EvalReport:
     rates = metrics.rates(model=model)
     failures, retries = _stages(results)
     judged = [r for r in results if _judged(r)]
+    calls = [r.upstream_calls for r in results]
     return EvalReport(
         model=model,
         cases_file=cases_file,
@@ -317,6 +328,15 @@ def build_report(
         outcomes=dict(sorted(Counter(r.status for r in results).items())),
         latency_ms=_latency([r.latency_ms for r in results]),
         per_case=[_case_row(case, results) for case in cases],
+        mode=mode,
+        first_attempt_stages=dict(
+            sorted(Counter(r.stages[0] for r in judged if r.stages and r.stages[0]).items())
+        ),
+        upstream_calls={
+            "mean": round(sum(calls) / len(calls), 3) if calls else 0.0,
+            "max": float(max(calls, default=0)),
+        },
+        modes_used=dict(sorted((modes_used or Counter()).items())),
     )
 
 
@@ -389,6 +409,19 @@ def _request(deployment: Deployment, case: Case, run: int) -> ModelRequest:
     )
 
 
+class _CountingProvider(WrapperProvider):
+    """Counts the upstream calls of the request being run (each runs in its own task)."""
+
+    def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
+        counter = _CALLS.get(None)
+        if counter is not None:
+            counter[0] += 1
+        return self.inner.stream_batches(request)
+
+
+_CALLS: contextvars.ContextVar[list[int]] = contextvars.ContextVar("orgate_eval_calls")
+
+
 async def run_eval(
     cases: list[Case],
     provider: Provider,
@@ -400,17 +433,36 @@ async def run_eval(
     metrics: StructuredMetrics | None = None,
     review_db: str | None = None,
     on_result: Callable[[RunResult], None] | None = None,
+    semantic: bool = True,
+    downgrades: ModeDowngrades | None = None,
+    modes_used: Counter[str] | None = None,
 ) -> tuple[list[RunResult], StructuredMetrics]:
-    """Run every case ``runs`` times through a ``SafetyNet``; results in (case, run) order."""
+    """Run every case ``runs`` times through a ``SafetyNet``; results in (case, run) order.
+
+    ``semantic``: False runs the parse and schema layers only (no semantic check, the case's
+    or the configuration's); ``downgrades``: what the upstream refused, shared across runs of
+    the same upstream; ``modes_used`` counts the mode each request ended in.
+    """
     metrics = metrics if metrics is not None else StructuredMetrics(CollectorRegistry())
+    counting = _CountingProvider(provider)
+    if not semantic:
+        settings = settings.model_copy(
+            update={
+                "formats": {
+                    name: fs.model_copy(update={"semantic": []})
+                    for name, fs in settings.formats.items()
+                }
+            }
+        )
     with tempfile.TemporaryDirectory(prefix="orgate-eval-") as tmp:
         queue = ReviewQueue(review_db or str(Path(tmp) / "review.db"))
-        downgrades = ModeDowngrades()  # one upstream: what it refuses is learnt once
+        # one upstream: what it refuses is learnt once
+        downgrades = downgrades if downgrades is not None else ModeDowngrades()
         nets = {
             case.name: SafetyNet(
-                provider,
+                counting,
                 deployment,
-                _policy(settings, case),
+                _policy(settings, case if semantic else dataclasses.replace(case, semantic=())),
                 metrics,
                 queue,
                 downgrades=downgrades,
@@ -422,6 +474,8 @@ async def run_eval(
         async def one(case: Case, run: int) -> RunResult:
             async with gate:
                 outcome = Outcome(response_id=f"eval_{case.name}_{run}")
+                calls = [0]
+                _CALLS.set(calls)  # this task's own: gather runs each request in a task
                 started = time.perf_counter()
                 error: str | None = None
                 try:
@@ -442,7 +496,10 @@ async def run_eval(
                     outcome.exhausted_by,
                     elapsed,
                     error,
+                    calls[0],
                 )
+                if modes_used is not None and outcome.mode is not None:
+                    modes_used[outcome.mode] += 1
                 if on_result is not None:
                     on_result(result)
                 return result
@@ -646,163 +703,10 @@ def save_report(
     return json_path, md_path
 
 
-def _html_path(json_path: Path) -> Path:
+def html_path(json_path: Path) -> Path:
     """FILE with the suffix ``.html``, beside the JSON and Markdown reports."""
     return (
         json_path.with_suffix(".html")
         if json_path.suffix != ".html"
         else json_path.with_suffix(".html.html")
     )
-
-
-# --------------------------------------------------------------------------- command
-
-
-@dataclass(slots=True)
-class _EvalInputs:
-    """What one ``orgate eval`` command runs: read and resolved before anything is asked."""
-
-    case_file: CaseFile
-    settings: Settings
-    deployment: Deployment
-    make_provider: Callable[[], Provider]
-    misbehave: MisbehaveSettings | None  # of orgate/flaky, as reported
-    baseline: EvalReport | None
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    err = Console(
-        stderr=True, soft_wrap=True
-    )  # one message, one line (not cut at 80 columns in a log)
-    out = Console(width=max(100, Console().width))
-    if not args.verbose:  # one log record per attempt is noise here; the report has the numbers
-        logging.getLogger("orgate.structured").addHandler(logging.NullHandler())
-        logging.getLogger("orgate.structured").propagate = False
-    folder = str(Path(args.cases).resolve().parent)
-    if folder not in sys.path:  # semantic checks next to the case file are importable
-        sys.path.insert(0, folder)
-    try:
-        inputs = _eval_inputs(args)
-    except (CaseError, ConfigError, ValueError, OSError, TypeError) as exc:
-        terminal.error(str(exc))
-        return 2
-    if args.runs < 1:
-        terminal.error("--runs must be at least 1")
-        return 2
-    results, metrics = asyncio.run(_run_with_progress(args, inputs, err))
-    report = build_report(
-        results,
-        metrics,
-        model=inputs.deployment.name,
-        cases=inputs.case_file.cases,
-        cases_file=str(args.cases),
-        runs=args.runs,
-        misbehave=inputs.misbehave,
-    )
-    baseline = inputs.baseline
-    comparison = compare(report, baseline) if baseline is not None else None
-    if args.json:
-        print(
-            json.dumps(
-                {"report": report.to_dict(), "baseline": [list(c) for c in comparison or []]},
-                indent=2,
-            )
-        )
-    else:
-        print_report(report, out, comparison)
-    if args.save:
-        _save_all(report, baseline, comparison, args.save, err)
-    return _exit_code(results, comparison, err)
-
-
-def _eval_inputs(args: argparse.Namespace) -> _EvalInputs:
-    """The cases, settings, target and baseline the arguments name; raises when one is unusable."""
-    case_file = load_cases(args.cases)
-    settings = load_settings(args.config)
-    misbehave = MisbehaveSettings.parse(args.misbehave) if args.misbehave else case_file.misbehave
-    if args.seed is not None:
-        base = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
-        misbehave = base.model_copy(update={"seed": args.seed})
-    deployment, make_provider, rates = resolve_target(settings, args.model, misbehave)
-    baseline = None
-    if args.baseline:
-        baseline = EvalReport.from_dict(json.loads(Path(args.baseline).read_text(encoding="utf-8")))
-    return _EvalInputs(case_file, settings, deployment, make_provider, rates, baseline)
-
-
-async def _run_with_progress(
-    args: argparse.Namespace, inputs: _EvalInputs, err: Console
-) -> tuple[list[RunResult], StructuredMetrics]:
-    """Every case ``--runs`` times against the target, a progress bar on stderr."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    provider = inputs.make_provider()
-    try:
-        with Progress(
-            TextColumn("[bold]eval[/bold] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=args.quiet,
-        ) as progress:
-            task = progress.add_task(args.model, total=len(inputs.case_file.cases) * args.runs)
-            return await run_eval(
-                inputs.case_file.cases,
-                provider,
-                inputs.deployment,
-                inputs.settings.structured,
-                runs=args.runs,
-                concurrency=args.concurrency,
-                on_result=lambda _: progress.advance(task),
-            )
-    finally:
-        await provider.aclose()
-
-
-def _save_all(
-    report: EvalReport,
-    baseline: EvalReport | None,
-    comparison: list[tuple[str, float, float, bool]] | None,
-    path: str,
-    err: Console,
-) -> None:
-    """The JSON, Markdown and HTML reports; the HTML one charts the baseline as the earlier run."""
-    json_path, md_path = save_report(report, path, comparison)
-    from orgate.console.evalreport import write_eval_html
-
-    runs = [baseline, report] if baseline is not None else [report]
-    html_path = write_eval_html(runs, _html_path(json_path))
-    err.print(f"saved {json_path}, {md_path} and {html_path}", highlight=False)
-
-
-def _exit_code(
-    results: list[RunResult], comparison: list[tuple[str, float, float, bool]] | None, err: Console
-) -> int:
-    """1 on a regression against the baseline, else 0; upstream failures are said apart."""
-    upstream_errors = sum(r.status == "upstream_error" for r in results)
-    if upstream_errors:
-        err.print(
-            f"{upstream_errors} request(s) failed upstream (not counted in the rates)",
-            highlight=False,
-        )
-    if comparison is not None and any(regressed for *_, regressed in comparison):
-        err.print("regression against the baseline", style="red", highlight=False)
-        return 1
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry
-    from orgate.structured.cli import add_eval_parser
-
-    parser = argparse.ArgumentParser(prog="orgate")
-    add_eval_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -70,6 +70,54 @@ window.orgateEvalCharts = (() => {
         el("td", {class: "num", text: c.retries}), el("td", {class: "num", text: c.p50_ms})))));
   }
 
+  // The modes of one comparison (orgate eval --modes): each rate a group of bars, one per mode
+  // (one slot per rate and mode on the x axis, a gap slot between groups).
+  function modesChart(modes, rateNames, width) {
+    const box = el("div", {class: "chart", id: "eval-modes"});
+    const slots = modes.length + 1;
+    const xs = Array.from({length: rateNames.length * slots}, (v, k) => k);
+    const group = (k) => rateNames[Math.floor(k / slots)] || "";
+    const series = [{label: "rate", value: (u, v) => (v === null ? "" : group(v).replace(/_/g, " "))}];
+    const data = [xs];
+    modes.forEach((m, j) => {
+      const colour = COLOURS[j % COLOURS.length];
+      series.push({
+        label: m.mode, stroke: colour, fill: `${colour}aa`,
+        paths: window.uPlot.paths.bars({size: [0.9, 60]}),
+        points: {show: false}, value: (u, v) => (v === null ? "" : pct(v)),
+      });
+      data.push(xs.map((k) => (k % slots === j ? m.rates[group(k)] : null)));
+    });
+    const centres = rateNames.map((name, i) => i * slots + (modes.length - 1) / 2);
+    const opts = {
+      title: "Safety-net rates per mode",
+      width, height: 280, series,
+      scales: {x: {time: false, range: [-0.8, xs.length - 0.2]}, y: {range: (u, min, max) => [0, Math.max(0.1, max * 1.15)]}},
+      axes: [
+        {splits: () => centres, values: (u, ticks) => ticks.map((t) => group(Math.round(t)).replace(/_/g, " "))},
+        {values: (u, ticks) => ticks.map(pct), size: 60},
+      ],
+    };
+    new window.uPlot(opts, data, box);
+    return box;
+  }
+
+  function modesTable(modes) {
+    const head = ["mode", "requests", "first-attempt failure", "of them at the schema stage", "retry recovery", "budget exhaustion", "upstream calls / request", "p50 s", "p95 s", "sent as"];
+    return el("table", {id: "eval-modes-table"},
+      el("thead", {}, el("tr", {}, head.map((h) => el("th", {text: h})))),
+      el("tbody", {}, modes.map((m) => el("tr", {},
+        el("td", {text: m.mode}), el("td", {class: "num", text: m.requests}),
+        el("td", {class: "num", text: pct(m.rates.first_attempt_failure_rate)}),
+        el("td", {class: "num", text: pct(m.schema_first_failure_rate)}),
+        el("td", {class: "num", text: pct(m.rates.retry_recovery_rate)}),
+        el("td", {class: "num", text: pct(m.rates.budget_exhaustion_rate)}),
+        el("td", {class: "num", text: m.upstream_calls.toFixed(2)}),
+        el("td", {class: "num", text: (m.latency_ms.p50 / 1000).toFixed(2)}),
+        el("td", {class: "num", text: (m.latency_ms.p95 / 1000).toFixed(2)}),
+        el("td", {text: Object.entries(m.modes_used).map(([k, v]) => `${k} ${v}`).join(", ")})))));
+  }
+
   function comparison(model) {
     if (!model.comparison) return null;
     return el("table", {id: "eval-comparison"},
@@ -86,6 +134,11 @@ window.orgateEvalCharts = (() => {
       return;
     }
     const latest = model.latest;
+    if (model.modes && model.modes.length) {
+      root.append(el("h3", {text: "Modes side by side (latest comparison)"}),
+        el("div", {class: "charts"}, modesChart(model.modes, model.rate_names, Math.min(width, 900))),
+        modesTable(model.modes));
+    }
     root.append(
       el("p", {text: `${model.runs.length} run(s); latest: ${latest.model}, ${new Date(latest.created_at * 1000).toISOString().slice(0, 19)}`}),
       el("div", {class: "charts"}, ratesChart(model, width)),
