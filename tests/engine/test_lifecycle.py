@@ -16,7 +16,7 @@ from orgate.engine.context import parse_body
 from orgate.engine.lifecycle import Ending, ResponseStream, shutdown_error
 from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import Deployment, Finish, TextDelta
-from orgate.protocol.errors import ApiError
+from orgate.protocol.errors import ApiError, ErrorCode
 from orgate.store import open_store
 from orgate.store.base import ResponseStore, SessionBusy, StoreUnavailable
 from tests.support.scripted import HANG, ScriptedProvider, Step, Turn
@@ -218,24 +218,16 @@ async def test_an_upstream_error_before_any_output_is_raised_by_create(
     await assert_session_free(store)
 
 
+SPENT = ApiError.of(ErrorCode.STRUCTURED_OUTPUT_INVALID, "the output never matched the schema")
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_call_that_fails_before_any_event_is_closed(
     store: ResponseStore, stream: bool
 ) -> None:
-    invalid = ApiError(
-        502,
-        "the output never matched the schema",
-        type="server_error",
-        code="structured_output_invalid",
-    )
-    provider = scripted(UPSTREAM_DOWN if not stream else invalid)
-    if stream:  # the model answered, never validly: the stream says so
-        assert (await (await start(service_with(store, provider), stream=True)).final())[
-            "status"
-        ] == "failed"
-    else:
-        with pytest.raises(ApiError):
-            await start(service_with(store, provider))
+    provider = scripted(UPSTREAM_DOWN if not stream else SPENT)
+    with pytest.raises(ApiError):
+        await start(service_with(store, provider), stream=stream)
     assert provider.calls[0].closed
     await assert_session_free(store)
 
@@ -247,26 +239,14 @@ async def test_an_answer_without_events_is_an_upstream_error(store: ResponseStor
     await assert_session_free(store)
 
 
-async def test_a_streamed_answer_that_never_validates_ends_failed_not_as_an_http_error(
+async def test_a_streamed_answer_that_never_validates_is_an_http_error_before_the_stream(
     store: ResponseStore,
 ) -> None:
-    invalid = ApiError(
-        502,
-        "the output never matched the schema",
-        type="server_error",
-        code="structured_output_invalid",
-    )
-    stream = await start(service_with(store, scripted(invalid)), stream=True)
-    chunks = [chunk async for chunk in stream.frames(encode, DONE)]
-    assert event_types(chunks) == [
-        "response.created",
-        "response.in_progress",
-        "error",
-        "response.failed",
-    ]
-    assert stream.ending is Ending.FAILED
-    stored = await store.get(stream.response_id, "t")
-    assert stored is not None and stored.status == "failed"
+    """A spent budget is no ``response.failed`` in a 200 stream, which Codex sends again on its
+    own: the error (a 400 with ``x-should-retry: false``) comes before any event."""
+    with pytest.raises(ApiError) as raised:
+        await start(service_with(store, scripted(SPENT)), stream=True)
+    assert raised.value is SPENT and raised.value.status == 400
 
 
 async def test_an_answer_that_stops_without_finishing_is_truncated(store: ResponseStore) -> None:

@@ -322,7 +322,8 @@ async def test_spent_retries_fail_with_a_model_error_naming_every_problem(
         async for event in guard.stream(request()):
             seen.append(event)
     error = caught.value
-    assert (error.status, error.type, error.code) == (500, "model_error", "invalid_tool_arguments")
+    assert (error.status, error.type, error.code) == (400, "model_error", "invalid_tool_arguments")
+    assert error.headers == {"x-should-retry": "false"}
     assert "3 attempt(s)" in error.message and "unit" in error.message
     assert len(provider.requests) == 3 and counted == ["arguments_schema"] * 3
     assert not any(
@@ -399,7 +400,7 @@ async def test_a_call_tool_choice_does_not_allow_is_a_violation(
     with pytest.raises(ApiError) as caught:
         await collect(guard, request(tool_choice=tool_choice))
     assert (caught.value.status, caught.value.type, caught.value.code) == (
-        500,
+        400,
         "model_error",
         "tool_choice_violation",
     )

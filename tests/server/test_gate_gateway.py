@@ -97,7 +97,7 @@ def test_invalid_arguments_never_pass_as_valid(http: httpx.Client, fake: FakeOpe
     bad = '{"city": "Paris", "unit": "global"}'
     fake.enqueue(tool_calls(("get_weather", bad)), tool_calls(("get_weather", bad)))
     res = _post(http, model="fake-chat", input="What is the weather in Paris?")
-    assert res.status_code == 500
+    assert res.status_code == 400
     error = res.json()["error"]
     assert error["code"] == "invalid_tool_arguments" and error["type"] == "model_error"
     fake.enqueue(tool_calls(("get_weather", bad)), tool_calls(("get_weather", bad)))
@@ -155,7 +155,7 @@ def test_tool_choice_is_a_hard_constraint(
             "tool_choice": tool_choice,
         },
     )
-    assert res.status_code == 500, res.text
+    assert res.status_code == 400, res.text
     assert res.json()["error"]["code"] == "tool_choice_violation"
 
 

@@ -242,7 +242,7 @@ async def test_never_valid_error_outcome() -> None:
     err = info.value
     assert len(provider.calls) == 3
     assert (
-        err.status == 500 and err.code == "structured_output_invalid" and err.param == "text.format"
+        err.status == 400 and err.code == "structured_output_invalid" and err.param == "text.format"
     )
     assert "after 3 attempt(s)" in err.message and "stage parse" in err.message
     assert outcome.status == "error" and outcome.exhausted_by == "retries"

@@ -50,7 +50,7 @@ def test_exhausted_budget_tells_clients_not_to_retry(
 ) -> None:
     fake.enqueue(*(text(WRONG_TYPE) for _ in range(3)))
     r = api.post("/v1/responses", json=body("bb_noretry"))
-    assert r.status_code == 500
+    assert r.status_code == 400
     assert r.json()["error"]["code"] == "structured_output_invalid"
     assert r.headers["x-should-retry"] == "false"
 
@@ -58,11 +58,11 @@ def test_exhausted_budget_tells_clients_not_to_retry(
 def test_openai_sdk_does_not_multiply_the_retry_budget(
     net_server: OrgateServer, api: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
-    """The SDK retries a 500 twice by default: the spent budget must stay 3 upstream calls, one review entry."""
+    """A spent budget is a 400 the SDK does not send again: 3 upstream calls, one review entry."""
     before = {item["id"] for item in api.get("/v1/orgate/review").json()["data"]}
     fake.enqueue(*(text(WRONG_TYPE) for _ in range(9)))
     client = openai.OpenAI(base_url=net_server.base_url, api_key=net_server.api_key, timeout=20)
-    with pytest.raises(openai.InternalServerError) as caught:
+    with pytest.raises(openai.BadRequestError) as caught:
         client.responses.create(
             model="fake-chat",
             input="A1 costs 12.5",

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Script, text
@@ -59,7 +60,7 @@ def headers_of(r: httpx.Response) -> dict[str, str]:
 
 
 def assert_structured_error(r: httpx.Response, status: str) -> dict[str, Any]:
-    assert r.status_code == 500, r.text
+    assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert error["type"] == "model_error"
     assert error["code"] == "structured_output_invalid"
@@ -353,44 +354,34 @@ def test_stream_releases_only_the_valid_attempt(api: httpx.Client, fake: FakeOpe
     assert len(fake.bodies) == 2
 
 
-def test_stream_exhaustion_ends_in_response_failed(api: httpx.Client, fake: FakeOpenAIChat) -> None:
-    fake.enqueue(*(text(WRONG_TYPE) for _ in range(3)))
-    _, events = stream_events(api, body())
-    types = [e["type"] for e in events]
-    assert "response.output_text.delta" not in types
-    assert "response.completed" not in types
-    assert types[-2:] == ["error", "response.failed"]
-    failed = events[-1]["response"]
-    assert failed["status"] == "failed"
-    assert failed["error"]["code"] == "structured_output_invalid"
-
-
-def test_stream_exhaustion_is_never_a_completed_stream(
+def test_a_streamed_exhaustion_is_a_400_before_the_stream(
     api: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
-    """What holds today: the client gets the structured error, and no event of an invalid attempt."""
-    fake.enqueue(*(text('{"sku": "A1", "pri', finish_reason="length") for _ in range(3)))
-    with api.stream(
-        "POST", "/v1/responses", json={**body(max_output_tokens=16), "stream": True}
-    ) as r:
+    """No ``response.failed`` in a 200 stream (Codex sends that again on its own): the spent
+    budget is a 400 before any event, with the outcome headers and ``x-should-retry: false``."""
+    fake.enqueue(*(text(WRONG_TYPE) for _ in range(3)))
+    with api.stream("POST", "/v1/responses", json={**body(), "stream": True}) as r:
         raw = r.read()
-    if r.status_code == 200:
-        types = [e["type"] for e in check_sse(raw)]
-        assert "response.completed" not in types and "response.output_text.delta" not in types
-        assert types[-1] == "response.failed"
-    else:
-        assert_structured_error(r, "error")
-        assert b'"sku"' not in raw
+    assert r.status_code == 400 and r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-should-retry"] == "false"
+    assert r.headers["x-orgate-structured-outcome"] == "error"
+    assert r.headers["x-orgate-structured-attempts"] == "3"
+    assert orjson.loads(raw)["error"]["code"] == "structured_output_invalid"
+    assert len(fake.bodies) == 3
 
 
 def test_stream_never_completes_with_truncated_json(
     api: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
+    """What holds whatever the wire: the client gets the structured error, and no event (no
+    byte) of an invalid attempt."""
     fake.enqueue(*(text('{"sku": "A1", "pri', finish_reason="length") for _ in range(3)))
-    _, events = stream_events(api, body(max_output_tokens=16))
-    types = [e["type"] for e in events]
-    assert "response.completed" not in types and "response.output_text.delta" not in types
-    assert types[-1] == "response.failed"
+    with api.stream(
+        "POST", "/v1/responses", json={**body(max_output_tokens=16), "stream": True}
+    ) as r:
+        raw = r.read()
+    assert_structured_error(r, "error")
+    assert b'"sku"' not in raw and b"response.completed" not in raw
 
 
 # --------------------------------------------------------------------------- budget overrides
@@ -462,7 +453,7 @@ def test_metrics_give_the_three_rates_exactly(api: httpx.Client, fake: FakeOpenA
     script += [text(MISSING_SKU)] * 3  # exhausted
     fake.enqueue(*script)
     statuses = [api.post("/v1/responses", json=body(fmt)).status_code for _ in range(10)]
-    assert statuses == [200] * 9 + [500]
+    assert statuses == [200] * 9 + [400]
     after = structured_counts(api, fmt)
     delta = {k: v - before.get(k, 0.0) for k, v in after.items() if v - before.get(k, 0.0)}
 

@@ -101,7 +101,7 @@ class ResponseStream:
     __slots__ = (
         "service", "turn", "run", "caller", "builder", "headers", "error", "ending", "record",
         "cancel_requested", "client_gone", "interrupted", "lease",
-        "_terminal", "_upstream", "_first", "_failed", "_session",
+        "_terminal", "_upstream", "_first", "_session",
     )  # fmt: skip
 
     def __init__(
@@ -114,7 +114,6 @@ class ResponseStream:
         first: list[ModelEvent] | None,
         session: SessionTurn | None = None,
         *,
-        failed: ApiError | None = None,
         created_at: int | None = None,
     ) -> None:
         self.service = service
@@ -131,7 +130,6 @@ class ResponseStream:
         self.ending: Ending | None = None  # how it ended, once it has
         self._upstream = upstream
         self._first = first  # None: a background response, whose upstream call starts in the pump
-        self._failed = failed  # the turn already failed before its first event
         self._session = session
         self.record: tuple[list[dict[str, Any]], dict[str, Any]] | None = (
             None  # what every save stores of the request: built by the first
@@ -185,7 +183,7 @@ class ResponseStream:
         try:
             for item in self._begin(sink):
                 yield item
-            if sink.keeps and self._failed is None and not self.turn.background:
+            if sink.keeps and not self.turn.background:
                 await self._save_running()  # a stored streaming response, before its first events
             try:
                 batch = self._first if self._first is not None else await self._first_batch()
@@ -244,10 +242,7 @@ class ResponseStream:
         await self.service.persist(self, response=self.builder.events[-1]["response"])
 
     async def _first_batch(self) -> list[ModelEvent]:
-        """The failure ``create`` met before any event, or (background) the first batch of a
-        call started now."""
-        if self._failed is not None:
-            raise self._failed
+        """(A background response) the first batch of a call started now."""
         await self.service.persist(self)  # in_progress
         try:
             first = await anext(self._upstream)

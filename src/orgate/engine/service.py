@@ -30,7 +30,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
@@ -112,15 +112,6 @@ GATE_WARNINGS_HEADER = (
 TRANSLATION_HEADER = "X-Orgate-Translation"
 # Ledger entries also shown as warnings, as they were before the ledger: "upstream: <detail>".
 _WARNED = frozenset({Translation.REASONING_LEFT_OFF})
-
-# Failures of the model's output (not of the transport): in a stream they end in response.failed.
-MODEL_OUTPUT_FAILURES = frozenset(
-    {
-        ErrorCode.STRUCTURED_OUTPUT_INVALID,
-        ErrorCode.INVALID_TOOL_ARGUMENTS,
-        ErrorCode.TOOL_CHOICE_VIOLATION,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,19 +598,16 @@ class ResponsesService:
             if turn.background:
                 return await self._background(turn, run, caller, upstream, session, rerun, resume)
             # The first batch, so that a failure before any output is an HTTP error.
-            first: list[ModelEvent] | None = None
-            failed: ApiError | None = None
             try:
                 first = await anext(upstream)
             except BaseException as exc:
-                failed = await self._no_first_batch(turn, upstream, exc)
-            else:
-                if options.generate:
-                    self._answered(turn, run)
+                await self._no_first_batch(turn, upstream, exc)
+            if options.generate:
+                self._answered(turn, run)
         except BaseException:
             await self.end_session(session)
             raise
-        stream = ResponseStream(self, turn, run, caller, upstream, first, session, failed=failed)
+        stream = ResponseStream(self, turn, run, caller, upstream, first, session)
         self._set_headers(stream, session_id)
         return stream
 
@@ -682,14 +670,16 @@ class ResponsesService:
 
     async def _no_first_batch(
         self, turn: Turn, upstream: AsyncIterator[list[ModelEvent]], exc: BaseException
-    ) -> ApiError:
-        """The call failed before its first batch: raised (an HTTP error), the call closed; or,
-        for a stream whose model answered but never validly, the error the stream ends with."""
+    ) -> NoReturn:
+        """The call failed before its first batch: raised (an HTTP error), the call closed.
+
+        A streamed request too: the safety net's or the tool guard's spent budget
+        (``structured_output_invalid``…) is then a 400 before the stream, not a
+        ``response.failed`` in it, which Codex (and the Vercel AI SDK for a 5xx) would send
+        again on its own (docs/structured-output.md#when-the-budget-is-spent)."""
         if isinstance(exc, StopAsyncIteration):
             raise upstream_without_events(turn.deployment.name) from None
         await aclose_quietly(upstream)
-        if isinstance(exc, ApiError) and turn.stream and exc.code in MODEL_OUTPUT_FAILURES:
-            return exc  # a stream says so with response.failed
         raise exc
 
     def _answered(self, turn: Turn, run: TurnRun) -> None:

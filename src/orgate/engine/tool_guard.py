@@ -48,7 +48,7 @@ from orgate.protocol import (
     FunctionCallOutputItemParam,
     UserMessageItemParam,
 )
-from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.protocol.errors import NO_CLIENT_RETRY, ApiError, ErrorCode
 
 log = logging.getLogger("orgate.gate")
 
@@ -339,6 +339,7 @@ def _spent(problems: list[str], attempts: int) -> ApiError:
         code,
         f"The model produced invalid tool calls after {attempts} attempt(s): "
         + "; ".join(problems),
+        headers=dict(NO_CLIENT_RETRY),  # the guard's retries are spent: a client's cannot help
     )
 
 

@@ -663,24 +663,28 @@ class ErrorCode(StrEnum):
     )
     STRUCTURED_OUTPUT_INVALID = (
         "structured_output_invalid",
-        500,
+        400,
         _MODEL,
-        "The model's output never matched `text.format` within the safety net's budget.",
-        "Retry, relax the schema, or raise the budget; the `X-Orgate-Structured-*` headers say why.",
+        "The model's output never matched `text.format` within the safety net's budget "
+        "(a 400 with `x-should-retry: false`: sending it again unchanged spends the budget again).",
+        "Relax the schema or raise the budget, then send again; the `X-Orgate-Structured-*` "
+        "headers say why.",
     )
     INVALID_TOOL_ARGUMENTS = (
         "invalid_tool_arguments",
-        500,
+        400,
         _MODEL,
-        "The model's tool calls never matched the tools' `parameters` within the tool guard's retries.",
-        "Retry, or simplify the tools.",
+        "The model's tool calls never matched the tools' `parameters` within the tool guard's "
+        "retries (a 400 with `x-should-retry: false`, like `structured_output_invalid`).",
+        "Simplify the tools or raise `[gate] tool_retries`, then send again.",
     )
     TOOL_CHOICE_VIOLATION = (
         "tool_choice_violation",
-        500,
+        400,
         _MODEL,
-        "The model's tool calls never obeyed `tool_choice` within the tool guard's retries.",
-        "Retry, or loosen `tool_choice`.",
+        "The model's tool calls never obeyed `tool_choice` within the tool guard's retries "
+        "(a 400 with `x-should-retry: false`).",
+        "Loosen `tool_choice`, then send again.",
     )
     SEMANTIC_CHECK_ERROR = (
         "semantic_check_error",

@@ -22,6 +22,10 @@ from orgate.protocol.error_codes import (
     ErrorCode,
 )
 
+#: Sent with an answer that sending the same request again cannot change (a spent budget of the
+#: safety net or the tool guard): the OpenAI SDKs and the Agents SDK obey it.
+NO_CLIENT_RETRY = {"x-should-retry": "false"}
+
 
 class ApiError(Exception):
     """An error with an HTTP status and the spec's error body fields."""

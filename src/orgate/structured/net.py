@@ -54,7 +54,7 @@ from orgate.neutral import (
     batches_of_one,
     one_by_one,
 )
-from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.protocol.errors import NO_CLIENT_RETRY, ApiError, ErrorCode
 from orgate.structured import modes, strict
 from orgate.structured.budget import Budget, BudgetOverride, Clock, grow_max_tokens
 from orgate.structured.downgrades import ModeDowngrades, refuses_format, without
@@ -87,8 +87,6 @@ from orgate.structured.settings import AskedCheck, FormatPolicy, StructuredPolic
 
 log = logging.getLogger("orgate.structured")
 
-# Sent with the net's own 500s: retrying the same request cannot help (the OpenAI SDKs obey it).
-NO_CLIENT_RETRY = {"x-should-retry": "false"}
 
 _WHY: dict[ExhaustedBy, str] = {
     "retries": "the retry budget is spent",
@@ -714,8 +712,9 @@ class SafetyNet(WrapperProvider):
             message += f" Last failure at stage {last.stage}: " + "; ".join(shown) + "."
         if outcome.review_id:
             message += f" Queued for review as {outcome.review_id}."
-        # outcome, mode, attempts and review id, as on success; and no blind client retry:
-        # the budget is spent (the openai SDKs otherwise retry a 500 twice, tripling the calls).
+        # outcome, mode, attempts and review id, as on success; a 400 (its code's status) and
+        # no blind client retry: the budget is spent, sending it again would spend it again
+        # (docs/structured-output.md#when-the-budget-is-spent argues it client by client).
         headers = {**outcome.headers(), **NO_CLIENT_RETRY}
         return ApiError.of(
             ErrorCode.STRUCTURED_OUTPUT_INVALID, message, param="text.format", headers=headers
