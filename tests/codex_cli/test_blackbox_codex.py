@@ -30,6 +30,14 @@ import pytest
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat, text, tool_calls
 from tests.server_process import OrgateServer
 from tests.support.configs import model_block
+from tests.support.spent_budget import CALLS_PER_REQUEST, MODEL, SpentBudget, spent_budget_gateway
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
 
 NPM_DIR = Path(__file__).resolve().parent / "npm"
 PATCH_START = "*** Begin Patch"
@@ -158,9 +166,10 @@ class Codex:
             "RUST_LOG": "codex_api=info",
         }
         self.stderr = ""
+        self.returncode = 0
 
-    def exec(self, *args: str) -> list[dict[str, Any]]:
-        """``codex exec --json ARGS``: its events, after checking it exited 0."""
+    def exec(self, *args: str, check: bool = True) -> list[dict[str, Any]]:
+        """``codex exec --json ARGS``: its events, after checking it exited 0 (``check``)."""
         done = subprocess.run(
             [str(self.binary), "exec", "--json", *args],
             cwd=self.workdir,
@@ -171,7 +180,8 @@ class Codex:
             timeout=RUN_TIMEOUT,
         )
         self.stderr = done.stderr
-        assert done.returncode == 0, (
+        self.returncode = done.returncode
+        assert done.returncode == 0 or not check, (
             f"codex exec exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         )
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -385,3 +395,28 @@ def test_a_text_turn_with_tools_in_an_additional_tools_item(
     native Responses upstream runs) comes in an ``additional_tools`` input item."""
     cli = Codex(codex, server, tmp_path, "gpt-6-sol")
     assert answer(cli.exec("say hello")) == "say hello"
+
+
+@pytest.fixture(scope="module")
+def spent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpentBudget]:
+    with spent_budget_gateway(tmp_path_factory.mktemp("spent-codex")) as running:
+        yield running
+
+
+@pytest.mark.parametrize("websocket", [False, True], ids=["sse", "websocket"])
+def test_a_spent_structured_budget_is_not_sent_again(
+    codex: Path, spent: SpentBudget, tmp_path: Path, websocket: bool
+) -> None:
+    """``--output-schema`` against an upstream whose every answer fails the schema: one turn is
+    one request to orgate, ``CALLS_PER_REQUEST`` upstream calls, one review entry. Codex sends a
+    5xx or a ``response.failed`` again on its own (five times, a turn's stream retries), a 400
+    not: the spent budget is a 400 before the stream, over HTTP and over its WebSocket."""
+    (tmp_path / "schema.json").write_text(json.dumps(PERSON))
+    cli = Codex(codex, spent.server, tmp_path, MODEL, websocket=websocket)
+    calls, reviews = spent.calls(), spent.reviews()
+    events = cli.exec("--output-schema", str(tmp_path / "schema.json"), "Ada, 36", check=False)
+    assert spent.calls() - calls == CALLS_PER_REQUEST, (events, cli.stderr[-2000:])
+    assert spent.reviews() - reviews == 1
+    failures = [e for e in events if e["type"] in ("error", "turn.failed")]
+    assert cli.returncode != 0 and failures, events
+    assert "structured-output checks" in json.dumps(failures), failures
