@@ -17,7 +17,7 @@ mode                        the net sends
 ``prompt`` and ``json_object`` run the semantic checks too, as the net does by default; the
 ``constrained`` mode without them shows what the semantic layer adds. Each mode gets its
 own counters (so its own three rates), upstream calls per request and latency; the modes
-share what the upstream was seen to refuse (one upstream). The comparison is one table and
+share what the upstream was seen to refuse (one upstream), and take turns case by case. The comparison is one table and
 one chart (``to_markdown``, ``print_comparison``; the HTML report draws the same), and the
 regression rule of ``--baseline`` applies per mode (a saved comparison's mode against the
 same mode now).
@@ -127,39 +127,46 @@ async def run_modes(
     concurrency: int = 1,
     on_result: Callable[[RunResult], None] | None = None,
 ) -> list[EvalReport]:
-    """Every case in every mode, one mode after the other; a report per mode."""
+    """Every case in every mode; a report per mode.
+
+    The modes take turns case by case (a case in each mode, then the next case), so that a
+    machine busier at one moment than another weighs on every mode alike: their latencies
+    compare.
+    """
     downgrades = ModeDowngrades()  # one upstream: what it refuses is learnt once, for all
-    reports = []
-    for mode in modes:
-        metrics = StructuredMetrics(CollectorRegistry())
-        used: Counter[str] = Counter()
-        results, _ = await run_eval(
-            cases,
-            provider,
-            mode.deployment(deployment),
-            settings,
-            runs=runs,
-            concurrency=concurrency,
-            metrics=metrics,
-            on_result=on_result,
-            semantic=mode.semantic,
-            downgrades=downgrades,
-            modes_used=used,
-        )
-        reports.append(
-            build_report(
-                results,
-                metrics,
-                model=deployment.name,
-                cases=cases,
-                cases_file=cases_file,
+    metrics = {mode.name: StructuredMetrics(CollectorRegistry()) for mode in modes}
+    used: dict[str, Counter[str]] = {mode.name: Counter() for mode in modes}
+    results: dict[str, list[RunResult]] = {mode.name: [] for mode in modes}
+    for case in cases:
+        for mode in modes:
+            done, _ = await run_eval(
+                [case],
+                provider,
+                mode.deployment(deployment),
+                settings,
                 runs=runs,
-                misbehave=None,
-                mode=mode.name,
-                modes_used=used,
+                concurrency=concurrency,
+                metrics=metrics[mode.name],
+                on_result=on_result,
+                semantic=mode.semantic,
+                downgrades=downgrades,
+                modes_used=used[mode.name],
             )
+            results[mode.name] += done
+    return [
+        build_report(
+            results[mode.name],
+            metrics[mode.name],
+            model=deployment.name,
+            cases=cases,
+            cases_file=cases_file,
+            runs=runs,
+            misbehave=None,
+            mode=mode.name,
+            modes_used=used[mode.name],
         )
-    return reports
+        for mode in modes
+    ]
 
 
 # --------------------------------------------------------------------------- comparing
