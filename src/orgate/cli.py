@@ -523,6 +523,12 @@ def _register_structured(sub: argparse._SubParsersAction) -> None:  # type: igno
     structured_cli.register(sub, review_db=_review_db)
 
 
+def _register_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate.probe import cli as probe_cli
+
+    probe_cli.register(sub)
+
+
 def _register_ops(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from orgate import ops_cli
 
@@ -538,6 +544,7 @@ _REGISTRARS = {
     "schema": _register_structured,
     "review": _register_structured,
     "eval": _register_structured,
+    "models": _register_probe,
     "init": _register_ops,
     "config": _register_ops,
     "completion": _register_ops,

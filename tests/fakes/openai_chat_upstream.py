@@ -158,6 +158,7 @@ class FakeOpenAIChat(LoopbackFake):
 
     thread_name = "fake-openai-chat"
     default_model = MODEL
+    owned_by = "fake"  # what its models list says of the model (servers say who they are)
 
     @property
     def base_url(self) -> str:
@@ -186,7 +187,12 @@ class FakeOpenAIChat(LoopbackFake):
         data = {
             "object": "list",
             "data": [
-                {"id": self.model, "object": "model", "created": 1700000000, "owned_by": "fake"}
+                {
+                    "id": self.model,
+                    "object": "model",
+                    "created": 1700000000,
+                    "owned_by": self.owned_by,
+                }
             ],
         }
         return web.Response(body=orjson.dumps(data), content_type="application/json")

@@ -1,5 +1,6 @@
 """The web console at ``/console``: traffic, the response inspector, the review queue,
-the gate and diff, eval charts and an overview of the server's metrics.
+the gate and diff, eval charts, an overview of the server's metrics and the configured
+models (a probe of one, on request).
 
 ``routes(services)`` is mounted by the app factory when ``[console] enabled``. The
 pages are static files shipped in ``static/`` (no CDN, no build step); everything they
@@ -16,6 +17,7 @@ from starlette.routing import BaseRoute
 
 from orgate.config import resolve_secret
 from orgate.console.api import response_routes, session_routes
+from orgate.console.models import model_routes
 from orgate.console.overview import overview_routes
 from orgate.console.pages import page_routes
 from orgate.console.review import review_routes
@@ -59,6 +61,7 @@ def routes(services: Services) -> list[BaseRoute]:
         *tool_routes(services, signer),
         *eval_routes(services, signer),
         *overview_routes(services, signer),
+        *model_routes(services, signer),
     ]
 
 
