@@ -1,4 +1,5 @@
-"""The per-request provider pipeline: provider → structured-output safety net → tool-call guard.
+"""The per-request provider pipeline: provider (its tool calls constrained where the upstream can:
+structured/tool_constraints.py) → structured-output safety net → tool-call guard.
 
 Built once per app (compiled schema cache, safety-net policy, metrics, review
 queue); ``open(turn, provider, budget)`` composes the wrappers for one
@@ -29,6 +30,7 @@ from orgate.structured import (
 from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.layers import ValidatorCache
 from orgate.structured.review import FileReviews
+from orgate.structured.tool_constraints import ConstrainedTools
 
 
 class _NetCall(Provider):
@@ -83,6 +85,8 @@ class OutputChecks:
             return provider, None  # nothing to check: both wrappers would pass the stream through
         outcome = Outcome()
         outcome.response_id = turn.response_id
+        if request.tools:  # calls the upstream can constrain itself (the guard checks them all)
+            provider = ConstrainedTools(provider, turn.deployment)
         net = SafetyNet(
             provider,
             turn.deployment,
