@@ -39,8 +39,8 @@ from orgate.config_report import (
 from orgate.mcptools.servers import McpRegistry, McpServer
 from orgate.mcptools.servers import origin as mcp_origin
 from orgate.neutral import Capabilities, Deployment, Translation
-from orgate.neutral.ledger import KINDS as KINDS_OF_TRANSLATION
 from orgate.neutral.dialects import SchemaDialect
+from orgate.neutral.ledger import KINDS as KINDS_OF_TRANSLATION
 from orgate.neutral.route import Route, RoutePolicy, Target, intersect_capabilities
 from orgate.providers.kinds import BUILTIN_ALIASES, BUILTIN_MODELS, KINDS
 from orgate.providers.servers import SERVERS

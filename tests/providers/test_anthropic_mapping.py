@@ -373,7 +373,9 @@ def test_structured_outputs_send_the_schema_as_output_config_and_no_instruction(
 
 def test_a_forced_tool_carries_the_format_as_its_input_schema() -> None:
     fmt = TextFormat("json_schema", "x", SCHEMA, None, "the answer", "forced_tool")
-    body = build_body(req(user("hi"), text_format=fmt))
+    request = req(user("hi"), text_format=fmt)
+    body = build_body(request)
+    assert [e.code for e in request.ledger] == ["json_format_as_forced_tool"]
     (tool,) = body["tools"]
     assert tool["name"] == "json_answer" and tool["input_schema"] == SCHEMA
     assert tool["description"].endswith("the answer")

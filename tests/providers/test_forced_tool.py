@@ -33,8 +33,10 @@ async def test_the_answer_tools_arguments_become_text_and_the_call_a_stop() -> N
         [ToolCallStart(0, "toolu_1", "json_answer"), ToolCallDelta(0, '{"a": ')],
         [ToolCallDelta(0, "1}"), Finish("tool_calls", usage)],
     )
-    out = [e async for b in answer_batches(request("forced_tool"), upstream) for e in b]
+    forced = request("forced_tool")
+    out = [e async for b in answer_batches(forced, upstream) for e in b]
     assert out == [TextDelta('{"a": '), TextDelta("1}"), Finish("stop", usage)]
+    assert [(e.code, e.path) for e in forced.ledger] == [("forced_tool_call_as_text", "output")]
 
 
 async def test_other_requests_get_their_stream_itself() -> None:

@@ -439,7 +439,11 @@ def test_each_schema_dialect_goes_where_its_server_reads_it(
 ) -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     fmt = TextFormat("json_schema", "thing", schema, None, None, dialect)
-    body = build_body(req(user("x"), text_format=fmt))
+    request = req(user("x"), text_format=fmt)
+    body = build_body(request)
+    assert [(e.code, e.path, e.detail) for e in request.ledger] == [
+        ("json_schema_in_dialect", "text.format", dialect)
+    ]
     shown = {
         k: body[k]
         for k in ("response_format", "guided_json", "structured_outputs", "json_schema")

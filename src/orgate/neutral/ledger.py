@@ -139,6 +139,29 @@ class Translation(StrEnum):
         "A JSON `text.format` went as an instruction in the system prompt (the upstream has "
         "no JSON mode); the safety net checks the answer.",
     )
+    JSON_SCHEMA_IN_DIALECT = (
+        "json_schema_in_dialect",
+        MAPPED,
+        REQUEST,
+        "A `json_schema` format went in the upstream's own constrained-decoding dialect (the "
+        "detail names it: `json_object_schema`, `guided_json`, `structured_outputs`, "
+        "`json_schema_field`, `output_config`); the upstream enforces the schema, the safety "
+        "net checks the answer.",
+    )
+    JSON_FORMAT_AS_FORCED_TOOL = (
+        "json_format_as_forced_tool",
+        MAPPED,
+        REQUEST,
+        "A `json_schema` format went as a tool whose input schema is the format, forced "
+        "(the upstream has no structured output of its own).",
+    )
+    FORCED_TOOL_CALL_AS_TEXT = (
+        "forced_tool_call_as_text",
+        MAPPED,
+        RESPONSE,
+        "The call of the tool a JSON format went as came back as the answer's text (its "
+        "arguments are the JSON).",
+    )
     REASONING_EFFORT_AS_BUDGET = (
         "reasoning_effort_as_budget",
         APPROXIMATED,

@@ -23,6 +23,7 @@ from orgate.neutral import (
     aclose,
 )
 from orgate.neutral.dialects import FORCED_TOOL_NAME
+from orgate.neutral.ledger import Ledger, Translation
 
 DESCRIPTION = "Give your answer as this tool's input: the JSON value the user asked for."
 
@@ -48,14 +49,16 @@ def answer_tool(request: ModelRequest) -> dict[str, Any]:
 class _Answer:
     """Turns the answer tool's call into text, batch by batch."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.index: int | None = None  # the answer call's index, once it started
+        self.ledger = ledger
 
     def feed(self, batch: list[ModelEvent]) -> list[ModelEvent]:
         out: list[ModelEvent] = []
         for event in batch:
             if isinstance(event, ToolCallStart) and event.name == FORCED_TOOL_NAME:
                 self.index = event.index
+                self.ledger.note(Translation.FORCED_TOOL_CALL_AS_TEXT, "output")
             elif isinstance(event, ToolCallDelta) and event.index == self.index:
                 if event.arguments:
                     out.append(TextDelta(event.arguments))
@@ -75,7 +78,7 @@ def answer_batches(
     format is not a forced tool: nothing is added to other streams)."""
     if not forced(request):
         return batches
-    return _answer_batches(_Answer(), batches)
+    return _answer_batches(_Answer(request.ledger), batches)
 
 
 async def _answer_batches(

@@ -362,9 +362,11 @@ def map_output_format(request: ModelRequest, body: dict[str, Any]) -> None:
         return
     if fmt.dialect == "output_config":
         body["output_config"] = {"format": {"type": "json_schema", "schema": fmt.schema}}
+        request.ledger.note(Translation.JSON_SCHEMA_IN_DIALECT, "text.format", fmt.dialect)
     elif fmt.dialect == "forced_tool":
         body["tools"] = [*body.get("tools", ()), answer_tool(request)]
         body["tool_choice"] = {"type": "tool", "name": FORCED_TOOL_NAME}
+        request.ledger.note(Translation.JSON_FORMAT_AS_FORCED_TOOL, "text.format")
 
 
 # --- tools -------------------------------------------------------------------------------------

@@ -368,10 +368,10 @@ def _note_settings(request: ModelRequest) -> None:
         ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", request.reasoning_summary)
 
 
-def map_schema_fields(fmt: TextFormat | None, body: dict[str, Any]) -> None:
+def map_schema_fields(fmt: TextFormat, body: dict[str, Any]) -> None:
     """The body fields of the dialects that are not a ``response_format`` (vLLM's guided
     decoding, llama-server's ``json_schema``)."""
-    if fmt is None or fmt.type != "json_schema" or fmt.schema is None:
+    if fmt.type != "json_schema" or fmt.schema is None:
         return
     if fmt.dialect == "guided_json":
         body["guided_json"] = fmt.schema
@@ -415,8 +415,11 @@ def build_body(
     response_format = map_response_format(request.text_format)
     if response_format is not None:
         body["response_format"] = response_format
-    elif request.text_format is not None and request.text_format.dialect is not None:
+    if request.text_format is not None and request.text_format.dialect is not None:
         map_schema_fields(request.text_format, body)
+        request.ledger.note(
+            Translation.JSON_SCHEMA_IN_DIALECT, "text.format", request.text_format.dialect
+        )
     if request.stop:
         body["stop"] = list(request.stop)
     if request.reasoning_effort is not None:
