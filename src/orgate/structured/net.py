@@ -83,7 +83,7 @@ from orgate.structured.outcome import (
     Outcome,
 )
 from orgate.structured.review import NewReview, ReviewQueue, Reviews, reviews_of
-from orgate.structured.settings import AskedCheck, FormatPolicy, StructuredPolicy
+from orgate.structured.settings import FormatPolicy, StructuredPolicy
 
 log = logging.getLogger("orgate.structured")
 
@@ -155,11 +155,6 @@ class _Guard:
     retries: int = 0
     semantic: int = 0
     truncations: int = 0
-
-
-def reads_asked(policy: FormatPolicy) -> bool:
-    """Whether a semantic check of the format reads what was asked."""
-    return any(isinstance(check, AskedCheck) for _, check in policy.checks)
 
 
 def asked_text(request: ModelRequest) -> str:
@@ -444,7 +439,7 @@ class SafetyNet(WrapperProvider):
             start=start,
             base=plan.request,
             req=plan.request,
-            asked=asked_text(request) if reads_asked(format_policy) else "",
+            asked=asked_text(request) if format_policy.reads_asked else "",
         )
 
     async def _next_attempt(self, guard: _Guard, number: int) -> _Attempt | None:

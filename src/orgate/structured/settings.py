@@ -183,6 +183,8 @@ class FormatPolicy:
     retries: int | None = None
     semantic_retries: int | None = None
     seconds: float | None = None
+    # whether a check reads what was asked (``AskedCheck``): the net then gathers the text
+    reads_asked: bool = False
 
     @property
     def has_default(self) -> bool:
@@ -217,6 +219,7 @@ class StructuredPolicy:
             formats[name] = FormatPolicy(
                 name=name,
                 checks=tuple(checks),
+                reads_asked=any(isinstance(check, AskedCheck) for _, check in checks),
                 default=fs.default,
                 on_exhaustion=fs.on_exhaustion or settings.on_exhaustion,
                 retries=fs.retries,
