@@ -8,7 +8,8 @@ conversation without the test scripting each turn):
 - function tools are offered (and ``tool_choice`` is not ``none``) → a call of the first tool (of
   every tool when the last user text contains ``parallel``) with arguments generated from its
   JSON Schema;
-- a JSON schema format is asked for → a JSON value generated from the schema;
+- a JSON schema format is asked for (in the system prompt, or as Anthropic's structured
+  outputs ``output_config``) → a JSON value generated from the schema;
 - the last user text contains ``think`` → reasoning (a summary, thinking) before the answer or
   the call;
 - otherwise → ``You said: <last user text>``.
@@ -94,6 +95,9 @@ def _anthropic_brain(body: dict[str, Any]) -> anth.Script:
         if isinstance(content, list):
             content = " ".join(str(p.get("text", "")) for p in content)
         return anth.text(f"The tool said: {content}")
+    structured = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+    if structured is not None:  # structured outputs: an answer valid against the schema
+        return anth.text(_json_text(structured, said))
     tools = body.get("tools") or []
     if tools and (body.get("tool_choice") or {}).get("type") != "none":
         thought = "Let me think about it." if "think" in said else None
