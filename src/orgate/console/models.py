@@ -65,12 +65,12 @@ async def _probe(deployment: Deployment) -> dict[str, Any]:
 
 def model_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
     async def listing(request: Request) -> Response:
-        session = require_session(signer, request)
+        session = await require_session(signer, request)
         models = _visible(services, session)
         return json_response({"data": [_summary(d) for d in models.values()]})
 
     async def run(request: Request) -> Response:
-        session = require_change_allowed(signer, request)
+        session = await require_change_allowed(signer, request)
         if not session.admin:  # a probe spends the operator's tokens
             raise ApiError.of(
                 ErrorCode.ADMIN_REQUIRED,
