@@ -132,18 +132,16 @@ def test_which_upstream_errors_may_be_a_refused_format(error: ApiError, counts: 
     assert refuses_format(error) is counts
 
 
-class RefusingLevels(Refusing):
+def refusing_levels(*refused: str) -> ScriptedProvider:
     """Refuses by what a mode sends: its dialect (None = the standard json_schema) or
     ``json_object``; ``refused`` names them."""
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
+    def reply(request: ModelRequest) -> Turn | list[ModelEvent]:
         fmt = request.text_format
         level = None if fmt is None else (fmt.dialect or fmt.type)
-        if level in self.refused:
-            raise self.error
-        for event in answer(GOOD):
-            yield event
+        return Turn(REFUSED) if level in refused else answer(GOOD)
+
+    return ScriptedProvider(otherwise=reply)
 
 
 LLAMA_LADDER = Capabilities(schema_dialects=("json_schema", "json_object_schema"))
@@ -151,7 +149,7 @@ LLAMA_LADDER = Capabilities(schema_dialects=("json_schema", "json_object_schema"
 
 async def test_the_ladder_goes_through_the_dialects_before_json_object() -> None:
     """llama-cpp-python's server: a 500 to json_schema, its grammar with json_object + schema."""
-    upstream, memory = RefusingLevels("json_schema"), ModeDowngrades()
+    upstream, memory = refusing_levels("json_schema"), ModeDowngrades()
     outcome = await drain(net_for(upstream, memory, caps=LLAMA_LADDER), request())
     second = upstream.requests[1].text_format
     assert second is not None and second.dialect == "json_object_schema"
@@ -164,14 +162,14 @@ async def test_the_ladder_goes_through_the_dialects_before_json_object() -> None
 async def test_a_refusal_of_a_level_that_answered_before_is_not_remembered() -> None:
     """A grammar compiler that cannot take one schema says nothing of the deployment."""
     memory = ModeDowngrades()
-    await drain(net_for(RefusingLevels(), memory, caps=LLAMA_LADDER), request())  # answered
-    refusing = RefusingLevels("json_schema")
+    await drain(net_for(refusing_levels(), memory, caps=LLAMA_LADDER), request())  # answered
+    refusing = refusing_levels("json_schema")
     outcome = await drain(net_for(refusing, memory, caps=LLAMA_LADDER), request())
     assert outcome.mode == "json_object_schema" and memory.refused("local") == frozenset()
 
 
 async def test_declared_dialects_are_not_learnt_around() -> None:
-    upstream, memory = RefusingLevels("json_object_schema"), ModeDowngrades()
+    upstream, memory = refusing_levels("json_object_schema"), ModeDowngrades()
     declared = Capabilities(
         schema_dialects=("json_object_schema",), declared=frozenset({"schema_dialects"})
     )
