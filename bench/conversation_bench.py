@@ -1,10 +1,14 @@
-"""What a turn costs as a conversation grows: a 100-turn ``previous_response_id`` chain and a
-100-turn session, on SQLite and (with ``ORGATE_TEST_PG_URL`` or ``--pg URL``) PostgreSQL.
+"""What a turn costs as a conversation grows: a 100-turn ``previous_response_id`` chain, a
+100-turn session (``X-Session-Id``) and a 100-turn conversation (``POST /v1/conversations``,
+then ``conversation``), on SQLite and (with ``ORGATE_TEST_PG_URL`` or ``--pg URL``) PostgreSQL.
 
-Starts ``orgate serve`` (the built-in ``orgate/echo`` model, so the gateway is all there is
-to measure) and plays each conversation turn by turn on one connection, recording the
-server's CPU time (``/proc/<pid>/task/*/schedstat``, every thread) and the wall time of each turn.
-Prints the mean of the first and the last ``--window`` turns, and their ratio.
+Starts ``orgate serve`` in front of a fake OpenAI-compatible upstream (``tests/fakes``, in a
+process of its own: it streams a Chat Completions answer, as a real one does for orgate's
+``stream: true``) and plays each conversation turn by turn on one connection, recording the
+server's CPU time (``/proc/<pid>/task/*/schedstat``, every thread) and the wall time of each
+turn. Prints the mean of the first and the last ``--window`` turns, and their ratio.
+``--model orgate/echo`` measures the built-in model instead (no upstream: it counts the
+history's tokens itself).
 
 Run: ``.venv/bin/python bench/conversation_bench.py [--turns 100] [--pg URL]``
 """
@@ -12,27 +16,28 @@ Run: ``.venv/bin/python bench/conversation_bench.py [--turns 100] [--pg URL]``
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.server_process import OrgateServer  # noqa: E402
+
 KEY = "conversation-bench-key"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+FAKE_MODEL = "fake-chat"
+Costs = list[tuple[float, float]]  # (CPU ms, wall ms) of each turn
 
 
 def cpu_seconds(pid: int) -> float:
@@ -45,41 +50,76 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def start(store_url: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "ORGATE_API_KEY": KEY, "ORGATE_STORE__URL": store_url}
+def _fake_upstream_main() -> None:
+    """``conversation_bench.py _fake``: serve the fake upstream in this process, print its port."""
+    from tests.fakes.openai_chat_upstream import FakeOpenAIChat
+
+    async def run() -> None:
+        fake = FakeOpenAIChat()
+        await fake.start()
+        print(fake.port, flush=True)
+        while True:
+            await asyncio.sleep(3600)
+            fake.requests.clear()  # what it records is not needed here
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def fake_upstream() -> Iterator[str]:
+    """The fake upstream's base URL, while its process runs."""
     proc = subprocess.Popen(
-        [str(REPO / ".venv" / "bin" / "orgate"), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, __file__, "_fake"], stdout=subprocess.PIPE, cwd=REPO, text=True
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"orgate exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("orgate did not start")
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
 
 
-def play(client: httpx.Client, pid: int, turns: int, *, session: bool) -> list[tuple[float, float]]:
+def config(upstream: str | None) -> str:
+    if upstream is None:
+        return ""
+    return (
+        f'[[models]]\nname = "{FAKE_MODEL}"\nprovider = "openai-chat"\nbase_url = "{upstream}"\n'
+        'api_key = "k"\nupstream_model = "fake-model"\n'
+    )
+
+
+Turn = Callable[[int, str | None], dict[str, object]]  # (turn, previous id) -> the request body
+
+
+def chain(model: str) -> Turn:
+    return lambda turn, previous: {
+        "model": model,
+        "input": f"turn {turn} of the conversation",
+        "previous_response_id": previous,
+    }
+
+
+def in_conversation(model: str, conversation: str) -> Turn:
+    return lambda turn, _previous: {
+        "model": model,
+        "input": f"turn {turn} of the conversation",
+        "conversation": conversation,
+    }
+
+
+def play(
+    client: httpx.Client,
+    pid: int,
+    turns: int,
+    body_of: Turn,
+    headers: dict[str, str] | None = None,
+) -> Costs:
     """(CPU ms, wall ms) of each turn of one conversation."""
-    headers = {"X-Session-Id": f"bench-{uuid.uuid4().hex}"} if session else {}
     previous = None
     costs = []
     for turn in range(turns):
-        body: dict[str, object] = {
-            "model": "orgate/echo",
-            "input": f"turn {turn} of the conversation",
-        }
-        if not session:
-            body["previous_response_id"] = previous
+        body = body_of(turn, previous)
         cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
         response = client.post("/v1/responses", json=body, headers=headers)
         costs.append(((cpu_seconds(pid) - cpu0) * 1000, (time.perf_counter() - wall0) * 1000))
@@ -88,24 +128,79 @@ def play(client: httpx.Client, pid: int, turns: int, *, session: bool) -> list[t
     return costs
 
 
-def summary(costs: list[tuple[float, float]], window: int) -> str:
-    def mean(part: list[tuple[float, float]], i: int) -> float:
+KINDS = ("`previous_response_id` chain", "session (`X-Session-Id`)", "conversation")
+
+
+def start_conversation(kind: str, client: httpx.Client, model: str) -> tuple[Turn, dict[str, str]]:
+    """A new conversation of this kind: its request bodies and its headers."""
+    if kind == KINDS[1]:
+        session = {"X-Session-Id": f"bench-{uuid.uuid4().hex}"}
+        return (
+            lambda turn, _p: {"model": model, "input": f"turn {turn} of the conversation"}
+        ), session
+    if kind == KINDS[2]:
+        created = client.post("/v1/conversations", json={})
+        created.raise_for_status()
+        return in_conversation(model, created.json()["id"]), {}
+    return chain(model), {}
+
+
+def summary(costs: Costs, window: int) -> str:
+    def mean(part: Costs, i: int) -> float:
         return sum(c[i] for c in part) / len(part)
 
     first, last = costs[:window], costs[-window:]
     cpu1, cpu2, wall1, wall2 = mean(first, 0), mean(last, 0), mean(first, 1), mean(last, 1)
-    return f"{cpu1:.2f} → {cpu2:.2f} ms CPU ({cpu2 / cpu1:.2f}×) | {wall1:.2f} → {wall2:.2f} ms wall ({wall2 / wall1:.2f}×)"
+    return (
+        f"{cpu1:.2f} → {cpu2:.2f} ms CPU ({cpu2 / cpu1:.2f}×) | "
+        f"{wall1:.2f} → {wall2:.2f} ms wall ({wall2 / wall1:.2f}×)"
+    )
+
+
+def median_per_turn(runs: list[Costs]) -> Costs:
+    """Per turn, the median over the repeats, so one disturbed turn does not count."""
+    return [sorted(run[i] for run in runs)[len(runs) // 2] for i in range(len(runs[0]))]
+
+
+def measure_store(name: str, url: str, upstream: str | None, args: argparse.Namespace) -> None:
+    model = FAKE_MODEL if upstream is not None else "orgate/echo"
+    server = OrgateServer(
+        config(upstream), api_key=KEY, env={"ORGATE_STORE__URL": url}, args=tuple(args.serve_arg)
+    )
+    with server:
+        assert server.proc is not None
+        pid = server.proc.pid
+        with httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as client:
+            play(client, pid, 5, chain(model))  # warm-up
+            for kind in KINDS:
+                runs = []
+                for _ in range(args.repeats):
+                    body_of, headers = start_conversation(kind, client, model)
+                    runs.append(play(client, pid, args.turns, body_of, headers))
+                row = summary(median_per_turn(runs), args.window)
+                print(f"| {name} | {kind} | {row} |", flush=True)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    if sys.argv[1:] == ["_fake"]:
+        _fake_upstream_main()
+        return 0
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--window", type=int, default=10, help="turns averaged at each end")
     parser.add_argument("--repeats", type=int, default=3, help="conversations of each kind")
     parser.add_argument(
-        "--pg",
-        default=os.environ.get("ORGATE_TEST_PG_URL"),
-        help="a PostgreSQL URL (else SQLite only)",
+        "--model",
+        choices=("fake", "orgate/echo"),
+        default="fake",
+        help="the fake upstream (openai-chat) or the built-in model",
+    )
+    parser.add_argument(
+        "--pg", default=os.environ.get("ORGATE_TEST_PG_URL"), help="PostgreSQL URL (else SQLite)"
+    )
+    parser.add_argument("--only", choices=("sqlite", "postgresql"), help="one store only")
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="one more `orgate serve` argument"
     )
     args = parser.parse_args()
     stores = {
@@ -113,30 +208,15 @@ def main() -> int:
     }
     if args.pg:
         stores["PostgreSQL"] = args.pg
-    print(
-        f"| store | conversation | turns 1–{args.window} → {args.turns - args.window + 1}–{args.turns} |"
-    )
+    if args.only:
+        stores = {k: v for k, v in stores.items() if k.lower() == args.only}
+    last = args.turns - args.window + 1
+    print(f"| store | conversation | turns 1–{args.window} → {last}–{args.turns} |")
     print("|---|---|---|")
-    for name, url in stores.items():
-        proc, base = start(url)
-        try:
-            with httpx.Client(
-                base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60
-            ) as client:
-                play(client, proc.pid, 5, session=False)  # warm-up
-                for kind, session in (("previous_response_id chain", False), ("session", True)):
-                    costs = [
-                        play(client, proc.pid, args.turns, session=session)
-                        for _ in range(args.repeats)
-                    ]
-                    # per turn: the median over the repeats, so one disturbed turn does not count
-                    merged = [
-                        sorted(run[i] for run in costs)[len(costs) // 2] for i in range(args.turns)
-                    ]
-                    print(f"| {name} | {kind} | {summary(merged, args.window)} |", flush=True)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+    with contextlib.ExitStack() as stack:
+        upstream = stack.enter_context(fake_upstream()) if args.model == "fake" else None
+        for name, url in stores.items():
+            measure_store(name, url, upstream, args)
     return 0
 
 
