@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from orgate.datadir import STORE_FILE, data_dir
 from orgate.store.base import (
     STATUSES,
+    ChainTail,
     Conversation,
     ItemsPage,
     ResponseConflict,
@@ -39,6 +40,7 @@ from orgate.store.base import (
 from orgate.store.sqlite import SqliteStore
 
 __all__ = [
+    "ChainTail",
     "STATUSES",
     "Conversation",
     "ItemsPage",

@@ -153,6 +153,15 @@ class StoredItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ChainTail:
+    """A live chain's path and its last response's own items (``ResponseStore.chain_tail``)."""
+
+    path: tuple[str, ...]  # the chain's response ids: root first, the response itself last
+    items: list[tuple[str, dict[str, Any]]]  # its own items (inputs, then outputs), with ids
+    settled: bool  # no response of the chain is queued or in progress (its items are final)
+
+
+@dataclass(frozen=True, slots=True)
 class ItemsPage:
     """A page of ``GET /v1/responses/{id}/input_items``."""
 
@@ -689,6 +698,20 @@ class ResponseStore(abc.ABC):
         """``context`` with each item's id: ``(id, item)`` pairs (an item stored without an id
         has the one derived from its place, as ``input_items`` lists it). None as for
         ``context``. One round trip."""
+
+    @abc.abstractmethod
+    async def chain_tail(self, response_id: str, tenant: str) -> ChainTail | None:
+        """The path of the chain ending at this response and the response's own items, with
+        their ids (as ``context_items`` gives them). None as for ``context``: every response of
+        the path is checked to exist, be the tenant's and be unexpired. One round trip; the
+        items of the other responses are not read."""
+
+    @abc.abstractmethod
+    async def link_items(
+        self, response_ids: Sequence[str], tenant: str
+    ) -> list[list[tuple[str, dict[str, Any]]]] | None:
+        """The own items of each of these responses (with their ids), in the order given. None
+        when any of them is missing, expired or another tenant's. One round trip."""
 
     @abc.abstractmethod
     async def input_items(

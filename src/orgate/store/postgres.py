@@ -32,6 +32,7 @@ from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
     ApprovalClaim,
+    ChainTail,
     Conversation,
     ItemsPage,
     Order,
@@ -210,6 +211,36 @@ SELECT
         WHERE x.tenant = $2 AND (x.expires_at IS NULL OR x.expires_at > $3))::integer AS n_live,
     (SELECT array_agg(item_id ORDER BY ord, seq) FROM its) AS ids,
     (SELECT array_agg(data ORDER BY ord, seq) FROM its) AS items
+"""
+
+#: A chain's path, whether every response of it is live and how many are still running, and
+#: its last response's own items: every link is probed by its primary key, no item of the
+#: others is read.
+_CHAIN_TAIL = """
+SELECT r.chain, c.n_live, c.n_active, it.ids, it.items
+FROM responses AS r,
+LATERAL (SELECT
+        count(*) FILTER (WHERE x.tenant = $2
+            AND (x.expires_at IS NULL OR x.expires_at > $3))::integer AS n_live,
+        count(*) FILTER (WHERE x.status = ANY($4::text[]))::integer AS n_active
+    FROM responses AS x WHERE x.id = ANY(r.chain)) AS c,
+LATERAL (SELECT array_agg(i.item_id ORDER BY i.seq) AS ids,
+        array_agg(i.data ORDER BY i.seq) AS items
+    FROM items AS i WHERE i.response_id = r.id AND i.tenant = $2) AS it
+WHERE r.id = $1 AND r.tenant = $2 AND (r.expires_at IS NULL OR r.expires_at > $3)
+"""
+
+#: The own items of each of the given responses, in the order given (``found`` false for one
+#: that is missing, expired or another tenant's).
+_LINK_ITEMS = """
+SELECT x.id IS NOT NULL AS found, it.ids, it.items
+FROM unnest($1::text[]) WITH ORDINALITY AS a(rid, ord)
+LEFT JOIN responses AS x ON x.id = a.rid AND x.tenant = $2
+    AND (x.expires_at IS NULL OR x.expires_at > $3)
+LEFT JOIN LATERAL (SELECT array_agg(i.item_id ORDER BY i.seq) AS ids,
+        array_agg(i.data ORDER BY i.seq) AS items
+    FROM items AS i WHERE i.response_id = x.id AND i.tenant = $2) AS it ON true
+ORDER BY a.ord
 """
 
 _CONVERSATION_COLUMNS = (
@@ -542,10 +573,25 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         row = await self._fetchrow(_CONTEXT_ITEMS, response_id, tenant, time.time())
         if row is None or row["n_chain"] == 0 or row["n_chain"] != row["n_live"]:
             return None
-        return [
-            (item_id, loads(data))
-            for item_id, data in zip(row["ids"] or (), row["items"] or (), strict=True)
-        ]
+        return _pairs(row["ids"], row["items"])
+
+    async def chain_tail(self, response_id: str, tenant: str) -> ChainTail | None:
+        row = await self._fetchrow(
+            _CHAIN_TAIL, response_id, tenant, time.time(), list(ACTIVE_STATUSES)
+        )
+        if row is None or row["n_live"] != len(row["chain"]):
+            return None  # missing, or a link of its chain was deleted or has expired
+        return ChainTail(
+            tuple(row["chain"]), _pairs(row["ids"], row["items"]), row["n_active"] == 0
+        )
+
+    async def link_items(
+        self, response_ids: Sequence[str], tenant: str
+    ) -> list[list[tuple[str, dict[str, Any]]]] | None:
+        rows = await self._fetch(_LINK_ITEMS, list(response_ids), tenant, time.time())
+        if not all(row["found"] for row in rows):
+            return None
+        return [_pairs(row["ids"], row["items"]) for row in rows]
 
     async def input_items(
         self,
@@ -1025,3 +1071,8 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         finally:
             self._closed = True
             await self._pool.close()
+
+
+def _pairs(ids: list[str] | None, items: list[bytes] | None) -> list[tuple[str, dict[str, Any]]]:
+    """(id, item) pairs of the ids and encoded items of one query (None: no item)."""
+    return [(item_id, loads(data)) for item_id, data in zip(ids or (), items or (), strict=True)]

@@ -32,6 +32,7 @@ from orgate.store.base import (
     INTERRUPTED_ERROR,
     OUTPUT_POSITIONS,
     ApprovalClaim,
+    ChainTail,
     Conversation,
     ItemsPage,
     Order,
@@ -78,6 +79,19 @@ _RESPONSE_COLUMNS = (
 _LIVE = "(expires_at IS NULL OR expires_at > ?)"
 #: A response row's output items: ``outputs`` when saved apart, else the body's ``output``.
 _OUTPUTS = "coalesce({0}outputs, json_extract(CAST({0}response AS TEXT), '$.output'))"
+_ACTIVE_MARKS = ", ".join("?" * len(ACTIVE_STATUSES))
+
+
+def _own_items(
+    response_id: str, inputs: bytes | str, input_ids: bytes | str, outputs: bytes | str | None
+) -> list[tuple[str, dict[str, Any]]]:
+    """A response row's own items with their ids: its inputs, then its outputs (an output
+    without an id has the one derived from its place, as the listings give it)."""
+    items = list(zip(loads(input_ids), loads(inputs), strict=True))
+    first_output = len(items)
+    for k, item in enumerate(loads(outputs) if outputs is not None else ()):
+        items.append((item_id_for(item, response_id, first_output + k), item))
+    return items
 
 
 #: One failed sign-in of a subject: its count goes up, or starts again after a quiet while.
@@ -615,12 +629,49 @@ class SqliteStore(SqliteSharedState, ResponseStore):
         for owner_id, owner, expires_at, inputs, input_ids, outputs in rows:
             if owner != tenant or (expires_at is not None and expires_at <= now):
                 return None  # a link of the chain was deleted or has expired
-            ids = loads(input_ids)
-            history += zip(ids, loads(inputs), strict=True)
-            first_output = len(ids)
-            for k, item in enumerate(loads(outputs) if outputs is not None else ()):
-                history.append((item_id_for(item, owner_id, first_output + k), item))
+            history += _own_items(owner_id, inputs, input_ids, outputs)
         return history
+
+    async def chain_tail(self, response_id: str, tenant: str) -> ChainTail | None:
+        return await self._run(Kind.READ, self._chain_tail_sync, response_id, tenant)
+
+    def _chain_tail_sync(self, response_id: str, tenant: str) -> ChainTail | None:
+        now = time.time()
+        row = self._execute(
+            f"""SELECT r.chain, r.inputs, r.input_ids, {_OUTPUTS.format("r.")},
+                json_array_length(r.chain), count(x.id), total(x.status IN ({_ACTIVE_MARKS}))
+            FROM responses AS r, json_each(r.chain) AS p
+                LEFT JOIN responses AS x ON x.id = p.value AND x.tenant = r.tenant
+                    AND (x.expires_at IS NULL OR x.expires_at > ?)
+            WHERE r.id = ? AND r.tenant = ? AND (r.expires_at IS NULL OR r.expires_at > ?)
+            GROUP BY r.id""",
+            (*ACTIVE_STATUSES, now, response_id, tenant, now),
+        ).fetchone()
+        if row is None or row[5] != row[4]:
+            return None  # missing, or a link of its chain was deleted or has expired
+        chain, inputs, input_ids, outputs, _, _, active = row
+        return ChainTail(
+            tuple(loads(chain)), _own_items(response_id, inputs, input_ids, outputs), not active
+        )
+
+    async def link_items(
+        self, response_ids: Sequence[str], tenant: str
+    ) -> list[list[tuple[str, dict[str, Any]]]] | None:
+        return await self._run(Kind.READ, self._link_items_sync, list(response_ids), tenant)
+
+    def _link_items_sync(
+        self, response_ids: list[str], tenant: str
+    ) -> list[list[tuple[str, dict[str, Any]]]] | None:
+        rows = self._execute(
+            f"""SELECT x.id, x.inputs, x.input_ids, {_OUTPUTS.format("x.")}
+            FROM json_each(?) AS p LEFT JOIN responses AS x ON x.id = p.value
+                AND x.tenant = ? AND (x.expires_at IS NULL OR x.expires_at > ?)
+            ORDER BY p.key""",
+            (dumps(response_ids).decode(), tenant, time.time()),
+        ).fetchall()
+        if any(row[0] is None for row in rows):
+            return None
+        return [_own_items(*row) for row in rows]
 
     async def input_items(
         self,
