@@ -49,6 +49,7 @@ _MCP_TYPES = (
     McpApprovalRequestItemParam,
     McpApprovalResponseItemParam,
 )
+_MCP_TYPE_SET = frozenset(_MCP_TYPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,9 @@ class Pending:
 
 
 def has_mcp_items(items: list[Any]) -> bool:
-    return any(isinstance(item, _MCP_TYPES) for item in items)
+    # exact types, as ``read_context`` tells them apart; compared in C (an ``isinstance`` against
+    # a Pydantic model class goes through its ABC metaclass, per item of the whole history)
+    return not _MCP_TYPE_SET.isdisjoint(map(type, items))
 
 
 #: Told to the model with every untrusted tool output.

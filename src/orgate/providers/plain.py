@@ -20,9 +20,19 @@ from orgate.protocol.errors import invalid_request, translation_refused
 _SCALARS = frozenset({str, int, float, bool})
 
 
+#: Whether a type is a ``Mapping``, per type: ``isinstance`` against the ABC (and against a
+#: Pydantic model, whose metaclass is an ABC too) costs more than the rest of a field read,
+#: and a mapping reads every field of every item of a conversation.
+_IS_MAPPING: dict[type, bool] = {dict: True}
+
+
 def get_field(obj: Any, name: str, default: Any = None) -> Any:
     """Attribute or key access; enum members become their value."""
-    value = obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+    kind = type(obj)
+    mapping = _IS_MAPPING.get(kind)
+    if mapping is None:
+        mapping = _IS_MAPPING[kind] = issubclass(kind, Mapping)
+    value = obj.get(name, default) if mapping else getattr(obj, name, default)
     return value.value if isinstance(value, Enum) else value
 
 
