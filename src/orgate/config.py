@@ -227,6 +227,9 @@ class StoreSettings(_Section):
     # how long a background response's lease lasts unrenewed: a process silent that long has
     # its background responses taken over by another (docs/store.md#background-responses)
     background_lease_seconds: float = Field(30.0, ge=3, le=3600)
+    # the decoded history of stored chains each process keeps between turns, in MB of their
+    # items' JSON (docs/store.md#the-history-cache); 0 reads the whole chain every turn
+    history_cache_mb: float = Field(64.0, ge=0)
 
     @field_validator("url")
     @classmethod

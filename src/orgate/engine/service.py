@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
@@ -58,6 +58,7 @@ from orgate.engine.context_management import (
     threshold,
 )
 from orgate.engine.create_options import PLAIN, CreateOptions, create_options
+from orgate.engine.history_cache import HistoryCache, read_history
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.lifecycle import BackgroundLease, Ending, ResponseStream, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
@@ -178,6 +179,7 @@ class ResponsesService:
         mcp: McpRuntime | None = None,
         refuse_translations: frozenset[str] = frozenset(),
         background_lease_seconds: float = 30.0,
+        history_cache: HistoryCache | None = None,
     ) -> None:
         self.mcp = mcp  # the MCP servers the operator allows (None: none configured)
         self.deployments = deployments
@@ -194,6 +196,8 @@ class ResponsesService:
         # compacts a turn over its `context_management` threshold (the compaction service)
         self.compactor: ContextCompactor | None = None
         self._local_approvals = LocalApprovals()  # claims without a store: this process only
+        # decoded histories of stored chains kept between turns (None: each turn reads its all)
+        self.history_cache = history_cache
 
     @property
     def approvals(self) -> ApprovalLedger:
@@ -308,6 +312,8 @@ class ResponsesService:
         hidden = (
             session.hidden if session is not None and previous == session.latest_response_id else ()
         )
+        if self.history_cache is not None and self.store is not None:
+            return await self._cached_history(previous, caller, hidden, conversation)  # type: ignore[arg-type]
         stored = None
         if self.store is not None:
             try:
@@ -320,12 +326,22 @@ class ResponsesService:
             except StoreError as exc:
                 raise store_failure(exc) from None
         if stored is None:
-            if conversation is not None:
-                raise conversation_lost(conversation, previous)
-            raise not_found(
-                f"Previous response with id '{previous}' not found.", param="previous_response_id"
-            )
+            raise _lost(previous, conversation)
         return items_from_wire(stored)
+
+    async def _cached_history(
+        self, previous: str, caller: Caller, hidden: Sequence[str], conversation: str | None
+    ) -> list[Any]:
+        """``_history`` through the process's cache of decoded histories (``history_cache``):
+        the same items, or the same 404, as reading the whole chain would give."""
+        assert self.store is not None and self.history_cache is not None
+        try:
+            history = await read_history(self.store, self.history_cache, previous, caller.tenant)
+        except StoreError as exc:
+            raise store_failure(exc) from None
+        if history is None:
+            raise _lost(previous, conversation)
+        return history.without(hidden)
 
     async def _planned(
         self,
@@ -851,6 +867,15 @@ def conversation_lost(conversation_id: str, response_id: str | None) -> ApiError
         f"Conversation '{conversation_id}' lost its items: response '{response_id}' of its "
         "history was deleted or has expired.",
         param="conversation",
+    )
+
+
+def _lost(previous: str | None, conversation: str | None) -> ApiError:
+    """404: the stored history a turn continues is gone (deleted, expired, another tenant's)."""
+    if conversation is not None:
+        return conversation_lost(conversation, previous)
+    return not_found(
+        f"Previous response with id '{previous}' not found.", param="previous_response_id"
     )
 
 

@@ -24,6 +24,7 @@ from orgate.config import (
 from orgate.engine.background import BackgroundRunner
 from orgate.engine.compaction_service import CompactionService
 from orgate.engine.conversations import ConversationsService
+from orgate.engine.history_cache import HistoryCache
 from orgate.engine.router import Router
 from orgate.engine.service import ResponsesService
 from orgate.gate.work import SCHEMA_WORK
@@ -116,6 +117,7 @@ def build_services(settings: Settings) -> Services:
         mcp=build_mcp_runtime(settings, metrics),
         refuse_translations=frozenset(settings.translation.refuse),
         background_lease_seconds=settings.store.background_lease_seconds,
+        history_cache=_history_cache(settings),
     )
     compaction = CompactionService(responses, key, settings.compaction.keep_turns)
     responses.compactor = compaction  # compaction on create (`context_management`)
@@ -136,6 +138,12 @@ def build_services(settings: Settings) -> Services:
         responses=responses,
         shutdown=Shutdown(settings.server.drain_timeout),
     )
+
+
+def _history_cache(settings: Settings) -> HistoryCache | None:
+    """The process's cache of decoded histories (``[store] history_cache_mb``; 0: none)."""
+    size = int(settings.store.history_cache_mb * 1024 * 1024)
+    return HistoryCache(size) if size > 0 and settings.store.enabled else None
 
 
 def register_secrets(
