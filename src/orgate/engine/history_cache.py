@@ -65,6 +65,12 @@ class HistoryCache:
         self.max_bytes = max_bytes
         self.size = 0  # the JSON bytes of every history held
         self._entries: OrderedDict[tuple[str, str], History] = OrderedDict()
+        # what the metrics show: turns that started from a held history and turns that read
+        # the whole chain, responses whose items were decoded, histories dropped for room
+        self.reused = 0
+        self.whole = 0
+        self.decoded = 0
+        self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -97,6 +103,7 @@ class HistoryCache:
         while self.size > self.max_bytes:
             _, evicted = self._entries.popitem(last=False)
             self.size -= evicted.size
+            self.evicted += 1
 
     def _drop(self, key: tuple[str, str]) -> None:
         history = self._entries.pop(key, None)
@@ -114,10 +121,16 @@ async def read_history(
         return None
     cached = cache.get(tenant, response_id)
     if cached is not None:
+        cache.reused += 1
         return cached
     ancestors = tail.path[:-1]
     found = cache.deepest(tenant, ancestors)
     start, base = (0, EMPTY) if found is None else (found[0] + 1, found[1])
+    if found is None:
+        cache.whole += 1
+    else:
+        cache.reused += 1
+    cache.decoded += len(tail.path) - start
     pairs: list[tuple[str, dict[str, Any]]] = []
     if start < len(ancestors):
         links = await store.link_items(ancestors[start:], tenant)

@@ -33,6 +33,7 @@ from orgate.providers import ProviderRegistry
 from orgate.providers.builtin_misbehave import flaky_wrapper
 from orgate.server.auth import Authenticator
 from orgate.server.compact import compaction_key
+from orgate.server.history_metrics import register_history_metrics
 from orgate.server.log_redaction import REDACTOR, url_password
 from orgate.server.mcp_runtime import build_mcp_runtime
 from orgate.server.observability import HttpMetrics, instrument_providers
@@ -119,6 +120,7 @@ def build_services(settings: Settings) -> Services:
         background_lease_seconds=settings.store.background_lease_seconds,
         history_cache=_history_cache(settings),
     )
+    register_history_metrics(metrics, responses.history_cache)
     compaction = CompactionService(responses, key, settings.compaction.keep_turns)
     responses.compactor = compaction  # compaction on create (`context_management`)
     return Services(
