@@ -27,13 +27,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.server_process import OrgateServer  # noqa: E402
+
+from orgate.engine.context import items_from_wire  # noqa: E402
+from orgate.neutral import ModelRequest  # noqa: E402
+from orgate.providers.openai_chat.mapping import build_body  # noqa: E402
 
 KEY = "conversation-bench-key"
 FAKE_MODEL = "fake-chat"
@@ -114,18 +120,39 @@ def play(
     turns: int,
     body_of: Turn,
     headers: dict[str, str] | None = None,
-) -> Costs:
-    """(CPU ms, wall ms) of each turn of one conversation."""
+) -> tuple[Costs, list[list[dict[str, Any]]]]:
+    """(CPU ms, wall ms) of each turn of one conversation, and the items the model read on
+    each turn (the history and the turn's input)."""
     previous = None
     costs = []
+    history: list[dict[str, Any]] = []
+    read = []
     for turn in range(turns):
         body = body_of(turn, previous)
         cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
         response = client.post("/v1/responses", json=body, headers=headers)
         costs.append(((cpu_seconds(pid) - cpu0) * 1000, (time.perf_counter() - wall0) * 1000))
         response.raise_for_status()
-        previous = response.json()["id"]
-    return costs
+        answer = response.json()
+        previous = answer["id"]
+        history = [*history, {"role": "user", "content": body["input"]}]
+        read.append(history)
+        history = [*history, *answer["output"]]
+    return costs, read
+
+
+def upstream_body_ms(items: list[dict[str, Any]]) -> float:
+    """What the upstream request itself carries on a turn that reads ``items``: its Chat
+    Completions body mapped from them and serialized, as orgate's ``openai-chat`` provider
+    does it, timed in this process (the best of several runs)."""
+    request = ModelRequest(model="fake-model", input=items_from_wire(items))
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(20):
+            orjson.dumps(build_body(request))
+        best = min(best, (time.perf_counter() - start) / 20 * 1000)
+    return best
 
 
 KINDS = ("`previous_response_id` chain", "session (`X-Session-Id`)", "conversation")
@@ -157,6 +184,13 @@ def summary(costs: Costs, window: int) -> str:
     )
 
 
+def net_of_body(costs: Costs, read: list[list[dict[str, Any]]], window: int) -> str:
+    """CPU per turn less what building the upstream body costs, at each end."""
+    ends = (range(window), range(len(costs) - window, len(costs)))
+    net = [sum(costs[i][0] - upstream_body_ms(read[i]) for i in turns) / window for turns in ends]
+    return f"{net[0]:.2f} → {net[1]:.2f} ms ({net[1] / net[0]:.2f}×)"
+
+
 def median_per_turn(runs: list[Costs]) -> Costs:
     """Per turn, the median over the repeats, so one disturbed turn does not count."""
     return [sorted(run[i] for run in runs)[len(runs) // 2] for i in range(len(runs[0]))]
@@ -176,8 +210,11 @@ def measure_store(name: str, url: str, upstream: str | None, args: argparse.Name
                 runs = []
                 for _ in range(args.repeats):
                     body_of, headers = start_conversation(kind, client, model)
-                    runs.append(play(client, pid, args.turns, body_of, headers))
+                    costs, read = play(client, pid, args.turns, body_of, headers)
+                    runs.append(costs)
                 row = summary(median_per_turn(runs), args.window)
+                if upstream is not None:
+                    row += " | " + net_of_body(median_per_turn(runs), read, args.window)
                 print(f"| {name} | {kind} | {row} |", flush=True)
 
 
@@ -211,8 +248,9 @@ def main() -> int:
     if args.only:
         stores = {k: v for k, v in stores.items() if k.lower() == args.only}
     last = args.turns - args.window + 1
-    print(f"| store | conversation | turns 1–{args.window} → {last}–{args.turns} |")
-    print("|---|---|---|")
+    net = " net of the upstream body |" if args.model == "fake" else ""
+    print(f"| store | conversation | turns 1–{args.window} → {last}–{args.turns} |{net}")
+    print("|---|---|---|" + ("---|" if net else ""))
     with contextlib.ExitStack() as stack:
         upstream = stack.enter_context(fake_upstream()) if args.model == "fake" else None
         for name, url in stores.items():
