@@ -1,4 +1,5 @@
-"""Black-box regressions for ``/v1/chat/completions`` found by an audit against the OpenAI wire format.
+"""Black-box regressions for ``/v1/chat/completions`` found by an audit against the OpenAI wire
+format.
 
 Each test drives the running server (``server`` / ``client`` / ``http`` fixtures from
 ``tests/conftest.py``) the way a Chat Completions client does, with the offline

@@ -337,7 +337,8 @@ async def test_agents_sdk_conversations_session_runs_two_turns(
 async def test_agents_sdk_server_managed_conversation(
     gateway: OrgateServer, ups: dict[str, LoopbackFake], model: str
 ) -> None:
-    """``Runner.run(..., conversation_id=…)``: the SDK sends ``conversation`` and only the new input."""
+    """``Runner.run(..., conversation_id=…)``: the SDK sends ``conversation`` and only the new
+    input."""
     client = AsyncOpenAI(base_url=gateway.base_url, api_key="key-a", max_retries=0, timeout=30)
     conv = await client.conversations.create()
     agent = Agent(name="a", instructions="Be brief.", model=OpenAIResponsesModel(model, client))

@@ -1,4 +1,5 @@
-"""Black-box regressions for POST /v1/responses/compact (shapes, error params, chains, metrics label)."""
+"""Black-box regressions for POST /v1/responses/compact (shapes, error params, chains,
+metrics label)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def compact(http: httpx.Client, **body: Any) -> dict[str, Any]:
 
 
 def test_kept_image_parts_have_the_response_item_shape(http: httpx.Client) -> None:
-    """InputImageContent requires image_url (nullable) and detail: a kept image sent without them is filled in."""
+    """InputImageContent requires image_url (nullable) and detail:
+    a kept image sent without them is filled in."""
     images = [
         {"type": "input_text", "text": "look"},
         {"type": "input_image", "image_url": "https://example.com/a.png"},
@@ -111,7 +113,8 @@ def test_a_tampered_older_item_is_named_by_its_input_index(http: httpx.Client) -
 def test_an_earlier_summary_reached_through_previous_response_id_is_summarised_again(
     http: httpx.Client,
 ) -> None:
-    """The stored input holds the expanded summary (a developer message): it is conversation, not instructions."""
+    """The stored input holds the expanded summary (a developer message):
+    it is conversation, not instructions."""
     data = compact(http, model="orgate/echo", input=[*turns(3), user("last")])
     first = http.post(
         "/v1/responses", json={"model": "orgate/echo", "input": [*data["output"], user("after")]}

@@ -154,7 +154,8 @@ def test_a_tampered_compaction_item_is_a_400(http: httpx.Client) -> None:
 
 
 def test_another_tenant_cannot_open_the_item(app_server: InProcessServer) -> None:
-    # A compaction item sealed for one tenant does not open for another (the tenant is the associated data).
+    # A compaction item sealed for one tenant does not open for another
+    # (the tenant is the associated data).
     token = compaction.seal(
         compaction.make_payload("secret summary", covered=1),
         app_server.services.compaction.key,

@@ -1,4 +1,5 @@
-"""The pure compaction functions: policy, sealing, tamper detection, expansion, context-window decision."""
+"""The pure compaction functions: policy, sealing, tamper detection, expansion,
+context-window decision."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A real ``orgate serve`` with two tenants and an admin key, and Debian's chromium driven by Playwright.
+"""A real ``orgate serve`` with two tenants and an admin key, and Debian's chromium driven by
+Playwright.
 
 Every page a test opens fails the test on a browser console error, a page error, or a
 request to any origin but the server's. ``ORGATE_CONSOLE_SCREENSHOTS=DIR`` makes

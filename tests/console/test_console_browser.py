@@ -1,4 +1,5 @@
-"""The console in a real browser: sign in, live traffic, the inspector, sign out, and its security."""
+"""The console in a real browser: sign in, live traffic, the inspector, sign out,
+and its security."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Eval charts: reports written by a real ``orgate eval --save``, charted in the console and in the saved HTML report."""
+"""Eval charts: reports written by a real ``orgate eval --save``,
+charted in the console and in the saved HTML report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Gate and diff in the browser: an uploaded log's verdict codes and a side-by-side diff, as the CLI reports them."""
+"""Gate and diff in the browser: an uploaded log's verdict codes and a side-by-side diff,
+as the CLI reports them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The overview: the server's own metrics as charts, for admin keys; and what an admin key sees of every tenant."""
+"""The overview: the server's own metrics as charts, for admin keys;
+and what an admin key sees of every tenant."""
 
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def test_an_admin_key_sees_every_tenant_and_may_narrow_to_one(
     page.fill("form.filters input[name=tenant]", "beta")
     page.click("form.filters button[type=submit]")
     page.locator(f'#traffic-rows tr[data-id="{a["id"]}"]').wait_for(state="detached")
-    # the list is redrawn: the other tenant's row goes first, this one's comes back with the new page
+    # the list is redrawn: the other tenant's row goes first, this one's comes back with the new
+    # page
     page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').wait_for()
     assert page.locator(f'#traffic-rows tr[data-id="{b["id"]}"]').count() == 1

@@ -1,4 +1,5 @@
-"""The review queue in the browser: the schema-checked editor and the three resolutions, seen through the API."""
+"""The review queue in the browser: the schema-checked editor and the three resolutions,
+seen through the API."""
 
 from __future__ import annotations
 

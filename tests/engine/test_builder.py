@@ -697,7 +697,7 @@ def test_any_event_stream_follows_the_spec_grammar(
     assert builder.final["output"] == done
 
 
-# --- OpenAI's custom tool calls (not in the spec: OpenAI's event names and item shape) ----------------
+# --- OpenAI's custom tool calls (not in the spec: OpenAI's event names and item shape) ------------
 
 
 def test_a_custom_tool_call_streams_its_free_form_input() -> None:

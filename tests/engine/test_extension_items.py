@@ -1,4 +1,5 @@
-"""An upstream's own output items (``web_search_call``, ``openai:...``) through the engine, unit by unit.
+"""An upstream's own output items (``web_search_call``, ``openai:...``) through the engine,
+unit by unit.
 
 The builder keeps them out of the spec events and output but in the model's
 full output; stored history reads them back as ``OpaqueItem``s; the input

@@ -64,7 +64,7 @@ def refusal(raw_input: list[Any], **options: Any) -> ApiError:
     return caught.value
 
 
-# --- calls and outputs that pass (ok) --------------------------------------------------------------
+# --- calls and outputs that pass (ok) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("policy", ["enforce", "warn", "off"])
@@ -93,7 +93,7 @@ def test_messages_alone_are_not_checked() -> None:
     assert gate([USER], history=bad_history) == []
 
 
-# --- namespaced items -------------------------------------------------------------------------------
+# --- namespaced items -----------------------------------------------------------------------------
 
 
 def test_a_namespaced_item_is_refused_under_enforce() -> None:
@@ -122,7 +122,7 @@ def test_a_non_list_input_is_left_alone() -> None:
     assert split_namespaced("hello", "enforce", []) == "hello"
 
 
-# --- a call's own shape: status, arguments_type, arguments_parse, arguments_schema -------------------
+# --- a call's own shape: status, arguments_type, arguments_parse, arguments_schema ----------------
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_under_warn_a_failing_call_is_a_warning(change: dict[str, Any], code: st
     assert warnings == [f"input[1]: {code}"]
 
 
-# --- call/output pairing ----------------------------------------------------------------------------
+# --- call/output pairing --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -229,7 +229,7 @@ def test_off_checks_nothing() -> None:
     assert gate([USER, OUTPUT, OUTPUT, CALL | {"arguments": "nope"}], "off") == []
 
 
-# --- reasoning items replayed as output -------------------------------------------------------------
+# --- reasoning items replayed as output -----------------------------------------------------------
 
 
 def test_reasoning_text_content_is_left_out_under_every_policy() -> None:
@@ -247,7 +247,7 @@ def test_reasoning_text_content_is_left_out_under_every_policy() -> None:
     assert without_reasoning_text(other) is other  # anything else is the parser's to refuse
 
 
-# --- OpenAI's custom tool calls and their outputs ----------------------------------------------------
+# --- OpenAI's custom tool calls and their outputs -------------------------------------------------
 
 CUSTOM_CALL = {
     "type": "custom_tool_call",

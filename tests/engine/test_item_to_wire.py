@@ -1,4 +1,5 @@
-"""``item_to_wire``: the stored form of an input item is its ``model_dump`` (unset fields left out)."""
+"""``item_to_wire``: the stored form of an input item is its ``model_dump``
+(unset fields left out)."""
 
 from __future__ import annotations
 

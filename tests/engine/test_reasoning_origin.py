@@ -160,7 +160,8 @@ def test_unmarked_reasoning_goes_as_before() -> None:
 
 
 def test_an_anthropic_envelope_goes_back_to_the_orgate_upstream_that_made_it() -> None:
-    """An orgate behind orgate: its reasoning is an anthropic envelope, made (for us) by that upstream."""
+    """An orgate behind orgate: its reasoning is an anthropic envelope,
+    made (for us) by that upstream."""
     envelope = encode_blocks([{"type": "thinking", "thinking": "hmm", "signature": "sig"}])
     marked = [
         USER,
@@ -250,7 +251,8 @@ def test_listings_show_spec_items_only() -> None:
 
 @pytest.mark.parametrize("marked", [False, True])
 async def test_a_stored_chain_sends_reasoning_by_its_marker(tmp_path: Path, marked: bool) -> None:
-    """A chain stored before origins were recorded (no marker) goes as before; a marked one only to its origin."""
+    """A chain stored before origins were recorded (no marker) goes as before;
+    a marked one only to its origin."""
     store = await open_store(f"sqlite://{tmp_path}/orgate.db", heartbeat_interval=0)
     try:
         first = ResponseBuilder(base())

@@ -602,7 +602,7 @@ async def test_refused_calls_end_the_stream_as_failed_after_the_text(
     assert "call_bad" not in json.dumps(events)
 
 
-# --- OpenAI's custom tools: free-form input, only the name is checked ----------------------------------
+# --- OpenAI's custom tools: free-form input, only the name is checked -----------------------------
 
 PATCH = CustomToolParam(name="apply_patch")
 
@@ -657,7 +657,7 @@ async def test_a_named_custom_tool_choice_allows_that_tool_only(scripted: Upstre
     assert caught.value.code == "tool_choice_violation" and "apply_patch" in caught.value.message
 
 
-# --- what the gate cannot judge ----------------------------------------------------------------------
+# --- what the gate cannot judge -------------------------------------------------------------------
 
 
 def namespaced_call(namespace: str, name: str, arguments: str) -> list[ModelEvent]:
@@ -705,7 +705,7 @@ async def test_an_argument_delta_before_any_call_is_dropped(scripted: Upstream) 
     assert text_of(out) == "Hi." and counted == ["ok"]
 
 
-# --- what decides the end of an attempt ------------------------------------------------------------------
+# --- what decides the end of an attempt -----------------------------------------------------------
 
 
 async def test_reasoning_alone_does_not_count_as_text_sent(scripted: Upstream) -> None:

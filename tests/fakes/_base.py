@@ -1,4 +1,5 @@
-"""What the loopback fakes of upstreams share: recording, scripting queue, lifecycle, writing helpers.
+"""What the loopback fakes of upstreams share: recording, scripting queue, lifecycle,
+writing helpers.
 
 ``LoopbackFake`` serves an aiohttp app on 127.0.0.1 (random port), as an
 ``async with`` context manager or in a background thread
@@ -190,7 +191,8 @@ class LoopbackFake:
         return record, body
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
-        """The handler of the model endpoint: record, pick the next reply, send it with its knobs."""
+        """The handler of the model endpoint: record, pick the next reply,
+        send it with its knobs."""
         self.active += 1
         try:
             return await self._serve(request)
@@ -364,7 +366,8 @@ class LoopbackFake:
     async def send_script(
         self, request: web.Request, record: RecordedRequest, frames: list[bytes], reply: Any
     ) -> web.StreamResponse:
-        """``send_events`` with the failure knobs of a fake's ``Script`` (``delay``, ``cut_after``, ...)."""
+        """``send_events`` with the failure knobs of a fake's ``Script`` (``delay``,
+        ``cut_after``, ...)."""
         return await self.send_events(
             request,
             record,

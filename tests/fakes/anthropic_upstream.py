@@ -166,7 +166,8 @@ def _input_tokens(body: dict[str, Any]) -> int:
 
 
 class FakeAnthropic(LoopbackFake):
-    """The fake Anthropic upstream. Use as ``async with``, or ``start_in_thread()`` for sync tests."""
+    """The fake Anthropic upstream. Use as ``async with``, or ``start_in_thread()`` for sync
+    tests."""
 
     thread_name = "fake-anthropic"
     default_model = MODEL

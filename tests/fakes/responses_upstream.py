@@ -181,7 +181,8 @@ def _input_tokens(body: dict[str, Any]) -> int:
 
 
 class FakeResponses(LoopbackFake):
-    """The fake Responses upstream. Use as ``async with``, or ``start_in_thread()`` for sync tests."""
+    """The fake Responses upstream. Use as ``async with``, or ``start_in_thread()`` for sync
+    tests."""
 
     thread_name = "fake-responses"
     default_model = MODEL

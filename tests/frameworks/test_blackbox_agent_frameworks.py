@@ -1,4 +1,5 @@
-"""Black-box: the Python agent frameworks real users point at a Responses server, against ``orgate serve``.
+"""Black-box: the Python agent frameworks real users point at a Responses server,
+against ``orgate serve``.
 
 The OpenAI Agents SDK (``openai-agents``: ``OpenAIResponsesModel`` over HTTP and
 ``OpenAIResponsesWSModel`` over orgate's WebSocket mode) and ``pydantic-ai``
@@ -100,7 +101,8 @@ class Forecast(BaseModel):
 
 
 def script_tool_turn(ups: dict[str, LoopbackFake], kind: str, *, reasoning: bool = True) -> None:
-    """Queue on the ``kind`` fake: a turn calling ``get_weather`` (after reasoning), then an answer."""
+    """Queue on the ``kind`` fake: a turn calling ``get_weather`` (after reasoning),
+    then an answer."""
     fake = ups[kind]
     call = ("get_weather", '{"city":"Paris"}')
     if kind == "resp":
@@ -171,7 +173,7 @@ async def drain(result: Any) -> list[Any]:
     return [event async for event in result.stream_events()]
 
 
-# --------------------------------------------------------------------------- OpenAI Agents SDK over HTTP
+# --- OpenAI Agents SDK over HTTP ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
@@ -221,7 +223,8 @@ async def test_agents_tool_loop_replays_reasoning(
 async def test_agents_stateless_store_false_with_encrypted_reasoning(
     client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str
 ) -> None:
-    """``store: false`` + ``include: ["reasoning.encrypted_content"]``: the state travels in the items."""
+    """``store: false`` + ``include: ["reasoning.encrypted_content"]``:
+    the state travels in the items."""
     script_tool_turn(ups, kind)
     settings = ModelSettings(
         store=False,
@@ -348,14 +351,15 @@ async def test_agents_parallel_calls_and_tool_choice(
     ).final_output == "get_time returned: noon in weather in Paris"
 
 
-# --------------------------------------------------------------------------- OpenAI Agents SDK over WebSocket
+# --- OpenAI Agents SDK over WebSocket -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", [ECHO, "anth"])
 async def test_agents_websocket_transport(
     client: AsyncOpenAI, ups: dict[str, LoopbackFake], kind: str
 ) -> None:
-    """``OpenAIResponsesWSModel`` sends ``"stream": true`` in every ``response.create`` (OpenAI accepts it)."""
+    """``OpenAIResponsesWSModel`` sends ``"stream": true`` in every ``response.create``
+    (OpenAI accepts it)."""
     model = OpenAIResponsesWSModel(kind, client)
     agent = Agent(name="a", model=model, tools=[get_weather])
     try:

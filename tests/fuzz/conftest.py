@@ -1,4 +1,5 @@
-"""A server for the fuzzers: built-in models, the fake upstream as ``fake-chat``, the chat adapter on."""
+"""A server for the fuzzers: built-in models, the fake upstream as ``fake-chat``,
+the chat adapter on."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def fuzz_http(target: OrgateServer) -> Iterator[httpx.Client]:
 
 
 def check_answer(res: httpx.Response) -> None:
-    """No 5xx for client input (502/504 are upstream failures, not expected here), and every error in the spec shape."""
+    """No 5xx for client input (502/504 are upstream failures, not expected here),
+    and every error in the spec shape."""
     assert res.status_code < 500, f"{res.status_code}: {res.text[:1000]}"
     if res.status_code >= 400:
         assert res.headers.get("content-type", "").startswith("application/json"), res.headers

@@ -1,4 +1,5 @@
-"""Hypothesis strategies for Open Responses request bodies: mostly-valid shapes with hostile values."""
+"""Hypothesis strategies for Open Responses request bodies: mostly-valid shapes with hostile
+values."""
 
 from __future__ import annotations
 

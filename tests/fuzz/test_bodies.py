@@ -1,4 +1,5 @@
-"""Hypothesis over request bodies and items: no input produces a 5xx or an error outside the spec shape."""
+"""Hypothesis over request bodies and items: no input produces a 5xx or an error outside the spec
+shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The seed corpus (tests/fuzz/corpus/*.json, raw bytes, many of them hostile): no 5xx, errors in the spec shape.
+"""The seed corpus (tests/fuzz/corpus/*.json, raw bytes, many of them hostile):
+no 5xx, errors in the spec shape.
 
 Add a file here for every input that ever broke the server.
 """
@@ -16,7 +17,8 @@ from tests.hardening.conftest import sse_events
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 # Built-in directives that fail on purpose with a 5xx (documented in docs/builtin-model.md).
 EXPECTED_5XX = {"directive_fail": 500}
-# Known gaps (none left): client mistakes that would still surface as 500 model_error, xfailed by name.
+# Known gaps (none left): client mistakes that would still surface as 500 model_error,
+# xfailed by name.
 KNOWN: dict[str, str] = {}
 
 

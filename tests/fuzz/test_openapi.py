@@ -65,7 +65,8 @@ def test_document(fuzz_http: httpx.Client) -> None:
                 method.upper(), "/v1" + path.replace("{response_id}", "resp_nope")
             )
             assert res.status_code != 405, (method, path)
-            # a route answers (an unknown response id is its own 404); the router's 404 says "Unknown route"
+            # a route answers (an unknown response id is its own 404);
+            # the router's 404 says "Unknown route"
             assert not res.json().get("error", {}).get("message", "").startswith("Unknown route"), (
                 method,
                 path,
@@ -78,7 +79,8 @@ def test_document_needs_no_key(target: OrgateServer) -> None:
 
 
 def _schemathesis() -> str | None:
-    """``$ORGATE_SCHEMATHESIS``, else ``.venv-fuzz/bin/schemathesis`` (its own venv: it pins jsonschema-rs < 0.61), else this venv's."""
+    """``$ORGATE_SCHEMATHESIS``, else ``.venv-fuzz/bin/schemathesis`` (its own venv:
+    it pins jsonschema-rs < 0.61), else this venv's."""
     candidates = [
         os.environ.get("ORGATE_SCHEMATHESIS"),
         str(REPO / ".venv-fuzz" / "bin" / "schemathesis"),
@@ -90,11 +92,13 @@ def _schemathesis() -> str | None:
 
 @pytest.mark.timeout(180)
 def test_schemathesis(target: OrgateServer, tmp_path: Path) -> None:
-    """schemathesis on every documented operation: no 5xx, documented status codes, responses match their schemas."""
+    """schemathesis on every documented operation: no 5xx, documented status codes,
+    responses match their schemas."""
     binary = _schemathesis()
     if binary is None:
         pytest.skip(
-            "schemathesis is not installed: set ORGATE_SCHEMATHESIS or create .venv-fuzz (see docs/operations.md)"
+            "schemathesis is not installed: set ORGATE_SCHEMATHESIS or create "
+            ".venv-fuzz (see docs/operations.md)"
         )
     command = [
         binary,

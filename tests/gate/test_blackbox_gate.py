@@ -103,7 +103,8 @@ def test_orgate_gate_does_not_import_the_server(tmp_path: Path) -> None:
     code = (
         "import sys, orgate.cli\n"
         f"status = orgate.cli.main(['gate', {path!r}, '--json', '-q'])\n"
-        "heavy = sorted(m for m in ('uvicorn', 'orgate.server.app', 'orgate.config', 'orgate.structured.cli') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('uvicorn', 'orgate.server.app', 'orgate.config', "
+        "'orgate.structured.cli') if m in sys.modules)\n"
         "print(status, heavy, file=sys.stderr)\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -190,7 +191,8 @@ def test_warn_policy_names_the_clients_own_indexes(fake_chat: FakeOpenAIChat) ->
             assert res.status_code == 200, res.text
             return res
 
-        # input[1] is dropped as non-portable: the orphan output is the client's input[2], not input[1]
+        # input[1] is dropped as non-portable: the orphan output is the client's input[2],
+        # not input[1]
         res = post(
             [
                 USER,

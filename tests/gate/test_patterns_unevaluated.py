@@ -107,6 +107,7 @@ def test_an_unevaluated_subschema_checks_the_keys_left_over() -> None:
     assert BOUNDED(schema).is_valid({"a": "x", "b": 1})
     errors = [e.message for e in BOUNDED(schema).iter_errors({"a": "x", "b": "y", "c": "z"})]
     assert errors == [
-        "Unevaluated properties are not valid under the given schema ('b', 'c' were unevaluated and invalid)"
+        "Unevaluated properties are not valid under the given schema ('b', 'c' were "
+        "unevaluated and invalid)"
     ]
     assert BOUNDED(schema).is_valid(["not", "an", "object"])

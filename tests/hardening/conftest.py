@@ -1,4 +1,5 @@
-"""Shared pieces of the hardening tests: a server with small limits and short timeouts, raw sockets, error checks.
+"""Shared pieces of the hardening tests: a server with small limits and short timeouts,
+raw sockets, error checks.
 
 ``hardened`` is one ``orgate serve`` for the module with small ``[limits]``,
 JSON logs, ``read_timeout = 1.5`` towards the fake upstream (``fake-chat``) and

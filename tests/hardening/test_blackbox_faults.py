@@ -1,10 +1,14 @@
 """Black-box faults found by an audit: each test failed before its fix.
 
-- a client that leaves before the first event (or during a non-streamed answer) cancels the upstream call;
-- huge upstream bodies are bounded: an error body or a non-streamed body is not read whole, an endless
+- a client that leaves before the first event (or during a non-streamed answer) cancels the upstream
+  call;
+- huge upstream bodies are bounded: an error body or a non-streamed body is not read whole,
+  an endless
   SSE line is refused quickly (not parsed in quadratic time) by every provider;
-- a web page answered with 200 and a garbage Anthropic stream are ``upstream_invalid_response`` (operations.md);
-- a shutdown past ``drain_timeout`` ends a stream with ``error`` + ``response.failed`` + ``[DONE]`` and
+- a web page answered with 200 and a garbage Anthropic stream are ``upstream_invalid_response``
+  (operations.md);
+- a shutdown past ``drain_timeout`` ends a stream with ``error`` + ``response.failed`` + ``[DONE]``
+  and
   answers a waiting non-streamed request with a 503, instead of cutting the connection.
 """
 
@@ -50,7 +54,8 @@ def http(server: OrgateServer) -> Iterator[httpx.Client]:
 def test_client_leaving_before_the_first_event_cancels_the_upstream(
     server: OrgateServer, fx: dict[str, LoopbackFake], stream: bool
 ) -> None:
-    """The upstream is silent (read_timeout 30 s); the client gives up after 0.5 s: the upstream sees it at once."""
+    """The upstream is silent (read_timeout 30 s); the client gives up after 0.5 s:
+    the upstream sees it at once."""
     fake = fx["chat"]
     fake.enqueue(Script(stall_before_headers=30))
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
@@ -111,7 +116,8 @@ def _stream_or_error(http: httpx.Client, model: str) -> httpx.Response:
 def test_endless_sse_line_is_refused_quickly(
     http: httpx.Client, fx: dict[str, LoopbackFake], model: str
 ) -> None:
-    """64 MB without a line end: refused once past the line bound, not buffered (nor rescanned) to the end."""
+    """64 MB without a line end: refused once past the line bound,
+    not buffered (nor rescanned) to the end."""
     fake = fx[model]
     fake.enqueue(Raw([b'data: {"x": "'] + [b"a" * MB] * 64))
     res = _stream_or_error(http, model)
@@ -166,7 +172,8 @@ def test_web_page_with_200_is_an_invalid_response(
 def test_garbage_sse_event_is_an_invalid_response(
     http: httpx.Client, fx: dict[str, LoopbackFake], model: str
 ) -> None:
-    """operations.md: garbage / truncated JSON is 502 upstream_invalid_response (was upstream_error for these two)."""
+    """operations.md: garbage / truncated JSON is 502 upstream_invalid_response
+    (was upstream_error for these two)."""
     fx[model].enqueue(Raw([b"event: message_start\ndata: {not json\n\n"]))
     res = _stream_or_error(http, model)
     assert_error(res, 502, "upstream_invalid_response")
@@ -175,7 +182,8 @@ def test_garbage_sse_event_is_an_invalid_response(
 def test_shutdown_past_drain_timeout_ends_streams_cleanly(
     tmp_path: Any, fakes: dict[str, LoopbackFake]
 ) -> None:
-    """SIGTERM with drain_timeout = 1: a stream still running gets error + response.failed + [DONE] and is
+    """SIGTERM with drain_timeout = 1: a stream still running gets error + response.failed + [DONE]
+    and is
     stored failed; a non-streamed request still waiting gets a 503 in the error shape."""
     chat = fakes["chat"]
     chat.reset()

@@ -1,4 +1,5 @@
-"""HTTP-level behaviour of a running ``orgate serve``, black-box: framing, headers, encodings, load, abrupt clients.
+"""HTTP-level behaviour of a running ``orgate serve``, black-box:
+framing, headers, encodings, load, abrupt clients.
 
 Bugs an audit found (each test failed before its fix):
 
@@ -98,7 +99,10 @@ def _assert_error_bytes(raw: bytes, status: int, code: str | None = None) -> dic
 def _request(
     method: str, path: str, key: str, body: bytes = b"", extra: str = "", version: str = "HTTP/1.1"
 ) -> bytes:
-    head = f"{method} {path} {version}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n{extra}"
+    head = (
+        f"{method} {path} {version}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+        f"{key}\r\nConnection: close\r\n{extra}"
+    )
     if body or method == "POST":
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
     return (head + "\r\n").encode() + body
@@ -123,7 +127,8 @@ def _pid(server: OrgateServer) -> int:
 def test_an_endless_header_is_refused_with_431_without_stalling_others(
     hardened: OrgateServer, http: httpx.Client
 ) -> None:
-    """16 MiB of one header value: a 431 in the spec's shape; the server neither buffers nor stalls."""
+    """16 MiB of one header value: a 431 in the spec's shape; the server neither buffers nor
+    stalls."""
     before = _rss_kib(_pid(hardened))
     # a server that stalled would fail the reads below by this timeout
     with socket.create_connection(("127.0.0.1", hardened.port), timeout=PATIENCE) as sock:
@@ -163,7 +168,8 @@ def _open_fds(pid: int) -> int:
 
 
 def test_connections_that_send_nothing_are_closed(quick_heads: OrgateServer) -> None:
-    """Idle connections (nothing sent, ever) are closed after header_timeout: they held a socket forever."""
+    """Idle connections (nothing sent, ever) are closed after header_timeout:
+    they held a socket forever."""
     pid = _pid(quick_heads)
     baseline = _open_fds(pid)
     opened = time.monotonic()
@@ -189,7 +195,8 @@ def test_connections_that_send_nothing_are_closed(quick_heads: OrgateServer) -> 
 
 @pytest.mark.parametrize("head", [b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n", b"GET /v1/mod"])
 def test_a_head_that_never_ends_gets_408(quick_heads: OrgateServer, head: bytes) -> None:
-    """Slowloris: a started request head that stalls is answered 408 in the spec's shape and closed."""
+    """Slowloris: a started request head that stalls is answered 408 in the spec's shape and
+    closed."""
     with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=PATIENCE) as sock:
         started = time.monotonic()
         sock.sendall(head)
@@ -203,9 +210,12 @@ def test_a_head_that_never_ends_gets_408(quick_heads: OrgateServer, head: bytes)
 def test_a_slow_head_within_the_timeout_and_keep_alive_requests_are_served(
     quick_heads: OrgateServer,
 ) -> None:
-    """The timeout is per head: a head sent in pieces within it is served, and so are later requests on
+    """The timeout is per head: a head sent in pieces within it is served,
+    and so are later requests on
     the connection, each with its own time (a connection is not limited by its age)."""
-    request = f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {quick_heads.api_key}\r\n\r\n".encode()
+    request = (
+        f"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {quick_heads.api_key}\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", quick_heads.port), timeout=10) as sock:
         for _ in range(3):
             # a head in three reads, 40 ms from first to last: far within the 1 s (a client
@@ -249,7 +259,8 @@ def test_headers_of_ordinary_size_are_served(hardened: OrgateServer) -> None:
     "data",
     [
         b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
-        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: "
+        b"3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         b"BREW /v1/responses HTTP/1.1\r\nHost: x\r\n\r\n",
         "GET /v1/models/\u00e9 HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
     ],
@@ -264,7 +275,7 @@ def test_malformed_http_gets_a_400_in_the_error_shape(
     assert http.get("/healthz").status_code == 200
 
 
-# --- request bodies: encodings, media types --------------------------------------------------------
+# --- request bodies: encodings, media types -------------------------------------------------------
 
 
 @pytest.mark.parametrize("path", ["/v1/responses", "/v1/responses/compact"])
@@ -359,7 +370,7 @@ def test_media_types_and_byte_encodings(
             assert "BOM" in error["message"]
 
 
-# --- credentials -----------------------------------------------------------------------------------
+# --- credentials ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("order", ["valid_first", "valid_last"])
@@ -376,7 +387,10 @@ def test_two_different_authorization_headers_are_refused(
     )
     auth = good + bad if order == "valid_first" else bad + good
     body = OK_BYTES if method == "POST" else b""
-    data = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    data = (
+        f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}Content-Type: "
+        f"application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     error = _assert_error_bytes(
         _exchange(hardened.port, data.encode() + body), 401, "invalid_api_key"
     )
@@ -387,11 +401,15 @@ def test_the_same_authorization_header_twice_and_a_lowercase_scheme_are_accepted
     hardened: OrgateServer,
 ) -> None:
     auth = f"Authorization: bearer {hardened.api_key}\r\n"
-    data = f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}{auth}Content-Type: application/json\r\nContent-Length: {len(OK_BYTES)}\r\n\r\n"
+    data = (
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nConnection: "
+        f"close\r\n{auth}{auth}Content-Type: application/json\r\nContent-Length: "
+        f"{len(OK_BYTES)}\r\n\r\n"
+    )
     assert _split(_exchange(hardened.port, data.encode() + OK_BYTES))[0] == 200
 
 
-# --- paths, methods, query strings -----------------------------------------------------------------
+# --- paths, methods, query strings ----------------------------------------------------------------
 
 
 def test_trailing_slash_paths_are_served_not_redirected(http: httpx.Client) -> None:
@@ -417,7 +435,7 @@ def test_head_options_and_query_strings(http: httpx.Client) -> None:
     assert res.status_code == 200 and res.headers["content-type"] == "application/json"
 
 
-# --- framing ---------------------------------------------------------------------------------------
+# --- framing --------------------------------------------------------------------------------------
 
 
 def test_http_1_0_request(hardened: OrgateServer) -> None:
@@ -436,7 +454,11 @@ def test_chunked_request_body(hardened: OrgateServer) -> None:
         b"%x\r\n%s\r\n" % (len(OK_BYTES[i : i + 7]), OK_BYTES[i : i + 7])
         for i in range(0, len(OK_BYTES), 7)
     )
-    head = f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    head = (
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        f"{hardened.api_key}\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+        "chunked\r\nConnection: close\r\n\r\n"
+    )
     status, _, body = _split(_exchange(hardened.port, head.encode() + chunks + b"0\r\n\r\n"))
     assert status == 200
     # a chunked body over max_body_bytes (no Content-Length to check first): 413 while reading
@@ -464,7 +486,10 @@ def test_expect_100_continue(hardened: OrgateServer) -> None:
         ("Content-Length: 99999999\r\n", 413, "request_too_large"),
         ("", 401, "missing_api_key"),
     ]:
-        data = b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+        data = (
+            b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            b"application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+        )
         if status != 401:
             data += f"Authorization: Bearer {key}\r\n".encode()
         data += (extra or "Content-Length: 10\r\n").encode() + b"\r\n"
@@ -474,7 +499,8 @@ def test_expect_100_continue(hardened: OrgateServer) -> None:
 
 
 def test_every_error_status_keeps_the_connection_alive(hardened: OrgateServer) -> None:
-    """One kept-alive connection through 400/401/404/405/413/415/429/500 and 200s: each error in the spec's shape."""
+    """One kept-alive connection through 400/401/404/405/413/415/429/500 and 200s:
+    each error in the spec's shape."""
     sockets: set[Any] = set()
 
     def note(res: httpx.Response) -> None:
@@ -524,7 +550,7 @@ def test_every_error_status_keeps_the_connection_alive(hardened: OrgateServer) -
     assert len(sockets) == 1, "a connection was closed by an error answer"
 
 
-# --- load and abrupt clients -------------------------------------------------------------------------
+# --- load and abrupt clients ----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -539,7 +565,8 @@ def crowded(upstream: FakeOpenAIChat) -> Iterator[OrgateServer]:
 
 
 def test_hundreds_of_concurrent_streams(crowded: OrgateServer) -> None:
-    """250 concurrent streams of the built-in model: all complete with [DONE]; memory stays bounded."""
+    """250 concurrent streams of the built-in model: all complete with [DONE];
+    memory stays bounded."""
     pid = _pid(crowded)
     before = _rss_kib(pid)
     peak = before
@@ -583,7 +610,8 @@ def test_hundreds_of_concurrent_streams(crowded: OrgateServer) -> None:
 def test_a_stream_nobody_reads_keeps_memory_bounded(
     hardened: OrgateServer, http: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
-    """An upstream streaming ~200 MB to a client that reads nothing: back-pressure, not buffering."""
+    """An upstream streaming ~200 MB to a client that reads nothing:
+    back-pressure, not buffering."""
     delta = {
         "id": "c",
         "object": "chat.completion.chunk",

@@ -64,7 +64,8 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def scrape(url: str) -> Samples:
-    """Every sample of ``/metrics`` (parsed by prometheus_client's own parser), ``_created`` left out."""
+    """Every sample of ``/metrics`` (parsed by prometheus_client's own parser),
+    ``_created`` left out."""
     res = httpx.get(f"{url}/metrics", timeout=10)
     assert res.status_code == 200 and res.headers["content-type"].startswith("text/plain")
     samples: Samples = {}
@@ -103,7 +104,7 @@ def json_lines(output: str) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
-# --- metrics -----------------------------------------------------------------------------------------
+# --- metrics --------------------------------------------------------------------------------------
 
 
 def test_metrics_move_by_exactly_the_expected_amounts(
@@ -224,7 +225,8 @@ def test_metrics_move_by_exactly_the_expected_amounts(
 
 
 def test_no_label_grows_with_client_input(hardened: OrgateServer) -> None:
-    """Unknown model names, random paths, request ids, session ids and ``user`` values: after a first
+    """Unknown model names, random paths, request ids, session ids and ``user`` values:
+    after a first
     round, a second round with other values adds no series to any metric."""
 
     def round_of(tag: str) -> None:
@@ -351,13 +353,14 @@ def test_in_flight_gauges_return_to_zero(hardened: OrgateServer, fake: FakeOpenA
     assert wait_until(idle), scrape(url)
 
 
-# --- logs --------------------------------------------------------------------------------------------
+# --- logs -----------------------------------------------------------------------------------------
 
 
 def test_json_logs_hold_no_secret_at_any_level() -> None:
     """``log_level = "debug"``, JSON: every line the server writes after its banner is one JSON
     object; lines written inside a request carry its id; neither the client key nor the upstream key
-    (echoed back by an upstream in errors, streamed or not) nor a database password appears anywhere."""
+    (echoed back by an upstream in errors, streamed or not) nor a database password appears
+    anywhere."""
     client_key = "sk-client-0123456789"
     with FakeOpenAIChat.start_in_thread() as fake:
         config = hardened_config(fake.base_url).replace(
@@ -378,7 +381,10 @@ def test_json_logs_hold_no_secret_at_any_level() -> None:
                 ).text
                 for stream in (False, True, False, False, False)
             ]
-            chunk = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+            chunk = (
+                b"data: "
+                b'{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+            )
             fake.enqueue(
                 Raw(
                     [
@@ -463,7 +469,8 @@ def test_text_log_lines_cannot_be_forged() -> None:
 
 
 def test_protocol_level_errors_carry_a_request_id(hardened: OrgateServer) -> None:
-    """The answers uvicorn's protocol gives without the app (431, 400) carry an ``X-Request-Id`` too."""
+    """The answers uvicorn's protocol gives without the app (431,
+    400) carry an ``X-Request-Id`` too."""
     for request in (
         b"GET /healthz?q=" + b"a" * 300_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
         b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
@@ -487,7 +494,7 @@ def test_protocol_level_errors_carry_a_request_id(hardened: OrgateServer) -> Non
         assert len(ids) == 1 and len(ids[0]) == 32, head
 
 
-# --- rate limits -------------------------------------------------------------------------------------
+# --- rate limits ----------------------------------------------------------------------------------
 
 RATE_KEYS = """
 [auth]
@@ -646,7 +653,7 @@ def test_redis_outage_and_restart() -> None:
             assert any("Redis reachable again" in e["msg"] for e in json_lines(one.output()))
 
 
-# --- graceful shutdown -------------------------------------------------------------------------------
+# --- graceful shutdown ----------------------------------------------------------------------------
 
 
 async def _signal_in_flight(
@@ -807,7 +814,7 @@ def test_forced_exit_leaves_no_response_in_progress_after_restart(tmp_path: Path
     assert statuses and set(statuses) == {"failed"}, statuses
 
 
-# --- overload ----------------------------------------------------------------------------------------
+# --- overload -------------------------------------------------------------------------------------
 
 
 def test_beyond_max_concurrency_is_a_clean_429_and_healthz_stays_fast() -> None:
@@ -863,7 +870,8 @@ def test_beyond_max_concurrency_is_a_clean_429_and_healthz_stays_fast() -> None:
 
 
 def test_metrics_endpoint_is_unauthenticated_as_documented(hardened: OrgateServer) -> None:
-    """operations.md and deployment.md: ``/metrics`` has no auth (keep it internal); it holds no key."""
+    """operations.md and deployment.md: ``/metrics`` has no auth (keep it internal);
+    it holds no key."""
     res = httpx.get(f"{hardened.url}/metrics", timeout=10)
     assert res.status_code == 200 and "orgate_http_requests_total" in res.text
     assert hardened.api_key not in res.text and UPSTREAM_KEY not in res.text

@@ -1,4 +1,5 @@
-"""Black-box soak: many concurrent clients that leave, upstreams that stall, cut, fail or send garbage,
+"""Black-box soak: many concurrent clients that leave, upstreams that stall, cut,
+fail or send garbage,
 background responses nobody waits for; through a real ``orgate serve``, with the store off and on
 (SQLite). After each load the gateway must be as it was: ``orgate_http_requests_in_flight`` and
 ``orgate_upstream_requests_in_flight`` back to 0, no upstream call still running at the fakes, its
@@ -65,7 +66,7 @@ LONG = " ".join(f"w{i}" for i in range(150))
 STALL = 8.0
 
 
-# --- the gateway under test and what is measured of it ---------------------------------------------
+# --- the gateway under test and what is measured of it --------------------------------------------
 
 
 @dataclass
@@ -87,7 +88,8 @@ class Gateway:
         return self.server.proc.pid
 
     def fds(self) -> tuple[int, int]:
-        """Open descriptors: (all but the sockets to the fake upstreams, sockets to the fake upstreams)."""
+        """Open descriptors: (all but the sockets to the fake upstreams,
+        sockets to the fake upstreams)."""
         upstream_ports = {fake.port for fake in self.fakes.values()}
         remote = _remote_ports()
         other = upstream = 0
@@ -110,7 +112,8 @@ class Gateway:
         raise AssertionError("no VmRSS")
 
     def in_flight(self) -> tuple[float, float]:
-        """(HTTP requests in flight besides this scrape, upstream calls in flight over all deployments)."""
+        """(HTTP requests in flight besides this scrape, upstream calls in flight over all
+        deployments)."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
         http = upstream = 0.0
         for family in text_string_to_metric_families(text):
@@ -137,7 +140,8 @@ class Gateway:
         return self.in_flight() == (0, 0) and not any(fake.active for fake in self.fakes.values())
 
     def assert_quiet(self, fds_baseline: int, timeout: float = PATIENCE) -> None:
-        """Nothing runs any more, at orgate or at the fakes; descriptors back to the baseline; nothing stored unfinished."""
+        """Nothing runs any more, at orgate or at the fakes; descriptors back to the baseline;
+        nothing stored unfinished."""
         assert wait_until(self.idle, timeout), (
             self.in_flight(),
             {name: fake.active for name, fake in self.fakes.items()},
@@ -152,7 +156,8 @@ class Gateway:
         assert wait_until(lambda: not self.unfinished(), timeout), self.unfinished()[:5]
 
     def baseline(self) -> int:
-        """Once idle: the descriptors to return to (what an earlier test left unfinished is set aside)."""
+        """Once idle: the descriptors to return to (what an earlier test left unfinished is set
+        aside)."""
         assert wait_until(self.idle)
         self.leftovers = frozenset(id_ for id_, _ in self.unfinished())
         return self.fds()[0]
@@ -227,13 +232,14 @@ async def _gather(count: int, one: Callable[[int], Any], limit: int = CONCURRENC
     return list(await asyncio.gather(*(bounded(i) for i in range(count)), return_exceptions=True))
 
 
-# --- 1. clients leaving mid-stream -------------------------------------------------------------------
+# --- 1. clients leaving mid-stream ----------------------------------------------------------------
 
 _ID = re.compile(rb'"id":"(resp_[0-9a-f]+)"')
 
 
 async def _leave_mid_stream(gw: Gateway, i: int) -> str:
-    """A stream (model by ``i``) left after a few events: reset or closed. Returns the response id seen."""
+    """A stream (model by ``i``) left after a few events: reset or closed. Returns the response id
+    seen."""
     model = MODELS[i % len(MODELS)]
     text = f"{LONG} orgate:delay=50" if model == "orgate/echo" else "hi"
     body = orjson.dumps({"model": model, "input": text, "stream": True})
@@ -341,11 +347,12 @@ def test_streams_left_while_the_store_is_slow_never_stay_in_progress(stored: Gat
     stored.assert_quiet(fds)
 
 
-# --- 2. upstreams that stall while clients give up ---------------------------------------------------
+# --- 2. upstreams that stall while clients give up ------------------------------------------------
 
 
 def _stalls(seconds: float = STALL) -> dict[str, Callable[[bytes], Any]]:
-    """Silent for ``seconds`` before the status line (``stall-before`` in the request), else after the headers."""
+    """Silent for ``seconds`` before the status line (``stall-before`` in the request),
+    else after the headers."""
     return {
         "chat": lambda raw: (
             chat.Script(stall_before_headers=seconds)
@@ -396,7 +403,8 @@ async def _give_up(
 def _all_gone(
     fakes: dict[str, LoopbackFake], names: tuple[str, ...], count: int, timeout: float = PATIENCE
 ) -> None:
-    """Every one of the ``count`` requests the fakes ``names`` received had its connection closed by orgate.
+    """Every one of the ``count`` requests the fakes ``names`` received had its connection closed by
+    orgate.
 
     A call orgate failed to close is not "closed late": it runs to its end and is recorded complete,
     never disconnected, so a generous wait (for a loaded machine) keeps the check exact."""
@@ -487,7 +495,7 @@ def test_websocket_clients_leaving_before_the_first_event_cancel_the_upstream(gw
     gw.assert_quiet(fds)
 
 
-# --- 3. upstreams that cut, fail or send garbage, under concurrency ----------------------------------
+# --- 3. upstreams that cut, fail or send garbage, under concurrency -------------------------------
 
 FAULTS: dict[str, list[Callable[[], Any]]] = {
     "chat": [
@@ -519,7 +527,8 @@ GOOD = 5  # the index of the healthy answer in each FAULTS list
 
 
 def _check_stream(raw: str) -> list[dict[str, Any]]:
-    """A well-formed SSE body: ``event:`` equal to the type, increasing sequence numbers, ``[DONE]`` last."""
+    """A well-formed SSE body: ``event:`` equal to the type, increasing sequence numbers,
+    ``[DONE]`` last."""
     assert raw.endswith("data: [DONE]\n\n"), raw[-300:]
     blocks = [b for b in raw.split("\n\n") if b and b != "data: [DONE]"]
     events = sse_events(raw)
@@ -603,7 +612,7 @@ async def _echo(gw: Gateway, count: int) -> list[Any]:
         return await _gather(count, one)
 
 
-# --- 4. non-streamed clients leaving before the answer --------------------------------------------------
+# --- 4. non-streamed clients leaving before the answer --------------------------------------------
 
 
 def test_non_streamed_clients_leaving_a_slow_answer_cancel_the_upstream(gw: Gateway) -> None:
@@ -627,7 +636,7 @@ def test_non_streamed_clients_leaving_a_slow_answer_cancel_the_upstream(gw: Gate
     gw.assert_quiet(fds)
 
 
-# --- 5. background responses whose clients vanish -------------------------------------------------------
+# --- 5. background responses whose clients vanish -------------------------------------------------
 
 
 async def _start_background(

@@ -1,5 +1,7 @@
-"""Upstream and client faults: bounded by the configured timeouts, spec-shaped errors, upstream cancelled,
-stored response marked failed, and a concurrent healthy request unaffected. Plus graceful shutdown."""
+"""Upstream and client faults: bounded by the configured timeouts, spec-shaped errors,
+upstream cancelled,
+stored response marked failed, and a concurrent healthy request unaffected. Plus graceful
+shutdown."""
 
 from __future__ import annotations
 
@@ -19,8 +21,14 @@ from tests.server_process import OrgateServer
 from tests.support.ports import closed_port
 from tests.support.waiting import PATIENCE, wait_until
 
-CHUNK = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
-FINISH = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+CHUNK = (
+    b"data: "
+    b'{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}\n\n'
+)
+FINISH = (
+    b"data: "
+    b'{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+)
 #: Nothing may hang past the read timeout (1.5 s) for long: the upstreams here stall for 30 s,
 #: and what a loaded machine adds to the read timeout is seconds, not fifteen.
 BOUND = 15.0
@@ -66,7 +74,8 @@ def _stream(http: httpx.Client, **extra: Any) -> tuple[httpx.Response, list[dict
 def _assert_failed(
     http: httpx.Client, res: httpx.Response, events: list[dict[str, Any]], code: str
 ) -> None:
-    """A fault found before the first event is an HTTP 502; after it, ``error`` + ``response.failed``."""
+    """A fault found before the first event is an HTTP 502; after it,
+    ``error`` + ``response.failed``."""
     if res.status_code != 200:
         assert_error(res, 502, code)
     else:
@@ -94,7 +103,8 @@ def test_connection_refused(hardened: OrgateServer, upstream: FakeOpenAIChat) ->
         dead = f"http://127.0.0.1:{port}/v1"
         config = (
             '[[models]]\nname = "dead"\nprovider = "openai-chat"\n'
-            f'base_url = "{dead}"\napi_key = "upstream-secret"\nread_timeout = 1.5\nconnect_timeout = 1\n'
+            f'base_url = "{dead}"\napi_key = "upstream-secret"\nread_timeout = '
+            "1.5\nconnect_timeout = 1\n"
         )
         with (
             OrgateServer(config, env=server_env()) as server,
@@ -152,7 +162,8 @@ def test_garbage_line(hardened: OrgateServer, http: httpx.Client, fake: FakeOpen
     check = _healthy_meanwhile(hardened)
     fake.enqueue(garbage(after=2))
     res, events, _ = _stream(http)
-    # The garbage may arrive in the same read as the first chunks (before any event): then it is an HTTP 502.
+    # The garbage may arrive in the same read as the first chunks (before any event):
+    # then it is an HTTP 502.
     _assert_failed(http, res, events, "upstream_invalid_response")
     check()
 
@@ -293,7 +304,8 @@ def test_slow_reader_does_not_block_upstream_of_others(
 
 
 def test_graceful_shutdown_drains_in_flight_stream(tmp_path: Any) -> None:
-    """SIGTERM while a slow stream runs: the stream completes, the process exits 0, the response is stored."""
+    """SIGTERM while a slow stream runs: the stream completes, the process exits 0,
+    the response is stored."""
     # a drain time far beyond the stream's (its end, not the drain's, ends the process)
     server = OrgateServer(
         '[server]\ndrain_timeout = 600\nlog_format = "json"\n',

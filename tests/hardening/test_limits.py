@@ -1,4 +1,5 @@
-"""Limits and bad input over real sockets: each gets a 4xx in the spec's error shape naming the limit.
+"""Limits and bad input over real sockets: each gets a 4xx in the spec's error shape naming the
+limit.
 
 Never a 500, never a stuck worker: after every case the server still answers.
 """
@@ -137,7 +138,8 @@ CASES: list[tuple[str, bytes, int, str, str]] = [
     ),
     (
         "duplicate_nested_key",
-        b'{"model": "orgate/echo", "input": [{"role": "user", "role": "system", "content": "a:b"}]}',
+        b'{"model": "orgate/echo", "input": [{"role": "user", "role": "system", '
+        b'"content": "a:b"}]}',
         400,
         "duplicate_key",
         "'role' twice",
@@ -186,8 +188,12 @@ def test_limit(
 
 
 def test_colons_in_strings_are_not_duplicates(http: httpx.Client) -> None:
-    """The duplicate-key fast path must not refuse bodies whose strings hold colons (escaped or not)."""
-    body = b'{"model": "orgate/echo", "input": "a:b::c \\u003a d", "metadata": {"k:1": "v:2", "url": "http://x:80/"}}'
+    """The duplicate-key fast path must not refuse bodies whose strings hold colons
+    (escaped or not)."""
+    body = (
+        b'{"model": "orgate/echo", "input": "a:b::c \\u003a d", "metadata": {"k:1": "v:2", '
+        b'"url": "http://x:80/"}}'
+    )
     res = http.post("/v1/responses", content=body, headers=J)
     assert res.status_code == 200, res.text
     assert "a:b::c : d" in res.text
@@ -210,7 +216,11 @@ def test_wrong_content_type(http: httpx.Client, content_type: str) -> None:
 
 def test_declared_length_over_the_limit_is_refused_before_the_body(hardened: OrgateServer) -> None:
     with socket.create_connection(("127.0.0.1", hardened.port), timeout=5) as sock:
-        head = f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: 999999999\r\n\r\n"
+        head = (
+            "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: "
+            "999999999\r\n\r\n"
+        )
         sock.sendall(head.encode() + b'{"model"')
         [(status, body)] = read_responses(sock, 1)
     assert status == 413
@@ -250,10 +260,15 @@ def test_pipelined_requests_on_one_connection(hardened: OrgateServer) -> None:
 
 
 def test_slow_body_times_out_with_408(hardened: OrgateServer, http: httpx.Client) -> None:
-    """A client that sends its body very slowly gets 408 after limits.body_timeout; others are served meanwhile."""
+    """A client that sends its body very slowly gets 408 after limits.body_timeout;
+    others are served meanwhile."""
     body = orjson.dumps(OK)
     with socket.create_connection(("127.0.0.1", hardened.port), timeout=10) as sock:
-        head = f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = (
+            "POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: "
+            f"{len(body)}\r\n\r\n"
+        )
         sock.sendall(head.encode() + body[:3])
         started = time.monotonic()
         # Meanwhile the server answers others at once: before the slow body's end (its 408).
@@ -275,10 +290,15 @@ def test_slow_body_times_out_with_408(hardened: OrgateServer, http: httpx.Client
 
 
 def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateServer) -> None:
-    """The routes that read their body through Starlette (here /v1/responses/compact) have the same deadline."""
+    """The routes that read their body through Starlette (here /v1/responses/compact) have the same
+    deadline."""
     body = orjson.dumps(OK)
     with socket.create_connection(("127.0.0.1", hardened.port), timeout=10) as sock:
-        head = f"POST /v1/responses/compact HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = (
+            "POST /v1/responses/compact HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{hardened.api_key}\r\nContent-Type: application/json\r\nContent-Length: "
+            f"{len(body)}\r\n\r\n"
+        )
         sock.sendall(head.encode() + body[:3])
         started = time.monotonic()
         [(status, raw)] = read_responses(sock, 1)
@@ -294,7 +314,8 @@ def test_slow_body_times_out_with_408_on_framework_routes_too(hardened: OrgateSe
 def test_slow_stream_reader_does_not_block_others(
     hardened: OrgateServer, http: httpx.Client
 ) -> None:
-    """A client that reads a large stream very slowly (full socket buffers) must not slow other clients down."""
+    """A client that reads a large stream very slowly (full socket buffers) must not slow other
+    clients down."""
     body = orjson.dumps(
         {"model": "orgate/echo", "input": " ".join(["word"] * 3000), "stream": True}
     )

@@ -1,4 +1,5 @@
-"""The lock-free metrics of the request path expose exactly what prometheus_client's own types do."""
+"""The lock-free metrics of the request path expose exactly what prometheus_client's own types
+do."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ _CREATED = re.compile(rb"^(\w+_created\{?[^ ]*) [0-9.e+]+$", re.MULTILINE)
 
 
 def _exposition(registry: CollectorRegistry) -> bytes:
-    """The text format, with the ``_created`` timestamps (which differ by construction time) masked."""
+    """The text format, with the ``_created`` timestamps (which differ by construction time)
+    masked."""
     return _CREATED.sub(rb"\1 T", generate_latest(registry))
 
 

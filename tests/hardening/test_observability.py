@@ -205,7 +205,11 @@ def test_tracing_off_imports_no_opentelemetry() -> None:
     import subprocess
     import sys
 
-    code = "import sys; from orgate.config import Settings; from orgate.gateway import create_app; create_app(Settings()); print(any(m.startswith('opentelemetry') for m in sys.modules))"
+    code = (
+        "import sys; from orgate.config import Settings; from orgate.gateway import "
+        "create_app; create_app(Settings()); print(any(m.startswith('opentelemetry') for m "
+        "in sys.modules))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -1,4 +1,5 @@
-"""Keys (plain, SHA-256, named with allowed models), per-key rate limits (local and shared via Redis),
+"""Keys (plain, SHA-256, named with allowed models), per-key rate limits
+(local and shared via Redis),
 and secrets that never reach logs, error bodies or metrics."""
 
 from __future__ import annotations
@@ -135,11 +136,14 @@ def test_secrets_never_in_logs_errors_or_metrics(keyed: OrgateServer, fake: Fake
         assert secret not in keyed.output(), f"{secret} leaked into the server log"
 
 
-# --- rate limits -------------------------------------------------------------------------------------
+# --- rate limits ----------------------------------------------------------------------------------
 
 
 def _limited_config(upstream_url: str, extra: str = "") -> str:
-    limited = '  { name = "limited", key = "sk-limited", rpm = 3 },\n  { name = "tokens", key = "sk-tokens", tpm = 30 },\n'
+    limited = (
+        '  { name = "limited", key = "sk-limited", rpm = 3 },\n  { name = "tokens", key = '
+        '"sk-tokens", tpm = 30 },\n'
+    )
     return _keys_config(upstream_url, limited, extra)
 
 
@@ -234,7 +238,8 @@ def test_redis_down_fails_open(upstream: FakeOpenAIChat) -> None:
 
 
 def test_no_code_path_fetches_image_urls(keyed: OrgateServer, fake: FakeOpenAIChat) -> None:
-    """Image URLs go to the provider as they are: orgate never fetches them (a URL to a closed port stays unfetched)."""
+    """Image URLs go to the provider as they are: orgate never fetches them
+    (a URL to a closed port stays unfetched)."""
     listener = listening_socket()
     url = f"http://127.0.0.1:{port_of(listener)}/cat.png"
     fake.enqueue(text("a cat"))

@@ -62,7 +62,8 @@ def test_stored_on_one_served_by_the_other(pair: tuple[OrgateServer, OrgateServe
 
 
 def test_load_balanced_traffic(pair: tuple[OrgateServer, OrgateServer]) -> None:
-    """Requests spread over both processes (like a round-robin balancer): every response is fetchable from both."""
+    """Requests spread over both processes (like a round-robin balancer):
+    every response is fetchable from both."""
     servers = list(pair)
 
     def one_turn(i: int) -> tuple[str, str]:

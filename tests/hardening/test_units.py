@@ -1,4 +1,5 @@
-"""Pure pieces: the token buckets, the duplicate-key scan, the request-id rule, the OpenAPI builder."""
+"""Pure pieces: the token buckets, the duplicate-key scan, the request-id rule,
+the OpenAPI builder."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ VALUES = st.recursive(
 
 
 def _string(text: str, escape: bool) -> str:
-    """A JSON string; with ``escape`` its colons written ``\\u003a`` (the same string, no ``:`` byte)."""
+    """A JSON string; with ``escape`` its colons written ``\\u003a`` (the same string,
+    no ``:`` byte)."""
     encoded = json.dumps(text)
     return encoded.replace(":", "\\u003a") if escape else encoded
 
@@ -163,7 +165,8 @@ def _longest(value: object) -> int:
 @example(value={"k": "😀😀😀😀😀😀😀"})
 @example(value=["a" * 25])
 def test_depth_and_string_limits_are_exact(value: object) -> None:
-    """Small bodies take a shortcut past the depth and string walk: the limits still hold exactly."""
+    """Small bodies take a shortcut past the depth and string walk:
+    the limits still hold exactly."""
     import orjson
 
     raw = orjson.dumps(value)
@@ -179,7 +182,7 @@ def test_depth_and_string_limits_are_exact(value: object) -> None:
         check_structure(value, raw, TIGHT)
 
 
-# --- request ids, log format, OpenAPI ----------------------------------------------------------------
+# --- request ids, log format, OpenAPI -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -282,7 +285,8 @@ def test_openapi_only_lists_routed_paths() -> None:
 
 
 def test_serve_raises_the_open_files_soft_limit() -> None:
-    """A soft limit of 256 open files would refuse clients at a few hundred connections: raised up to the hard limit."""
+    """A soft limit of 256 open files would refuse clients at a few hundred connections:
+    raised up to the hard limit."""
     code = (
         "import resource\n"
         "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"

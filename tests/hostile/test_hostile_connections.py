@@ -1,4 +1,5 @@
-"""WebSocket connection caps of a real ``orgate serve``: per key, per process, and a descriptor reserve.
+"""WebSocket connection caps of a real ``orgate serve``: per key, per process,
+and a descriptor reserve.
 
 One key once held 1,003 idle sockets, exhausted the process's file descriptors, and
 ``/healthz`` was refused while they stayed open. Here the caps refuse the handshake with an
@@ -107,7 +108,8 @@ def test_caps_per_key_and_per_process(server: OrgateServer) -> None:
 
 
 def test_a_low_open_files_limit_keeps_descriptors_for_http() -> None:
-    """With 256 descriptors, sockets are refused well before the process runs out: /healthz is served."""
+    """With 256 descriptors, sockets are refused well before the process runs out:
+    /healthz is served."""
     with OrgateServer(
         CONFIG.replace("max_connections = 5", "max_connections = 100000").replace(
             "max_connections_per_key = 3", "max_connections_per_key = 100000"

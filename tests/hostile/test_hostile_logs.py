@@ -1,6 +1,7 @@
 """No secret in any log line of a real ``orgate serve`` at ``log_level = "debug"``.
 
-One server per log format (text, JSON), logs at debug with the access log on, two upstreams (openai-chat and
+One server per log format (text, JSON), logs at debug with the access log on,
+two upstreams (openai-chat and
 anthropic) whose API keys and custom header values come from ``env:NAME``; it is driven over
 HTTP (JSON and SSE), WebSocket, with a wrong key, extra credential headers and an upstream
 that echoes what it was sent in an error. Then every line the process wrote is searched for

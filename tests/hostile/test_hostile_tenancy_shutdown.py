@@ -27,7 +27,8 @@ LITERAL = "sk-hostile-literal-never-printed"
 def _serve(
     tmp_path: Path, config: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``orgate serve`` with ``config``: expected to stop before it listens (a configuration error)."""
+    """``orgate serve`` with ``config``: expected to stop before it listens
+    (a configuration error)."""
     path = tmp_path / "orgate.toml"
     path.write_text(config)
     return subprocess.run(
@@ -78,7 +79,10 @@ def test_plain_keys_among_several_stop_start_up_in_any_order(tmp_path: Path) -> 
 
 
 def test_a_name_used_twice_stops_start_up(tmp_path: Path) -> None:
-    config = f'[auth]\napi_keys = [{{ name = "a", key = "{LITERAL}" }}, {{ name = "a", key = "env:TEAM_B" }}]\n'
+    config = (
+        f'[auth]\napi_keys = [{{ name = "a", key = "{LITERAL}" }}, {{ name = "a", key = '
+        f'"env:TEAM_B" }}]\n'
+    )
     _refused(
         _serve(tmp_path, config, {"TEAM_B": "sk-team-b"}),
         "[1] (name 'a'): the name is already auth.api_keys[0]'s",
@@ -126,7 +130,8 @@ def _client(server: OrgateServer, key: str) -> httpx.Client:
 
 
 def _review_entry(client: httpx.Client) -> str:
-    """A request whose every attempt breaks its schema (orgate/flaky truncates): queued for review."""
+    """A request whose every attempt breaks its schema (orgate/flaky truncates):
+    queued for review."""
     body = {
         "model": "orgate/flaky",
         "input": "a product",
@@ -240,7 +245,8 @@ def _start_background(client: httpx.Client, prompt: str) -> str:
 
 
 def _wait_running(client: httpx.Client, response_ids: list[str]) -> None:
-    """Until no response is still queued (each one's upstream call started), however slow the machine."""
+    """Until no response is still queued (each one's upstream call started),
+    however slow the machine."""
     assert wait_until(
         lambda: all(
             client.get(f"/v1/responses/{rid}").json()["status"] != "queued" for rid in response_ids
@@ -353,7 +359,8 @@ async def test_a_websocket_response_past_the_drain_time_gets_a_terminal_event(
 
 
 def test_data_of_a_renamed_tenant_is_reported_and_moved(tmp_path: Path) -> None:
-    """An upgrade that renames a tenant (here: a key named `old-name`, now the single plain key, tenant
+    """An upgrade that renames a tenant (here: a key named `old-name`, now the single plain key,
+    tenant
     `default`) hides its data; start-up says so, and `orgate store rename-tenant` brings it back."""
     keyed = '[auth]\napi_keys = [{ name = "old-name", key = "sk-tenant-a" }]\n'
     for run in ("one", "two", "three"):

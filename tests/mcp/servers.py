@@ -73,7 +73,8 @@ def hostile_server(count: int = 300) -> MCPServer:
 
 
 class Running:
-    """An MCP server's ASGI app (streamable HTTP, or SSE) served by uvicorn in a thread; ``url`` is its endpoint."""
+    """An MCP server's ASGI app (streamable HTTP, or SSE) served by uvicorn in a thread;
+    ``url`` is its endpoint."""
 
     def __init__(self, server: MCPServer, *, sse: bool = False, host: str = "127.0.0.1") -> None:
         self.app = (

@@ -1,4 +1,5 @@
-"""Every component schema of the spec has a same-named model or type alias; the package stands alone."""
+"""Every component schema of the spec has a same-named model or type alias;
+the package stands alone."""
 
 from __future__ import annotations
 

@@ -80,7 +80,8 @@ def test_the_gate_codes_are_in_the_catalogue() -> None:
 
 
 def test_the_store_marks_interrupted_responses_with_a_catalogue_code() -> None:
-    """The store does not import protocol (it stays light for its CLI): its one code is checked here."""
+    """The store does not import protocol (it stays light for its CLI):
+    its one code is checked here."""
     assert ErrorCode(INTERRUPTED_ERROR["code"]) is ErrorCode.SERVER_ERROR
 
 

@@ -153,7 +153,10 @@ def test_messages_and_references_without_type(raw: dict[str, Any], cls: type) ->
 
 
 def test_json_mode_matches_python_mode() -> None:
-    raw = b'[{"role":"user","content":"hi"},{"id":"x"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]'
+    raw = (
+        b'[{"role":"user","content":"hi"},{"id":"x"},'
+        b'{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]'
+    )
     got = ITEMS.validate_json(raw)
     assert [type(i) for i in got] == [
         UserMessageItemParam,

@@ -1,4 +1,5 @@
-"""Pure decoder tests on recorded Anthropic Messages SSE byte streams, split at awkward boundaries."""
+"""Pure decoder tests on recorded Anthropic Messages SSE byte streams,
+split at awkward boundaries."""
 
 from __future__ import annotations
 
@@ -47,20 +48,31 @@ RECORDED = (
     b"event: content_block_start\n"
     b'data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}\n\n'
     b"event: content_block_delta\n"
-    b'data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let me "}}\n\n'
+    b"data: "
+    b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let '
+    b'me "}}\n\n'
     b"event: content_block_delta\n"
-    b'data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"check \xf0\x9f\x8c\xa6"}}\n\n'
+    b"data: "
+    b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"check '
+    b'\xf0\x9f\x8c\xa6"}}\n\n'
     b"event: content_block_stop\n"
     b'data: {"type":"content_block_stop","index":1}\n\n'
     b"event: content_block_start\n"
     b'data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use",'
     b'"id":"toolu_01A","name":"get_weather","input":{}}}\n\n'
     b"event: content_block_delta\n"
-    b'data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}\n\n'
+    b"data: "
+    b'{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta",'
+    b'"partial_json":""}}\n\n'
     b"event: content_block_delta\n"
-    b'data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\\"ci"}}\n\n'
+    b"data: "
+    b'{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta",'
+    b'"partial_json":"{\\"ci"}}\n\n'
     b"event: content_block_delta\n"
-    b'data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"ty\\": \\"Paris\\"}"}}\n\n'
+    b"data: "
+    b'{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta",'
+    b'"partial_json":"ty\\": '
+    b'\\"Paris\\"}"}}\n\n'
     b"event: content_block_stop\n"
     b'data: {"type":"content_block_stop","index":2}\n\n'
     b"event: message_delta\n"

@@ -442,7 +442,8 @@ def test_overlapping_envelopes_do_not_repeat_blocks() -> None:
 
 
 def test_thinking_refuses_sampling_and_forced_tools_it_cannot_take() -> None:
-    """Anthropic refuses these with extended thinking: the client gets a 400 naming its parameter."""
+    """Anthropic refuses these with extended thinking: the client gets a 400 naming its
+    parameter."""
     tool = {"type": "function", "name": "f", "parameters": {"type": "object"}}
     cases = [
         ({"temperature": 0.2}, "temperature"),

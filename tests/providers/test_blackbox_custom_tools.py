@@ -1,6 +1,7 @@
 """OpenAI's ``custom`` tools through a real ``orgate serve``, with the ``openai`` SDK as the client:
 the built-in model, an ``openai-chat`` and an ``anthropic`` upstream (fakes: a function with one
-string argument) and a native Responses upstream (a fake streaming OpenAI's ``custom_tool_call`` events, exactly).
+string argument) and a native Responses upstream (a fake streaming OpenAI's ``custom_tool_call``
+events, exactly).
 
 Each runs a round trip: the model calls the tool (a ``custom_tool_call`` with ``input``, streamed
 as ``response.custom_tool_call_input.*``), the client answers with a ``custom_tool_call_output``
@@ -48,7 +49,8 @@ def chat_brain(body: dict[str, Any]) -> Any:
 
 
 def anthropic_brain(body: dict[str, Any]) -> Any:
-    """The Messages API model: a tool result is quoted; otherwise the one tool is used with a patch."""
+    """The Messages API model: a tool result is quoted; otherwise the one tool is used with a
+    patch."""
     last = body["messages"][-1]
     results = [
         b

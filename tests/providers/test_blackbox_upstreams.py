@@ -77,7 +77,8 @@ def json_raw(body: dict[str, Any]) -> Raw:
 
 
 def stream(http: httpx.Client, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """POST a streaming request: the events (spec-validated, grammar-checked) and the final response."""
+    """POST a streaming request: the events (spec-validated, grammar-checked) and the final
+    response."""
     res = http.post("/v1/responses", json={**body, "stream": True})
     assert res.status_code == 200, res.text[:800]
     assert res.headers["content-type"].startswith("text/event-stream")
@@ -1450,7 +1451,8 @@ def test_chat_openrouter_error_chunk_mid_stream(
         assert "Provider returned error" in final["error"]["message"]
 
 
-# --------------------------------------------------------------------------- bugs found by this audit
+# --------------------------------------------------------------------------- bugs found by this
+# audit
 
 
 @pytest.mark.parametrize("shape_", ["no_arguments", "empty_string", "null"])

@@ -397,7 +397,8 @@ async def test_json_schema_answer_is_schema_valid(name):
 
 
 async def test_stop_sequences_end_the_text_before_the_first_one():
-    """The chat adapter's ``stop`` reached the built-in model and was ignored (the whole text came back)."""
+    """The chat adapter's ``stop`` reached the built-in model and was ignored
+    (the whole text came back)."""
     prompt = "alpha beta general gamma END delta"
     request = ModelRequest(model="echo", input=[UserMessageItemParam(role="user", content=prompt)])
     whole = await _stream_text(request, TextDelta)

@@ -35,7 +35,8 @@ HISTORY = [
 ]
 AS_FUNCTION = {
     "name": "apply_patch",
-    "description": "Edit files.\n\nPut the whole free-form input in the string argument 'input' (plain text, not JSON);"
+    "description": "Edit files.\n\nPut the whole free-form input in the string argument 'input' "
+    "(plain text, not JSON);"
     f" it must match this Lark grammar:\n{GRAMMAR}",
     "parameters": {
         "type": "object",

@@ -76,7 +76,8 @@ def decode(data: bytes, cuts: list[int] | None = None) -> list[ModelEvent]:
 
 
 def merged(events: list[ModelEvent]) -> list[Any]:
-    """Concatenate consecutive deltas of the same kind (split points may change delta boundaries)."""
+    """Concatenate consecutive deltas of the same kind (split points may change delta
+    boundaries)."""
     out: list[Any] = []
     for e in events:
         if (

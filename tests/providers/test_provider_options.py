@@ -1,4 +1,5 @@
-"""``[models.chat]`` (and ``[models.anthropic]``): a provider's own settings, from the config file to the wire.
+"""``[models.chat]`` (and ``[models.anthropic]``): a provider's own settings,
+from the config file to the wire.
 
 OpenAI's Chat Completions deprecated ``max_tokens`` and its reasoning models refuse it;
 most other servers only know ``max_tokens``. ``max_tokens_field = "auto"`` (the default)
@@ -88,15 +89,18 @@ def test_an_entry_overrides_its_model_key_by_key(tmp_path: Path) -> None:
     ("text", "message"),
     [
         (
-            '[[models]]\nname = "m"\nprovider = "anthropic"\nbase_url = "http://x"\nchat = { include_usage = false }\n',
+            '[[models]]\nname = "m"\nprovider = "anthropic"\nbase_url = '
+            '"http://x"\nchat = { include_usage = false }\n',
             "for provider 'openai-chat'",
         ),
         (
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { max_tokens_field = "tokens" }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nchat = { max_tokens_field = "tokens" }\n',
             "max_tokens_field",
         ),
         (
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nchat = { developer = true }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nchat = { developer = true }\n',
             "developer",
         ),
         (
@@ -114,7 +118,8 @@ def test_wrong_chat_settings_are_named_at_start_up(tmp_path: Path, text: str, me
 
 def test_the_anthropic_section_reaches_anthropic_deployments_only(tmp_path: Path) -> None:
     text = (
-        '[[models]]\nname = "claude"\nprovider = "anthropic"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n'
+        '[[models]]\nname = "claude"\nprovider = "anthropic"\nbase_url = '
+        '"http://x"\nanthropic = { prompt_cache = true }\n'
         '[[models]]\nname = "mixed"\nprovider = "anthropic"\nanthropic = { prompt_cache = true }\n'
         '[[models.deployments]]\nbase_url = "http://a"\n'
         '[[models.deployments]]\nbase_url = "http://b"\nanthropic = { prompt_cache = false }\n'
@@ -130,7 +135,8 @@ def test_the_anthropic_section_reaches_anthropic_deployments_only(tmp_path: Path
     with pytest.raises(ConfigError) as info:
         load(
             tmp_path,
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nanthropic = { prompt_cache = true }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nanthropic = { prompt_cache = true }\n',
         )
     assert "`anthropic` settings are for provider 'anthropic'" in str(info.value)
 

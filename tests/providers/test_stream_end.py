@@ -152,8 +152,8 @@ class RawUpstream:
         )
         await reader.readexactly(length)
         writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + _chunk(self.before)
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+            b"chunked\r\n\r\n" + _chunk(self.before)
         )
         await writer.drain()
         if self.pause:

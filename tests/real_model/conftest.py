@@ -34,7 +34,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if not MODEL_URL and not os.environ.get("CI"):  # in CI, `gateway` fails instead
                 item.add_marker(
                     pytest.mark.skip(
-                        reason='ORGATE_TEST_MODEL_URL is unset: run `eval "$(bash scripts/real-model.sh)"` first'
+                        reason='ORGATE_TEST_MODEL_URL is unset: run `eval "$(bash '
+                        'scripts/real-model.sh)"` first'
                     )
                 )
 

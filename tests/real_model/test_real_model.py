@@ -56,7 +56,8 @@ def test_string_input(api: httpx.Client) -> None:
 
 
 def test_typed_multi_turn_input_streams(api: httpx.Client) -> None:
-    """Content as typed parts, several turns: what chat templates that only take strings broke on."""
+    """Content as typed parts, several turns: what chat templates that only take strings broke
+    on."""
     events = stream(
         api,
         input=[

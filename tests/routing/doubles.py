@@ -110,7 +110,8 @@ def make_router(
     clock: ManualClock | None = None,
     seed: int = 7,
 ) -> tuple[Router, Deployment]:
-    """A router with one route "m" over ``upstreams`` (in that order); returns it and the route's front deployment."""
+    """A router with one route "m" over ``upstreams`` (in that order);
+    returns it and the route's front deployment."""
     limits = limits or {}
     by_name = {u.name: u for u in upstreams}
     targets = tuple(

@@ -1,4 +1,5 @@
-"""Routing configuration: the ``deployments`` list, ``[models.routing]``, and what ``deployments()`` / ``route_table()`` derive."""
+"""Routing configuration: the ``deployments`` list, ``[models.routing]``,
+and what ``deployments()`` / ``route_table()`` derive."""
 
 from __future__ import annotations
 
@@ -144,7 +145,10 @@ def test_flat_models_are_unchanged(tmp_path: Path) -> None:
 
 
 def test_routing_section_alone_routes_a_flat_model(tmp_path: Path) -> None:
-    text = '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x/v1"\n[models.routing]\nretries = 0\n'
+    text = (
+        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+        '"http://x/v1"\n[models.routing]\nretries = 0\n'
+    )
     route = route_table(load(tmp_path, text))["m"]
     assert (
         route.policy.retries == 0
@@ -167,28 +171,34 @@ def test_environment_overrides_reach_routing(tmp_path: Path) -> None:
         ),
         ('[[models]]\nname = "m"\ndeployments = [{ provider = "anthropic" }]\n', "needs base_url"),
         (
-            '[[models]]\nname = "m"\ndeployments = [{ provider = "grpc", base_url = "http://x" }]\n',
+            '[[models]]\nname = "m"\ndeployments = [{ provider = "grpc", base_url = '
+            '"http://x" }]\n',
             "unknown provider",
         ),
         (
-            '[[models]]\nname = "m"\nmax_concurrency = 2\ndeployments = [{ provider = "openai-chat", base_url = "http://x" }]\n',
+            '[[models]]\nname = "m"\nmax_concurrency = 2\ndeployments = [{ provider = '
+            '"openai-chat", base_url = "http://x" }]\n',
             "max_concurrency per deployment",
         ),
         (
-            '[[models]]\nname = "m"\ndeployments = [{ name = "d", provider = "openai-chat", base_url = "http://x" },'
+            '[[models]]\nname = "m"\ndeployments = [{ name = "d", provider = '
+            '"openai-chat", base_url = "http://x" },'
             ' { name = "d", provider = "openai-chat", base_url = "http://y" }]\n',
             "deployment name 'd' is used twice",
         ),
         (
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { strategy = "random" }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nrouting = { strategy = "random" }\n',
             "routing.strategy",
         ),
         (
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { retries = -1 }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nrouting = { retries = -1 }\n',
             "routing.retries",
         ),
         (
-            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x"\nrouting = { backoff = 1 }\n',
+            '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+            '"http://x"\nrouting = { backoff = 1 }\n',
             "routing.backoff",
         ),
     ],

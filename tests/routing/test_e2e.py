@@ -1,4 +1,5 @@
-"""Routing end to end: a real ``orgate serve`` in front of two fake OpenAI-compatible upstreams and a fake Anthropic.
+"""Routing end to end: a real ``orgate serve`` in front of two fake OpenAI-compatible upstreams and
+a fake Anthropic.
 
 Model ``fb`` routes to upstream A then B (fallbacks, one retry with a short
 backoff); ``solo`` is A alone with one concurrency slot; ``chat-a`` is A with
@@ -299,7 +300,7 @@ async def test_a_full_deployment_answers_429_after_the_queue_timeout(
     assert await a.wait_disconnected()
 
 
-# --- cross-provider replay -------------------------------------------------------------------------
+# --- cross-provider replay ------------------------------------------------------------------------
 
 
 def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, fakes: Any) -> None:
@@ -357,7 +358,7 @@ def test_a_conversation_moves_from_openai_chat_to_anthropic(sdk: openai.OpenAI, 
     assert messages[0]["role"] == "user"  # the first turn's question came along
 
 
-# --- session affinity ------------------------------------------------------------------------------
+# --- session affinity -----------------------------------------------------------------------------
 
 
 async def test_a_session_sticks_to_the_deployment_that_served_its_last_turn(
@@ -369,7 +370,8 @@ async def test_a_session_sticks_to_the_deployment_that_served_its_last_turn(
     headers = {"X-Session-Id": f"affinity-{time.monotonic_ns()}"}
     first = await ahttp.post("/v1/responses", json={"model": "fb", "input": "one"}, headers=headers)
     assert first.status_code == 200, first.text
-    # A is healthy again, but the session's previous turn was served by B: B answers (prompt-cache locality).
+    # A is healthy again, but the session's previous turn was served by B:
+    # B answers (prompt-cache locality).
     second = await ahttp.post(
         "/v1/responses", json={"model": "fb", "input": "two"}, headers=headers
     )

@@ -1,4 +1,5 @@
-"""The router over scripted upstreams: fallbacks, retries and their timing, circuits, limits, affinity."""
+"""The router over scripted upstreams: fallbacks, retries and their timing, circuits, limits,
+affinity."""
 
 from __future__ import annotations
 
@@ -255,7 +256,7 @@ async def test_retries_count_per_deployment() -> None:
     assert (len(a.calls), len(b.calls)) == (3, 3)
 
 
-# --- circuit breaker -------------------------------------------------------------------------------
+# --- circuit breaker ------------------------------------------------------------------------------
 
 
 async def test_circuit_opens_then_half_opens_for_one_probe() -> None:
@@ -336,7 +337,7 @@ async def test_mid_stream_failures_count_towards_the_circuit() -> None:
     assert texts(await drain(router(front).stream(request()))) == "b answers"
 
 
-# --- concurrency limits ------------------------------------------------------------------------------
+# --- concurrency limits ---------------------------------------------------------------------------
 
 
 async def test_a_full_deployment_is_skipped_for_the_next() -> None:
@@ -428,7 +429,7 @@ async def test_cancelling_the_consumer_closes_the_upstream() -> None:
     assert router.state(router.routes["m"].targets[0]).in_use == 0
 
 
-# --- affinity and routing shape -----------------------------------------------------------------------
+# --- affinity and routing shape -------------------------------------------------------------------
 
 
 async def test_prefer_routes_to_the_named_deployment_first() -> None:
@@ -507,7 +508,7 @@ def test_trace_defaults() -> None:
     assert (trace.prefer, trace.served_by, trace.attempts) == (None, None, [])
 
 
-# --- the ways out before and after the first event ----------------------------------------------------
+# --- the ways out before and after the first event ------------------------------------------------
 
 
 async def test_a_mid_stream_client_error_does_not_count_towards_the_circuit() -> None:

@@ -137,7 +137,7 @@ async def test_retries_still_come_after_every_deployment_failed(
     assert len(a.bodies) == 2 and len(b.bodies) == 1
 
 
-# --- 501 and other 4xx go to the client -------------------------------------------------------------
+# --- 501 and other 4xx go to the client -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [501, 405, 409, 410, 415])
@@ -192,7 +192,7 @@ async def test_an_anthropic_501_goes_to_the_client(pool: HttpPool) -> None:
     assert info.value.status == 501 and not retryable(info.value)
 
 
-# --- the API key never reaches the client ----------------------------------------------------------------
+# --- the API key never reaches the client ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("status", [400, 500, 503, 429, 422, 501])

@@ -258,7 +258,8 @@ def _runner(server: OrgateServer) -> Callable[..., Any]:
         )
         if done.returncode != 0:
             pytest.fail(
-                f"node {script} {env} exited with {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+                f"node {script} {env} exited with "
+                f"{done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
             )
         return json.loads(done.stdout)
 

@@ -46,7 +46,11 @@ def usage_adds_up(usage: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- openai SDK: Responses
 
-RESPONSES_SCENARIOS = "text,array_input_instructions,tools_round_trip,json_schema,parse_helpers,max_output_tokens,stream_helpers,stream_tools,stream_raw,stream_incomplete,stored,replay_stream"
+RESPONSES_SCENARIOS = (
+    "text,array_input_instructions,tools_round_trip,json_schema,parse_helpers,"
+    "max_output_tokens,stream_helpers,stream_tools,stream_raw,stream_incomplete,"
+    "stored,replay_stream"
+)
 
 
 @pytest.mark.parametrize("model", ["orgate/echo", *PROVIDERS])
@@ -155,9 +159,11 @@ def test_openai_sdk_reasoning_summary_stream(run_js: Run) -> None:
 @pytest.mark.parametrize("model", ["anth-think"])
 def test_openai_sdk_reasoning_text_stream(run_js: Run, model: str) -> None:
     """Known, not fixed: Anthropic thinking (and Chat Completions upstreams' ``reasoning_content``)
-    stream as reasoning *content*, under the spec's event names (``response.reasoning.delta/.done``);
+    stream as reasoning *content*, under the spec's event names
+    (``response.reasoning.delta/.done``);
     openai-node only knows OpenAI's ``response.reasoning_text.delta/.done``, and its
-    ``responses.stream()`` throws on them (raw ``stream: true`` iteration works). ``[endpoints.responses]
+    ``responses.stream()`` throws on them (raw ``stream: true`` iteration works).
+    ``[endpoints.responses]
     event_names = "openai"`` is the opt-in that fixes it (the next test). This one fails the day the
     SDK takes the spec's names, or when the scenario breaks for any other reason."""
     thrown = run_js("openai_responses.mjs", MODEL=model, SCENARIOS="stream_reasoning_tools")[
@@ -186,7 +192,8 @@ def test_openai_sdk_reasoning_text_stream_with_openai_event_names(run_js_openai_
     assert r["second"]["output_text"] == "The tool said: rainy, 12C"
 
 
-# --------------------------------------------------------------------------- openai SDK: errors, models
+# --------------------------------------------------------------------------- openai SDK:
+# errors, models
 
 
 def test_openai_sdk_errors_and_retries(run_js: Run) -> None:
@@ -244,7 +251,8 @@ def test_openai_sdk_errors_and_retries(run_js: Run) -> None:
     assert r["models"]["one"]["id"] == "orgate/echo" and r["models"]["missing"]["status"] == 404
 
 
-# --------------------------------------------------------------------------- openai SDK: chat adapter
+# --------------------------------------------------------------------------- openai SDK:
+# chat adapter
 
 
 @pytest.mark.parametrize("model", ["orgate/echo", "anth"])  # the adapter is provider-agnostic
@@ -286,7 +294,10 @@ def test_openai_sdk_chat_completions(run_js: Run, model: str) -> None:
 
 # --------------------------------------------------------------------------- Vercel AI SDK
 
-AI_SCENARIOS = "generate_text,stream_text,tools_multi_step,stream_tools_multi_step,parallel_tools,output_object,stream_output_object,max_output_tokens,tool_choice"
+AI_SCENARIOS = (
+    "generate_text,stream_text,tools_multi_step,stream_tools_multi_step,"
+    "parallel_tools,output_object,stream_output_object,max_output_tokens,tool_choice"
+)
 
 
 def check_ai_sdk(r: dict[str, Any], model: str) -> None:
@@ -421,7 +432,8 @@ def test_ai_sdk_errors_and_provider_options(run_js: Run) -> None:
     options = r["provider_options"]
     refused = {k for k, v in options.items() if not v["ok"]}
     assert refused == set(), options
-    # top_logprobs: 2 → one LogProb per word of the answer, each certain, its alternatives the word itself
+    # top_logprobs: 2 → one LogProb per word of the answer, each certain,
+    # its alternatives the word itself
     logprobs = options["logprobs"]["logprobs"]
     assert logprobs and [p["token"] for p in logprobs[0]] == ["Say ", "something ", "please"], (
         options["logprobs"]

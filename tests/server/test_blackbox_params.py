@@ -81,7 +81,8 @@ def calls(response: dict[str, Any]) -> list[str]:
     return [o["name"] for o in response["output"] if o["type"] == "function_call"]
 
 
-# --------------------------------------------------------------------------- parallel_tool_calls / max_tool_calls
+# --------------------------------------------------------------------------- parallel_tool_calls /
+# max_tool_calls
 
 
 def test_parallel_tool_calls_false_returns_at_most_one_call_even_when_the_upstream_ignores_it(
@@ -178,7 +179,8 @@ def test_service_tier_is_echoed_as_the_tier_used_where_the_upstream_has_none(
     assert create(http, "orgate/echo", service_tier="flex")["service_tier"] == "flex"
 
 
-# --------------------------------------------------------------------------- safety_identifier / user / prompt_cache_key
+# --------------------------------------------------------------------------- safety_identifier /
+# user / prompt_cache_key
 
 
 def test_safety_identifier_goes_to_a_responses_upstream_under_its_own_name(
@@ -209,7 +211,8 @@ def test_safety_identifier_stands_in_for_user_on_chat_and_anthropic(
     assert upstream(fakes, "anth")["metadata"] == {"user_id": "u-1"}
 
 
-# --------------------------------------------------------------------------- sampling, tool_choice, reasoning
+# --------------------------------------------------------------------------- sampling,
+# tool_choice, reasoning
 
 
 @pytest.mark.parametrize("model", ["chat", "resp"])
@@ -284,13 +287,15 @@ def test_reasoning_options_reach_the_upstreams_or_are_refused(
     out = create(http, "resp", reasoning={"effort": "high", "summary": "detailed"})
     assert upstream(fakes, "resp")["reasoning"] == {"effort": "high", "summary": "detailed"}
     assert out["reasoning"] == {"effort": "high", "summary": "detailed"}
-    # An effort needs a model with reasoning (openai-chat has none by default); a summary alone does not.
+    # An effort needs a model with reasoning (openai-chat has none by default);
+    # a summary alone does not.
     error = refused(http, "chat", "reasoning.effort", reasoning={"effort": "high"})
     assert error["code"] == "unsupported_parameter"
     assert create(http, "chat", reasoning={"summary": "auto"})["status"] == "completed"
 
 
-# --------------------------------------------------------------------------- refused / echoed everywhere
+# --------------------------------------------------------------------------- refused / echoed
+# everywhere
 
 
 def _text_part(response: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,8 @@ def _tool_results(message: object) -> list[dict[str, str]]:
 
 
 def test_chat_parse_message_with_tool_calls_can_be_appended(client: openai.OpenAI) -> None:
-    """``chat.completions.parse`` + ``messages.append(message)``: the SDK sends ``parsed`` and ``parsed_arguments`` back."""
+    """``chat.completions.parse`` + ``messages.append(message)``:
+    the SDK sends ``parsed`` and ``parsed_arguments`` back."""
     messages: list[object] = [{"role": "user", "content": "What is the weather in Paris?"}]
     first = client.chat.completions.parse(model=MODEL, messages=messages, tools=TOOLS)  # type: ignore[arg-type]
     message = first.choices[0].message
@@ -55,7 +56,8 @@ def test_chat_parse_message_with_parsed_content_can_be_appended(client: openai.O
 
 @pytest.mark.parametrize("with_tools", [True, False])
 def test_chat_stream_final_message_can_be_appended(client: openai.OpenAI, with_tools: bool) -> None:
-    """``chat.completions.stream`` → ``get_final_completion().choices[0].message`` carries ``index`` and ``parsed``."""
+    """``chat.completions.stream`` → ``get_final_completion().choices[0].message`` carries ``index``
+    and ``parsed``."""
     prompt = "What is the weather in Paris?" if with_tools else "hello there"
     messages: list[object] = [{"role": "user", "content": prompt}]
     kwargs = {"tools": TOOLS} if with_tools else {}
@@ -87,7 +89,8 @@ def test_chat_unknown_message_fields_are_still_refused(client: openai.OpenAI) ->
 
 
 def test_unknown_route_is_an_invalid_request_error(client: openai.OpenAI) -> None:
-    """OpenAI answers an unknown URL with a 404 of type ``invalid_request_error``, like orgate's other 404s."""
+    """OpenAI answers an unknown URL with a 404 of type ``invalid_request_error``,
+    like orgate's other 404s."""
     with pytest.raises(openai.NotFoundError) as info:
         client.get("/no-such-route", cast_to=object)
     assert info.value.status_code == 404

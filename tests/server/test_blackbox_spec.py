@@ -38,7 +38,8 @@ def _error(res: httpx.Response, status: int = 400) -> dict[str, Any]:
 def test_null_for_an_optional_non_nullable_field_means_absent(
     http: httpx.Client, field: str
 ) -> None:
-    """Not nullable in the schema, but OpenAI takes ``null`` as "not given" and clients send it: so do we."""
+    """Not nullable in the schema, but OpenAI takes ``null`` as "not given" and clients send it:
+    so do we."""
     res = http.post("/v1/responses", json={**OK, field: None})
     assert res.status_code == 200, res.text
     validate("ResponseResource", res.json())
@@ -70,7 +71,8 @@ def test_null_for_nullable_fields_is_still_accepted(http: httpx.Client) -> None:
     validate("ResponseResource", res.json())
 
 
-# --------------------------------------------------------------------------- limits stated in descriptions
+# --------------------------------------------------------------------------- limits stated in
+# descriptions
 
 
 @pytest.mark.parametrize(
@@ -141,7 +143,8 @@ def test_values_at_the_limits_are_accepted(http: httpx.Client, patch: dict[str, 
             assert body[key] == value
 
 
-# --------------------------------------------------------------------------- unknown nested parameters
+# --------------------------------------------------------------------------- unknown nested
+# parameters
 
 
 @pytest.mark.parametrize(
@@ -199,7 +202,10 @@ def test_method_not_allowed_names_the_allowed_methods(
 # --------------------------------------------------------------------------- listed input items
 
 
-IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+IMAGE = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+    "AAAABJRU5ErkJggg=="
+)
 TOOL = {
     "type": "function",
     "name": "get_weather",

@@ -1,4 +1,5 @@
-"""The start-up surface, black-box: `orgate serve` errors, environment overrides, the banner's examples."""
+"""The start-up surface, black-box: `orgate serve` errors, environment overrides,
+the banner's examples."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 from orgate.config import ConfigError, load_settings, resolve_api_keys
 from tests.server_process import REPO, OrgateServer
 
-MODEL = '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "env:ORGATE_AUDIT_UNSET"\n'
+MODEL = (
+    '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+    '"http://127.0.0.1:9/v1"\napi_key = "env:ORGATE_AUDIT_UNSET"\n'
+)
 
 
 def _serve(
@@ -39,7 +43,7 @@ def _refused(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
         assert fragment in result.stderr, result.stderr
 
 
-# --- an unreadable config file is a message, not a traceback ---------------------------------------
+# --- an unreadable config file is a message, not a traceback --------------------------------------
 
 
 def test_a_directory_as_config_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -66,7 +70,7 @@ def test_an_unreadable_config_file_is_a_clear_error(
         load_settings(path, environ={})
 
 
-# --- --port / --host are validated like [server] ---------------------------------------------------
+# --- --port / --host are validated like [server] --------------------------------------------------
 
 
 @pytest.mark.parametrize("port", ["70000", "-1"])
@@ -87,7 +91,7 @@ def test_a_configured_model_named_like_a_builtin_one_is_refused(tmp_path: Path) 
     assert [m.name for m in settings.models] == ["orgate/echo"]
 
 
-# --- environment overrides -------------------------------------------------------------------------
+# --- environment overrides ------------------------------------------------------------------------
 
 
 def test_an_environment_error_names_the_variable(tmp_path: Path) -> None:
@@ -149,7 +153,7 @@ def test_a_model_override_serves(tmp_path: Path) -> None:
         assert {"m", "orgate/echo"} <= {entry["id"] for entry in listed["data"]}
 
 
-# --- the banner's examples work when pasted --------------------------------------------------------
+# --- the banner's examples work when pasted -------------------------------------------------------
 
 
 def _sdk_example(output: str) -> str:

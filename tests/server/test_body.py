@@ -49,7 +49,7 @@ def refused(call: Any, *args: Any, **kwargs: Any) -> ApiError:
     return caught.value
 
 
-# --- headers -----------------------------------------------------------------------------------------
+# --- headers --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_the_headers_are_checked_together() -> None:
     )
 
 
-# --- the bytes -----------------------------------------------------------------------------------------
+# --- the bytes ------------------------------------------------------------------------------------
 
 
 def _receiver(*messages: dict[str, Any]) -> Any:
@@ -222,7 +222,7 @@ async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
         await task
 
 
-# --- the JSON --------------------------------------------------------------------------------------------
+# --- the JSON -------------------------------------------------------------------------------------
 
 
 def test_a_json_body_is_parsed() -> None:
@@ -281,7 +281,7 @@ def test_a_scalar_body_is_walked_like_any_other() -> None:
     assert refused(parse_json, escaped, "application/json", LIMITS).code == "duplicate_key"
 
 
-# --- count limits of a create body ----------------------------------------------------------------------
+# --- count limits of a create body ----------------------------------------------------------------
 
 TOOL = {"type": "function", "name": "f", "parameters": {"type": "object"}}
 

@@ -1,4 +1,5 @@
-"""Spec conformance over HTTP: every body and streamed event validates against the official OpenAPI document.
+"""Spec conformance over HTTP: every body and streamed event validates against the official OpenAPI
+document.
 
 Each scenario runs through the built-in model and through ``openai-chat`` to the
 fake upstream, non-streaming and streaming; streams are checked against the
@@ -28,7 +29,10 @@ WEATHER_TOOL = {
         "additionalProperties": False,
     },
 }
-IMAGE = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+IMAGE = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"
+    "AAAABJRU5ErkJggg=="
+)
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "string_input": {"input": "Hello there"},

@@ -120,7 +120,8 @@ def searching(answer: str = "It is sunny in Paris.") -> Script:
 def first_turn(
     http: httpx.Client, native: FakeResponses, *, stream: bool, model: str = "native"
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One turn answered with extension items; (the spec response, the raw items the upstream made)."""
+    """One turn answered with extension items; (the spec response,
+    the raw items the upstream made)."""
     script = searching()
     native.enqueue(script)
     made = FakeResponses().output_items(script)
@@ -155,7 +156,7 @@ def extension_items(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-# --- the client's view ------------------------------------------------------------------------------
+# --- the client's view ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -309,7 +310,8 @@ def test_a_fallback_to_another_upstream_is_gated_too(
 def test_client_reasoning_items_carry_no_origin_and_go_as_before(
     http: httpx.Client, fakes: Fakes
 ) -> None:
-    """Only history knows where reasoning came from: a client's own reasoning item goes to any Responses upstream."""
+    """Only history knows where reasoning came from: a client's own reasoning item goes to any
+    Responses upstream."""
     native, _, _ = fakes
     first, _ = first_turn(http, native, stream=False)
     native.enqueue(text("Replayed."))
@@ -335,7 +337,7 @@ def test_the_stored_response_shows_no_origin(http: httpx.Client, fakes: Fakes) -
     assert stored.json()["output"] == first["output"] and "orgate:" not in stored.text
 
 
-# --- never from a client -----------------------------------------------------------------------------
+# --- never from a client --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -139,7 +139,8 @@ async def test_a_stream_dropped_without_close_does_not_leave_the_gauge_up() -> N
 
 
 async def test_the_event_stream_closed_early_closes_the_upstream_at_once() -> None:
-    """``stream()`` (events one by one, as the router reads them) ends its upstream call when it is closed."""
+    """``stream()`` (events one by one, as the router reads them) ends its upstream call when it is
+    closed."""
     inner = scripted(ANSWER)
     provider, registry = _setup(inner)
     events = provider.stream(REQUEST)

@@ -41,7 +41,8 @@ class CountingAuthenticator(Authenticator):
 
 
 class Endpoint:
-    """Answers 200 with the caller's key name, or the 401 ``caller_of`` raises; records what it saw."""
+    """Answers 200 with the caller's key name, or the 401 ``caller_of`` raises;
+    records what it saw."""
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []

@@ -1,4 +1,5 @@
-"""The in-process rate limiter (``orgate.server.ratelimit.LocalLimiter``) with a clock of the test's.
+"""The in-process rate limiter (``orgate.server.ratelimit.LocalLimiter``) with a clock of the
+test's.
 
 Token buckets per API key, refilled continuously: ``rpm`` requests and ``tpm`` tokens per
 minute; a refusal is 429 ``rate_limit_exceeded`` with ``Retry-After`` the longer of the two

@@ -1,4 +1,5 @@
-"""The official ``openai`` Python SDK as a client: create, stream, tool calls, and upstream failures."""
+"""The official ``openai`` Python SDK as a client: create, stream, tool calls,
+and upstream failures."""
 
 from __future__ import annotations
 

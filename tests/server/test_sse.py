@@ -1,4 +1,5 @@
-"""SSE framing (``orgate.server.sse``) and resuming a stored stream (``stored.events_after``), in process.
+"""SSE framing (``orgate.server.sse``) and resuming a stored stream (``stored.events_after``),
+in process.
 
 The spec's SSE rules: each event is an ``event: <type>`` line and a ``data: <json>`` line
 whose JSON ``type`` is the event name, frames end with a blank line, there are no ``id:``

@@ -71,7 +71,7 @@ def scrape(view: WorkersView) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
     return samples(text_string_to_metric_families(generate_latest(view).decode()))  # type: ignore[arg-type]
 
 
-# --- merging --------------------------------------------------------------------------------------------
+# --- merging --------------------------------------------------------------------------------------
 
 
 def test_counters_and_histograms_are_summed_sample_by_sample() -> None:
@@ -112,7 +112,7 @@ def test_merging_nothing_or_empty_parts_is_empty() -> None:
     assert samples(merge([[], only])) == samples(only)
 
 
-# --- snapshot files ---------------------------------------------------------------------------------------
+# --- snapshot files -------------------------------------------------------------------------------
 
 
 def test_a_snapshot_round_trips_through_its_file(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ async def test_a_worker_writes_its_snapshot_while_running_and_once_more_when_sto
     )  # the last updates are not lost
 
 
-# --- the view a scrape reads, and retired workers -------------------------------------------------------------
+# --- the view a scrape reads, and retired workers -------------------------------------------------
 
 
 def test_the_view_adds_the_siblings_snapshots_to_the_live_registry(tmp_path: Path) -> None:

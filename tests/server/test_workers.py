@@ -306,8 +306,8 @@ def test_sighup_reloads_without_dropping_and_sigterm_drains(tmp_path: Path) -> N
         stream = conn.http.getresponse()
         assert stream.status == 200
         server.config_path.write_text(
-            CONFIG
-            + '\n[[models]]\nname = "added-by-reload"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\n'
+            CONFIG + '\n[[models]]\nname = "added-by-reload"\nprovider = '
+            '"openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\n'
         )
         server.proc.send_signal(signal.SIGHUP)
         for _ in deadline_loop():

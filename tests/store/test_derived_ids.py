@@ -1,4 +1,5 @@
-"""Derived item ids: which ids the store finds through their response's row, and which need an index row."""
+"""Derived item ids: which ids the store finds through their response's row,
+and which need an index row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``list_responses``: the console's newest-first, keyset-paginated listing, on SQLite and PostgreSQL."""
+"""``list_responses``: the console's newest-first, keyset-paginated listing,
+on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ def uid() -> str:
 def create(
     client: httpx.Client, expect: int = 200, headers: dict[str, str] | None = None, **body: Any
 ) -> dict[str, Any]:
-    """POST /v1/responses (non-streaming); check the status; validate a successful body against the spec."""
+    """POST /v1/responses (non-streaming); check the status; validate a successful body against the
+    spec."""
     body.setdefault("model", "orgate/echo")
     r = client.post("/v1/responses", json=body, headers=headers)
     assert r.status_code == expect, r.text

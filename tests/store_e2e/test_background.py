@@ -1,4 +1,5 @@
-"""Background responses over HTTP: queued → completed by polling, cancel, stream + disconnect, store=false."""
+"""Background responses over HTTP: queued → completed by polling, cancel, stream + disconnect,
+store=false."""
 
 from __future__ import annotations
 

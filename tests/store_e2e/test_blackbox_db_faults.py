@@ -75,8 +75,10 @@ class Cluster:
         )
         with open(f"{self.data}/postgresql.conf", "a") as conf:
             conf.write(
-                f"listen_addresses = '127.0.0.1'\nport = {self.port}\nunix_socket_directories = '{self.dir}'\n"
-                "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 100\n"
+                "listen_addresses = '127.0.0.1'\nport = "
+                f"{self.port}\nunix_socket_directories = '{self.dir}'\n"
+                "fsync = off\nsynchronous_commit = off\nfull_page_writes = "
+                "off\nmax_connections = 100\n"
             )
         self.start()
 
@@ -143,7 +145,8 @@ class PgServer:
     def kill_backends(self) -> int:
         return int(
             self.cluster.sql(
-                f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{self.app}'"
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                f"application_name = '{self.app}'"
             )
         )
 
@@ -275,7 +278,8 @@ def check_outcomes(outcomes: list[Outcome]) -> None:
 
 
 def check_after(client: httpx.Client, outcomes: list[Outcome], deadline: float = PATIENCE) -> None:
-    """Once the database is back: what was answered as stored is fetchable, background responses end."""
+    """Once the database is back: what was answered as stored is fetchable,
+    background responses end."""
     for out in outcomes:
         if out.status != 200 or out.body is None or out.response_id is None:
             continue
@@ -298,7 +302,8 @@ def _fetchable(client: httpx.Client, out: Outcome, deadline: float) -> None:
 
 
 def session_turn_when_free(client: httpx.Client, session: str, deadline: float) -> httpx.Response:
-    """A turn in ``session``, retried until it is answered 200 (its lease freed) before ``deadline``."""
+    """A turn in ``session``, retried until it is answered 200 (its lease freed) before
+    ``deadline``."""
     answers: list[httpx.Response] = []
 
     def answered() -> bool:
@@ -403,7 +408,10 @@ def test_pg_statement_cut_in_flight_is_retried_on_a_fresh_connection(pg: PgServe
                 )
             )
             poster.start()
-            waiting = f"SELECT count(*) FROM pg_stat_activity WHERE application_name = '{pg.app}' AND wait_event_type = 'Lock'"
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                f"'{pg.app}' AND wait_event_type = 'Lock'"
+            )
             assert wait_until(lambda: pg.cluster.sql(waiting)), "the save never reached the lock"
             assert pg.kill_backends() >= 1
             # the retry waits for the lock again

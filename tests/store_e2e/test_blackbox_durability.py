@@ -1,4 +1,5 @@
-"""Black-box regressions of stored responses: stream replay after a client left, ``starting_after`` resume."""
+"""Black-box regressions of stored responses: stream replay after a client left,
+``starting_after`` resume."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(
     gw: OrgateServer,
 ) -> None:
     """A client that leaves mid-stream: the response is stored failed (client_disconnected), and
-    ``GET ?stream=true`` replays a grammatical stream ending in error + response.failed with that body
+    ``GET ?stream=true`` replays a grammatical stream ending in error + response.failed with that
+    body
     (it used to stop at the last delta: an open item and no terminal event)."""
     words = " ".join(f"w{i}" for i in range(30))
     with httpx.Client(base_url=gw.url, headers={"Authorization": "Bearer key-a"}, timeout=30) as c:
@@ -45,7 +47,8 @@ def test_replay_of_a_stream_whose_client_left_ends_like_the_stored_response(
 
 
 def test_stream_replay_resumes_after_starting_after(a: httpx.Client) -> None:
-    """``GET ?stream=true&starting_after=N`` sends only the events after sequence number N (it was ignored)."""
+    """``GET ?stream=true&starting_after=N`` sends only the events after sequence number N
+    (it was ignored)."""
     r = a.post(
         "/v1/responses",
         json={"model": "orgate/echo", "input": "resume me from the middle please", "stream": True},

@@ -1,4 +1,5 @@
-"""``previous_response_id`` and ``item_reference`` end to end: what the upstream model actually receives."""
+"""``previous_response_id`` and ``item_reference`` end to end: what the upstream model actually
+receives."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Two ``orgate serve`` processes on one PostgreSQL database: responses and sessions move between them."""
+"""Two ``orgate serve`` processes on one PostgreSQL database: responses and sessions move between
+them."""
 
 from __future__ import annotations
 

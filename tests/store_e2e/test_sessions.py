@@ -1,4 +1,5 @@
-"""Sessions over HTTP: ``X-Session-Id`` (or ``user``) continues the session's latest response; one turn at a time."""
+"""Sessions over HTTP: ``X-Session-Id`` (or ``user``) continues the session's latest response;
+one turn at a time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Tenant isolation: every endpoint answers 404 (or a separate session) for another tenant's response."""
+"""Tenant isolation: every endpoint answers 404 (or a separate session) for another tenant's
+response."""
 
 from __future__ import annotations
 

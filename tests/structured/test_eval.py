@@ -1,4 +1,5 @@
-"""``orgate eval``'s parts in process: a case's validation, the report's arithmetic, the command's exits."""
+"""``orgate eval``'s parts in process: a case's validation, the report's arithmetic,
+the command's exits."""
 
 from __future__ import annotations
 

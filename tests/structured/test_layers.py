@@ -88,8 +88,8 @@ def test_missing_key_in_nested_object() -> None:
 def test_anyof_message_lists_alternatives() -> None:
     (msg,) = errors('{"sku": "A", "price": 1, "ref": 5}')
     assert (
-        msg
-        == "ref: none of the allowed alternatives matched (expected string, got integer 5; expected null, got integer 5)"
+        msg == "ref: none of the allowed alternatives matched (expected string, got integer "
+        "5; expected null, got integer 5)"
     )
 
 
@@ -141,7 +141,8 @@ def test_trailing_prose_rejected_unless_configured() -> None:
 def test_code_fence_rejected_unless_configured() -> None:
     text = '```json\n{"sku": "A", "price": 1}\n```'
     assert errors(text) == (
-        "the reply is wrapped in a Markdown code fence (```); send the bare JSON value without fences",
+        "the reply is wrapped in a Markdown code fence (```); send the bare JSON value "
+        "without fences",
     )
     result = check_output(text, schema=CACHE.get(ORDER), strip_fences=True)
     assert isinstance(result, Accepted) and result.value == {"sku": "A", "price": 1}

@@ -110,7 +110,8 @@ def test_json_word_rule() -> None:
 
 
 def test_a_deployment_without_strict_mode_gets_the_schema_as_written() -> None:
-    """``strict_json_schema = false`` (the built-in model, or a configured server): no strict subset."""
+    """``strict_json_schema = false`` (the built-in model, or a configured server):
+    no strict subset."""
     p = plan(req(TextFormat("json_schema", "x", SCHEMA)), Capabilities(strict_json_schema=False))
     assert p.mode == "json_schema"
     assert p.request.text_format is not None and p.request.text_format.schema == SCHEMA

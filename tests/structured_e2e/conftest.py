@@ -1,4 +1,5 @@
-"""One ``orgate serve`` for this folder: the fake upstream as ``fake-chat`` plus per-format policies.
+"""One ``orgate serve`` for this folder: the fake upstream as ``fake-chat`` plus per-format
+policies.
 
 Formats configured (``text.format.name``):
 

@@ -1,4 +1,5 @@
-"""Semantic checks the test server imports as ``e2e_checks:NAME`` (this folder is on its PYTHONPATH)."""
+"""Semantic checks the test server imports as ``e2e_checks:NAME``
+(this folder is on its PYTHONPATH)."""
 
 from __future__ import annotations
 

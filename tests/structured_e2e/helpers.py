@@ -7,7 +7,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 def structured_counts(api: httpx.Client, fmt: str) -> dict[str, float]:
-    """The ``orgate_structured_*_total`` counters of format ``fmt``, keyed ``name{label=value,...}``."""
+    """The ``orgate_structured_*_total`` counters of format ``fmt``,
+    keyed ``name{label=value,...}``."""
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(api.get("/metrics").text):
         if not family.name.startswith("orgate_structured_"):

@@ -105,7 +105,8 @@ def test_format_is_enforced_with_precise_feedback(api: httpx.Client, fake: FakeO
 def test_size_constraints_feedback_says_what_was_expected(
     api: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
-    """maxLength/minItems are moved out of the strict schema: the feedback is the model's only hint."""
+    """maxLength/minItems are moved out of the strict schema: the feedback is the model's only
+    hint."""
     schema = {
         "type": "object",
         "properties": {
@@ -143,7 +144,8 @@ def test_null_structured_budget_means_not_given(api: httpx.Client, fake: FakeOpe
 def test_tool_guard_retry_is_not_counted_as_a_json_recovery(
     api: httpx.Client, fake: FakeOpenAIChat
 ) -> None:
-    """An invalid tool call rejected by the gate, then valid JSON at once: the JSON verdict is `ok`."""
+    """An invalid tool call rejected by the gate, then valid JSON at once:
+    the JSON verdict is `ok`."""
     fmt = "bb_toolguard"
     tools = [
         {
@@ -197,7 +199,8 @@ def test_review_resolve_unknown_id_is_404_and_note_is_kept(
 
 def test_builtin_model_meets_constraints_strict_mode_cannot_express(api: httpx.Client) -> None:
     """The built-in model generates from the schema itself: it gets the client's schema, not the
-    strict subset (which moves minItems/uniqueItems/maxLength into descriptions it does not read)."""
+    strict subset (which moves minItems/uniqueItems/maxLength into descriptions it does not
+    read)."""
     schema = {
         "type": "object",
         "properties": {

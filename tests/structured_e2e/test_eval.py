@@ -1,4 +1,5 @@
-"""``orgate eval`` in-process against the built-in ``orgate/flaky`` model, and its misbehaviour plan."""
+"""``orgate eval`` in-process against the built-in ``orgate/flaky`` model,
+and its misbehaviour plan."""
 
 from __future__ import annotations
 

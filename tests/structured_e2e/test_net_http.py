@@ -95,7 +95,8 @@ def test_truncation_with_the_builtin_model(api: httpx.Client) -> None:
         "/v1/responses",
         json={
             "model": "orgate/echo",
-            "input": "a product with a fairly long name for the catalogue of the shop that sells many kettles and toasters in blue and red",
+            "input": "a product with a fairly long name for the catalogue of the shop that "
+            "sells many kettles and toasters in blue and red",
             "max_output_tokens": 16,
             "text": {"format": {"type": "json_schema", "name": "product", "schema": PRODUCT}},
         },

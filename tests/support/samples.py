@@ -1,4 +1,5 @@
-"""Ready-made spec-valid wire objects for tests (a response body, whole event streams), and ``output_text``."""
+"""Ready-made spec-valid wire objects for tests (a response body, whole event streams),
+and ``output_text``."""
 
 from __future__ import annotations
 

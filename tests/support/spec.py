@@ -411,7 +411,8 @@ def check_events(events: list[dict[str, Any]]) -> None:
             assert it.kind == "function_call", f"{where}: arguments done on a {it.kind} item"
             assert it.args_done is None, f"{where}: arguments done twice"
             assert evt["arguments"] == it.args, (
-                f"{where}: arguments {evt['arguments'][:80]!r} != concatenated deltas {it.args[:80]!r}"
+                f"{where}: arguments {evt['arguments'][:80]!r} != concatenated deltas "
+                f"{it.args[:80]!r}"
             )
             it.args_done = evt["arguments"]
         elif t == "response.output_item.done":

@@ -63,7 +63,8 @@ def provider_models(
 
 
 def thinking_models(fakes: dict[str, LoopbackFake], *, api_key: str, read_timeout: float) -> str:
-    """``anth-think`` and ``resp-think``: the anthropic and openai-responses fakes as reasoning models."""
+    """``anth-think`` and ``resp-think``: the anthropic and openai-responses fakes as reasoning
+    models."""
     thinking = "capabilities = { reasoning = true }"
     return model_block(
         "anth-think",

@@ -104,7 +104,7 @@ def serve_refused(
     return orgate(tmp_path, "serve", "--config", path, "--port", str(busy_port), env=env)
 
 
-# --- configuration errors ---------------------------------------------------------------------------
+# --- configuration errors -------------------------------------------------------------------------
 
 
 def test_a_bad_store_url_scheme_is_a_configuration_error(tmp_path: Path, busy_port: int) -> None:
@@ -166,7 +166,10 @@ def test_an_unreachable_postgresql_store_is_quick_and_hides_the_password(
 def test_an_uncreatable_compaction_key_file_is_a_clear_error(
     tmp_path: Path, busy_port: int
 ) -> None:
-    config = '[store]\nenabled = false\n[compaction]\nkey_file = "/proc/orgate-audit-nope/compaction.key"\n'
+    config = (
+        "[store]\nenabled = false\n[compaction]\nkey_file = "
+        '"/proc/orgate-audit-nope/compaction.key"\n'
+    )
     refused(
         serve_refused(tmp_path, config, busy_port),
         2,
@@ -265,7 +268,10 @@ def test_an_invalid_sha256_key_digest_is_refused(tmp_path: Path, busy_port: int)
 
 
 def test_an_api_key_from_an_unset_variable_is_refused(tmp_path: Path, busy_port: int) -> None:
-    config = '[auth]\napi_keys = [{ name = "a", key = "env:ORGATE_AUDIT_TEAM_KEY" }, { name = "b", key = "env:ORGATE_AUDIT_TEAM_B" }]\n'
+    config = (
+        '[auth]\napi_keys = [{ name = "a", key = "env:ORGATE_AUDIT_TEAM_KEY" }, { name = '
+        '"b", key = "env:ORGATE_AUDIT_TEAM_B" }]\n'
+    )
     refused(
         serve_refused(tmp_path, config, busy_port, env={"ORGATE_AUDIT_TEAM_B": SECRET}),
         2,
@@ -285,7 +291,8 @@ def test_an_api_key_from_an_unset_variable_is_refused(tmp_path: Path, busy_port:
 def test_an_unset_orgate_api_key_reference_still_means_a_generated_key(
     tmp_path: Path, busy_port: int
 ) -> None:
-    # the documented default: `api_keys = ["env:ORGATE_API_KEY"]` without the variable starts (here: up to the busy port)
+    # the documented default: `api_keys = ["env:ORGATE_API_KEY"]` without the variable starts
+    # (here: up to the busy port)
     result = serve_refused(tmp_path, '[auth]\napi_keys = ["env:ORGATE_API_KEY"]\n', busy_port)
     assert "ORGATE_API_KEY" not in result.stderr, result.stderr
     assert f"cannot listen on 127.0.0.1:{busy_port}" in result.stderr
@@ -338,8 +345,8 @@ def test_a_mistyped_override_variable_is_warned_about(tmp_path: Path, busy_port:
         },
     )
     assert (
-        "warning: environment variable ORGATE_SERVER_PORT is not a configuration override (did you mean ORGATE_SERVER__PORT?)"
-        in result.stderr
+        "warning: environment variable ORGATE_SERVER_PORT is not a configuration "
+        "override (did you mean ORGATE_SERVER__PORT?)" in result.stderr
     ), result.stderr
     assert (
         "ORGATE_STORE_URL" not in result.stderr and "ORGATE_COMPACTION_SECRET" not in result.stderr
@@ -395,13 +402,17 @@ def test_fine_configuration_errors_stay_fine(tmp_path: Path, busy_port: int) -> 
     refused(
         serve_refused(
             tmp_path,
-            '[[models]]\nname = "m"\nprovider = "builtin"\n[[models]]\nname = "m"\nprovider = "builtin"\n',
+            '[[models]]\nname = "m"\nprovider = "builtin"\n[[models]]\nname = '
+            '"m"\nprovider = "builtin"\n',
             busy_port,
         ),
         2,
         "'m' is configured twice",
     )
-    model = '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "env:ORGATE_AUDIT_MODEL_KEY"\n'
+    model = (
+        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+        '"http://127.0.0.1:9/v1"\napi_key = "env:ORGATE_AUDIT_MODEL_KEY"\n'
+    )
     refused(
         serve_refused(tmp_path, model, busy_port),
         2,
@@ -411,7 +422,7 @@ def test_fine_configuration_errors_stay_fine(tmp_path: Path, busy_port: int) -> 
     refused(orgate(tmp_path, "serve", "--port", "65536"), 2, "--port 65536")
 
 
-# --- the running server: port 0, the banner's examples, an env:NAME store, SIGINT -----------------------
+# --- the running server: port 0, the banner's examples, an env:NAME store, SIGINT -----------------
 
 
 def _start(
@@ -587,7 +598,7 @@ def test_store_commands_on_postgresql_with_the_server_running(tmp_path: Path) ->
         assert _stop(proc) == 0
 
 
-# --- the other commands -------------------------------------------------------------------------------
+# --- the other commands ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -191,7 +191,8 @@ def test_read_only_commands_create_nothing(place: tuple[Path, Path]) -> None:
         assert result.returncode == 1, result
         assert (
             result.stderr
-            == f"orgate: error: no response store at {missing} (it is created by `orgate serve`; --url names another)\n"
+            == f"orgate: error: no response store at {missing} (it is created by `orgate "
+            "serve`; --url names another)\n"
         )
     result = run(cwd, home, "store", "stats")  # the default store
     assert result.returncode == 1 and "no response store at" in result.stderr

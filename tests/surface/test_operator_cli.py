@@ -54,7 +54,10 @@ def dead_port() -> Iterator[int]:
 
 
 def dead_port_model(port: int, name: str = "dead") -> str:
-    return f'[[models]]\nname = "{name}"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:{port}/v1"\n'
+    return (
+        f'[[models]]\nname = "{name}"\nprovider = "openai-chat"\nbase_url = '
+        f'"http://127.0.0.1:{port}/v1"\n'
+    )
 
 
 # --- logs ----------------------------------------------------------------------------------------
@@ -239,9 +242,11 @@ def test_init_writes_a_config_that_checks_and_serves(tmp_path: Path) -> None:
 def test_config_check_masks_secrets_and_warns_on_literal_ones(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
-        f'[auth]\napi_keys = [{{ name = "a", key = "{SECRET}" }}, {{ name = "b", key = "env:ORGATE_API_KEY" }}]\n'
+        f'[auth]\napi_keys = [{{ name = "a", key = "{SECRET}" }}, {{ name = "b", key = '
+        f'"env:ORGATE_API_KEY" }}]\n'
         f'[store]\nurl = "postgresql://app:{SECRET}@db/orgate"\n'
-        f'[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
+        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+        f'"http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
     )
     result = orgate(tmp_path, "config", "check", str(config))
     assert result.returncode == 0, result
@@ -269,7 +274,8 @@ def test_config_check_reports_an_invalid_file_like_serve(tmp_path: Path) -> None
     result = orgate(tmp_path, "config", "check", str(config), env={"ORGATE_CONFIG": None})
     unset = tmp_path / "u.toml"
     unset.write_text(
-        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://x/v1"\napi_key = "env:ORGATE_TEST_UNSET_KEY"\n'
+        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+        '"http://x/v1"\napi_key = "env:ORGATE_TEST_UNSET_KEY"\n'
     )
     result = orgate(tmp_path, "config", "check", str(unset))
     assert result.returncode == 2 and "ORGATE_TEST_UNSET_KEY" in result.stderr, result
@@ -278,7 +284,8 @@ def test_config_check_reports_an_invalid_file_like_serve(tmp_path: Path) -> None
 def test_serve_warns_about_a_literal_secret_at_start_up(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(
-        f'[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
+        '[[models]]\nname = "m"\nprovider = "openai-chat"\nbase_url = '
+        f'"http://127.0.0.1:9/v1"\napi_key = "{SECRET}"\n'
     )
     with socket_busy() as port:
         result = orgate(tmp_path, "serve", "--config", str(config), "--port", str(port))
@@ -288,7 +295,7 @@ def test_serve_warns_about_a_literal_secret_at_start_up(tmp_path: Path) -> None:
     assert SECRET not in result.stderr + result.stdout
 
 
-# --- one error format, tables, help, completion ----------------------------------------------------
+# --- one error format, tables, help, completion ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -329,7 +336,8 @@ def test_a_bad_misbehave_value_is_one_plain_line(tmp_path: Path) -> None:
     result = orgate(tmp_path, "eval", cases, "--model", "orgate/flaky", "--misbehave", "truncate=2")
     assert (
         result.stderr
-        == "orgate: error: --misbehave 'truncate=2': truncate: Input should be less than or equal to 1\n"
+        == "orgate: error: --misbehave 'truncate=2': truncate: Input should be less than "
+        "or equal to 1\n"
     )
     result = orgate(
         tmp_path, "eval", cases, "--model", "orgate/flaky", "--misbehave", "truncate=often"
@@ -517,7 +525,10 @@ def test_bash_completion_completes_commands_and_options(tmp_path: Path) -> None:
 
     def complete(*words: str) -> list[str]:
         line = " ".join(f"'{w}'" for w in ("orgate", *words))
-        probe = f'source {tmp_path / "c.bash"}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; _orgate; printf "%s\\n" "${{COMPREPLY[@]}}"'
+        probe = (
+            f"source {tmp_path / 'c.bash'}; COMP_WORDS=({line}); COMP_CWORD={len(words)}; "
+            f'_orgate; printf "%s\\n" "${{COMPREPLY[@]}}"'
+        )
         return subprocess.run(
             ["bash", "-c", probe], capture_output=True, text=True, check=True
         ).stdout.split()

@@ -1,4 +1,5 @@
-"""Fixtures for the WebSocket tests: one in-process app (echo + ``fake-chat``) and a socket client."""
+"""Fixtures for the WebSocket tests: one in-process app (echo + ``fake-chat``) and a socket
+client."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 async def until_terminal(
     ws: ClientConnection, *, errors: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
-    """The events of one response; WebSocket error envelopes (no sequence_number) go to ``errors``."""
+    """The events of one response; WebSocket error envelopes (no sequence_number) go to
+    ``errors``."""
     events: list[dict[str, Any]] = []
     while True:
         event = await recv(ws)

@@ -1,4 +1,5 @@
-"""A WebSocket connection's own history (``store: false`` chains) keeps an upstream's extension items.
+"""A WebSocket connection's own history (``store: false`` chains) keeps an upstream's extension
+items.
 
 Turn 1 on the native Responses upstream answers with a ``web_search_call`` and
 an ``openai:`` item; the connection cache holds them (not the events, not the
@@ -204,7 +205,8 @@ async def test_a_stored_continuation_of_a_connection_history_lists_spec_items_on
             "summary": [{"type": "summary_text", "text": "Look it up."}],
             "encrypted_content": "ENC-ws",
         }
-        # and the reasoning's origin survived the connection cache and the save: another upstream does not get it
+        # and the reasoning's origin survived the connection cache and the save:
+        # another upstream does not get it
         res = http.post(
             "/v1/responses",
             json={"model": "native-other", "input": "More", "previous_response_id": second_id},

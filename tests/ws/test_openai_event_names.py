@@ -1,5 +1,6 @@
 """``[endpoints.responses] event_names = "openai"`` on the socket: reasoning text arrives under
-OpenAI's event names (``response.reasoning_text.delta`` / ``.done``), every other event as the spec names it."""
+OpenAI's event names (``response.reasoning_text.delta`` / ``.done``),
+every other event as the spec names it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Assistant ``phase`` (commentary / final_answer): accepted, kept through storage and replay, dropped cleanly by openai-chat."""
+"""Assistant ``phase`` (commentary / final_answer): accepted, kept through storage and replay,
+dropped cleanly by openai-chat."""
 
 from __future__ import annotations
 

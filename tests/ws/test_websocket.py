@@ -194,12 +194,14 @@ async def test_request_errors_are_envelopes_and_the_socket_stays_usable(
             "unsupported_parameter",
         ),
         (
-            '{"type": "response.create", "model": "orgate/echo", "input": "x", "background": false}',
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", '
+            '"background": false}',
             400,
             "unsupported_parameter",
         ),
         (
-            '{"type": "response.create", "model": "orgate/echo", "input": "x", "stream_options": {}}',
+            '{"type": "response.create", "model": "orgate/echo", "input": "x", '
+            '"stream_options": {}}',
             400,
             "unsupported_parameter",
         ),

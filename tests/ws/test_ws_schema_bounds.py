@@ -1,4 +1,5 @@
-"""A hostile schema over a WebSocket gets the same 400 error event as over HTTP, and the socket serves on."""
+"""A hostile schema over a WebSocket gets the same 400 error event as over HTTP,
+and the socket serves on."""
 
 from __future__ import annotations
 
