@@ -226,7 +226,8 @@ def main() -> int:
             ok = ok and cpu_rate >= TARGET
             print(f"{label:<22} {wall_rate:>14,.0f} {cpu_rate:>14,.0f}   {flag}")
         print(
-            "(CPU items/s = items per second of CPU time: the one-core figure, robust to a busy machine)"
+            "(CPU items/s = items per second of CPU time: the one-core figure, robust "
+            "to a busy machine)"
         )
     return 0 if ok else 1
 

@@ -66,7 +66,8 @@ async def post(port: int, body: bytes) -> float:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head = (
         f"POST /v1/responses HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: "
+        "close\r\n\r\n"
     ).encode()
     writer.write(head + body)
     answer = await reader.read()
@@ -176,7 +177,8 @@ def main() -> int:
     needed = max(args.websockets + args.streams + 200, (args.websockets + 1) * 4 // 3 + 2)
     if hard != resource.RLIM_INFINITY and hard < needed:
         print(
-            f"idle_bench: the open-files hard limit ({hard}) is below {needed}: raise it (ulimit -Hn)",
+            f"idle_bench: the open-files hard limit ({hard}) is below {needed}: raise "
+            "it (ulimit -Hn)",
             file=sys.stderr,
         )
         return 2
@@ -222,17 +224,20 @@ def main() -> int:
     per_ws = (figures["rss_ws"] - figures["rss_before_ws"]) * 1024 / args.websockets
     per_stream = (figures["rss_streams"] - figures["rss_base"]) * 1024 / args.streams
     print(
-        f"""
-| figure | value |
-|---|---|
-| RSS before | {figures["rss_base"]:.1f} MiB |
-| {args.streams:,} idle streams: RSS / per stream | {figures["rss_streams"]:.1f} MiB / **{per_stream:.1f} KiB** |
-| new request p50, before / with the streams open | {figures["p50_base"]:.2f} / {figures["p50_streams"]:.2f} ms |
-| RSS after the streams closed | {figures["rss_before_ws"]:.1f} MiB |
-| {args.websockets:,} idle WebSockets: RSS / per connection | {figures["rss_ws"]:.1f} MiB / **{per_ws:.1f} KiB** (opened in {figures["ws_open_s"]:.1f} s; {figures["fds_ws"]:.0f} open fds) |
-| CPU of the process while they are idle | {figures["cpu_idle_pct"]:.1f}% of a core |
-| new request p50 with the WebSockets open | {figures["p50_ws"]:.2f} ms |
-"""
+        "\n"
+        "| figure | value |\n"
+        "|---|---|\n"
+        f"| RSS before | {figures['rss_base']:.1f} MiB |\n"
+        f"| {args.streams:,} idle streams: RSS / per stream "
+        f"| {figures['rss_streams']:.1f} MiB / **{per_stream:.1f} KiB** |\n"
+        "| new request p50, before / with the streams open "
+        f"| {figures['p50_base']:.2f} / {figures['p50_streams']:.2f} ms |\n"
+        f"| RSS after the streams closed | {figures['rss_before_ws']:.1f} MiB |\n"
+        f"| {args.websockets:,} idle WebSockets: RSS / per connection "
+        f"| {figures['rss_ws']:.1f} MiB / **{per_ws:.1f} KiB** "
+        f"(opened in {figures['ws_open_s']:.1f} s; {figures['fds_ws']:.0f} open fds) |\n"
+        f"| CPU of the process while they are idle | {figures['cpu_idle_pct']:.1f}% of a core |\n"
+        f"| new request p50 with the WebSockets open | {figures['p50_ws']:.2f} ms |\n"
     )
     return 0
 

@@ -104,10 +104,19 @@ async def _drive(leg: str, mode: str, requests: int, nginx: int, measured: Any =
         (b"content-length", str(len(body)).encode()),
     ]
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "", "headers": headers,
-        "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8080),
-    }  # fmt: skip
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8080),
+    }
     never = asyncio.Event()
 
     async def one() -> None:

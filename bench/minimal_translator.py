@@ -25,8 +25,22 @@ from orgate.neutral import Deployment
 from orgate.protocol import CreateResponseBody
 
 #: The fields a response sets itself; the rest of its skeleton is echoed from the request.
-_OWN = frozenset({"id", "object", "created_at", "completed_at", "status", "incomplete_details", "model",
-                  "previous_response_id", "instructions", "output", "error", "usage"})  # fmt: skip
+_OWN = frozenset(
+    {
+        "id",
+        "object",
+        "created_at",
+        "completed_at",
+        "status",
+        "incomplete_details",
+        "model",
+        "previous_response_id",
+        "instructions",
+        "output",
+        "error",
+        "usage",
+    }
+)
 
 
 def _echoed_defaults() -> dict[str, Any]:
@@ -62,7 +76,8 @@ class MinimalTranslator(PassThrough):
             await _answer(
                 send,
                 401,
-                b'{"error":{"message":"bad key","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}',
+                b'{"error":{"message":"bad key","type":"invalid_request_error",'
+                b'"param":null,"code":"invalid_api_key"}}',
             )
             return
         message = await receive()

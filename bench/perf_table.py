@@ -162,8 +162,10 @@ def run(args: argparse.Namespace) -> str:
                         result = measure(leg, mode, conns, args, nginx_pids, running)
                         results.setdefault((leg.name, mode, conns), []).append(result)
                         print(
-                            f"round {round_ + 1} {leg.name:18} {mode:9} c={conns:<3} {result.rps:9.1f} req/s "
-                            f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  p50 {result.p50_ms:.2f} ms  "
+                            f"round {round_ + 1} {leg.name:18} {mode:9} c={conns:<3} "
+                            f"{result.rps:9.1f} req/s "
+                            f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  p50 "
+                            f"{result.p50_ms:.2f} ms  "
                             f"foreign CPU {result.foreign_cpu_pct}%",
                             flush=True,
                         )
@@ -208,8 +210,10 @@ def workers_scaling(
             result = measure(leg, "nonstream", args.scaling_conns, args, nginx_pids, running)
             out[n].append(result)
             print(
-                f"round {round_ + 1} workers={n} non-stream c={args.scaling_conns} {result.rps:9.1f} req/s "
-                f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%",
+                f"round {round_ + 1} workers={n} non-stream c={args.scaling_conns} "
+                f"{result.rps:9.1f} req/s "
+                f"{result.server_cpu_us_per_req or 0:8.0f} µs CPU/req  foreign CPU "
+                f"{result.foreign_cpu_pct}%",
                 flush=True,
             )
     return out
@@ -244,7 +248,8 @@ def tables(
     foreign = [r.foreign_cpu_pct or 0 for runs in results.values() for r in runs]
     lines = [
         BEGIN,
-        f"Measured {when}, `bench/perf_table.py --rounds {args.rounds} --conns {args.conns} --duration {args.duration:g}`; "
+        f"Measured {when}, `bench/perf_table.py --rounds {args.rounds} --conns "
+        f"{args.conns} --duration {args.duration:g}`; "
         f"best of {args.rounds} interleaved rounds per cell; other tenants of the machine used "
         f"{min(foreign):.0f}–{max(foreign):.0f}% of a core during the runs.",
         "",
@@ -254,22 +259,26 @@ def tables(
     for leg in ("orgate-default", "orgate-store-off", "litellm", "direct"):
         if any(key[0] == leg for key in results):
             lines.append(
-                f"| {names[leg]}, {args.conns} connections | {cell(leg, 'nonstream')} | {cell(leg, 'stream')} |"
+                f"| {names[leg]}, {args.conns} connections | {cell(leg, 'nonstream')} "
+                f"| {cell(leg, 'stream')} |"
             )
     for leg in ("orgate-default", "orgate-store-off"):
         lines.append(
-            f"| {names[leg]}: p50 added at one connection | {added(leg, 'nonstream')} | {added(leg, 'stream')} |"
+            f"| {names[leg]}: p50 added at one connection | {added(leg, 'nonstream')} "
+            f"| {added(leg, 'stream')} |"
         )
     one, two = best(scaling[1]), best(scaling[2])
     ratios = [b.rps / a.rps for a, b in zip(scaling[1], scaling[2], strict=True)]
     lines += [
         "",
-        f"Workers (default config, non-stream, {args.scaling_conns} connections, nginx and wrk on the same 2 cores):",
+        f"Workers (default config, non-stream, {args.scaling_conns} connections, nginx "
+        "and wrk on the same 2 cores):",
         "",
         "| | req/s (best) | CPU/request | 2 workers / 1, per round |",
         "|---|---|---|---|",
         f"| `--workers 1` | {one.rps:,.0f} | {one.server_cpu_us_per_req / 1000:.2f} ms | |",
-        f"| `--workers 2` | {two.rps:,.0f} | {two.server_cpu_us_per_req / 1000:.2f} ms | {', '.join(f'{r:.2f}×' for r in ratios)} |",
+        f"| `--workers 2` | {two.rps:,.0f} | {two.server_cpu_us_per_req / 1000:.2f} ms "
+        f"| {', '.join(f'{r:.2f}×' for r in ratios)} |",
         END,
     ]
     return "\n".join(lines)

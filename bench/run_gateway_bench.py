@@ -801,7 +801,8 @@ def report(
     w("-" * (len(header) - 1) + "\n")
     for r in results:
         w(
-            f"{r.round:>3} {r.leg:<8} {r.mode:<9} {r.conns:>5} {r.rps:>10.1f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
+            f"{r.round:>3} {r.leg:<8} {r.mode:<9} {r.conns:>5} {r.rps:>10.1f} "
+            f"{r.p50_ms:>8.2f} {r.p99_ms:>8.2f} "
             f"{r.max_ms:>8.1f} {r.non_2xx:>6} {sum(r.socket_errors.values()):>7} "
             f"{fmt(r.server_cpu_pct):>8} {fmt(r.server_cpu_us_per_req):>10} "
             f"{fmt(r.wrk_cpu_pct):>8} {fmt(r.foreign_cpu_pct):>8}"

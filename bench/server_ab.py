@@ -97,8 +97,10 @@ def main() -> int:
                 for leg in legs:
                     result = pt.measure(leg, mode, args.conns, args, nginx_pids, running)
                     print(
-                        f"round {round_ + 1} {leg.name:8} {mode:9} c={args.conns} {result.rps:8.1f} req/s "
-                        f"{result.server_cpu_us_per_req or 0:7.0f} µs CPU/req  foreign CPU {result.foreign_cpu_pct}%",
+                        f"round {round_ + 1} {leg.name:8} {mode:9} c={args.conns} "
+                        f"{result.rps:8.1f} req/s "
+                        f"{result.server_cpu_us_per_req or 0:7.0f} µs CPU/req  foreign "
+                        f"CPU {result.foreign_cpu_pct}%",
                         flush=True,
                     )
     finally:

@@ -223,7 +223,8 @@ async def _run(args: argparse.Namespace, server: OrgateServer) -> int:
     )
 
     print(
-        f"\norgate soak: {args.clients} streaming clients, {elapsed:.0f} s, models orgate/echo + fake-chat (openai-chat)"
+        f"\norgate soak: {args.clients} streaming clients, {elapsed:.0f} s, models "
+        "orgate/echo + fake-chat (openai-chat)"
     )
     print(
         f"  requests        {requests}  ({requests / elapsed:.0f}/s), completed streams {tally.ok}"
@@ -231,22 +232,29 @@ async def _run(args: argparse.Namespace, server: OrgateServer) -> int:
     print(f"  non-2xx         {sum(tally.non_2xx.values())} {tally.non_2xx or ''}")
     print(f"  transport errs  {sum(tally.errors.values())} {tally.errors or ''}")
     print(
-        f"  bad streams     {tally.bad_streams}  (no [DONE], no response.completed, or sequence_number not increasing)"
+        f"  bad streams     {tally.bad_streams}  (no [DONE], no response.completed, or "
+        "sequence_number not increasing)"
     )
     print(
-        f"  latency         p50 {_percentile(tally.latencies, 50) * 1000:.1f} ms  p99 {_percentile(tally.latencies, 99) * 1000:.1f} ms  (whole stream)"
+        f"  latency         p50 {_percentile(tally.latencies, 50) * 1000:.1f} ms  p99 "
+        f"{_percentile(tally.latencies, 99) * 1000:.1f} ms  (whole stream)"
     )
     print(
-        f"  first chunk     p50 {_percentile(tally.first_event, 50) * 1000:.1f} ms  p99 {_percentile(tally.first_event, 99) * 1000:.1f} ms"
+        f"  first chunk     p50 {_percentile(tally.first_event, 50) * 1000:.1f} ms  "
+        f"p99 {_percentile(tally.first_event, 99) * 1000:.1f} ms"
     )
     print(
-        f"  stored          {len(tally.seen)} checked, {lost} lost, {differ} differ {examples or ''}"
+        f"  stored          {len(tally.seen)} checked, {lost} lost, {differ} differ "
+        f"{examples or ''}"
     )
     print(
-        f"  VmRSS (MiB)     median after warm-up {rss_early:.1f}, last third {rss_late:.1f}; end {rss_end:.1f}, max {max((s[1] for s in samples), default=0):.1f}"
+        f"  VmRSS (MiB)     median after warm-up {rss_early:.1f}, last third "
+        f"{rss_late:.1f}; end {rss_end:.1f}, max "
+        f"{max((s[1] for s in samples), default=0):.1f}"
     )
     print(
-        f"  open fds        median after warm-up {fds_early:.0f}, last third {fds_late:.0f}; end {fds_end}, max {max((s[2] for s in samples), default=0)}"
+        f"  open fds        median after warm-up {fds_early:.0f}, last third "
+        f"{fds_late:.0f}; end {fds_end}, max {max((s[2] for s in samples), default=0)}"
     )
     ok = (
         not tally.non_2xx
@@ -299,7 +307,8 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="orgate-soak-")
     config = (
         '[server]\naccess_log = false\n\n[[models]]\nname = "fake-chat"\nprovider = "openai-chat"\n'
-        f'base_url = "http://127.0.0.1:{port}/v1"\napi_key = "upstream-secret"\nupstream_model = "fake-model"\nread_timeout = 30\n'
+        f'base_url = "http://127.0.0.1:{port}/v1"\napi_key = '
+        '"upstream-secret"\nupstream_model = "fake-model"\nread_timeout = 30\n'
     )
     env = {"ORGATE_STORE__URL": args.store_url} if args.store_url else {}
     server = OrgateServer(config, api_key=KEY, env=env, workdir=workdir)

@@ -148,8 +148,10 @@ def measure(orgate: str, runs: int) -> list[Row]:
 
 def table(rows: list[Row], load: tuple[float, float, float]) -> str:
     lines = [
-        f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores",
-        "wall time depends on the machine's load; CPU time (user + system of the process) much less",
+        f"load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
+        f"{os.cpu_count()} cores",
+        "wall time depends on the machine's load; CPU time (user + system of the "
+        "process) much less",
         "",
         "| what | median wall | median CPU | runs |",
         "|---|---:|---:|---:|",

@@ -24,7 +24,8 @@ reported as the median, because the machine is noisy:
 
 Usage::
 
-    .venv/bin/python bench/store_bench.py                       # SQLite vs off (+ PostgreSQL if $ORGATE_TEST_PG_URL)
+    # SQLite vs off (+ PostgreSQL if $ORGATE_TEST_PG_URL)
+    .venv/bin/python bench/store_bench.py
     .venv/bin/python bench/store_bench.py --duration 5 --repeats 3 --pg-url postgresql://...
 
 It prints a Markdown table for docs/performance.md (``--json FILE`` saves the raw figures).
@@ -232,9 +233,19 @@ class WrkResult:
 
 def run_wrk(url: str, lua: Path, conns: int, seconds: float, threads: int) -> WrkResult:
     cmd = [
-        "wrk", f"-t{min(threads, conns)}", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "20s",
-        "-s", str(lua), f"{url}/v1/responses", "--", json.dumps(BODY), f"Bearer {KEY}",
-    ]  # fmt: skip
+        "wrk",
+        f"-t{min(threads, conns)}",
+        f"-c{conns}",
+        f"-d{max(1, round(seconds))}s",
+        "--timeout",
+        "20s",
+        "-s",
+        str(lua),
+        f"{url}/v1/responses",
+        "--",
+        json.dumps(BODY),
+        f"Bearer {KEY}",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(
@@ -261,8 +272,14 @@ def throughput(
                 result = run_wrk(server.url, lua, c, seconds, threads)
                 result.cpu_seconds = server.cpu_seconds() - cpu0
                 results[server.name][c].append(result)
-                print(f"  {server.name:<10} c={c:<3} run {r + 1}: {result.rps:8.1f} req/s  p50 {result.p50_ms:6.1f} ms  "
-                      f"cpu {result.cpu_ms_per_request:5.2f} ms/req ({result.cpu_share:.2f} cores)  errors {result.status_errors}+{result.socket_errors}", file=sys.stderr)  # fmt: skip
+                print(
+                    f"  {server.name:<10} c={c:<3} run {r + 1}: {result.rps:8.1f} req/s  "
+                    f"p50 {result.p50_ms:6.1f} ms  "
+                    f"cpu {result.cpu_ms_per_request:5.2f} ms/req "
+                    f"({result.cpu_share:.2f} cores)  errors "
+                    f"{result.status_errors}+{result.socket_errors}",
+                    file=sys.stderr,
+                )
     return results
 
 
@@ -325,10 +342,23 @@ async def round_trips(url: str) -> dict[int, tuple[int, int]]:
         for n in range(1, max(DEPTHS) + 2):
             rid = f"resp_bench_{uuid.uuid4().hex}"
             response = {
-                "id": rid, "object": "response", "created_at": int(time.time()), "status": "completed", "model": "orgate/echo",
-                "output": [{"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "status": "completed",
-                            "content": [{"type": "output_text", "text": f"answer {n}", "annotations": []}]}],
-            }  # fmt: skip
+                "id": rid,
+                "object": "response",
+                "created_at": int(time.time()),
+                "status": "completed",
+                "model": "orgate/echo",
+                "output": [
+                    {
+                        "id": f"msg_{uuid.uuid4().hex}",
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [
+                            {"type": "output_text", "text": f"answer {n}", "annotations": []}
+                        ],
+                    }
+                ],
+            }
             before = store.query_count
             if previous is not None:
                 assert await store.context(previous, "bench") is not None
@@ -369,14 +399,25 @@ async def save_cost(url: str, count: int, *, streamed: bool = False) -> dict[int
             n = count if conc > 1 else max(1, count // 4)
             bodies = iter(
                 {
-                    "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
-                    "status": "completed", "model": "orgate/echo", "error": None,
-                    "output": [{"id": f"msg_{uuid.uuid4().hex}", "type": "message", "role": "assistant", "status": "completed",
-                                "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                    "id": f"resp_{uuid.uuid4().hex}",
+                    "object": "response",
+                    "created_at": int(time.time()),
+                    "status": "completed",
+                    "model": "orgate/echo",
+                    "error": None,
+                    "output": [
+                        {
+                            "id": f"msg_{uuid.uuid4().hex}",
+                            "type": "message",
+                            "role": "assistant",
+                            "status": "completed",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}],
+                        }
+                    ],
                     "usage": {"input_tokens": 12, "output_tokens": 12, "total_tokens": 24},
                 }
                 for _ in range(n)
-            )  # fmt: skip
+            )
 
             async def saver(bodies=bodies) -> None:  # noqa: ANN001 - one shared iterator
                 for body in bodies:
@@ -438,13 +479,19 @@ def report(
     args: argparse.Namespace,
     saves: dict[str, dict[int, dict[str, float]]] | None = None,
 ) -> str:
+    upstream = (
+        "openai-chat → nginx fake upstream" if args.upstream else "built-in model `orgate/echo`"
+    )
     lines = [
-        f"Store benchmark — {'openai-chat → nginx fake upstream' if args.upstream else 'built-in model `orgate/echo`'}, one worker, wrk {args.duration:g} s × {args.repeats} runs per cell, median (`{' '.join(sys.argv)}`)",
+        f"Store benchmark — {upstream}, "
+        f"one worker, wrk {args.duration:g} s × {args.repeats} runs per cell, median "
+        f"(`{' '.join(sys.argv)}`)",
         "",
     ]
     if tp:
         lines += [
-            "| store | conns | req/s (median) | p50 ms | p99 ms | server CPU ms / req | server CPU (cores) | vs store off |",
+            "| store | conns | req/s (median) | p50 ms | p99 ms | server CPU ms / req "
+            "| server CPU (cores) | vs store off |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for name, by_conns in tp.items():
@@ -457,7 +504,8 @@ def report(
                 share = median([r.cpu_share for r in runs])
                 p50, p99 = median([r.p50_ms for r in runs]), median([r.p99_ms for r in runs])
                 lines.append(
-                    f"| {name} | {c} | {rps:.0f}{note} | {p50:.1f} | {p99:.1f} | {cpu:.2f} | {share:.2f} | {rps / off:.2f} |"
+                    f"| {name} | {c} | {rps:.0f}{note} | {p50:.1f} | {p99:.1f} | "
+                    f"{cpu:.2f} | {share:.2f} | {rps / off:.2f} |"
                 )
         if "off" in tp and "sqlite" in tp:
             worst = min(
@@ -467,7 +515,8 @@ def report(
             verdict = "PASS" if worst >= 0.75 else "FAIL"
             lines += [
                 "",
-                f"Bar (SQLite store-on ≥ 0.75 × store-off req/s): worst ratio {worst:.2f} → **{verdict}**",
+                "Bar (SQLite store-on ≥ 0.75 × store-off req/s): worst ratio "
+                f"{worst:.2f} → **{verdict}**",
             ]
     if curves:
         lines += [
@@ -478,7 +527,8 @@ def report(
         for name, curve in curves.items():
             for depth, values in curve.items():
                 lines.append(
-                    f"| {name} | {depth} | {median(values['cpu_ms']):.2f} | {median(values['wall_ms']):.2f} |"
+                    f"| {name} | {depth} | {median(values['cpu_ms']):.2f} | "
+                    f"{median(values['wall_ms']):.2f} |"
                 )
     if trips:
         lines += [
@@ -491,18 +541,22 @@ def report(
                 lines.append(f"| {name} | {depth} | {ctx} | {save} |")
         lines.append("")
         lines.append(
-            "Round trips counted in-process with `ResponseStore.query_count` (SQLite: statements, excluding BEGIN/COMMIT, which a batch of concurrent writes shares; PostgreSQL: server round trips)."
+            "Round trips counted in-process with `ResponseStore.query_count` (SQLite: "
+            "statements, excluding BEGIN/COMMIT, which a batch of concurrent writes "
+            "shares; PostgreSQL: server round trips)."
         )
     if saves:
         lines += [
             "",
-            "| store | concurrent saves | wall µs / response | event-loop thread CPU µs / response | process CPU µs / response | statements / response |",
+            "| store | concurrent saves | wall µs / response | event-loop thread CPU "
+            "µs / response | process CPU µs / response | statements / response |",
             "|---|---|---|---|---|---|",
         ]
         for name, by_conc in saves.items():
             for conc, v in by_conc.items():
                 lines.append(
-                    f"| {name} | {conc} | {v['wall_us']:.0f} | {v['loop_cpu_us']:.0f} | {v['process_cpu_us']:.0f} | {v['statements']:.1f} |"
+                    f"| {name} | {conc} | {v['wall_us']:.0f} | {v['loop_cpu_us']:.0f} "
+                    f"| {v['process_cpu_us']:.0f} | {v['statements']:.1f} |"
                 )
     return "\n".join(lines)
 

@@ -14,7 +14,8 @@ tool or an MCP tool is used. Each leg drives one wrapper over a scripted provide
 
 Start-up cancels out, and so does the warm-up per request; per batch the warm-up's
 requests, whose answers have the run's length, are counted with the measured ones. With a
-fixed ``PYTHONHASHSEED`` runs agree closely however busy the machine is. The ``plain`` leg (the scripted provider alone) is the floor.
+fixed ``PYTHONHASHSEED`` runs agree closely however busy the machine is. The ``plain`` leg
+(the scripted provider alone) is the floor.
 
 Legs:
 
@@ -190,7 +191,8 @@ def main() -> None:
             (WARMUP + 20) * (long - short)
         )
         print(
-            f"{leg:7} {per_request:10,.0f} instructions / request {per_batch:8,.0f} instructions / batch",
+            f"{leg:7} {per_request:10,.0f} instructions / request {per_batch:8,.0f} "
+            "instructions / batch",
             flush=True,
         )
 
