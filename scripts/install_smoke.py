@@ -210,8 +210,10 @@ def check_cli_help(orgate: Path) -> None:
         pending += [(*path, name) for name in subcommands(orgate, *path)]
 
 
-LIMITED_KEY = '[auth]\napi_keys = [{ name = "smoke", key = "env:ORGATE_API_KEY", rpm = 600 }]\n'  # a limit, so that a limiter is built
-EXTRAS = {  # feature → (environment asking for it, config file text or "", the extra its error must name)
+# a limit, so that a limiter is built
+LIMITED_KEY = '[auth]\napi_keys = [{ name = "smoke", key = "env:ORGATE_API_KEY", rpm = 600 }]\n'
+# feature → (environment asking for it, config file text or "", the extra its error must name)
+EXTRAS = {
     "postgresql:// store": (
         {"ORGATE_STORE__URL": "postgresql://orgate@127.0.0.1:1/orgate"},
         "",
@@ -239,7 +241,8 @@ def check_extras(orgate: Path, env: dict[str, str], workdir: Path) -> None:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         check(
             done.returncode != 0 and len(lines) == 1 and f"pip install '{extra}'" in lines[0],
-            f"{feature} without its extra stops the start in one line naming {extra} (exit {done.returncode}: {done.stderr[-400:]!r})",
+            f"{feature} without its extra stops the start in one line naming {extra} "
+            f"(exit {done.returncode}: {done.stderr[-400:]!r})",
         )
 
 

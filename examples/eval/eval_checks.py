@@ -1,4 +1,5 @@
-"""Semantic checks used by ``examples/eval/cases.yaml`` (``"eval_checks:NAME"``, with this folder on PYTHONPATH)."""
+"""Semantic checks used by ``examples/eval/cases.yaml`` (``"eval_checks:NAME"``,
+with this folder on PYTHONPATH)."""
 
 from __future__ import annotations
 
