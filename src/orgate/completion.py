@@ -82,7 +82,9 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     if shell == "fish":
         paths = " ".join(shlex.quote(p) for p in table)
         lines = [
-            f"complete -c orgate -f -n {shlex.quote(f'test (__orgate_path) = {shlex.quote(path)}')} -a {shlex.quote(' '.join(words))}"
+            "complete -c orgate -f -n "
+            f"{shlex.quote(f'test (__orgate_path) = {shlex.quote(path)}')} -a "
+            f"{shlex.quote(' '.join(words))}"
             for path, words in table.items()
         ]
         return _FISH.format(paths=paths, lines="\n".join(lines))

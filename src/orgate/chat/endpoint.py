@@ -139,7 +139,8 @@ async def _answer(
     warnings: list[str],
     logprobs: bool,
 ) -> Response:
-    """A non-streamed completion; a client that leaves meanwhile cancels the turn (and its upstream call)."""
+    """A non-streamed completion; a client that leaves meanwhile cancels the turn
+    (and its upstream call)."""
 
     async def complete(watch: DisconnectWatch) -> Response:
         events = await _create(services, body, caller, params, warnings)

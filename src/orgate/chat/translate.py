@@ -233,7 +233,8 @@ class ParamMap:
 
 
 def _allowed_tool_param(index: str | None, field: str | None, rest: str) -> str:
-    """``tool_choice.tools[i].name`` (flat) → ``tool_choice.allowed_tools.tools[i].function.name``."""
+    """``tool_choice.tools[i].name`` (flat) →
+    ``tool_choice.allowed_tools.tools[i].function.name``."""
     chat = "tool_choice.allowed_tools.tools"
     if index is not None:
         chat += f"[{index}]"

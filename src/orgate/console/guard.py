@@ -1,4 +1,5 @@
-"""The console's HTTP guard: security headers, the session a request carries, CSRF and origin checks.
+"""The console's HTTP guard: security headers, the session a request carries,
+CSRF and origin checks.
 
 Every console response carries a strict Content-Security-Policy (scripts, styles and
 connections from this origin only, no inline script, no framing), ``nosniff``,

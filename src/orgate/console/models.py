@@ -74,7 +74,8 @@ def model_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         if not session.admin:  # a probe spends the operator's tokens
             raise ApiError.of(
                 ErrorCode.ADMIN_REQUIRED,
-                "A probe spends the upstream's tokens: it needs an admin key (admin = true in [auth]).",
+                "A probe spends the upstream's tokens: it needs an admin key (admin = "
+                "true in [auth]).",
             )
         name = request.path_params["name"]
         deployment = _visible(services, session).get(name)

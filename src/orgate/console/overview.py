@@ -93,7 +93,8 @@ async def _require_admin(signer: SessionSigner, request: Request) -> None:
     if not (await require_session(signer, request)).admin:
         raise ApiError.of(
             ErrorCode.ADMIN_REQUIRED,
-            "The overview shows every tenant's traffic: it needs an admin key (admin = true in [auth]).",
+            "The overview shows every tenant's traffic: it needs an admin key (admin = "
+            "true in [auth]).",
         )
 
 

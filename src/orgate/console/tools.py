@@ -50,7 +50,8 @@ def _values(text: str, name: str) -> list[Any]:
 
 
 def gate_report(log: str, tools_text: str | None) -> dict[str, Any]:
-    """Verdicts of every item of ``log`` (any input ``orgate gate`` takes), with a summary by code."""
+    """Verdicts of every item of ``log`` (any input ``orgate gate`` takes),
+    with a summary by code."""
     cli_tools: ToolCatalog | None = None
     if tools_text is not None and tools_text.strip():
         try:

@@ -80,7 +80,8 @@ def _structured(record: StoredResponse) -> str | None:
 
 
 def _format_type(response: dict[str, Any]) -> str | None:
-    """The ``text.format`` type when structured output was asked for (``json_schema``, ``json_object``)."""
+    """The ``text.format`` type when structured output was asked for (``json_schema``,
+    ``json_object``)."""
     text = response.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     kind = fmt.get("type") if isinstance(fmt, dict) else None

@@ -1,4 +1,5 @@
-"""OpenAI's create fields that orgate takes beyond the spec: ``conversation``, ``context_management``
+"""OpenAI's create fields that orgate takes beyond the spec: ``conversation``,
+``context_management``
 and ``generate``, read and checked from the body's extra fields.
 
 They are not in the spec's ``CreateResponseBody``, so they arrive as extra fields; a body that

@@ -1,4 +1,5 @@
-"""Id generation with the spec's stable prefixes (``resp_``, ``msg_``, ``fc_``, ``call_``, ``rs_``, ``cmp_``)."""
+"""Id generation with the spec's stable prefixes (``resp_``, ``msg_``, ``fc_``, ``call_``,
+``rs_``, ``cmp_``)."""
 
 from __future__ import annotations
 

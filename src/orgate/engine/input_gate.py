@@ -6,7 +6,8 @@ input) before anything reaches a provider, under ``gate.policy``:
 - ``enforce``: a ``function_call_output`` whose ``call_id`` matches no earlier
   ``function_call``, a second output for one call, an output attached to a
   call that fails the gate (the same for OpenAI's ``custom_tool_call`` and its
-  ``custom_tool_call_output``; an output of the other kind is ``mismatched_output``), and a ``function_call`` in the input whose
+  ``custom_tool_call_output``; an output of the other kind is ``mismatched_output``),
+  and a ``function_call`` in the input whose
   ``status`` is not ``completed``, whose ``arguments`` are not a string or do
   not parse, or fail the schema of a function tool the request defines → 400
   naming the item (``param`` = ``input[i].call_id`` / ``input[i]``) and the code.
@@ -48,7 +49,8 @@ _PAIRED_TYPES = frozenset(
 
 
 class _Dropped(str):
-    """A warning for an input item dropped before parsing; remembers the item's index in the client's input."""
+    """A warning for an input item dropped before parsing; remembers the item's index in the
+    client's input."""
 
     index: int
 
@@ -58,7 +60,8 @@ class _Dropped(str):
         return self
 
 
-#: Gate codes a raw ``function_call`` is refused with before parsing (the parser's own errors would hide them).
+#: Gate codes a raw ``function_call`` is refused with before parsing
+# (the parser's own errors would hide them).
 _RAW_CALL_CODES = frozenset({Code.STATUS, Code.ARGUMENTS_TYPE, Code.ARGUMENTS_PARSE})
 
 
@@ -85,7 +88,8 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
             if policy == "enforce":
                 raise ApiError.of(
                     ErrorCode.NON_PORTABLE_ITEM,
-                    f"input[{index}] has the provider-specific type '{kind}', which cannot be replayed to another model.",
+                    f"input[{index}] has the provider-specific type '{kind}', which "
+                    "cannot be replayed to another model.",
                     param=f"input[{index}].type",
                 )
             warnings.append(
@@ -99,7 +103,8 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
                 probe = {k: v for k, v in item.items() if k != "status"}
             verdict = check(probe, None, require_status=False)
             if verdict.code in _RAW_CALL_CODES:
-                # a wrong-typed field is named as the parser would name it; other findings name the item
+                # a wrong-typed field is named as the parser would name it;
+                # other findings name the item
                 where = (
                     f"input[{index}].arguments"
                     if verdict.code is Code.ARGUMENTS_TYPE
@@ -117,7 +122,8 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
 
 
 def without_reasoning_text(item: dict[str, Any]) -> dict[str, Any]:
-    """A ``reasoning`` input item without its ``content`` when that is only ``reasoning_text`` parts.
+    """A ``reasoning`` input item without its ``content`` when that is only ``reasoning_text``
+    parts.
 
     A response's reasoning items carry their text in ``content`` (an ``anthropic``
     thinking run, a chat upstream's ``reasoning_content``), and clients replay
@@ -140,7 +146,10 @@ def without_reasoning_text(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _call_message(index: int, verdict: Verdict, kind: str = "function_call") -> str:
-    return f"input[{index}] is a {kind} that fails the replay gate ({verdict.code.value}): {verdict.message}"
+    return (
+        f"input[{index}] is a {kind} that fails the replay gate ({verdict.code.value}): "
+        f"{verdict.message}"
+    )
 
 
 def check_context(
@@ -150,7 +159,8 @@ def check_context(
     warnings: list[str],
     tools: Sequence[Any] | None = None,
 ) -> None:
-    """Check call/output pairing and input calls over history + new input (items are protocol models).
+    """Check call/output pairing and input calls over history + new input
+    (items are protocol models).
 
     ``tools`` are the request's tools: a ``function_call`` in the new input that
     names one of its function tools must satisfy that tool's schema
@@ -221,7 +231,8 @@ def check_context(
 
 
 def _catalog(tools: Sequence[Any] | None) -> ToolCatalog | None:
-    """The request's function tools; ``None`` when there are none or a schema is invalid (the tool guard reports that)."""
+    """The request's function tools; ``None`` when there are none or a schema is invalid
+    (the tool guard reports that)."""
     if not tools:
         return None
     defs = [
@@ -246,8 +257,8 @@ def _relocate(message: str, offset: int) -> str:
     if offset == 0:
         return message
     return (
-        message
-        + f" (indexes count from the start of the conversation, {offset} items of which came from previous_response_id)"
+        message + f" (indexes count from the start of the conversation, {offset} items of which "
+        "came from previous_response_id)"
     )
 
 
@@ -272,7 +283,8 @@ _LISTED = 8
 def report_opaque(
     items: tuple[OpaqueItem, ...], served: Deployment, policy: Policy, warnings: list[str]
 ) -> None:
-    """Report the opaque items ``served`` does not send: those made by another origin (see the module docstring)."""
+    """Report the opaque items ``served`` does not send: those made by another origin
+    (see the module docstring)."""
     origin = origin_of(served)
     dropped = [item for item in items if item.origin != origin]
     if not dropped:
@@ -284,7 +296,10 @@ def report_opaque(
     if len(dropped) > _LISTED:
         named.append(f"and {len(dropped) - _LISTED} more")
     target = _UNSAFE.sub("_", served.name)
-    message = f"{len(dropped)} item(s) made by another upstream not sent to '{target}': {', '.join(named)}"
+    message = (
+        f"{len(dropped)} item(s) made by another upstream not sent to '{target}': "
+        f"{', '.join(named)}"
+    )
     log.warning(
         "gate: %s (origins %s; served by %s)",
         message,

@@ -96,7 +96,8 @@ _BY_STATUS = {
 
 
 class ResponseStream:
-    """The events of one response, in order; iterate once (``events()``, ``frames()`` or ``final()``)."""
+    """The events of one response, in order; iterate once (``events()``,
+    ``frames()`` or ``final()``)."""
 
     __slots__ = (
         "service", "turn", "run", "caller", "builder", "headers", "error", "ending", "record",
@@ -136,7 +137,8 @@ class ResponseStream:
         )
         self.cancel_requested = False  # set by the background runner before it cancels the task
         # Set by a consumer that watches its client: False while the client is known to be there (a
-        # cancellation is then the server's own, e.g. a shutdown past its drain timeout), True once it left.
+        # cancellation is then the server's own, e.g. a shutdown past its drain timeout),
+        # True once it left.
         self.client_gone: bool | None = None
         # Set by the server before it cancels a response it stops (a shutdown past the drain time: a
         # background or WebSocket response): the stream then ends with this error, stored as failed.
@@ -161,8 +163,10 @@ class ResponseStream:
         return one_by_one(self._run(_DICTS))
 
     def frames(self, encode: Encoder, trailer: bytes = b"") -> AsyncIterator[bytes]:
-        """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model events;
-        ``trailer`` (e.g. ``data: [DONE]``) ends the last chunk. Stored responses keep the frames for replay."""
+        """The events encoded by ``encode`` (e.g. as SSE frames), one chunk per batch of model
+        events;
+        ``trailer`` (e.g. ``data: [DONE]``) ends the last chunk. Stored responses keep the frames
+        for replay."""
         return self._run(FrameSink(encode, trailer, self.turn.store))
 
     async def final(self) -> dict[str, Any]:
@@ -317,7 +321,8 @@ class ResponseStream:
 
     async def _abandon(self, sink: Sink) -> None:
         """On every way out: the upstream closed, an unfinished response ended and saved, the
-        session released, each also when a second cancellation (shutdown) interrupts the one before."""
+        session released, each also when a second cancellation (shutdown) interrupts the one
+        before."""
         try:
             await aclose_quietly(self._upstream)
         finally:

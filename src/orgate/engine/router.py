@@ -1,7 +1,8 @@
 """Routing: one client-facing model name over one or more deployments, with fallbacks.
 
 A ``Route`` is an ordered list of ``Target``s (a ``Deployment`` plus its weight
-and concurrency limit) and a ``RoutePolicy`` (plain data: ``neutral/route.py``). ``RoutedProvider`` is a
+and concurrency limit) and a ``RoutePolicy`` (plain data: ``neutral/route.py``). ``RoutedProvider``
+is a
 ``Provider`` over a route; ``Router`` builds them and is the service's
 provider factory.
 
@@ -13,7 +14,8 @@ Rules (see ``docs/routing.md``):
   overload) moves on to the next deployment at once (deployments tried fewer
   times in this request come first); a deployment that failed is tried again,
   up to ``retries`` more times, after an exponential backoff with full jitter
-  or its ``Retry-After`` (seconds or HTTP date). A ``Retry-After`` above ``backoff_max`` drops that deployment for this
+  or its ``Retry-After`` (seconds or HTTP date). A ``Retry-After`` above ``backoff_max`` drops that
+  deployment for this
   request; when none is left the last error (the 429 and its ``Retry-After``)
   goes to the client. Other errors (400s, the tool guard's verdicts) are
   never retried. After the first event nothing is retried: the error
@@ -107,7 +109,8 @@ def retryable(error: ApiError) -> bool:
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date; None if absent or unreadable."""
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP date;
+    None if absent or unreadable."""
     value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     if value is None:
         return None
@@ -129,7 +132,8 @@ def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) ->
 
 
 def backoff_delay(retry: int, policy: RoutePolicy, rng: random.Random) -> float:
-    """Full jitter: uniform in [0, min(backoff_max, backoff_base * 2**(retry-1))] for the retry-th retry (1-based)."""
+    """Full jitter: uniform in [0, min(backoff_max, backoff_base * 2**(retry-1))] for the retry-th
+    retry (1-based)."""
     ceiling = min(policy.backoff_max, policy.backoff_base * (2 ** max(0, retry - 1)))
     return rng.uniform(0.0, ceiling)
 
@@ -137,7 +141,8 @@ def backoff_delay(retry: int, policy: RoutePolicy, rng: random.Random) -> float:
 def _busy(route: Route, waited: float) -> ApiError:
     return ApiError.of(
         ErrorCode.TOO_MANY_CONCURRENT_REQUESTS,
-        f"every deployment of model '{route.name}' is at its concurrency limit (waited {waited:g}s for a slot)",
+        f"every deployment of model '{route.name}' is at its concurrency limit (waited "
+        f"{waited:g}s for a slot)",
         headers={"Retry-After": "1"},
     )
 
@@ -209,7 +214,8 @@ class DeploymentState:
         return opened
 
     def abandoned(self) -> None:
-        """The attempt ended without a verdict on the upstream (client gone, a 400): free the probe."""
+        """The attempt ended without a verdict on the upstream (client gone, a 400):
+        free the probe."""
         self.probing = False
 
 
@@ -274,7 +280,8 @@ class _Walk:
     def _acquire(self, ready: list[Target]) -> Target | None:
         """The first of ``ready`` with a free slot, its slot taken. Deployments not yet tried in
         this request come first: a failure moves on to the next deployment at once, even when the
-        failed one may be retried at once too (``Retry-After: 0``, a date in the past, a tiny backoff)."""
+        failed one may be retried at once too (``Retry-After: 0``, a date in the past,
+        a tiny backoff)."""
         ready.sort(key=lambda t: self.tries[t.name])  # stable: route order among equals
         return next((t for t in ready if self.router.state(t).acquire()), None)
 
@@ -358,11 +365,12 @@ def _failure(error: ApiError) -> str:
     return f"{error.status} {error.code}"
 
 
-# --- the provider over a route -----------------------------------------------------------------------
+# --- the provider over a route --------------------------------------------------------------------
 
 
 class RoutedProvider(Provider):
-    """A ``Provider`` over a ``Route``: fallbacks, retries, limits and circuits (see the module docstring)."""
+    """A ``Provider`` over a ``Route``: fallbacks, retries, limits and circuits
+    (see the module docstring)."""
 
     def __init__(
         self, route: Route, providers: Callable[[Deployment], Provider], router: Router
@@ -489,7 +497,8 @@ class RoutedProvider(Provider):
 
 
 class _Bound(Provider):
-    """A routed provider bound to one turn's ``RouteTrace`` (what wrappers such as the tool guard call)."""
+    """A routed provider bound to one turn's ``RouteTrace`` (what wrappers such as the tool guard
+    call)."""
 
     def __init__(self, routed: RoutedProvider, trace: RouteTrace) -> None:
         self.routed = routed
@@ -500,7 +509,8 @@ class _Bound(Provider):
 
 
 class Router:
-    """The service's provider factory: routed models get a ``RoutedProvider``, others their plain provider.
+    """The service's provider factory: routed models get a ``RoutedProvider``,
+    others their plain provider.
 
     ``providers`` builds (and owns) the provider of one deployment, e.g. a
     ``ProviderRegistry``. ``clock``, ``sleep`` and ``rng`` are injectable for tests.
@@ -547,7 +557,8 @@ class Router:
     def open(
         self, deployment: Deployment, prefer: str | None = None
     ) -> tuple[Provider, RouteTrace]:
-        """The provider for one turn and its trace: ``trace.served_by`` names the deployment that answered."""
+        """The provider for one turn and its trace: ``trace.served_by`` names the deployment that
+        answered."""
         trace = RouteTrace(prefer=prefer)
         routed = self.routed(deployment.name)
         if routed is None:

@@ -142,7 +142,8 @@ class Resume:
 
 
 class TurnWrappers(Protocol):
-    """Wraps a deployment's provider for one turn (safety net, tool guard); returns the provider and its outcome."""
+    """Wraps a deployment's provider for one turn (safety net, tool guard);
+    returns the provider and its outcome."""
 
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
@@ -206,7 +207,8 @@ class ResponsesService:
         return self.store if self.store is not None else self._local_approvals
 
     def _open(self, deployment: Deployment, prefer: str | None) -> tuple[Provider, RouteTrace]:
-        """The provider for one turn; ``prefer`` = the session's last deployment (prompt-cache locality)."""
+        """The provider for one turn; ``prefer`` = the session's last deployment
+        (prompt-cache locality)."""
         return self.providers.open(deployment, prefer)
 
     def resolve(self, model: str | None, caller: Caller) -> Deployment:
@@ -237,7 +239,8 @@ class ResponsesService:
         new_input = await self.resolve_references(own_input, caller)
         if self.compaction_key is not None:
             new_input = expand(new_input, self.compaction_key, context=caller.tenant)
-        # item_reference resolved from the store, or compaction items opened (they may hold extension items)
+        # item_reference resolved from the store, or compaction items opened
+        # (they may hold extension items)
         unsealed = new_input is not own_input
         previous = body.previous_response_id
         if previous is None and session is not None and session.latest_response_id:
@@ -443,8 +446,10 @@ class ResponsesService:
     def _prepare_mcp(
         self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]
     ) -> tuple[ModelRequest, McpTurn | None]:
-        """The model request with MCP items as the function calls they were (``orgate.mcptools.items``),
-        and the turn's MCP servers (a 400/403 for one the caller may not use) and answered approvals."""
+        """The model request with MCP items as the function calls they were
+        (``orgate.mcptools.items``),
+        and the turn's MCP servers (a 400/403 for one the caller may not use) and answered
+        approvals."""
         model_input, pending = read_context(history, new_input, self._trusted_mcp_output)
         model_input = lift_additional_tools(model_input)[
             0
@@ -464,7 +469,9 @@ class ResponsesService:
         for answer in pending:
             if answer.request.server_label not in labels:
                 raise invalid_value(
-                    f"{answer.param}: the approved call is for the MCP server '{answer.request.server_label}', which is not in this request's tools.",
+                    f"{answer.param}: the approved call is for the MCP server "
+                    f"'{answer.request.server_label}', which is not in this request's "
+                    "tools.",
                     param=answer.param,
                 )
         if not uses:
@@ -726,7 +733,8 @@ class ResponsesService:
             stream.headers["X-Session-Id"] = session_id
 
     def served(self, turn: Turn, run: TurnRun) -> Deployment:
-        """The deployment whose answer the turn streams (a routed model's fallback, if one answered)."""
+        """The deployment whose answer the turn streams (a routed model's fallback,
+        if one answered)."""
         return self.providers.served(
             turn.deployment, run.route.served_by if run.route is not None else None
         )
@@ -735,7 +743,8 @@ class ResponsesService:
         self, builder: ResponseBuilder, turn: Turn, run: TurnRun
     ) -> list[dict[str, Any]] | None:
         """The output items the history keeps when they differ from the spec ``output`` (else None):
-        extension items included, reasoning marked with the origin that made its ``encrypted_content``."""
+        extension items included, reasoning marked with the origin that made its
+        ``encrypted_content``."""
         if not builder.history_differs:
             return None
         return builder.output_items(origin_of(self.served(turn, run)))
@@ -761,7 +770,8 @@ class ResponsesService:
         required: bool = False,
         retry_for: float = 0.0,
     ) -> bool:
-        """Save the stream's response (``response``: a snapshot of it as it stands, when the caller has one).
+        """Save the stream's response (``response``: a snapshot of it as it stands,
+        when the caller has one).
 
         True when it is stored (or is not to be stored). A store failure is retried with
         backoff for ``retry_for`` seconds (the save is an idempotent upsert), then logged and
@@ -782,7 +792,8 @@ class ResponsesService:
                     "previous response of %s vanished; storing it without its chain",
                     stream.builder.id,
                 )
-                stream.builder.unlink_previous()  # re-snapshot without the vanished link (turn.base is the builder's)
+                # re-snapshot without the vanished link (turn.base is the builder's)
+                stream.builder.unlink_previous()
                 stream.turn = stream.turn._replace(parent=None)
                 response, deadline, delay = None, clock() + retry_for, 0.1
             except LeaseLost:
@@ -804,7 +815,8 @@ class ResponsesService:
     async def _save(
         self, stream: ResponseStream, events: bytes | None, response: dict[str, Any] | None
     ) -> None:
-        """One save of the response as it stands (or ``response``), with what every save of the turn stores."""
+        """One save of the response as it stands (or ``response``),
+        with what every save of the turn stores."""
         assert self.store is not None
         builder, turn, run = stream.builder, stream.turn, stream.run
         if (

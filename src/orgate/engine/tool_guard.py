@@ -120,7 +120,8 @@ class _Attempt:
         return out
 
     def ended(self) -> Finish:
-        """How the attempt ended; an upstream that stopped without saying so is an upstream failure."""
+        """How the attempt ended; an upstream that stopped without saying so is an upstream
+        failure."""
         if self.finish is None:
             raise ApiError.of(
                 ErrorCode.UPSTREAM_STREAM_TRUNCATED,
@@ -158,7 +159,8 @@ class ToolGuard(WrapperProvider):
         return self._guarded(request)
 
     async def _guarded(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        """Attempts until one passes (its calls released with its Finish) or the retries are spent."""
+        """Attempts until one passes (its calls released with its Finish) or the retries are
+        spent."""
         rules = self._rules(request)
         text_sent = False
         usage = Usage()
@@ -252,7 +254,8 @@ class ToolGuard(WrapperProvider):
             return (
                 None
                 if ok
-                else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom tool named {name!r} is defined"
+                else f"call to '{name}' is invalid ({Code.UNKNOWN_TOOL.value}): no custom "
+                f"tool named {name!r} is defined"
             )
         return await self._schema_problem(call, rules.catalog)
 
@@ -332,7 +335,8 @@ async def _checked(item: dict[str, Any], catalog: ToolCatalog) -> Verdict:
 
 
 def _spent(problems: list[str], attempts: int) -> ApiError:
-    """The last attempt's calls refused too: a model error, a ``tool_choice`` one when that was all."""
+    """The last attempt's calls refused too: a model error, a ``tool_choice`` one when that was
+    all."""
     choice_only = all(p.startswith("tool_choice") for p in problems)
     code = ErrorCode.TOOL_CHOICE_VIOLATION if choice_only else ErrorCode.INVALID_TOOL_ARGUMENTS
     return ApiError.of(

@@ -38,7 +38,8 @@ _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*\Z")
 
 @dataclass(frozen=True, slots=True)
 class SchemaBounds:
-    """The limits one schema must stay within (``[limits]`` ``max_schema_*`` in the configuration)."""
+    """The limits one schema must stay within (``[limits]`` ``max_schema_*`` in the
+    configuration)."""
 
     max_nodes: int = 20_000
     max_depth: int = 32
@@ -62,7 +63,8 @@ class SchemaBounds:
 
 
 class SchemaTooComplex(ValueError):
-    """A schema past one of its bounds: where (``path``, from the schema's root), what, which limit."""
+    """A schema past one of its bounds: where (``path``, from the schema's root), what,
+    which limit."""
 
     def __init__(
         self, path: tuple[str | int, ...], keyword: str, detail: str, limit: int, setting: str
@@ -75,7 +77,8 @@ class SchemaTooComplex(ValueError):
 
 
 def dotted(prefix: str, path: tuple[str | int, ...]) -> str:
-    """``("properties", "x", "minItems")`` under ``tools[0].parameters`` → ``tools[0].parameters.properties.x.minItems``."""
+    """``("properties", "x", "minItems")`` under ``tools[0].parameters`` →
+    ``tools[0].parameters.properties.x.minItems``."""
     out = [prefix]
     for part in path:
         if isinstance(part, int):

@@ -170,11 +170,13 @@ def _other_type(
             call_id,
             id_,
         )
-    # 1b. a hosted tool's call: run by whoever hosts the tool (an upstream, or orgate for MCP), never by a client
+    # 1b. a hosted tool's call: run by whoever hosts the tool (an upstream, or orgate for MCP),
+    # never by a client
     if typ in HOSTED_CALL_TYPES:
         return Verdict(
             HOSTED_CALL,
-            f"{typ!r} is a hosted tool's item (run by the upstream or the gateway, not by a client): keep it in its original session",
+            f"{typ!r} is a hosted tool's item (run by the upstream or the gateway, not "
+            "by a client): keep it in its original session",
             (),
             name,
             call_id,

@@ -186,7 +186,8 @@ def _json_record(index: int, v: Any, typ: Any, code: str) -> str:
 
 
 def _text_record(index: int, v: Any, code: str) -> str:
-    """One item's verdict as a tab-separated row: six columns on one line, whatever the fields hold."""
+    """One item's verdict as a tab-separated row: six columns on one line,
+    whatever the fields hold."""
     detail = f"{v.errors[0].path}: {v.errors[0].message}" if v.errors else v.message
     line = f"{index}\t{v.id or '-'}\t{v.call_id or '-'}\t{v.name or '-'}\t{code}\t{detail}"
     if line.count("\t") != 5:  # a tab inside a field would shift the columns
@@ -198,7 +199,8 @@ def _text_record(index: int, v: Any, code: str) -> str:
 
 
 class _Records:
-    """The verdict records, written in batches: as text (aligned and coloured at a terminal) or JSON.
+    """The verdict records, written in batches: as text (aligned and coloured at a terminal) or
+    JSON.
 
     Records are buffered as str and encoded once per batch: keeping thousands of freshly
     dumped bytes objects alive costs far more in allocator churn (see bench/gate_bench.py).
@@ -240,7 +242,8 @@ class _Tally:
 
 
 def _cli_tools(args: argparse.Namespace) -> ToolCatalog | None:
-    """The ``--tools`` catalogue (None without the option); raises ``InputError`` / ``ToolsError``."""
+    """The ``--tools`` catalogue (None without the option); raises ``InputError`` /
+    ``ToolsError``."""
     return load_tools(read_document(args.tools)) if args.tools else None
 
 
@@ -345,7 +348,8 @@ def run_gate(
 def _report_summary(
     args: argparse.Namespace, stdout: IO[str], stderr: IO[str], tally: _Tally, tty_out: bool
 ) -> None:
-    """The summary: after the text records on stdout, or on stderr beside JSON records (unless ``--quiet``)."""
+    """The summary: after the text records on stdout, or on stderr beside JSON records
+    (unless ``--quiet``)."""
     if not args.json:
         _write_summary(stdout, tally.counts, tally.items, tally.calls, tally.failing, tty_out)
     elif not args.quiet:
@@ -452,7 +456,8 @@ def register(subparsers: Any) -> None:
     gate = subparsers.add_parser(
         "gate",
         help="check which logged items may be replayed (the replay gate)",
-        description="Check logged items: exit 0 if every function_call is ok, 1 if not, 2 on unreadable input.",
+        description="Check logged items: exit 0 if every function_call is ok, 1 if not, 2 on "
+        "unreadable input.",
     )
     add_gate_arguments(gate)
     gate.set_defaults(func=run_gate, handler=run_gate)

@@ -65,7 +65,8 @@ class DiffResult:
 
 
 def as_items(value: Any) -> list[Any]:
-    """An item, a list of items, or a document holding items (see ``container_items``) → a list of items."""
+    """An item, a list of items, or a document holding items (see ``container_items``) → a list of
+    items."""
     if isinstance(value, list):
         return value
     items = container_items(value)
@@ -239,7 +240,8 @@ def _pair_by_position(
 
 
 def _call_id_change(i: int, j: int, a: Any, b: Any) -> Difference | None:
-    """A blocking ``call_id`` difference of two call-like items paired by position, if their ids differ."""
+    """A blocking ``call_id`` difference of two call-like items paired by position,
+    if their ids differ."""
     va, vb = _get(a, "call_id"), _get(b, "call_id")
     if json_equal(va, vb):
         return None

@@ -4,7 +4,8 @@ trajectory be attached where they are?
 Every ``function_call_output`` must follow a ``function_call`` with the same
 ``call_id`` that passed the gate (``ok``), and there must be at most one
 output per call. The same holds for OpenAI's custom tools: a
-``custom_tool_call_output`` answers a ``custom_tool_call``. Issues carry the item's index and a ``param`` such as
+``custom_tool_call_output`` answers a ``custom_tool_call``. Issues carry the item's index and a
+``param`` such as
 ``input[3].call_id`` that the gateway puts straight into a 400 error body.
 
 Issue kinds:

@@ -46,7 +46,8 @@ PATTERN_OPTIONS = jsonschema_rs.RegexOptions(size_limit=PATTERN_SIZE_LIMIT)
 
 @functools.lru_cache(maxsize=1024)
 def _matcher(pattern: str) -> Callable[[str], bool] | None:
-    """``text → matched`` for one pattern (searched, as JSON Schema does); None if not a valid pattern."""
+    """``text → matched`` for one pattern (searched, as JSON Schema does);
+    None if not a valid pattern."""
     try:
         validator = jsonschema_rs.validator_for(
             {"pattern": pattern}, pattern_options=PATTERN_OPTIONS
@@ -105,7 +106,8 @@ def _additional_properties(
         if patterns:
             verb = "does" if len(extras) == 1 else "do"
             yield ValidationError(
-                f"{listed} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
+                f"{listed} {verb} not match any of the regexes: "
+                f"{', '.join(map(repr, sorted(patterns)))}"
             )
         else:
             verb = "was" if len(extras) == 1 else "were"
@@ -219,7 +221,8 @@ def _unevaluated_properties(
             )
         else:
             yield ValidationError(
-                f"Unevaluated properties are not valid under the given schema ({listed} {verb} unevaluated and invalid)"
+                "Unevaluated properties are not valid under the given schema "
+                f"({listed} {verb} unevaluated and invalid)"
             )
 
 

@@ -97,7 +97,8 @@ class JsonSource:
                 if not raw.strip():
                     continue
                 self.lineno, self.consumed = lineno, consumed
-                # orjson's own "line 1 column N" is within this line (and "line 2" past its end): the column only
+                # orjson's own "line 1 column N" is within this line (and "line 2" past its end):
+                # the column only
                 where = (
                     f" (column {exc.colno})"
                     if isinstance(exc, orjson.JSONDecodeError) and exc.lineno == 1
@@ -113,7 +114,8 @@ class JsonSource:
 
 
 def read_bytes(data: bytes, name: str) -> list[Any]:
-    """Every JSON value of ``data`` (one document, or JSON Lines), read as from a file called ``name``."""
+    """Every JSON value of ``data`` (one document, or JSON Lines),
+    read as from a file called ``name``."""
     return list(JsonSource(name)._values(io.BytesIO(data)))
 
 

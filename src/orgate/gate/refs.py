@@ -72,7 +72,8 @@ class Targets:
 
     def children(self, node: Any, role: int) -> tuple[list[tuple[Any, int]], int]:
         """(the containers a validator evaluates from ``node``, with their roles; the number of
-        its references left unresolved). Definitions count only where referenced; data not at all."""
+        its references left unresolved). Definitions count only where referenced;
+        data not at all."""
         if role == DATA:
             return [], 0
         if type(node) is list:

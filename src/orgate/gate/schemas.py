@@ -4,7 +4,8 @@ Validators are complete Draft 2020-12 implementations (a schema's own
 ``$schema`` is honoured; 2020-12 is the default). The fast Rust
 ``jsonschema-rs`` is used when installed, the pure-Python ``jsonschema`` package
 otherwise; both run offline (a ``$ref`` to a remote URL is a schema error, never
-a network fetch) and both match ``pattern`` in linear time (``orgate.gate.patterns``). Compiled validators are cached by schema content: the
+a network fetch) and both match ``pattern`` in linear time (``orgate.gate.patterns``). Compiled
+validators are cached by schema content: the
 SHA-256 of the schema's canonical JSON (sorted keys, no whitespace), so equal
 schemas from different requests share one compiled validator.
 """

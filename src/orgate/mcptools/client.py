@@ -109,14 +109,16 @@ class McpClient:
                         raw.extend(page.tools)
                         if len(raw) > server.max_tools:
                             return ToolList(
-                                error=f"the server lists more than {server.max_tools} tools (max_tools)"
+                                error=f"the server lists more than {server.max_tools} tools "
+                                "(max_tools)"
                             )
                         cursor = page.next_cursor
                         if not cursor:
                             break
         except TimeoutError:
             return ToolList(
-                error=f"listing the tools timed out after {server.connect_timeout + server.call_timeout:g}s"
+                error="listing the tools timed out after "
+                f"{server.connect_timeout + server.call_timeout:g}s"
             )
         except Exception as exc:  # noqa: BLE001 - any failure of a server is reported, not raised
             return ToolList(error=f"could not list the tools: {_describe(exc)}")
@@ -138,7 +140,8 @@ class McpClient:
             size += len(orjson.dumps(listed.wire()))
             if size > server.max_list_bytes:
                 return ToolList(
-                    error=f"the tool list is larger than {server.max_list_bytes} bytes (max_list_bytes)"
+                    error=f"the tool list is larger than {server.max_list_bytes} bytes "
+                    "(max_list_bytes)"
                 )
             try:
                 check_bounds(schema, self.bounds)
@@ -190,7 +193,8 @@ class McpClient:
 
 
 def _text_of(content: list[dict[str, Any]], structured: Any) -> str:
-    """A result as the text the model reads: its text parts, else its structured content, else the parts as JSON."""
+    """A result as the text the model reads: its text parts, else its structured content,
+    else the parts as JSON."""
     texts = [part.get("text", "") for part in content if part.get("type") == "text"]
     if texts and len(texts) == len(content):
         return "".join(texts)

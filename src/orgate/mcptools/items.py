@@ -134,7 +134,8 @@ def read_context(
             request = requests.get(item.approval_request_id)
             if request is None:
                 raise invalid_value(
-                    f"{where}: no mcp_approval_request '{item.approval_request_id}' in this conversation.",
+                    f"{where}: no mcp_approval_request '{item.approval_request_id}' in "
+                    "this conversation.",
                     param=where,
                 )
             if item.approval_request_id in answered or item.approval_request_id in seen:

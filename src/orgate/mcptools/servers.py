@@ -141,7 +141,8 @@ class McpRegistry:
             )
         elif tool.get("headers") is not None:
             raise unsupported_parameter(
-                f"{where}.headers: the MCP server '{label}' is configured by the operator, with its own headers.",
+                f"{where}.headers: the MCP server '{label}' is configured by the "
+                "operator, with its own headers.",
                 param=f"{where}.headers",
             )
         if not server.allows_tenant(tenant):
@@ -172,7 +173,8 @@ class McpRegistry:
         ):
             raise ApiError.of(
                 ErrorCode.MCP_ORIGIN_NOT_ALLOWED,
-                f"{where}.server_url: MCP servers are configured by the operator; this origin is not allowed for a request.",
+                f"{where}.server_url: MCP servers are configured by the operator; this "
+                "origin is not allowed for a request.",
                 param=f"{where}.server_url",
             )
         if label in self.servers:
@@ -226,6 +228,7 @@ def _approval(where: str, value: Any) -> tuple[frozenset[str] | None, bool]:
         if names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             return frozenset(names or ()), False
     raise invalid_value(
-        f"{where}.require_approval must be 'always', 'never' or {{\"always\": {{\"tool_names\": [...]}}}}.",
+        f"{where}.require_approval must be 'always', 'never' or {{\"always\": "
+        f'{{"tool_names": [...]}}}}.',
         param=f"{where}.require_approval",
     )

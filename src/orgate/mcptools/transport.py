@@ -1,5 +1,6 @@
 """The MCP SDK's side of a connection: one SDK client per operation, over streamable HTTP (with
-every response body capped) or SSE. Imported only when an MCP operation runs (``client._transport``).
+every response body capped) or SSE. Imported only when an MCP operation runs
+(``client._transport``).
 """
 
 from __future__ import annotations

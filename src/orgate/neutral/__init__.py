@@ -1,7 +1,8 @@
 """The neutral contract between the engine and the providers.
 
 ``ModelRequest`` is what every provider is asked; ``ModelEvent`` is what every
-provider yields, in batches (``Provider``, ``WrapperProvider``: ``provider.py``); ``Deployment`` is how to reach one upstream; ``OpaqueItem``
+provider yields, in batches (``Provider``, ``WrapperProvider``: ``provider.py``);
+``Deployment`` is how to reach one upstream; ``OpaqueItem``
 is an upstream's own item kept in history for that upstream only
 (``orgate.neutral.items``). Providers translate these to and from one wire
 protocol each; the engine never sees a provider's wire format.

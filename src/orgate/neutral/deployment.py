@@ -10,7 +10,8 @@ from orgate.neutral.dialects import SchemaDialect
 
 @dataclass(slots=True, frozen=True)
 class Capabilities:
-    """What a deployment accepts. Requests needing more are refused with a 400 before any upstream call."""
+    """What a deployment accepts. Requests needing more are refused with a 400 before any upstream
+    call."""
 
     tools: bool = True
     images: bool = True
@@ -28,7 +29,8 @@ class Capabilities:
     schema_in_prompt: bool = False
     reasoning: bool = False
     # Runs OpenAI's hosted tool types (``web_search``, ``file_search``…, ``namespace``) itself:
-    # a native Responses upstream. Elsewhere they are dropped or refused (``Deployment.hosted_tools``).
+    # a native Responses upstream. Elsewhere they are dropped or refused
+    # (``Deployment.hosted_tools``).
     hosted_tools: bool = False
     # Takes ``service_tier`` upstream (OpenAI's APIs). False: it is not sent, and the
     # response reports the tier used, ``default``.

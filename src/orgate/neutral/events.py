@@ -91,7 +91,8 @@ class ReasoningStart:
 
 @dataclass(slots=True)
 class ReasoningEncrypted:
-    """Opaque reasoning state (e.g. an Anthropic thinking signature) for the current reasoning item."""
+    """Opaque reasoning state (e.g. an Anthropic thinking signature) for the current reasoning
+    item."""
 
     data: str
 
@@ -124,7 +125,8 @@ class ToolCallDelta:
 
 @dataclass(slots=True)
 class ExtensionItem:
-    """A complete output item of the upstream's own (``web_search_call``, ``openai:...``): kept, never shown.
+    """A complete output item of the upstream's own (``web_search_call``, ``openai:...``):
+    kept, never shown.
 
     ``item`` is the raw item as the upstream sent it; ``origin`` identifies the
     upstream that made it (``orgate.neutral.items.origin_of``), the only one it
@@ -170,7 +172,8 @@ class McpCallDone:
 
 @dataclass(slots=True)
 class McpApproval:
-    """A call waits for the client's approval (an ``mcp_approval_request`` item; the response ends)."""
+    """A call waits for the client's approval (an ``mcp_approval_request`` item;
+    the response ends)."""
 
     server_label: str
     name: str

@@ -6,7 +6,8 @@ union does not know (``web_search_call``, ``file_search_call``,
 complete raw item and its ``origin``); the builder keeps it out of the spec
 output and the store keeps it in the conversation history, wrapped as::
 
-    {"type": "orgate:extension_item", "id": "ext_...", "origin": "<origin>", "item": {<the raw item>}}
+    {"type": "orgate:extension_item", "id": "ext_...", "origin": "<origin>", "item":
+    {<the raw item>}}
 
 Read back as history (``previous_response_id``, a session, a WebSocket
 connection's cache), the wrapper becomes an ``OpaqueItem`` in
@@ -83,12 +84,14 @@ def extension_wire(item_id: str, origin: str, item: dict[str, Any]) -> dict[str,
 
 
 def with_origin(item: dict[str, Any], origin: str) -> dict[str, Any]:
-    """A stored reasoning item marked with the origin that made its ``encrypted_content`` (a copy)."""
+    """A stored reasoning item marked with the origin that made its ``encrypted_content``
+    (a copy)."""
     return {**item, ORIGIN_FIELD: origin}
 
 
 def reasoning_origin(item: dict[str, Any]) -> str | None:
-    """Pop and return the origin marker of a reasoning item in wire form (None: unknown, e.g. older history)."""
+    """Pop and return the origin marker of a reasoning item in wire form (None:
+    unknown, e.g. older history)."""
     origin = item.pop(ORIGIN_FIELD, None)
     return origin if isinstance(origin, str) else None
 

@@ -1,4 +1,5 @@
-"""The provider contract: ``Provider``, whose primitive is the batch stream, and ``WrapperProvider``.
+"""The provider contract: ``Provider``, whose primitive is the batch stream,
+and ``WrapperProvider``.
 
 A provider answers ``stream_batches(request)``: the model's answer as neutral events in
 lists, one list per upstream read where the provider can tell (a decoder fed one network

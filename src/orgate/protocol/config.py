@@ -17,7 +17,8 @@ MetadataParam: TypeAlias = Annotated[
     dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]],
     Field(max_length=16),
 ]
-"""Up to 16 string key-value pairs: keys up to 64 characters (the spec's description), values up to 512."""
+"""Up to 16 string key-value pairs:
+keys up to 64 characters (the spec's description), values up to 512."""
 
 FormatName: TypeAlias = Annotated[
     str, Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")

@@ -195,7 +195,8 @@ class ErrorCode(StrEnum):
         "invalid_structured_budget",
         400,
         INVALID_REQUEST,
-        "The structured-output budget (header or body field) is malformed or above the server's limit.",
+        "The structured-output budget (header or body field) is malformed or above the "
+        "server's limit.",
         'Send a budget like `{"retries": 1, "seconds": 5}` within the limits.',
     )
     INVALID_COMPACTION = (
@@ -203,7 +204,8 @@ class ErrorCode(StrEnum):
         400,
         INVALID_REQUEST,
         "A compaction item cannot be opened (changed, from another deployment or tenant).",
-        "Send the compaction item exactly as this deployment returned it, with the same tenant's key.",
+        "Send the compaction item exactly as this deployment returned it, with the "
+        "same tenant's key.",
     )
     CONTEXT_LENGTH_EXCEEDED = (
         "context_length_exceeded",
@@ -330,7 +332,8 @@ class ErrorCode(StrEnum):
         "mismatched_output",
         400,
         INVALID_REQUEST,
-        "A `custom_tool_call_output` answers a `function_call`, or a `function_call_output` a `custom_tool_call`.",
+        "A `custom_tool_call_output` answers a `function_call`, or a "
+        "`function_call_output` a `custom_tool_call`.",
         "Answer a call with the output of its own kind.",
     )
     FAILED_CALL = (
@@ -360,7 +363,8 @@ class ErrorCode(StrEnum):
         "request_timeout",
         408,
         INVALID_REQUEST,
-        "The request head or body did not arrive within `limits.header_timeout`/`limits.body_timeout`.",
+        "The request head or body did not arrive within "
+        "`limits.header_timeout`/`limits.body_timeout`.",
         "Send the request faster, or check the network.",
     )
     REQUEST_HEADER_FIELDS_TOO_LARGE = (
@@ -439,7 +443,8 @@ class ErrorCode(StrEnum):
         "schema_too_complex",
         400,
         INVALID_REQUEST,
-        "A client JSON Schema is deeper, or has more or costlier parts, than the schema bounds allow.",
+        "A client JSON Schema is deeper, or has more or costlier parts, than the "
+        "schema bounds allow.",
         "Simplify the schema.",
     )
     SCHEMA_EXCEEDS_OUTPUT = (
@@ -706,14 +711,16 @@ class ErrorCode(StrEnum):
         "upstream_error",
         502,
         _SERVER,
-        "The upstream failed (its 5xx, or an error in its stream); 501 when it does not implement the request.",
+        "The upstream failed (its 5xx, or an error in its stream); 501 when it does "
+        "not implement the request.",
         "Retry later; a 501 will not succeed on retry.",
     )
     UPSTREAM_FAILED = (
         "upstream_failed",
         502,
         _MODEL,
-        "An upstream Responses API reported `response.failed` without a code of its own (with one, its code is passed on).",
+        "An upstream Responses API reported `response.failed` without a code of its "
+        "own (with one, its code is passed on).",
         "Retry, or read the upstream's message.",
     )
     UPSTREAM_TIMEOUT = (
@@ -762,7 +769,8 @@ class ErrorCode(StrEnum):
         "upstream_invalid_response",
         502,
         _SERVER,
-        "The upstream's answer is not its wire format (a web page, bad JSON, events out of order, no event).",
+        "The upstream's answer is not its wire format (a web page, bad JSON, events "
+        "out of order, no event).",
         "Retry; if it persists, tell the operator.",
     )
     UPSTREAM_STREAM_TRUNCATED = (
@@ -835,7 +843,8 @@ class ErrorCode(StrEnum):
 
 
 def markdown_table() -> str:
-    """The catalogue as the Markdown table of ``docs/errors.md`` (which a test keeps equal to it)."""
+    """The catalogue as the Markdown table of ``docs/errors.md``
+    (which a test keeps equal to it)."""
     lines = ["| code | status | type | when | what the client should do |", "|---|---|---|---|---|"]
     for code in ErrorCode:
         lines.append(f"| `{code}` | {code.status} | `{code.type}` | {code.when} | {code.action} |")

@@ -75,7 +75,10 @@ class ApiError(Exception):
         return {"error": self.payload()}
 
     def __repr__(self) -> str:
-        return f"ApiError({self.status}, {self.type!r}, code={self.code!r}, param={self.param!r}, {self.message!r})"
+        return (
+            f"ApiError({self.status}, {self.type!r}, code={self.code!r}, "
+            f"param={self.param!r}, {self.message!r})"
+        )
 
 
 # --------------------------------------------------------------------------- named constructors
@@ -156,7 +159,8 @@ def internal() -> ApiError:
 
 
 def client_disconnected(before: str) -> ApiError:
-    """What a stored response records when its client left before it ``before`` (started, finished)."""
+    """What a stored response records when its client left before it ``before`` (started,
+    finished)."""
     return ApiError.of(
         ErrorCode.CLIENT_DISCONNECTED, f"The client disconnected before the response {before}."
     )

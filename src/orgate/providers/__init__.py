@@ -1,4 +1,5 @@
-"""Upstream providers: one module per wire protocol, each turning a ``ModelRequest`` into neutral events.
+"""Upstream providers: one module per wire protocol, each turning a ``ModelRequest`` into neutral
+events.
 
 ``ProviderRegistry`` builds one provider per deployment (lazily, inside the
 running loop) around one shared HTTP connection pool, and closes them all.

@@ -128,7 +128,8 @@ class BuiltinProvider(Provider):
         self.cap = deployment.capabilities.max_output_tokens
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        # Custom tools are functions with one string argument here, as for any function-only upstream.
+        # Custom tools are functions with one string argument here,
+        # as for any function-only upstream.
         return custom_call_events(request, self._events(functions_only(request)))
 
     async def count_input_tokens(self, request: ModelRequest) -> int | None:
@@ -206,7 +207,8 @@ class BuiltinProvider(Provider):
             if fail_at is not None and index >= fail_at:
                 raise ApiError.of(
                     ErrorCode.MODEL_ERROR,
-                    f"{self.deployment.name} failed mid-answer on purpose (the prompt contains orgate:fail-mid)",
+                    f"{self.deployment.name} failed mid-answer on purpose (the prompt "
+                    "contains orgate:fail-mid)",
                 )
             yield RefusalDelta(word) if refusal else text_token(word, request)
 
@@ -220,7 +222,8 @@ class BuiltinProvider(Provider):
         if "rate-limit" in directives:
             return ApiError.of(
                 ErrorCode.RATE_LIMIT_EXCEEDED,
-                f"{self.deployment.name} is rate limited on purpose (the prompt contains orgate:rate-limit)",
+                f"{self.deployment.name} is rate limited on purpose (the prompt "
+                "contains orgate:rate-limit)",
                 headers={"Retry-After": "1"},
             )
         return None

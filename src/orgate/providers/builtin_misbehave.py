@@ -169,7 +169,8 @@ class FlakyProvider(WrapperProvider):
 
 
 def flaky_wrapper(settings: MisbehaveSettings) -> Callable[[Provider, Deployment], Provider]:
-    """A ``ProviderRegistry(wrap=...)`` hook: ``orgate/flaky`` gets the plan, every other provider is left alone."""
+    """A ``ProviderRegistry(wrap=...)`` hook: ``orgate/flaky`` gets the plan,
+    every other provider is left alone."""
 
     def wrap(provider: Provider, deployment: Deployment) -> Provider:
         if deployment.provider == "builtin" and deployment.name == FLAKY_MODEL:

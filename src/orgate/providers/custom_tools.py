@@ -73,7 +73,8 @@ def as_function_tool(tool: CustomToolParam) -> FunctionToolParam:
 
 
 def as_function_item(item: Any) -> Any:
-    """A custom tool call (or its output) from history as the function call (output) it was sent as."""
+    """A custom tool call (or its output) from history as the function call
+    (output) it was sent as."""
     kind = type(item)
     if kind is CustomToolCallItemParam:
         arguments = orjson.dumps({ARGUMENT: item.input}).decode()

@@ -214,7 +214,8 @@ async def read_capped(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, 
 
 
 async def read_error_body(resp: aiohttp.ClientResponse) -> bytes:
-    """The start of an HTTP error reply (enough for its message); a huge one is not held in memory."""
+    """The start of an HTTP error reply (enough for its message);
+    a huge one is not held in memory."""
     return (await read_capped(resp, MAX_ERROR_BODY))[0]
 
 

@@ -18,7 +18,8 @@ from orgate.providers.servers import ServerName
 
 
 class ChatSettings(BaseModel):
-    """``[models.chat]``: how an ``openai-chat`` upstream wants its request (docs/configuration.md)."""
+    """``[models.chat]``: how an ``openai-chat`` upstream wants its request
+    (docs/configuration.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -94,7 +95,8 @@ class MisbehaveSettings(BaseModel):
             return cls.model_validate(fields)
         except ValidationError as exc:  # one line per value, without pydantic's links
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'rates'}: {e['msg'].removeprefix('Value error, ')}"
+                f"{'.'.join(str(p) for p in e['loc']) or 'rates'}: "
+                f"{e['msg'].removeprefix('Value error, ')}"
                 for e in exc.errors()
             )
             raise ValueError(f"--misbehave {spec!r}: {problems}") from None

@@ -124,14 +124,16 @@ class SseLines:
 
 @dataclass(slots=True, frozen=True)
 class SseEvent:
-    """One dispatched event. ``event`` is ``"message"`` when the upstream sent no ``event:`` line."""
+    """One dispatched event. ``event`` is ``"message"`` when the upstream sent no ``event:``
+    line."""
 
     event: str
     data: str
 
 
 class SseParser:
-    """Feed bytes with ``feed``; call ``close`` at end of stream to flush a final unterminated event."""
+    """Feed bytes with ``feed``; call ``close`` at end of stream to flush a final unterminated
+    event."""
 
     def __init__(self, max_line: int = MAX_LINE) -> None:
         self._lines = SseLines(max_line)

@@ -1,4 +1,5 @@
-"""What every upstream's error mapping shares (pure): the common statuses, ``Retry-After``, clipping,
+"""What every upstream's error mapping shares (pure): the common statuses, ``Retry-After``,
+clipping,
 the deployment's secrets cut out of an echoed message.
 
 | upstream | orgate |
@@ -41,7 +42,8 @@ def redact_secrets(error: ApiError, deployment: Deployment) -> ApiError:
 
 
 def retry_after(headers: Mapping[str, str]) -> dict[str, str]:
-    """The ``Retry-After`` header to pass on (also from ``retry-after-ms``), if the upstream sent one."""
+    """The ``Retry-After`` header to pass on (also from ``retry-after-ms``),
+    if the upstream sent one."""
     lowered = {k.lower(): v for k, v in headers.items()}
     value = lowered.get("retry-after")
     if value:

@@ -3,7 +3,8 @@
 Every limit has a name in ``[limits]`` and the error message names it:
 ``max_body_bytes`` (413), ``body_timeout`` (408), ``max_json_depth``,
 ``max_string_bytes``, ``max_input_items``, ``max_tools`` and
-``max_schema_bytes`` and the ``max_schema_*`` bounds of a schema's work (400). Invalid UTF-8, NaN/Infinity and duplicate object
+``max_schema_bytes`` and the ``max_schema_*`` bounds of a schema's work (400). Invalid UTF-8,
+NaN/Infinity and duplicate object
 keys are refused with 400 too (``invalid_json`` / ``duplicate_key``). A compressed body
 (``Content-Encoding`` zstd, gzip or deflate) is decompressed as it arrives, and
 ``max_body_bytes`` applies to its decompressed size (``content_encoding.py``); any other
@@ -76,7 +77,8 @@ async def _stream_body(
 
 
 async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
-    """``limits.body_timeout`` for receiving a whole body (slow clients): else 408 ``request_timeout``.
+    """``limits.body_timeout`` for receiving a whole body (slow clients):
+    else 408 ``request_timeout``.
 
     The deadline is ``DisconnectWatch``'s body phase (one timer handle that cancels the
     reading task, rather than ``asyncio.timeout``), stopped before it would watch the client:
@@ -96,7 +98,8 @@ async def with_body_timeout(reading: Awaitable[T], limits: LimitSettings) -> T:
 def body_timeout_error(limits: LimitSettings) -> ApiError:
     return ApiError.of(
         ErrorCode.REQUEST_TIMEOUT,
-        f"The request body did not arrive within {limits.body_timeout:g} seconds (limits.body_timeout).",
+        f"The request body did not arrive within {limits.body_timeout:g} seconds "
+        "(limits.body_timeout).",
     )
 
 
@@ -125,7 +128,8 @@ async def receive_body(
 
 
 def media_type(content_type: str) -> str:
-    """The checked media type: JSON, or a label `curl -d` puts on JSON (then the body must be JSON)."""
+    """The checked media type: JSON, or a label `curl -d` puts on JSON
+    (then the body must be JSON)."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media in LENIENT_MEDIA or media == "application/json" or media.endswith("+json"):
         return media
@@ -155,7 +159,8 @@ def parse_json(raw: bytes, media: str, limits: LimitSettings) -> Any:
         if media in LENIENT_MEDIA and media:
             raise ApiError.of(
                 ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-                f"Unsupported Content-Type '{media}' (the body is not JSON): send application/json.",
+                f"Unsupported Content-Type '{media}' (the body is not JSON): send "
+                "application/json.",
             ) from None
         raise ApiError.of(
             ErrorCode.INVALID_JSON, f"We could not parse the JSON body of your request: {exc}"
@@ -207,7 +212,8 @@ def check_structure(data: Any, raw: bytes, limits: LimitSettings) -> None:
         if duplicate is not None:
             raise ApiError.of(
                 ErrorCode.DUPLICATE_KEY,
-                f"The request body has the key '{duplicate[:100]}' twice in the same object; send each key once.",
+                f"The request body has the key '{duplicate[:100]}' twice in the same "
+                "object; send each key once.",
             )
 
 
@@ -246,7 +252,8 @@ def _check_string_sizes(strings: list[str], max_string: int) -> None:
         if len(text) * 4 > max_string and len(text.encode("utf-8", "surrogatepass")) > max_string:
             raise ApiError.of(
                 ErrorCode.STRING_TOO_LONG,
-                f"A string in the request body is longer than the limit of {max_string} bytes (limits.max_string_bytes).",
+                "A string in the request body is longer than the limit of "
+                f"{max_string} bytes (limits.max_string_bytes).",
             )
 
 
@@ -269,7 +276,8 @@ def _members(node: Any) -> int:
     stack = [node]
     while stack:
         node = stack.pop()
-        # Loops rather than ``stack.extend(<generator>)``: a generator per node cost more than the walk.
+        # Loops rather than ``stack.extend(<generator>)``: a generator per node cost more than the
+        # walk.
         if type(node) is dict:
             count += len(node)
             for value in node.values():
@@ -328,7 +336,8 @@ def check_request_limits(
     if isinstance(items, list) and len(items) > limits.max_input_items:
         raise ApiError.of(
             ErrorCode.TOO_MANY_ITEMS,
-            f"'input' has {len(items)} items, more than the limit of {limits.max_input_items} (limits.max_input_items).",
+            f"'input' has {len(items)} items, more than the limit of "
+            f"{limits.max_input_items} (limits.max_input_items).",
             param="input",
         )
     tools = data.get("tools")
@@ -359,7 +368,8 @@ def _check_tools(
     if len(tools) > limits.max_tools:
         raise ApiError.of(
             ErrorCode.TOO_MANY_TOOLS,
-            f"'{param}' has {len(tools)} tools, more than the limit of {limits.max_tools} (limits.max_tools).",
+            f"'{param}' has {len(tools)} tools, more than the limit of "
+            f"{limits.max_tools} (limits.max_tools).",
             param=param,
         )
     for index, tool in enumerate(tools):
@@ -377,7 +387,8 @@ def _check_schema(
     if size > limits.max_schema_bytes:
         raise ApiError.of(
             ErrorCode.SCHEMA_TOO_LARGE,
-            f"'{param}' is {size} bytes of JSON, more than the limit of {limits.max_schema_bytes} (limits.max_schema_bytes).",
+            f"'{param}' is {size} bytes of JSON, more than the limit of "
+            f"{limits.max_schema_bytes} (limits.max_schema_bytes).",
             param=param,
         )
     bounds = schema_bounds(limits)
@@ -403,7 +414,8 @@ _WITHIN_BOUNDS: dict[tuple[SchemaBounds, bytes], None] = {}
 
 
 def schema_bounds(limits: LimitSettings) -> SchemaBounds:
-    """The ``[limits]`` ``max_schema_*`` settings as the gate's ``SchemaBounds`` (built once per settings)."""
+    """The ``[limits]`` ``max_schema_*`` settings as the gate's ``SchemaBounds``
+    (built once per settings)."""
     made = _BOUNDS.get(id(limits))
     if made is not None and made[0] is limits:
         return made[1]
@@ -430,7 +442,8 @@ def _bounds_of(limits: LimitSettings) -> SchemaBounds:
 
 
 def check_schema_bounds(schema: Any, param: str, limits: LimitSettings) -> None:
-    """400 ``schema_too_complex`` naming the keyword's path (``tools[0].parameters.properties.x.minItems``)
+    """400 ``schema_too_complex`` naming the keyword's path
+    (``tools[0].parameters.properties.x.minItems``)
     when a client's schema asks for more work than the limits allow (``orgate.gate.bounds``)."""
     try:
         check_bounds(schema, schema_bounds(limits))

@@ -73,7 +73,8 @@ def compaction_key(settings: Settings) -> bytes:
     path = Path(conf.key_file).expanduser() if conf.key_file else _default_key_file(settings)
     if settings.store.url and settings.store.url.startswith(("postgres://", "postgresql://")):
         log.warning(
-            "compaction: no [compaction] secret; using the host-local key file %s (set ORGATE_COMPACTION_SECRET when several hosts serve one store)",
+            "compaction: no [compaction] secret; using the host-local key file %s (set "
+            "ORGATE_COMPACTION_SECRET when several hosts serve one store)",
             path,
         )
     try:
@@ -110,7 +111,8 @@ def compact_routes(services: Services) -> Sequence[BaseRoute]:
             if len(data["input"]) > limit:
                 raise ApiError.of(
                     ErrorCode.TOO_MANY_ITEMS,
-                    f"'input' has {len(data['input'])} items, more than the limit of {limit} (limits.max_input_items).",
+                    f"'input' has {len(data['input'])} items, more than the limit of "
+                    f"{limit} (limits.max_input_items).",
                     param="input",
                 )
             data["input"] = split_namespaced(data["input"], services.settings.gate.policy, [])

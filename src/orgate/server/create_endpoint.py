@@ -70,7 +70,8 @@ def _headers(scope: Scope, names: Mapping[bytes, str]) -> dict[str, str]:
 async def send_sse(
     send: Any, chunks: AsyncIterator[bytes], extra: Mapping[str, str] | None, watch: DisconnectWatch
 ) -> None:
-    """Send an SSE body chunk by chunk; a client disconnect cancels the producer (and the upstream call).
+    """Send an SSE body chunk by chunk; a client disconnect cancels the producer
+    (and the upstream call).
 
     The chunks are pumped in the request's own task; the request's ``DisconnectWatch``
     cancels that task when the client goes
@@ -159,9 +160,11 @@ class CreateResponse:
         except asyncio.CancelledError:
             if watch.absorb():
                 state.client_gone = True
-                return  # the client went away before the answer: the turn was cancelled where it waited
+                # the client went away before the answer: the turn was cancelled where it waited
+                return
             if not state.response_started:
-                # The server cancels the request (shutdown past its drain timeout): answer rather than cut.
+                # The server cancels the request (shutdown past its drain timeout):
+                # answer rather than cut.
                 await send_error(send, shutdown_error("request"))
             raise
         finally:
@@ -259,7 +262,8 @@ def session_key(value: str, param: str, where: str) -> str:
 
 
 def structured_budget(data: Any, header: str | None) -> BudgetOverride | None:
-    """The safety-net budget override: body field ``structured_budget`` (removed here) and/or the header."""
+    """The safety-net budget override: body field ``structured_budget``
+    (removed here) and/or the header."""
     from_body = None
     if isinstance(data, dict) and BODY_FIELD in data:
         raw = data.pop(BODY_FIELD)

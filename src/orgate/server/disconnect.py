@@ -108,7 +108,8 @@ class DisconnectWatch:
 
     def body_timed_out(self) -> bool:
         """After a ``CancelledError`` while the body was read: True (and the cancellation undone)
-        if it was the body's deadline alone (a cancellation from elsewhere too, e.g. a shutdown, wins)."""
+        if it was the body's deadline alone (a cancellation from elsewhere too, e.g. a shutdown,
+        wins)."""
         return self._expired and self._task.uncancel() <= self._cancelling
 
     async def _watch(self) -> None:
@@ -121,12 +122,14 @@ class DisconnectWatch:
             self._task.cancel()
 
     def follow(self, stream: Any) -> None:
-        """Tell ``stream`` whether its client is there: a cancellation while it is, is the server's own."""
+        """Tell ``stream`` whether its client is there: a cancellation while it is,
+        is the server's own."""
         self.stream = stream
         stream.client_gone = self.disconnected
 
     def absorb(self) -> bool:
-        """After a ``CancelledError``: True (and the cancellation undone) if it was the client going away."""
+        """After a ``CancelledError``: True (and the cancellation undone) if it was the client going
+        away."""
         if not self.disconnected:
             return False
         self._task.uncancel()

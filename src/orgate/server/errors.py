@@ -61,7 +61,8 @@ async def handle_api_error(request: Request, exc: Exception) -> Response:
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 CHAT_COMPLETIONS_OFF = (
     ". The legacy Chat Completions adapter is off: turn it on with [endpoints] chat_completions = "
-    "{ enabled = true } (or ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED=true); see docs/chat-completions.md."
+    "{ enabled = true } (or ORGATE_ENDPOINTS__CHAT_COMPLETIONS__ENABLED=true); see "
+    "docs/chat-completions.md."
 )
 
 

@@ -53,7 +53,8 @@ def error_bytes(
         {"error": {"message": message, "type": code.type, "param": None, "code": code.value}}
     )
     head = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
-    # Every answer carries an id (docs/operations.md), these too: the request's own cannot be trusted.
+    # Every answer carries an id (docs/operations.md), these too:
+    # the request's own cannot be trusted.
     head += b"x-request-id: " + os.urandom(16).hex().encode() + b"\r\n"
     head += (
         b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
@@ -67,7 +68,8 @@ class _HeadTooLarge(Exception):
 
 
 class OrgateHttpProtocol(HttpToolsProtocol):
-    """``HttpToolsProtocol`` with ``MAX_HEAD_BYTES`` and JSON error bodies (``uvicorn.run(http=...)``)."""
+    """``HttpToolsProtocol`` with ``MAX_HEAD_BYTES`` and JSON error bodies
+    (``uvicorn.run(http=...)``)."""
 
     def __init__(self, *args: Any, header_timeout: float = HEADER_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -91,7 +93,8 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_bytes = 0
         self._parsed_head = 0
-        self._disarm_head_timer()  # the connection's first wait is over; a head not complete in this read gets its own
+        # the connection's first wait is over; a head not complete in this read gets its own
+        self._disarm_head_timer()
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -131,7 +134,10 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         self.logger.warning(
             "Request head not received within %g seconds: 408.", self._header_timeout
         )
-        message = f"The request line and headers did not arrive within {self._header_timeout:g} seconds (limits.header_timeout)."
+        message = (
+            f"The request line and headers did not arrive within {self._header_timeout:g} "
+            "seconds (limits.header_timeout)."
+        )
         self._refuse(
             error_bytes(ErrorCode.REQUEST_TIMEOUT, message, self.server_state.default_headers)
         )

@@ -1,7 +1,8 @@
 """Prometheus counters, gauges and histograms updated without a lock: the request path's metrics.
 
 ``prometheus_client``'s metric objects take a ``threading.Lock`` on every update,
-and a request updates a dozen of them (hot path — see docs/performance.md). The gateway updates its own series from the event
+and a request updates a dozen of them (hot path — see docs/performance.md). The gateway updates its
+own series from the event
 loop's thread only, so these keep plain Python numbers (an update is an
 attribute add, a histogram's a ``bisect`` and two adds) and hand them to the
 registry as a custom collector when it is scraped, with the exposition

@@ -23,7 +23,8 @@ REQUEST_NAMED = "_request"
 
 def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRuntime:
     """The runtime ``ResponsesService`` runs MCP tools with (``ConfigError`` on an unset secret)."""
-    # The SDK's HTTP client logs every request at INFO (several per call); the audit line says what matters.
+    # The SDK's HTTP client logs every request at INFO (several per call);
+    # the audit line says what matters.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     servers = mcp_registry(settings)
     REDACTOR.add_secrets(
@@ -52,7 +53,8 @@ def build_mcp_runtime(settings: Settings, registry: CollectorRegistry) -> McpRun
     configured = servers.servers
 
     def on_call(entry: CallRecord) -> None:
-        # A server a request named by URL has a label and tools its client chose: one series for all of them.
+        # A server a request named by URL has a label and tools its client chose:
+        # one series for all of them.
         server, tool = (
             (entry.server, entry.tool)
             if entry.server in configured

@@ -91,7 +91,7 @@ def wrap(app: ASGIApp, stack: Sequence[Middleware]) -> ASGIApp:
     return app
 
 
-# --- request id ------------------------------------------------------------------------------------
+# --- request id -----------------------------------------------------------------------------------
 
 
 def edge_headers(scope: Scope) -> tuple[bytes | None, bytes | None, bool]:
@@ -162,7 +162,7 @@ class RequestIdMiddleware:
         return self.app(scope, receive, send_noted)
 
 
-# --- access log and metrics --------------------------------------------------------------------------
+# --- access log and metrics -----------------------------------------------------------------------
 
 
 class AccessLogMiddleware:
@@ -296,7 +296,7 @@ class AccessLogMiddleware:
         return span
 
 
-# --- authentication ----------------------------------------------------------------------------------
+# --- authentication -------------------------------------------------------------------------------
 
 
 class AuthMiddleware:
@@ -325,7 +325,7 @@ class AuthMiddleware:
         return self.app(scope, receive, send)
 
 
-# --- rate limits -------------------------------------------------------------------------------------
+# --- rate limits ----------------------------------------------------------------------------------
 
 
 class RateLimitMiddleware:

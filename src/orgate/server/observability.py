@@ -69,7 +69,8 @@ LATENCY_BUCKETS = (
 
 
 class HttpMetrics:
-    """The gateway's own Prometheus series, registered on the app's registry (lock-free: ``local_metrics``)."""
+    """The gateway's own Prometheus series, registered on the app's registry (lock-free:
+    ``local_metrics``)."""
 
     def __init__(self, registry: CollectorRegistry, known_models: Iterable[str] = ()) -> None:
         self.known_models = frozenset(known_models)
@@ -95,7 +96,8 @@ class HttpMetrics:
         )
         self.upstream_duration = LocalHistogram(
             "orgate_upstream_duration_seconds",
-            "Upstream calls: time from the call to its end, by deployment and outcome (ok, error, cancelled).",
+            "Upstream calls: time from the call to its end, by deployment and outcome "
+            "(ok, error, cancelled).",
             ["deployment", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=registry,
@@ -143,7 +145,8 @@ class HttpMetrics:
             ["deployment"],
             registry=registry,
         )
-        # Children kept by their full label set (one lookup per request; the label sets are bounded).
+        # Children kept by their full label set (one lookup per request;
+        # the label sets are bounded).
         self._children: dict[tuple[str, ...], tuple[Any, Any]] = {}
         self._error_codes: set[str] = set()
 
@@ -192,7 +195,8 @@ def server_span_kind() -> Any:
 
 
 class InstrumentedProvider(WrapperProvider):
-    """Wraps one deployment's provider: latency, errors and tokens by deployment; tokens charged to the caller."""
+    """Wraps one deployment's provider: latency, errors and tokens by deployment;
+    tokens charged to the caller."""
 
     def __init__(
         self,
@@ -346,7 +350,8 @@ class _MeasuredBatches:
                 self._owner._duration[outcome].observe(time.perf_counter() - self._started)
 
     async def aclose(self) -> None:
-        """Record the call (``cancelled`` if it ended before its answer) and close the inner stream."""
+        """Record the call (``cancelled`` if it ended before its answer) and close the inner
+        stream."""
         self._end(self._outcome)
         await aclose(self._inner)
 
@@ -371,7 +376,7 @@ def instrument_providers(
     return wrap
 
 
-# --- logging ----------------------------------------------------------------------------------------
+# --- logging --------------------------------------------------------------------------------------
 
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -382,7 +387,8 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, logger, msg, request_id (when inside a request) and fields."""
+    """One JSON object per line: ts, level, logger, msg, request_id
+    (when inside a request) and fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -418,7 +424,8 @@ def _escape_control(match: re.Match[str]) -> str:
 
 
 def _text_value(value: object) -> str:
-    """A ``key=value`` value that cannot end the line or fake another field: JSON-quoted when needed."""
+    """A ``key=value`` value that cannot end the line or fake another field:
+    JSON-quoted when needed."""
     text = str(value)
     if not text or _NEEDS_QUOTES.search(text):
         return orjson.dumps(text).decode()
@@ -473,11 +480,12 @@ def configure_logging(level: str, log_format: str, access_log: bool = True) -> N
     logging.getLogger("orgate.access").setLevel(logging.INFO if access_log else logging.WARNING)
 
 
-# --- tracing ----------------------------------------------------------------------------------------
+# --- tracing --------------------------------------------------------------------------------------
 
 
 def setup_tracing(enabled: bool, service_name: str = "orgate", endpoint: str | None = None) -> Any:
-    """An OpenTelemetry tracer when enabled, else None (and nothing of OpenTelemetry is imported)."""
+    """An OpenTelemetry tracer when enabled, else None (and nothing of OpenTelemetry is
+    imported)."""
     if not enabled:
         return None
     try:
@@ -488,7 +496,8 @@ def setup_tracing(enabled: bool, service_name: str = "orgate", endpoint: str | N
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
         raise SystemExit(
-            f"orgate: [tracing] enabled = true needs OpenTelemetry ({exc.name}): pip install 'orgate[otel]'"
+            f"orgate: [tracing] enabled = true needs OpenTelemetry ({exc.name}): pip "
+            "install 'orgate[otel]'"
         ) from None
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()

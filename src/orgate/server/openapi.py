@@ -56,7 +56,8 @@ ERROR_RESPONSE: dict[str, Any] = {
                 "param": {"type": ["string", "null"]},
                 "code": {
                     "type": ["string", "null"],
-                    "description": "One of the codes in components.x-orgate-error-codes (docs/errors.md), "
+                    "description": "One of the codes in components.x-orgate-error-codes "
+                    "(docs/errors.md), "
                     "an upstream Responses API's own code passed on, or null.",
                 },
             },
@@ -481,7 +482,8 @@ def _chat_path() -> dict[str, Any]:
         "/chat/completions": {
             "post": {
                 "summary": "Chat Completions (legacy adapter)",
-                "description": "The legacy OpenAI Chat Completions endpoint, mapped onto /responses. Not part of Open Responses; prefer /responses.",
+                "description": "The legacy OpenAI Chat Completions endpoint, "
+                "mapped onto /responses. Not part of Open Responses; prefer /responses.",
                 "operationId": "createChatCompletion",
                 "deprecated": True,
                 "requestBody": {

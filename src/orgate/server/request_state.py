@@ -3,7 +3,8 @@
 ``RequestIdMiddleware`` (``server/middleware.py``) makes a ``RequestState`` and puts
 it in the ASGI scope under ``STATE_KEY``; the other middlewares fill it in (the
 caller, from ``AuthMiddleware``; what was answered, from the ``send`` of
-``RequestIdMiddleware``) and read it (the model and the outcome, for the access log); endpoints read it with ``request_state(scope)`` and ``auth.caller_of(scope)``.
+``RequestIdMiddleware``) and read it (the model and the outcome, for the access log);
+endpoints read it with ``request_state(scope)`` and ``auth.caller_of(scope)``.
 
 While an HTTP request is served its state is also the current request of a context
 variable, so that log lines from deeper layers carry its request id and the upstream
@@ -20,7 +21,8 @@ from typing import Any
 from orgate.engine.service import Caller
 from orgate.protocol.errors import ApiError
 
-#: The scope key of a request's ``RequestState`` (an ASGI extension key: Starlette copies the scope).
+#: The scope key of a request's ``RequestState`` (an ASGI extension key:
+# Starlette copies the scope).
 STATE_KEY = "orgate.request"
 
 

@@ -1,6 +1,8 @@
-"""HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models (list and one), health, metrics, review queue.
+"""HTTP routes: ``POST /v1/responses`` (see ``create_endpoint``), models (list and one), health,
+metrics, review queue.
 
-Each handler takes the caller the edge authenticated (``auth.caller_of``), parses, calls a service and renders JSON. Errors
+Each handler takes the caller the edge authenticated (``auth.caller_of``), parses,
+calls a service and renders JSON. Errors
 are raised as ``ApiError`` and rendered by the app's one handler.
 """
 
@@ -60,7 +62,8 @@ async def get_review(services: Services, tenant: str | None, review_id: str) -> 
 async def resolve_review(
     services: Services, tenant: str | None, review_id: str, data: Any
 ) -> dict[str, Any]:
-    """``{"value": ...}`` (checked against the entry's schema) or ``{"discard": true}``, optional ``note``."""
+    """``{"value": ...}`` (checked against the entry's schema) or ``{"discard":
+    true}``, optional ``note``."""
     if not isinstance(data, dict) or ("value" not in data and not data.get("discard")):
         raise ApiError.of(
             ErrorCode.INVALID_REVIEW_RESOLUTION,
@@ -111,7 +114,8 @@ def core_routes(services: Services) -> Sequence[BaseRoute]:
         )
 
     def review_scope(request: Request) -> str | None:
-        """The tenant whose review entries the caller sees: its own; an admin key's, every tenant's."""
+        """The tenant whose review entries the caller sees: its own;
+        an admin key's, every tenant's."""
         caller = caller_of(request.scope)
         return None if caller.admin else caller.tenant
 

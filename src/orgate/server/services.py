@@ -1,4 +1,5 @@
-"""What the HTTP layer works with: the typed ``Services`` of one app, and ``build_services(settings)``.
+"""What the HTTP layer works with: the typed ``Services`` of one app,
+and ``build_services(settings)``.
 
 Every service is made here, once per app, from the settings: the deployments and
 the router over the provider registry, the responses and compaction services, the

@@ -68,7 +68,8 @@ class Shutdown:
         self.followers: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
     def at_deadline(self, stop: Callable[[], Awaitable[None]]) -> None:
-        """``stop()`` runs when the drain time is over, before the requests still running are cancelled."""
+        """``stop()`` runs when the drain time is over, before the requests still running are
+        cancelled."""
         self._at_deadline.append(stop)
 
     async def expire(self) -> None:
@@ -90,7 +91,8 @@ class Shutdown:
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server, starting the app's ``Shutdown`` and cancelling what is left at its deadline."""
+    """uvicorn's server, starting the app's ``Shutdown`` and cancelling what is left at its
+    deadline."""
 
     drain: Shutdown | None = None
 
@@ -113,7 +115,8 @@ class DrainingServer(uvicorn.Server):
         await asyncio.sleep(drain.drain_timeout)
         await drain.expire()
         # What uvicorn would do at its own timeout, FINISH_GRACE earlier: the cancelled requests
-        # answer server_shutdown and save, while uvicorn still waits for them (and the store is open).
+        # answer server_shutdown and save, while uvicorn still waits for them
+        # (and the store is open).
         for task in list(self.server_state.tasks):
             if task not in drain.followers:
                 task.cancel(msg="the drain timeout passed")
@@ -173,7 +176,8 @@ def _flush_logs() -> None:
 
 
 def draining_config(drain_timeout: float, **options: Any) -> uvicorn.Config:
-    """``uvicorn.Config`` for a ``DrainingServer``: its WebSocket protocol, and the grace after the drain."""
+    """``uvicorn.Config`` for a ``DrainingServer``: its WebSocket protocol,
+    and the grace after the drain."""
     return uvicorn.Config(
         ws=DrainingWebSocketProtocol,
         timeout_graceful_shutdown=drain_timeout + FINISH_GRACE,

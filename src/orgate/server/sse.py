@@ -1,4 +1,5 @@
-"""Server-sent events: ``event: <type>`` + ``data: <json>`` frames, no ``id:``, ending in ``data: [DONE]``."""
+"""Server-sent events: ``event: <type>`` + ``data: <json>`` frames, no ``id:``, ending in ``data:
+[DONE]``."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def frame(event: dict[str, Any]) -> bytes:
 
 
 async def then_done(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """``frames`` (e.g. a running background response's, which end with its terminal event), then ``[DONE]``."""
+    """``frames`` (e.g. a running background response's, which end with its terminal event),
+    then ``[DONE]``."""
     async for chunk in frames:
         yield chunk
     yield DONE

@@ -117,7 +117,8 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
                 if not events:
                     raise ApiError.of(
                         ErrorCode.EVENTS_NOT_STORED,
-                        "This response's events were not kept (it was not created with stream=true); fetch it without ?stream=true.",
+                        "This response's events were not kept (it was not created with "
+                        "stream=true); fetch it without ?stream=true.",
                         param="stream",
                     )
                 if after >= 0:

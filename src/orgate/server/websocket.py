@@ -30,7 +30,8 @@ message per event. Rules:
 - ``previous_response_id`` resolves from the store, or from this connection's
   own cache of the responses it made (context = input + output of each, the
   model's extension items included, the last ``cache_responses`` of them),
-  which is how ``store: false`` chains continue. The cache belongs to the connection: after a reconnect the id is
+  which is how ``store: false`` chains continue. The cache belongs to the connection:
+  after a reconnect the id is
   ``previous_response_not_found``. A continuation that fails evicts the
   referenced id from the cache.
 - After ``max_connection_seconds`` no new response is accepted; a queued one gets an error
@@ -261,13 +262,16 @@ class Connection:
         await self.send_error(
             ApiError.of(
                 ErrorCode.WEBSOCKET_IDLE_TIMEOUT,
-                f"This WebSocket connection was idle for {self.settings.idle_seconds:g} seconds (websocket.idle_seconds); open a new connection to continue.",
+                "This WebSocket connection was idle for "
+                f"{self.settings.idle_seconds:g} seconds (websocket.idle_seconds); "
+                "open a new connection to continue.",
             )
         )
         await self.ws.close(1000, "idle timeout")
 
     async def _receive(self, timeout: float) -> dict[str, Any] | None:
-        """The client's next message; None after ``timeout`` or when the server starts shutting down."""
+        """The client's next message; None after ``timeout`` or when the server starts shutting
+        down."""
         stopping = self.services.shutdown.started
         if stopping.is_set():
             return None
@@ -325,7 +329,9 @@ class Connection:
     async def _end_of_life(self) -> None:
         limit = ApiError.of(
             ErrorCode.WEBSOCKET_CONNECTION_LIMIT_REACHED,
-            f"This WebSocket connection reached its maximum lifetime of {self.settings.max_connection_seconds:g} seconds; open a new connection to continue.",
+            "This WebSocket connection reached its maximum lifetime of "
+            f"{self.settings.max_connection_seconds:g} seconds; open a new connection "
+            "to continue.",
         )
         for job in self._unstarted():
             await self._tell(limit, job.stream_id)
@@ -372,7 +378,8 @@ class Connection:
         if len(raw) > limits.max_body_bytes:
             raise ApiError.of(
                 ErrorCode.REQUEST_TOO_LARGE,
-                f"The message is larger than the limit of {limits.max_body_bytes} bytes (limits.max_body_bytes).",
+                f"The message is larger than the limit of {limits.max_body_bytes} "
+                "bytes (limits.max_body_bytes).",
             )
         # The same checks as an HTTP body: JSON, depth, string sizes, duplicate keys.
         data = parse_json(raw.encode() if isinstance(raw, str) else raw, "application/json", limits)
@@ -392,7 +399,8 @@ class Connection:
         if self.busy and not self.settings.multiplexing:
             raise ApiError.of(
                 ErrorCode.RESPONSE_IN_PROGRESS,
-                "A response is already in progress on this connection; wait for its terminal event before sending another response.create.",
+                "A response is already in progress on this connection; wait for its "
+                "terminal event before sending another response.create.",
             )
         return data
 
@@ -406,7 +414,8 @@ class Connection:
         for name in DISALLOWED_FIELDS:
             if name in data:
                 raise unsupported_parameter(
-                    f"'{name}' is not allowed in a WebSocket response.create message (responses are always streamed over the socket).",
+                    f"'{name}' is not allowed in a WebSocket response.create message "
+                    "(responses are always streamed over the socket).",
                     param=name,
                 )
         limits = self.services.settings.limits
@@ -452,7 +461,8 @@ class Connection:
                 del self.lanes[stream_id]
 
     async def _respond(self, lane: _Lane, job: _Job) -> None:
-        """Create the response, then send its events. In a task of its own from the start, so that the
+        """Create the response, then send its events. In a task of its own from the start,
+        so that the
         receive loop notices a client that closes the socket while the upstream has not answered yet
         (and cancels the upstream call then, not when the upstream answers or times out)."""
         previous = job.body.previous_response_id
@@ -472,7 +482,8 @@ class Connection:
         warned = stream.headers.get(GATE_WARNINGS_HEADER)
         if warned:
             log.warning(
-                "websocket: response %s: gate warnings (not delivered: a WebSocket has no headers): %s",
+                "websocket: response %s: gate warnings (not delivered: a WebSocket has "
+                "no headers): %s",
                 stream.response_id,
                 warned,
             )
@@ -540,7 +551,8 @@ class Connection:
         if self.settings.cache_responses <= 0:
             return
         turn = stream.turn
-        # The model's full output as history keeps it: extension items (kept for their upstream, not in the
+        # The model's full output as history keeps it: extension items (kept for their upstream,
+        # not in the
         # spec output) included, reasoning marked with its origin.
         output = stream.service.history_output(stream.builder, turn, stream.run)
         if output is None:
@@ -559,7 +571,8 @@ class Connection:
 
 
 async def _refuse(ws: WebSocket, error: ApiError) -> None:
-    """Refuse the handshake with an HTTP status, or (without the denial extension) accept, tell and close."""
+    """Refuse the handshake with an HTTP status, or (without the denial extension) accept,
+    tell and close."""
     if _DENIAL_EXTENSION in ws.scope.get("extensions", {}):
         await ws.send_denial_response(error_response(error))
         return
@@ -586,7 +599,8 @@ def websocket_routes(
                 ws,
                 ApiError.of(
                     ErrorCode.WEBSOCKET_DISABLED,
-                    "WebSocket mode is disabled on this server; use HTTP: POST /v1/responses (with stream: true for events).",
+                    "WebSocket mode is disabled on this server; use HTTP: POST "
+                    "/v1/responses (with stream: true for events).",
                 ),
             )
             return

@@ -133,7 +133,8 @@ def _write_quietly(registry: CollectorRegistry, directory: Path, name: str) -> N
 
 
 def retire(directory: Path, pid: int) -> None:
-    """Fold an exited worker's last snapshot into ``retired.json`` (counters kept, gauges dropped)."""
+    """Fold an exited worker's last snapshot into ``retired.json`` (counters kept,
+    gauges dropped)."""
     path = directory / f"{pid}.json"
     if not path.exists():
         return

@@ -111,7 +111,8 @@ def worker_context() -> WorkerContext | None:
 
 
 def worker_server(config: Any, context: WorkerContext | None, base: type | None = None) -> Any:
-    """A ``base`` (default ``uvicorn.Server``); for a worker, one that reports readiness and follows its supervisor."""
+    """A ``base`` (default ``uvicorn.Server``); for a worker, one that reports readiness and follows
+    its supervisor."""
     import uvicorn
 
     server_class: Any = base or uvicorn.Server
@@ -432,7 +433,10 @@ def worker_argv(argv: Sequence[str], port: int) -> list[str]:
 def supports_workers() -> str | None:
     """Why this platform cannot run workers (None when it can)."""
     if not hasattr(socket, "SO_REUSEPORT") or sys.platform == "win32":
-        return "--workers needs SO_REUSEPORT (Linux); run one process per core behind a load balancer instead"
+        return (
+            "--workers needs SO_REUSEPORT (Linux); run one process per core behind a load "
+            "balancer instead"
+        )
     return None
 
 

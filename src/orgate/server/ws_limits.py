@@ -76,7 +76,8 @@ class SocketLimits:
         if self.open >= capacity:
             return ApiError.of(
                 ErrorCode.WEBSOCKET_CAPACITY_REACHED,
-                f"This server holds its maximum of {capacity} WebSocket connections; retry later, or use HTTP.",
+                f"This server holds its maximum of {capacity} WebSocket connections; "
+                "retry later, or use HTTP.",
                 headers={"Retry-After": "5"},
             )
         self.open += 1

@@ -929,7 +929,8 @@ class ResponseStore(abc.ABC):
 
     @functools.cached_property
     def lease_releases(self) -> LeaseReleases:
-        """The leases whose release failed, released again in the background (closed by ``close``)."""
+        """The leases whose release failed, released again in the background
+        (closed by ``close``)."""
         return LeaseReleases(self._end_turn)
 
     # -- MCP approvals (docs/mcp.md)

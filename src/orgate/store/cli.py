@@ -1,4 +1,5 @@
-"""``orgate store stats|prune|tenants|rename-tenant``: inspect, trim and re-tenant the response store.
+"""``orgate store stats|prune|tenants|rename-tenant``: inspect,
+trim and re-tenant the response store.
 
 ``register(subparsers)`` adds the ``store`` command to orgate's argparse tree. Each
 leaf sets ``func``: a callable taking the parsed ``argparse.Namespace`` and returning
@@ -83,7 +84,8 @@ def register(subparsers: Any) -> None:
 
     rename = commands.add_parser(
         "rename-tenant",
-        help="give one tenant's responses, items and sessions to a new tenant name (servers stopped)",
+        help="give one tenant's responses, items and sessions to a new tenant name (servers "
+        "stopped)",
     )
     rename.add_argument("old", help="the tenant name the data is stored under")
     rename.add_argument("new", help="the tenant name to store it under (must hold no data)")
@@ -94,7 +96,8 @@ def register(subparsers: Any) -> None:
 
 def _url(args: argparse.Namespace) -> str | None:
     """--url, then $ORGATE_STORE_URL; ``orgate`` (cli.py) fills ``--url`` from the configuration's
-    ``[store] url`` (``--config`` / ``$ORGATE_CONFIG``, with ``ORGATE_STORE__URL``) when neither is set."""
+    ``[store] url`` (``--config`` / ``$ORGATE_CONFIG``, with ``ORGATE_STORE__URL``) when neither is
+    set."""
     return args.url or os.environ.get(URL_ENV) or None
 
 
@@ -216,7 +219,8 @@ def run_stats(args: argparse.Namespace) -> int:
 
 @command
 def run_prune(args: argparse.Namespace) -> int:
-    """``orgate store prune``: counts first; on a terminal asks before deleting (``--yes`` does not)."""
+    """``orgate store prune``: counts first; on a terminal asks before deleting
+    (``--yes`` does not)."""
     ask = not args.yes and not args.dry_run and is_terminal(sys.stdin) and is_terminal(sys.stderr)
     try:
         url = _existing(_url(args))

@@ -14,7 +14,9 @@ from orgate.store.base import OUTPUT_POSITIONS, STATUSES, SaveArgs, is_derived, 
 
 @dataclass(
     slots=True
-)  # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, on every save
+    # not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__,
+    # on every save
+)
 class SaveRows:
     """What ``save`` writes, encoded once, outside any transaction (never changed after).
 

@@ -88,7 +88,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def _is_connection_error(exc: BaseException) -> bool:
-    # 57014 (a statement timeout or cancel) is an "operator intervention" that leaves the connection fine.
+    # 57014 (a statement timeout or cancel) is an "operator intervention" that leaves the connection
+    # fine.
     return not isinstance(exc, asyncpg.exceptions.QueryCanceledError)
 
 
@@ -557,7 +558,8 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             SELECT count(*)::integer AS n FROM gone""",
             response_id,
             tenant,
-            idempotent=False,  # a replay would answer "not found" for what the first attempt deleted
+            # a replay would answer "not found" for what the first attempt deleted
+            idempotent=False,
         )
         return bool(row and row["n"])
 
@@ -986,18 +988,21 @@ class PostgresStore(PostgresSharedState, ResponseStore):
                 " IN SHARE ROW EXCLUSIVE MODE"
             )
             if await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS (SELECT 1 FROM sessions WHERE tenant = $1)",
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1) OR EXISTS "
+                "(SELECT 1 FROM sessions WHERE tenant = $1)",
                 new,
             ):
                 raise TenantInUse(
                     f"tenant {new!r} already holds data: two tenants' data are never merged"
                 )
             if await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1 AND status IN ('queued', 'in_progress'))",
+                "SELECT EXISTS (SELECT 1 FROM responses WHERE tenant = $1 AND status "
+                "IN ('queued', 'in_progress'))",
                 old,
             ):
                 raise TenantInUse(
-                    f"tenant {old!r} has a response in progress: stop the servers that use this store first"
+                    f"tenant {old!r} has a response in progress: stop the servers that "
+                    "use this store first"
                 )
             moved = await conn.execute(
                 "UPDATE responses SET tenant = $1 WHERE tenant = $2", new, old

@@ -135,7 +135,8 @@ SQLITE_MIGRATIONS: dict[int, list[str]] = {
             request BLOB
         )""",
         "CREATE INDEX responses_created ON responses (created_at)",
-        "CREATE INDEX responses_active ON responses (status) WHERE status IN ('queued', 'in_progress')",
+        "CREATE INDEX responses_active ON responses (status) WHERE status IN "
+        "('queued', 'in_progress')",
         "CREATE INDEX responses_expires ON responses (expires_at) WHERE expires_at IS NOT NULL",
         """CREATE TABLE items (
             tenant TEXT NOT NULL,
@@ -239,7 +240,8 @@ POSTGRES_MIGRATIONS: dict[int, list[str]] = {
             request bytea
         )""",
         "CREATE INDEX responses_created ON responses (created_at)",
-        "CREATE INDEX responses_active ON responses (status) WHERE status IN ('queued', 'in_progress')",
+        "CREATE INDEX responses_active ON responses (status) WHERE status IN "
+        "('queued', 'in_progress')",
         "CREATE INDEX responses_expires ON responses (expires_at) WHERE expires_at IS NOT NULL",
         """CREATE TABLE items (
             pk bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -188,7 +188,8 @@ class SqliteStore(SqliteSharedState, ResponseStore):
         self._inline: InlineWriter | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._closed = False
-        #: Writes handed to the database thread that have not run there yet (see ``_write_on_thread``).
+        #: Writes handed to the database thread that have not run there yet
+        # (see ``_write_on_thread``).
         self._thread_writes = 0
 
     @classmethod
@@ -233,7 +234,8 @@ class SqliteStore(SqliteSharedState, ResponseStore):
         return result
 
     async def _write_op(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run the write ``fn(conn, *args)``: inline in this loop iteration's batch, else on the thread."""
+        """Run the write ``fn(conn, *args)``: inline in this loop iteration's batch,
+        else on the thread."""
         if self._closed:
             raise StoreUnavailable("the store is closed")
         inline = self._inline
@@ -505,7 +507,8 @@ class SqliteStore(SqliteSharedState, ResponseStore):
                 ),
             ).rowcount
             if not updated:
-                return  # a late save of an earlier state of a finished response (see _NOT_BACKWARDS)
+                # a late save of an earlier state of a finished response (see _NOT_BACKWARDS)
+                return
             gone = set(old_keys).difference(item_id for item_id, _ in new_keys)
             if gone:
                 self.query_count += 1
@@ -544,7 +547,8 @@ class SqliteStore(SqliteSharedState, ResponseStore):
     def _owned_items(
         self, conn: sqlite3.Connection, response_id: str, tenant: str
     ) -> list[str] | None:
-        """The indexed ids of a stored response's items, or None when it is not this tenant's (or absent)."""
+        """The indexed ids of a stored response's items, or None when it is not this tenant's
+        (or absent)."""
         row = self._execute_on(
             conn,
             "SELECT input_ids, outputs, response FROM responses WHERE id = ? AND tenant = ?",
@@ -1201,18 +1205,21 @@ class SqliteStore(SqliteSharedState, ResponseStore):
 
     def _rename_tenant_sync(self, old: str, new: str) -> int:
         if self._execute(
-            "SELECT 1 FROM responses WHERE tenant = ? UNION ALL SELECT 1 FROM sessions WHERE tenant = ? LIMIT 1",
+            "SELECT 1 FROM responses WHERE tenant = ? UNION ALL SELECT 1 FROM sessions "
+            "WHERE tenant = ? LIMIT 1",
             (new, new),
         ).fetchone():
             raise TenantInUse(
                 f"tenant {new!r} already holds data: two tenants' data are never merged"
             )
         if self._execute(
-            "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', 'in_progress') LIMIT 1",
+            "SELECT 1 FROM responses WHERE tenant = ? AND status IN ('queued', "
+            "'in_progress') LIMIT 1",
             (old,),
         ).fetchone():
             raise TenantInUse(
-                f"tenant {old!r} has a response in progress: stop the servers that use this store first"
+                f"tenant {old!r} has a response in progress: stop the servers that use "
+                "this store first"
             )
         moved = self._execute(
             "UPDATE responses SET tenant = ? WHERE tenant = ?", (new, old)

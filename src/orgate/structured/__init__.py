@@ -3,7 +3,8 @@
 ``SafetyNet`` wraps a provider; ``StructuredSettings`` is the ``[structured]``
 config section and ``StructuredPolicy`` its resolved runtime form;
 ``StructuredMetrics`` holds the Prometheus counters; ``Reviews`` the queue of exhausted
-attempts (in the response store, ``review_store.py``, or a SQLite file: ``ReviewQueue``); ``Outcome`` what happened to one request.
+attempts (in the response store, ``review_store.py``, or a SQLite file: ``ReviewQueue``);
+``Outcome`` what happened to one request.
 See ``docs/structured-output.md``.
 
 The names are imported on first use: ``orgate schema``, ``review`` and ``eval`` load

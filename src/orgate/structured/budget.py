@@ -113,7 +113,8 @@ class Budget:
     def resolve(
         cls, settings: StructuredSettings, fmt: FormatPolicy, override: BudgetOverride | None = None
     ) -> Budget:
-        """Config, then the format's own values, then the request override (clamped to the ceilings)."""
+        """Config, then the format's own values, then the request override
+        (clamped to the ceilings)."""
         retries = fmt.retries if fmt.retries is not None else settings.retries
         semantic = (
             fmt.semantic_retries if fmt.semantic_retries is not None else settings.semantic_retries

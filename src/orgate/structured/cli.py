@@ -9,7 +9,8 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
   ``text.format``-like object with a ``schema`` key; ``-`` reads stdin.
 - ``review list [--all|--status S] [--tenant T] [--json]``, ``review show ID [--tenant T]``,
   ``review resolve ID (--value JSON | --discard) [--note TEXT] [--force] [--tenant T]``:
-  every tenant's entries, or only tenant ``T``'s (``--tenant ""``: entries from before tenants were recorded);
+  every tenant's entries, or only tenant ``T``'s (``--tenant ""``:
+  entries from before tenants were recorded);
   the queue in the response store ``orgate serve`` would use (``[store] url`` of the config: the
   ``review_db`` hook, ``orgate.cli`` reads it), or, with ``--db FILE`` or the store disabled, the
   review file (``[structured] review_db``, else ``review.db`` in the data directory). An explicit
@@ -116,7 +117,8 @@ def cmd_schema_strictify(args: argparse.Namespace) -> int:
         blockers = result.blockers
         lines = [f"  {v.path}: {v.message}" for v in blockers]
         fail(
-            f"fixed {len(result.changes)} violation(s); {len(blockers)} cannot be fixed, so the schema "
+            f"fixed {len(result.changes)} violation(s); {len(blockers)} cannot be "
+            "fixed, so the schema "
             "written is still not strict-compatible (orgate sends such a schema non-strict and "
             "validates every output against it):\n" + "\n".join(lines)
         )
@@ -284,11 +286,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
     p.add_argument(
         "--save",
-        help="write the JSON report here, and a Markdown summary and an HTML report with charts next to it",
+        help="write the JSON report here, and a Markdown summary and an HTML report with "
+        "charts next to it",
     )
     p.add_argument(
         "--misbehave",
-        help="orgate/flaky rates, e.g. truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
+        help="orgate/flaky rates, e.g. "
+        "truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
     )
     p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
@@ -337,7 +341,8 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
         parser.add_argument(
             "--tenant",
             default=None,
-            help="only this tenant's entries (default: every tenant's; \"\" for entries older than tenants in the queue)",
+            help="only this tenant's entries (default: every tenant's; \"\" for entries "
+            "older than tenants in the queue)",
         )
         parser.set_defaults(_review_db_hook=review_db)
 
@@ -375,7 +380,8 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m orgate.structured.cli``) until the main CLI wires ``register``."""
+    """Stand-alone entry (``python -m orgate.structured.cli``) until the main CLI wires
+    ``register``."""
     parser = argparse.ArgumentParser(prog="orgate")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -17,7 +17,8 @@ mode                        the net sends
 ``prompt`` and ``json_object`` run the semantic checks too, as the net does by default; the
 ``constrained`` mode without them shows what the semantic layer adds. Each mode gets its
 own counters (so its own three rates), upstream calls per request and latency; the modes
-share what the upstream was seen to refuse (one upstream), and take turns case by case. The comparison is one table and
+share what the upstream was seen to refuse (one upstream), and take turns case by case. The
+comparison is one table and
 one chart (``to_markdown``, ``print_comparison``; the HTML report draws the same), and the
 regression rule of ``--baseline`` applies per mode (a saved comparison's mode against the
 same mode now).

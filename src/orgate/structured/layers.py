@@ -152,7 +152,8 @@ def parse_layer(
             return Failure(
                 "parse",
                 (
-                    "the reply is wrapped in a Markdown code fence (```); send the bare JSON value without fences",
+                    "the reply is wrapped in a Markdown code fence (```); send the "
+                    "bare JSON value without fences",
                 ),
             )
         message = _describe_decode_error(candidate, exc)
@@ -202,7 +203,8 @@ _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
 def format_path(path: Iterable[Any]) -> str:
-    """``items[0].sku``; keys that are not identifiers are quoted: ``["unit price"]``; root is ``$``."""
+    """``items[0].sku``; keys that are not identifiers are quoted: ``["unit price"]``;
+    root is ``$``."""
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -249,7 +251,8 @@ _SIZE_WORDS: dict[str, tuple[str, str, str]] = {
 
 
 def describe_error(error: ValidationError, *, relative: bool = False) -> list[str]:
-    """One or more precise messages for one jsonschema error (``relative``: path from its parent error)."""
+    """One or more precise messages for one jsonschema error (``relative``:
+    path from its parent error)."""
     path = format_path(error.relative_path if relative else error.absolute_path)
     describe = _DESCRIBERS.get(error.validator)
     messages = describe(error, path) if describe is not None else None
@@ -289,7 +292,8 @@ def _not_in_enum(error: ValidationError, path: str) -> list[str] | None:
 
 def _not_const(error: ValidationError, path: str) -> list[str] | None:
     return [
-        f"{_at(path)}expected {render_value(error.validator_value)}, got {render_value(error.instance)}"
+        f"{_at(path)}expected {render_value(error.validator_value)}, got "
+        f"{render_value(error.instance)}"
     ]
 
 
@@ -308,19 +312,22 @@ def _wrong_size(error: ValidationError, path: str) -> list[str] | None:
     else:
         verdict = "is too short" if kind.startswith("min") else "is too long"
     return [
-        f"{_at(path)}{render_value(error.instance)} {verdict} (expected {words} {bound} {unit}, got {size})"
+        f"{_at(path)}{render_value(error.instance)} {verdict} (expected {words} "
+        f"{bound} {unit}, got {size})"
     ]
 
 
 def _no_pattern_match(error: ValidationError, path: str) -> list[str] | None:
     return [
-        f"{_at(path)}{render_value(error.instance)} does not match the pattern {json.dumps(error.validator_value)}"
+        f"{_at(path)}{render_value(error.instance)} does not match the pattern "
+        f"{json.dumps(error.validator_value)}"
     ]
 
 
 def _wrong_format(error: ValidationError, path: str) -> list[str] | None:
     return [
-        f"{_at(path)}expected a string in format {error.validator_value}, got {render_value(error.instance)}"
+        f"{_at(path)}expected a string in format {error.validator_value}, got "
+        f"{render_value(error.instance)}"
     ]
 
 
@@ -419,7 +426,8 @@ def _format_check(name: str) -> Callable[[Any], bool]:
 
 
 def format_checker(schema: Any) -> FormatChecker | None:
-    """A checker asserting the formats ``schema`` uses (``date-time``, ``email``, ``uri``…), or None.
+    """A checker asserting the formats ``schema`` uses (``date-time``, ``email``, ``uri``…),
+    or None.
 
     Draft 2020-12 treats ``format`` as an annotation unless a checker is given;
     the safety net asserts it (strict mode moves unsupported formats into the

@@ -129,7 +129,10 @@ def append_instructions(request: ModelRequest, text: str) -> ModelRequest:
 
 
 def schema_instructions(schema: dict[str, Any], fmt: TextFormat) -> str:
-    head = "Respond with a single JSON value only: no prose before or after it, no Markdown code fences."
+    head = (
+        "Respond with a single JSON value only: no prose before or after it, no Markdown "
+        "code fences."
+    )
     desc = f"\nThe value is: {fmt.description}" if fmt.description else ""
     body = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
     return f"{head}{desc}\nIt must validate against this JSON Schema:\n{body}"

@@ -165,7 +165,8 @@ def asked_text(request: ModelRequest) -> str:
 
 
 def _passthrough_reason(attempt: _Attempt) -> str | None:
-    """Why an attempt is released unchecked (tool calls, content filter, a bare refusal), or None."""
+    """Why an attempt is released unchecked (tool calls, content filter, a bare refusal),
+    or None."""
     reason = attempt.finish.reason
     if reason == "tool_calls" or attempt.tool_calls:
         return "tool_calls"
@@ -500,7 +501,8 @@ class SafetyNet(WrapperProvider):
         failure = Failure(
             "truncation",
             (
-                f"the output was cut at max_output_tokens={req.max_output_tokens or 'provider default'}",
+                "the output was cut at "
+                f"max_output_tokens={req.max_output_tokens or 'provider default'}",
             ),
         )
         record = AttemptRecord(
@@ -698,7 +700,10 @@ class SafetyNet(WrapperProvider):
         why = _WHY[exhausted_by]
         if exhausted_by == "truncation_cap":
             why += f" ({cap} tokens)"
-        message = f"The model's output failed the structured-output checks after {len(outcome.attempts)} attempt(s): {why}."
+        message = (
+            "The model's output failed the structured-output checks after "
+            f"{len(outcome.attempts)} attempt(s): {why}."
+        )
         if failed:
             last = failed[-1]
             shown = list(last.errors[:5]) + (

@@ -73,7 +73,10 @@ CREATE INDEX IF NOT EXISTS structured_review_status ON structured_review (status
 
 #: A queue made before entries recorded their tenant gets the column; its rows get ``UNASSIGNED``.
 _ADD_TENANT = "ALTER TABLE structured_review ADD COLUMN tenant TEXT NOT NULL DEFAULT ''"
-_TENANT_INDEX = "CREATE INDEX IF NOT EXISTS structured_review_tenant ON structured_review (tenant, status, created_at)"
+_TENANT_INDEX = (
+    "CREATE INDEX IF NOT EXISTS structured_review_tenant ON structured_review (tenant, "
+    "status, created_at)"
+)
 
 #: The tenant of entries written before tenants were recorded: no key has it (names are not empty).
 UNASSIGNED = ""
@@ -218,7 +221,8 @@ class ReviewQueue:
         return self._ready or self.path.is_file()
 
     def create(self) -> None:
-        """Create the database (and its directory) if missing. Raises ``OSError`` / ``sqlite3.Error``."""
+        """Create the database (and its directory) if missing. Raises ``OSError`` /
+        ``sqlite3.Error``."""
         if not self._ready:
             private_file(self.path)
             self._migrate()
@@ -264,8 +268,10 @@ class ReviewQueue:
         self.create()
         with self._connect() as db:
             db.execute(
-                "INSERT INTO structured_review (id, created_at, status, model, format_name, mode, stage, errors,"
-                " schema, request, attempts, response_id, tenant) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO structured_review (id, created_at, status, model, "
+                "format_name, mode, stage, errors,"
+                " schema, request, attempts, response_id, tenant) VALUES (?, ?, "
+                "'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     review_id,
                     time.time(),
@@ -397,7 +403,8 @@ class ReviewQueue:
         force: bool = False,
         tenant: str | None = None,
     ) -> ReviewItem:
-        """Resolve with a corrected value; it must validate against the stored schema unless ``force``."""
+        """Resolve with a corrected value; it must validate against the stored schema unless
+        ``force``."""
         item = self.get(review_id, tenant=tenant)
         if item is None:
             raise ReviewNotFound(f"no review entry {review_id}")

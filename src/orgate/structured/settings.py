@@ -59,7 +59,8 @@ _NO_DEFAULT: Any = object()
 
 
 class FormatSettings(BaseModel):
-    """Per format ``name`` (``text.format.name``; ``json_object`` requests use the name ``json_object``)."""
+    """Per format ``name`` (``text.format.name``; ``json_object`` requests use the name
+    ``json_object``)."""
 
     model_config = ConfigDict(extra="forbid")
 

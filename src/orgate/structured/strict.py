@@ -43,13 +43,15 @@ MAX_ENUM_VALUES = 1000
 LARGE_ENUM = 250
 LARGE_ENUM_CHARS = 15000
 MAX_TOTAL_CHARS = 120000
-MAX_WALK = 10000  # sub-schemas one strictify visits ($ref inlining repeats a target), then no strict equivalent
+# sub-schemas one strictify visits ($ref inlining repeats a target), then no strict equivalent
+MAX_WALK = 10000
 
 SUPPORTED = frozenset(
     {
         "type", "enum", "const", "anyOf", "$ref", "$defs", "definitions", "properties", "required",
-        "additionalProperties", "items", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "title", "description",
+        "additionalProperties", "items", "pattern", "format", "minimum", "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "title",
+        "description",
     }
 )  # fmt: skip
 SUPPORTED_FORMATS = frozenset(
@@ -57,20 +59,26 @@ SUPPORTED_FORMATS = frozenset(
 )
 # Annotations only: dropping them changes no validation result.
 ANNOTATIONS = frozenset(
-    {"default", "examples", "$comment", "$schema", "$id", "readOnly", "writeOnly", "deprecated",
-     "contentEncoding", "contentMediaType", "contentSchema", "nullable", "discriminator"}
+    {
+        "default", "examples", "$comment", "$schema", "$id", "readOnly", "writeOnly", "deprecated",
+        "contentEncoding", "contentMediaType", "contentSchema", "nullable", "discriminator",
+    }
 )  # fmt: skip
 # Narrowing constraints: moved into the description, enforced by validation.
 NARROWING = frozenset(
-    {"minLength", "maxLength", "minProperties", "maxProperties", "uniqueItems", "contains",
-     "minContains", "maxContains"}
+    {
+        "minLength", "maxLength", "minProperties", "maxProperties", "uniqueItems", "contains",
+        "minContains", "maxContains",
+    }
 )  # fmt: skip
 # Keywords that change the shape of what is allowed: no strict equivalent.
 SHAPE = frozenset(
-    {"patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "prefixItems",
-     "additionalItems", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
-     "dependencies", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-     "allOf"}
+    {
+        "patternProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+        "prefixItems", "additionalItems", "not", "if", "then", "else", "dependentRequired",
+        "dependentSchemas", "dependencies", "$anchor", "$dynamicRef", "$dynamicAnchor",
+        "$recursiveRef", "$recursiveAnchor", "allOf",
+    }
 )  # fmt: skip
 
 
@@ -261,7 +269,8 @@ class _Walker:
         return out
 
     def _rewrite_unsupported_keywords(self, out: dict[str, Any], path: str) -> None:
-        """Apply the rule of each keyword outside the subset; narrowing ones join the description."""
+        """Apply the rule of each keyword outside the subset; narrowing ones join the
+        description."""
         narrowing: list[str] = []
         for key in list(out):
             if key not in SUPPORTED and (note := self._unsupported_keyword(out, key, path)):
@@ -363,7 +372,8 @@ class _Walker:
             self.add(
                 path,
                 "limit",
-                f"enum of {len(values)} values has {chars} characters (limit {LARGE_ENUM_CHARS} above {LARGE_ENUM} values)",
+                f"enum of {len(values)} values has {chars} characters (limit "
+                f"{LARGE_ENUM_CHARS} above {LARGE_ENUM} values)",
                 False,
             )
 
@@ -387,7 +397,8 @@ class _Walker:
             self.add(
                 path,
                 "free-form",
-                "free-form object (no properties, additionalProperties not false) has no strict equivalent",
+                "free-form object (no properties, additionalProperties not false) has "
+                "no strict equivalent",
                 False,
             )
         elif extra is not False:
@@ -441,7 +452,8 @@ class _Walker:
 
 
 def _merge(target: dict[str, Any], siblings: dict[str, Any]) -> dict[str, Any]:
-    """Inline a ``$ref`` target under its siblings: properties and required are united, siblings win otherwise."""
+    """Inline a ``$ref`` target under its siblings: properties and required are united,
+    siblings win otherwise."""
     out = {**target, **siblings}
     if isinstance(target.get("properties"), dict) and isinstance(siblings.get("properties"), dict):
         out["properties"] = {**target["properties"], **siblings["properties"]}
@@ -507,7 +519,8 @@ def check(schema: Any) -> list[Violation]:
 
 
 def strictify(schema: Any) -> StrictResult:
-    """A strict-compatible equivalent of ``schema``, or the blockers explaining why there is none."""
+    """A strict-compatible equivalent of ``schema``, or the blockers explaining why there is
+    none."""
     out, walker = _walk(schema)
     violations = walker.violations
     blockers = [v for v in violations if not v.fixable]
@@ -562,7 +575,8 @@ def _denull_subschemas(value: Any, schema: dict[str, Any], root: Any, depth: int
 def _denull_object(
     value: dict[str, Any], schema: dict[str, Any], root: Any, depth: int
 ) -> dict[str, Any]:
-    """The object without the strict-mode ``null``s of its optional properties, each value denulled."""
+    """The object without the strict-mode ``null``s of its optional properties,
+    each value denulled."""
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = set(schema.get("required", []))
     refs = root if isinstance(root, dict) else {}

@@ -4,17 +4,23 @@
 split anywhere and yields events; ``decode_message`` turns a non-streaming
 JSON reply into the same events. Both end with exactly one ``Finish``.
 
-| Anthropic | neutral |
-|---|---|
-| ``text`` block, ``text_delta`` | ``TextDelta`` |
-| ``tool_use`` block start (``id``, ``name``) | ``ToolCallStart(index, call_id=id, name)`` (index counts tool calls from 0) |
-| ``input_json_delta.partial_json`` | ``ToolCallDelta`` (a call without deltas gets its start ``input`` as JSON) |
-| the first ``thinking`` / ``redacted_thinking`` block of a run (after a text or tool_use block, or the first) | ``ReasoningStart``: each run of thinking blocks is one reasoning item |
-| ``thinking`` block, ``thinking_delta`` | ``ReasoningDelta(part="content")`` |
-| ``signature_delta`` at the block's stop, ``redacted_thinking`` | ``ReasoningEncrypted`` (an envelope of the current run of thinking blocks) |
-| ``message_delta.stop_reason`` | ``Finish.reason``: end_turn / stop_sequence / pause_turn → stop, max_tokens / model_context_window_exceeded → length, tool_use → tool_calls, refusal → content_filter |
-| usage | ``input_tokens`` = input + cache read + cache creation, ``cached_tokens`` = cache read |
-| ``error`` event | ``ApiError`` raised (see ``errors``) |
+Anthropic → neutral:
+
+- ``text`` block, ``text_delta`` → ``TextDelta``
+- ``tool_use`` block start (``id``, ``name``) → ``ToolCallStart(index, call_id=id, name)`` (index
+  counts tool calls from 0)
+- ``input_json_delta.partial_json`` → ``ToolCallDelta`` (a call without deltas gets its start
+  ``input`` as JSON)
+- the first ``thinking`` / ``redacted_thinking`` block of a run (after a text or tool_use block, or
+  the first) → ``ReasoningStart``: each run of thinking blocks is one reasoning item
+- ``thinking`` block, ``thinking_delta`` → ``ReasoningDelta(part="content")``
+- ``signature_delta`` at the block's stop, ``redacted_thinking`` → ``ReasoningEncrypted`` (an
+  envelope of the current run of thinking blocks)
+- ``message_delta.stop_reason`` → ``Finish.reason``: end_turn / stop_sequence / pause_turn → stop,
+  max_tokens / model_context_window_exceeded → length, tool_use → tool_calls, refusal →
+  content_filter
+- usage → ``input_tokens`` = input + cache read + cache creation, ``cached_tokens`` = cache read
+- ``error`` event → ``ApiError`` raised (see ``errors``)
 
 Server-side tool blocks (``server_tool_use``, ``web_search_tool_result``...)
 have no neutral event: they are skipped and counted in ``skipped``.
@@ -117,7 +123,8 @@ class _UsageAcc:
 
 
 class StreamDecoder(SseStreamDecoder):
-    """Incremental decoder of one Anthropic SSE stream. ``name`` (the deployment) goes into error messages.
+    """Incremental decoder of one Anthropic SSE stream. ``name``
+    (the deployment) goes into error messages.
 
     ``feed`` returns the events decoded so far and raises ``ApiError`` on an
     upstream ``error`` event or invalid JSON (when events precede the error in
@@ -331,7 +338,8 @@ def _message_content(body: Any, name: str) -> list[Any]:
 
 
 def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
-    """The events of a non-streaming Messages API reply (``{"type": "message", "content": [...], ...}``)."""
+    """The events of a non-streaming Messages API reply (``{"type": "message", "content":
+    [...], ...}``)."""
     reply = _Reply()
     for block in _message_content(body, name):
         if isinstance(block, dict):

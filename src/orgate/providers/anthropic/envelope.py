@@ -1,4 +1,5 @@
-"""The round-trip envelope for Anthropic thinking blocks, kept in a reasoning item's ``encrypted_content``.
+"""The round-trip envelope for Anthropic thinking blocks, kept in a reasoning item's
+``encrypted_content``.
 
 Anthropic checks a thinking block's ``signature`` against its exact ``thinking``
 text, and ``redacted_thinking`` blocks carry only opaque ``data``. Both must go
@@ -32,7 +33,8 @@ def is_anthropic_reasoning(encrypted_content: Any) -> bool:
 
 
 def encode_blocks(blocks: list[dict[str, Any]]) -> str:
-    """Pack thinking / redacted_thinking blocks (as Anthropic wire dicts) into an envelope string."""
+    """Pack thinking / redacted_thinking blocks (as Anthropic wire dicts) into an envelope
+    string."""
     raw = orjson.dumps({"blocks": blocks})
     return PREFIX + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 

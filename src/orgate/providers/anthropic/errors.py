@@ -3,15 +3,19 @@
 Pure. Anthropic error bodies look like
 ``{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}``.
 
-| upstream | orgate |
-|---|---|
-| 429 / ``rate_limit_error`` | 429 ``rate_limit_error`` ``rate_limit_exceeded``, ``Retry-After`` passed on |
-| 529 / ``overloaded_error`` | 503 ``server_error`` ``upstream_overloaded`` (``Retry-After`` if sent) |
-| 400, 413, 422 / ``invalid_request_error``, ``request_too_large`` | 400 ``invalid_request_error`` ``upstream_bad_request`` |
-| 401, 403 / ``authentication_error``, ``permission_error`` | 502 ``server_error`` ``upstream_auth_failed`` (upstream message withheld) |
-| 404 / ``not_found_error`` | 502 ``server_error`` ``upstream_model_not_found`` |
-| 408, 504 / ``timeout_error`` | 504 ``server_error`` ``upstream_timeout`` |
-| other (500 ``api_error``, 502, 503...) | 502 ``server_error`` ``upstream_error`` |
+upstream → orgate:
+
+- 429 / ``rate_limit_error`` → 429 ``rate_limit_error`` ``rate_limit_exceeded``, ``Retry-After``
+  passed on
+- 529 / ``overloaded_error`` → 503 ``server_error`` ``upstream_overloaded`` (``Retry-After`` if
+  sent)
+- 400, 413, 422 / ``invalid_request_error``, ``request_too_large`` → 400 ``invalid_request_error``
+  ``upstream_bad_request``
+- 401, 403 / ``authentication_error``, ``permission_error`` → 502 ``server_error``
+  ``upstream_auth_failed`` (upstream message withheld)
+- 404 / ``not_found_error`` → 502 ``server_error`` ``upstream_model_not_found``
+- 408, 504 / ``timeout_error`` → 504 ``server_error`` ``upstream_timeout``
+- other (500 ``api_error``, 502, 503...) → 502 ``server_error`` ``upstream_error``
 
 Messages name the deployment, never the API key.
 """

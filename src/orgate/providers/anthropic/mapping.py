@@ -345,7 +345,10 @@ def json_instruction(fmt: TextFormat | None) -> str | None:
     (Anthropic has no JSON mode; ``map_output_format`` sends the dialects)."""
     if fmt is None or fmt.type == "text" or fmt.dialect is not None:
         return None
-    text = "Respond with a single valid JSON value and nothing else: no prose, no Markdown code fences."
+    text = (
+        "Respond with a single valid JSON value and nothing else: no prose, no Markdown "
+        "code fences."
+    )
     if fmt.type == "json_object":
         return text.replace("JSON value", "JSON object")
     if fmt.schema is not None:
@@ -494,7 +497,8 @@ def _unthought_tool_use(messages: list[dict[str, Any]]) -> bool:
 
 
 def _check_thinking_compatible(request: ModelRequest, body: dict[str, Any]) -> None:
-    """Extended thinking refuses other sampling and forced tool use: a clear 400 here, not the upstream's."""
+    """Extended thinking refuses other sampling and forced tool use:
+    a clear 400 here, not the upstream's."""
     with_thinking = "with reasoning (Anthropic extended thinking)"
     if request.temperature is not None and request.temperature != 1:
         raise _unsupported(

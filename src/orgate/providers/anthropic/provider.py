@@ -31,7 +31,8 @@ COUNTED_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice
 
 
 def messages_url(base_url: str) -> str:
-    """``{base_url}/v1/messages``; a base URL already ending in ``/v1`` or ``/v1/messages`` is completed."""
+    """``{base_url}/v1/messages``; a base URL already ending in ``/v1`` or ``/v1/messages`` is
+    completed."""
     base = base_url.rstrip("/")
     if base.endswith("/v1/messages"):
         return base
@@ -72,7 +73,8 @@ class AnthropicProvider(SseProvider):
         return {key: value for key, value in body.items() if key in COUNTED_FIELDS}
 
     def stream_batches(self, request: ModelRequest) -> AsyncIterator[list[ModelEvent]]:
-        """The upstream's answer; calls of the functions standing for custom tools come back as custom calls."""
+        """The upstream's answer; calls of the functions standing for custom tools come back as
+        custom calls."""
         batches = custom_call_batches(request, super().stream_batches(request))
         return answer_batches(request, batches)  # a forced_tool format's call back into text
 

@@ -1,9 +1,11 @@
-"""Pure decoders: Chat Completions SSE bytes (or one ``chat.completion`` JSON) → neutral ``ModelEvent``s.
+"""Pure decoders: Chat Completions SSE bytes (or one ``chat.completion`` JSON) → neutral
+``ModelEvent``s.
 
 ``ChatStreamDecoder`` is fed raw network chunks in arrival order (lines may be
 split anywhere, even inside a UTF-8 character: the shared SSE splitter,
 ``providers/sse.py``, cuts them on ``\\n``, ``\\r\\n`` or ``\\r`` and they are decoded
-as whole JSON documents) and returns the events each chunk completes. ``close()`` ends the stream and returns the last events, always
+as whole JSON documents) and returns the events each chunk completes. ``close()`` ends the stream
+and returns the last events, always
 ending in exactly one ``Finish``.
 
 Tool calls: upstreams send ``delta.tool_calls[]`` pieces keyed by ``index``;
@@ -86,7 +88,8 @@ def _reason(raw: Any) -> str:
 
 
 def _text_of(content: Any) -> str:
-    """Content that is not a plain string: a list of ``{"type": "text", "text"}`` parts (Mistral style)."""
+    """Content that is not a plain string: a list of ``{"type": "text",
+    "text"}`` parts (Mistral style)."""
     if isinstance(content, list):
         return "".join(
             p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text"
@@ -377,7 +380,8 @@ class ChatStreamDecoder:
                     )
                 self._start(call)
             if not cut and not "".join(call.args).strip():
-                # a tool without parameters: some servers (vLLM's hermes parser...) send no arguments
+                # a tool without parameters: some servers (vLLM's hermes parser...) send no
+                # arguments
                 call.args.append("{}")
                 self._out.append(ToolCallDelta(call.index, "{}"))
             call.closed = True

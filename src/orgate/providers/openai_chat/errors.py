@@ -32,7 +32,8 @@ def _message_from(body: Any) -> str | None:
 
 
 def upstream_message(raw: bytes) -> str:
-    """The human message of an upstream error body (OpenAI, vLLM, Ollama, FastAPI shapes, or text)."""
+    """The human message of an upstream error body (OpenAI, vLLM, Ollama, FastAPI shapes,
+    or text)."""
     try:
         message = _message_from(orjson.loads(raw))
     except orjson.JSONDecodeError:

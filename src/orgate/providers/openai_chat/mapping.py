@@ -48,7 +48,8 @@ from orgate.providers.plain import get_field as _get
 class ChatOptions:
     """Per-deployment quirks of an OpenAI-compatible upstream (``[models.chat]``)."""
 
-    # "max_completion_tokens" for OpenAI (its reasoning models refuse "max_tokens") and newer servers
+    # "max_completion_tokens" for OpenAI (its reasoning models refuse "max_tokens") and newer
+    # servers
     max_tokens_field: str = "max_tokens"
     developer_role: str = "system"  # "developer" for upstreams that accept it
     include_usage: bool = True  # ask for the usage chunk when streaming
@@ -96,7 +97,8 @@ def _file_part(part: Any, param: str) -> dict[str, Any]:
         what = "an input_file with file_url is" if url else "an input_file without file_data is"
         raise ApiError.of(
             ErrorCode.UNSUPPORTED_CONTENT,
-            f"{what} not supported by this model's upstream (openai-chat); send file_data (base64 or a data URL)",
+            f"{what} not supported by this model's upstream (openai-chat); send "
+            "file_data (base64 or a data URL)",
             param=f"{param}.file_url" if url else f"{param}.file_data",
         )
     if not data.startswith("data:"):
@@ -192,7 +194,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
-    # The assistant message that a following function_call may join (None once anything else intervenes).
+    # The assistant message that a following function_call may join
+    # (None once anything else intervenes).
     open_assistant: dict[str, Any] | None = None
     for i, item in enumerate(request.input):
         param = f"input[{i}]"
@@ -253,7 +256,8 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
         else:
             raise ApiError.of(
                 ErrorCode.UNSUPPORTED_ITEM,
-                f"input items of type '{kind}' are not supported by this model's upstream (openai-chat)",
+                f"input items of type '{kind}' are not supported by this model's "
+                "upstream (openai-chat)",
                 param=param,
             )
     return messages

@@ -1,4 +1,5 @@
-"""The ``openai-responses`` provider: a native Responses API upstream (``POST {base_url}/responses``).
+"""The ``openai-responses`` provider: a native Responses API upstream
+(``POST {base_url}/responses``).
 
 OpenAI, vLLM, Ollama or another orgate. Split into a pure mapping
 (``build_body``), pure decoders (``StreamDecoder``, ``decode_response``), an

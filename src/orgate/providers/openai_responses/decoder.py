@@ -6,21 +6,28 @@ events. Both end with exactly one ``Finish``. The upstream's ids, indexes and
 sequence numbers are not forwarded (orgate's builder makes its own), except
 ``call_id``.
 
-| upstream event | neutral |
-|---|---|
-| ``response.output_text.delta`` | ``TextDelta`` |
-| ``response.refusal.delta`` | ``RefusalDelta`` |
-| ``response.reasoning_summary_text.delta`` | ``ReasoningDelta(part="summary")``; an item's summary parts are joined by a blank line |
-| ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) | ``ReasoningDelta(part="content")`` |
-| ``response.output_item.added`` (function_call) | ``ToolCallStart(index, call_id, name)`` |
-| ``response.output_item.added`` (custom_tool_call, OpenAI's free-form tool call) | ``ToolCallStart(index, call_id, name, custom=True)`` |
-| ``response.output_item.added`` (reasoning), or its ``done`` when no ``added`` came | ``ReasoningStart`` (each upstream reasoning item stays one item) |
-| ``response.function_call_arguments.delta`` | ``ToolCallDelta`` (by ``output_index``) |
-| ``response.custom_tool_call_input.delta`` | ``ToolCallDelta`` (a piece of the call's ``input``) |
-| ``response.output_item.done`` | the rest of what the item holds and no delta carried (arguments, text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the spec's output union lacks → ``ExtensionItem(item, origin)`` |
-| ``response.completed`` | ``Finish("tool_calls" if a function call was made else "stop")``; its ``output`` is read when no item event came before it |
-| ``response.incomplete`` | ``Finish("content_filter" if reason is content_filter else "length")`` |
-| ``response.failed`` / ``error`` | ``ApiError`` raised |
+upstream event → neutral:
+
+- ``response.output_text.delta`` → ``TextDelta``
+- ``response.refusal.delta`` → ``RefusalDelta``
+- ``response.reasoning_summary_text.delta`` → ``ReasoningDelta(part="summary")``; an item's summary
+  parts are joined by a blank line
+- ``response.reasoning_text.delta`` (spec: ``response.reasoning.delta``) →
+  ``ReasoningDelta(part="content")``
+- ``response.output_item.added`` (function_call) → ``ToolCallStart(index, call_id, name)``
+- ``response.output_item.added`` (custom_tool_call, OpenAI's free-form tool call) →
+  ``ToolCallStart(index, call_id, name, custom=True)``
+- ``response.output_item.added`` (reasoning), or its ``done`` when no ``added`` came →
+  ``ReasoningStart`` (each upstream reasoning item stays one item)
+- ``response.function_call_arguments.delta`` → ``ToolCallDelta`` (by ``output_index``)
+- ``response.custom_tool_call_input.delta`` → ``ToolCallDelta`` (a piece of the call's ``input``)
+- ``response.output_item.done`` → the rest of what the item holds and no delta carried (arguments,
+  text, summary); reasoning ``encrypted_content`` → ``ReasoningEncrypted``; an item of a type the
+  spec's output union lacks → ``ExtensionItem(item, origin)``
+- ``response.completed`` → ``Finish("tool_calls" if a function call was made else "stop")``; its
+  ``output`` is read when no item event came before it
+- ``response.incomplete`` → ``Finish("content_filter" if reason is content_filter else "length")``
+- ``response.failed`` / ``error`` → ``ApiError`` raised
 
 Usage comes from the final response (``input_tokens_details.cached_tokens``,
 ``output_tokens_details.reasoning_tokens``). Function calls reach the neutral
@@ -75,7 +82,8 @@ _SPEC_OUTPUT = frozenset(
 # Call items, and the field their text is in: OpenAI's custom tools take free-form ``input``.
 _CALLS = {"function_call": "arguments", "custom_tool_call": "input"}
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
-# Between the summary parts of one reasoning item (the neutral stream has one summary text per item).
+# Between the summary parts of one reasoning item (the neutral stream has one summary text per
+# item).
 SUMMARY_GAP = "\n\n"
 
 
@@ -120,7 +128,8 @@ def _texts(parts: Any, *kinds: str) -> list[str]:
 
 
 class StreamDecoder(SseStreamDecoder):
-    """Incremental decoder of one Responses SSE stream. ``name`` (the deployment) goes into error messages.
+    """Incremental decoder of one Responses SSE stream. ``name``
+    (the deployment) goes into error messages.
 
     ``feed`` returns the events decoded so far and raises ``ApiError`` on an
     ``error`` event, ``response.failed`` or invalid JSON (when events precede
@@ -266,7 +275,8 @@ class StreamDecoder(SseStreamDecoder):
             call.buffer.append(event)
 
     def _complete(self, call: _OrderedCall, full: str, out: list[ModelEvent]) -> None:
-        """Pass on what the final ``arguments`` hold beyond the deltas seen (servers that send none).
+        """Pass on what the final ``arguments`` hold beyond the deltas seen
+        (servers that send none).
 
         A call without any arguments (a tool without parameters) gets ``{}``.
         """
@@ -324,7 +334,8 @@ class StreamDecoder(SseStreamDecoder):
             self._held.append(event)
 
     def _advance(self, out: list[ModelEvent]) -> None:
-        """Close the active call and let the next calls in order through (flushing their buffers)."""
+        """Close the active call and let the next calls in order through
+        (flushing their buffers)."""
         if self._active is not None:
             self._calls[self._active].state = "closed"
             self._active = None
@@ -369,7 +380,8 @@ class StreamDecoder(SseStreamDecoder):
 def decode_response(
     body: Any, name: str = "openai-responses", origin: str = ""
 ) -> list[ModelEvent]:
-    """The events of a non-streaming response object (``{"object": "response", "output": [...]}``)."""
+    """The events of a non-streaming response object (``{"object": "response", "output":
+    [...]}``)."""
     if not isinstance(body, dict):
         raise bad_stream(name, "the reply is not a JSON object")
     if isinstance(body.get("error"), dict) and body.get("object") != "response":

@@ -1,4 +1,5 @@
-"""The I/O piece of the ``openai-responses`` provider: POST ``{base_url}/responses``, feed the decoder.
+"""The I/O piece of the ``openai-responses`` provider: POST ``{base_url}/responses``,
+feed the decoder.
 
 Token counts: ``POST {base_url}/responses/input_tokens`` (OpenAI's endpoint).
 
@@ -74,7 +75,8 @@ class OpenAIResponsesProvider(SseProvider):
         )
 
     def count_body(self, request: ModelRequest) -> dict[str, object]:
-        """``POST /responses/input_tokens``: the request's body, with the fields that endpoint takes."""
+        """``POST /responses/input_tokens``: the request's body, with the fields that endpoint
+        takes."""
         body = self.body(request)
         return {key: value for key, value in body.items() if key in COUNTED_FIELDS}
 
