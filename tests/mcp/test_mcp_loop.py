@@ -42,7 +42,10 @@ def fake() -> Iterator[FakeOpenAIChat]:
 def _config(tools_url: str, hostile_url: str, sse_url: str, fake_url: str) -> str:
     return f"""
 [auth]
-api_keys = [{{ name = "acme", key = "env:ORGATE_API_KEY" }}, {{ name = "other", key = "other-key" }}]
+api_keys = [
+  {{ name = "acme", key = "env:ORGATE_API_KEY" }},
+  {{ name = "other", key = "other-key" }},
+]
 
 [mcp]
 request_origins = ["{tools_url.rsplit("/", 1)[0]}"]

@@ -42,10 +42,17 @@ name = "fb"
 aliases = ["fallback"]
 api_key = "upstream-secret"
 read_timeout = 3
-deployments = [
-  {{ name = "fb-a", provider = "openai-chat", base_url = "{a}", upstream_model = "model-a", max_concurrency = 8 }},
-  {{ name = "fb-b", provider = "openai-chat", base_url = "{b}", upstream_model = "model-b" }},
-]
+[[models.deployments]]
+name = "fb-a"
+provider = "openai-chat"
+base_url = "{a}"
+upstream_model = "model-a"
+max_concurrency = 8
+[[models.deployments]]
+name = "fb-b"
+provider = "openai-chat"
+base_url = "{b}"
+upstream_model = "model-b"
 [models.routing]
 retries = 1
 backoff_base = 0.05
@@ -54,8 +61,13 @@ circuit_failures = 1000
 
 [[models]]
 name = "solo"
-deployments = [{{ name = "solo-a", provider = "openai-chat", base_url = "{a}", upstream_model = "model-solo", max_concurrency = 1 }}]
 routing = {{ retries = 0, queue_timeout = 0.3, circuit_failures = 1000 }}
+[[models.deployments]]
+name = "solo-a"
+provider = "openai-chat"
+base_url = "{a}"
+upstream_model = "model-solo"
+max_concurrency = 1
 
 [[models]]
 name = "chat-a"

@@ -31,8 +31,14 @@ SCRIPT = textwrap.dedent(
         app = create_app(settings)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            ok = await client.post("/v1/responses", headers={"Authorization": "Bearer k"}, json={"model": "orgate/echo", "input": "still here"})
-            chat = await client.post("/v1/chat/completions", headers={"Authorization": "Bearer k"}, json={})
+            ok = await client.post(
+                "/v1/responses",
+                headers={"Authorization": "Bearer k"},
+                json={"model": "orgate/echo", "input": "still here"},
+            )
+            chat = await client.post(
+                "/v1/chat/completions", headers={"Authorization": "Bearer k"}, json={}
+            )
         assert ok.status_code == 200, ok.text
         assert ok.json()["output"][0]["content"][0]["text"] == "still here"
         assert chat.status_code == 404 and chat.json()["error"]["code"] == "not_found"

@@ -54,11 +54,18 @@ def config(native: FakeResponses, claude: FakeAnthropic, chat: FakeOpenAIChat) -
 [[models]]
 name = "mixed"
 read_timeout = 5
-deployments = [
-  {{ name = "mixed-native", provider = "openai-responses", base_url = "{native.base_url}", upstream_model = "gpt-fake-1" }},
-  {{ name = "mixed-claude", provider = "anthropic", base_url = "{claude.base_url}", upstream_model = "claude-fake-1", api_key = "anthropic-secret" }},
-]
 routing = {{ retries = 0, circuit_failures = 1000 }}
+[[models.deployments]]
+name = "mixed-native"
+provider = "openai-responses"
+base_url = "{native.base_url}"
+upstream_model = "gpt-fake-1"
+[[models.deployments]]
+name = "mixed-claude"
+provider = "anthropic"
+base_url = "{claude.base_url}"
+upstream_model = "claude-fake-1"
+api_key = "anthropic-secret"
 """
     )
 

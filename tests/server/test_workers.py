@@ -30,7 +30,10 @@ pytestmark = [
 
 CONFIG = """
 [auth]
-api_keys = [{ name = "main", key = "env:ORGATE_API_KEY" }, { name = "limited", key = "env:LIMITED_KEY", rpm = 6 }]
+api_keys = [
+  { name = "main", key = "env:ORGATE_API_KEY" },
+  { name = "limited", key = "env:LIMITED_KEY", rpm = 6 },
+]
 """
 LIMITED = "limited-key-0123456789"
 SLOW = "orgate:delay=300 " + " ".join(f"w{i}" for i in range(30))  # about 9 s of stream

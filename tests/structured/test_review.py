@@ -104,7 +104,8 @@ def test_a_queue_from_before_tenants_gets_the_column(tmp_path: Path) -> None:
             mode TEXT NOT NULL, stage TEXT NOT NULL, errors TEXT NOT NULL, schema TEXT,
             request TEXT NOT NULL, attempts TEXT NOT NULL, response_id TEXT, resolution TEXT,
             resolved_at REAL, note TEXT);
-            INSERT INTO structured_review (id, created_at, model, format_name, mode, stage, errors, request, attempts)
+            INSERT INTO structured_review
+            (id, created_at, model, format_name, mode, stage, errors, request, attempts)
             VALUES ('rev_old', 1.0, 'm', 'f', 'json_schema', 'schema', '[]', '{}', '[]');"""
         )
     db.close()
