@@ -309,7 +309,8 @@ http {{
 NGINX_TAIL = """\
         location / {
             default_type application/json;
-            return 404 '{"error":{"message":"no such path in the bench upstream","type":"not_found"}}';
+            return 404
+                '{"error":{"message":"no such path in the bench upstream","type":"not_found"}}';
         }
     }
 }

@@ -78,7 +78,8 @@ end
 function done(summary, latency, requests)
    local e = summary.errors
    io.write(string.format("STORE_BENCH %d %d %d %d %d %d\n", summary.requests, summary.duration,
-      e.status, e.connect + e.read + e.write + e.timeout, latency:percentile(50), latency:percentile(99)))
+      e.status, e.connect + e.read + e.write + e.timeout,
+      latency:percentile(50), latency:percentile(99)))
 end
 """
 
