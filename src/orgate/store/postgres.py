@@ -151,13 +151,16 @@ WITH parent AS (
         history_len = r.history_len - r.own_items + EXCLUDED.own_items,
         own_items = EXCLUDED.own_items
     WHERE r.tenant = EXCLUDED.tenant
-      -- a finished response never goes back to queued / in_progress (a late save of an earlier state)
-      AND NOT (r.status NOT IN ('queued', 'in_progress') AND EXCLUDED.status IN ('queued', 'in_progress'))
+      -- a finished response never goes back to queued / in_progress
+      -- (a late save of an earlier state)
+      AND NOT (r.status NOT IN ('queued', 'in_progress')
+               AND EXCLUDED.status IN ('queued', 'in_progress'))
     RETURNING 1
 ), its AS (
     INSERT INTO items AS i (tenant, response_id, seq, kind, item_id, data)
     SELECT $2, $1, t.seq, t.kind, t.item_id, t.data
-    FROM unnest($15::integer[], $16::text[], $17::text[], $18::bytea[]) AS t(seq, kind, item_id, data)
+    FROM unnest($15::integer[], $16::text[], $17::text[], $18::bytea[])
+        AS t(seq, kind, item_id, data)
     WHERE EXISTS (SELECT 1 FROM up)
     ON CONFLICT (response_id, seq) DO UPDATE SET
         kind = EXCLUDED.kind, item_id = EXCLUDED.item_id, data = EXCLUDED.data
@@ -714,7 +717,8 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             if rows:
                 self.query_count += 1
                 await conn.execute(
-                    """UPDATE responses AS r SET status = 'failed', response = t.body, updated_at = $3
+                    """UPDATE responses AS r
+                    SET status = 'failed', response = t.body, updated_at = $3
                     FROM unnest($1::text[], $2::bytea[]) AS t(id, body) WHERE r.id = t.id""",
                     [r["id"] for r in rows],
                     [rewrite_status(r["response"], "failed", INTERRUPTED_ERROR) for r in rows],

@@ -1152,7 +1152,8 @@ class SqliteStore(SqliteSharedState, ResponseStore):
                 WHERE rowid < ? AND created_at < ?
             UNION ALL
             SELECT id, tenant, input_ids, outputs, response FROM responses
-                WHERE expires_at IS NOT NULL AND expires_at <= ? AND NOT (rowid < ? AND created_at < ?)""",
+                WHERE expires_at IS NOT NULL AND expires_at <= ?
+                    AND NOT (rowid < ? AND created_at < ?)""",
             (boundary, cutoff, now, boundary, cutoff),
         ).fetchall()
         conn = self._conn

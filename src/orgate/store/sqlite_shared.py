@@ -274,7 +274,8 @@ class SqliteSharedState:
             self._execute_on(
                 conn,
                 """UPDATE sessions SET lease_token = NULL, lease_owner = NULL,
-                    lease_expires_at = NULL WHERE tenant = ? AND session_id = ? AND lease_token = ?""",
+                    lease_expires_at = NULL
+                    WHERE tenant = ? AND session_id = ? AND lease_token = ?""",
                 (job.tenant, job.session.session_id, job.session.token),
             )
         return True
