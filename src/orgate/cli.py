@@ -523,6 +523,12 @@ def _register_structured(sub: argparse._SubParsersAction) -> None:  # type: igno
     structured_cli.register(sub, review_db=_review_db)
 
 
+def _register_eval(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from orgate.evaluation import cli as eval_cli
+
+    eval_cli.register(sub)
+
+
 def _register_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from orgate.probe import cli as probe_cli
 
@@ -535,6 +541,22 @@ def _register_ops(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     ops_cli.register(sub)
 
 
+def _register_completion(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    completion = sub.add_parser("completion", help="print a shell completion script")
+    completion.add_argument(
+        "shell", choices=["bash", "zsh", "fish"], help="the shell to complete in"
+    )
+    completion.set_defaults(func=_cmd_completion)
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    """A completion script from the whole parser (every command's module is imported)."""
+    from orgate.completion import script
+
+    sys.stdout.write(script(build_parser(), args.shell))
+    return 0
+
+
 #: Each command → what adds it (and its siblings of the same module) to the parser, in help order.
 _REGISTRARS = {
     "serve": _add_serve,
@@ -543,11 +565,11 @@ _REGISTRARS = {
     "store": _register_store,
     "schema": _register_structured,
     "review": _register_structured,
-    "eval": _register_structured,
+    "eval": _register_eval,
     "models": _register_probe,
     "init": _register_ops,
     "config": _register_ops,
-    "completion": _register_ops,
+    "completion": _register_completion,
 }
 
 

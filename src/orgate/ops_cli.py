@@ -1,6 +1,6 @@
-"""The operator's commands around the server: ``orgate init`` (a commented starting config),
-``orgate config check [FILE]`` (validate and print the resolved configuration, secrets masked)
-and ``orgate completion bash|zsh|fish`` (a shell completion script from the parser itself).
+"""The operator's commands around the server: ``orgate init`` (a commented starting config)
+and ``orgate config check [FILE]`` (validate and print the resolved configuration, secrets
+masked). ``orgate completion`` needs the whole parser: ``orgate.cli`` owns it.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``init``, ``config`` and ``completion`` to the main parser's sub-commands."""
+    """Add ``init`` and ``config`` to the main parser's sub-commands."""
     init = subparsers.add_parser("init", help="write a commented starting configuration")
     init.add_argument(
         "--provider",
@@ -157,18 +157,3 @@ def register(subparsers: Any) -> None:
         "-q", "--quiet", action="store_true", help="only validate: print nothing but problems"
     )
     check.set_defaults(func=cmd_config_check)
-
-    completion = subparsers.add_parser("completion", help="print a shell completion script")
-    completion.add_argument(
-        "shell", choices=["bash", "zsh", "fish"], help="the shell to complete in"
-    )
-    completion.set_defaults(func=cmd_completion)
-
-
-@command
-def cmd_completion(args: argparse.Namespace) -> int:
-    from orgate.cli import build_parser
-    from orgate.completion import script
-
-    sys.stdout.write(script(build_parser(), args.shell))
-    return 0

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from orgate.cli import main as cli_main
+from orgate.evaluation.run import Case, CaseError, RunResult, _case, build_report
 from orgate.providers.builtin_misbehave import FLAKY_MODEL, MisbehaveSettings
-from orgate.structured.cli import main as cli_main
-from orgate.structured.eval import Case, CaseError, RunResult, _case, build_report
 from orgate.structured.metrics import StructuredMetrics
 from tests.conftest import chat_model_config
 from tests.support.ports import closed_port

@@ -11,6 +11,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from orgate.cli import main as cli_main
+from orgate.evaluation.run import (
+    CaseError,
+    EvalReport,
+    compare,
+    load_cases,
+    to_markdown,
+)
 from orgate.neutral import Capabilities, Deployment, Finish, ModelRequest, TextDelta, TextFormat
 from orgate.protocol import UserMessageItemParam
 from orgate.providers.builtin import BuiltinProvider
@@ -20,14 +28,6 @@ from orgate.providers.builtin_misbehave import (
     MisbehaveSettings,
     attempt_key,
     flaky_wrapper,
-)
-from orgate.structured.cli import main as cli_main
-from orgate.structured.eval import (
-    CaseError,
-    EvalReport,
-    compare,
-    load_cases,
-    to_markdown,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from orgate.cli import main as cli_main
 from orgate.providers.builtin_misbehave import FLAKY_MODEL
-from orgate.structured.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = REPO / "examples" / "eval" / "cases.yaml"

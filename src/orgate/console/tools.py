@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.console.evaldata import ReportError, eval_model, parse_reports
 from orgate.console.guard import json_response, require_change_allowed
 from orgate.console.session import SessionSigner
+from orgate.evaluation.charts import ReportError, eval_model, parse_reports
 from orgate.gate import CODES, ToolCatalog, ToolsError, check, diff, load_tools
 from orgate.gate.cli import ResponseTools, items_and_tools
 from orgate.gate.diff import as_items

@@ -14,60 +14,33 @@ until it refills. A refusal is a 429 ``rate_limit_exceeded`` in the spec's
 error shape with ``Retry-After`` (whole seconds).
 
 ``LocalLimiter`` keeps the buckets in the process; ``SharedLimiter``
-(``ratelimit_shared``) in a file shared by the workers of one ``orgate serve --workers N``. ``RedisLimiter`` keeps them
-in Redis (``[ratelimit] redis_url``) so that every orgate process behind a load
-balancer shares them; each check is one atomic Lua script using Redis' clock.
+(``ratelimit_shared``) in a file shared by the workers of one ``orgate serve --workers N``.
+``RedisLimiter`` keeps them in Redis (``[ratelimit] redis_url``) so that every orgate process
+behind a load balancer shares them; each check is one atomic Lua script using Redis' clock.
 If Redis is unreachable the limiter fails open (the request is served, a
 warning is logged: the first failure, then one line per 30 s with a count, and
 one when Redis answers again): a rate limiter outage must not become a gateway
-outage.
+outage. What the limiters share (limits, interface, refusal) is ``ratelimit_base``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from orgate.config import resolve_secret
-from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.protocol.errors import ApiError
+from orgate.server.ratelimit_base import KeyLimits, RateLimiter, refusal
+from orgate.server.ratelimit_shared import SharedLimiter
 
 log = logging.getLogger("orgate.ratelimit")
 
 #: Seconds between two warnings about an unreachable Redis (the first failure is logged at once).
 WARN_EVERY = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class KeyLimits:
-    rpm: int | None = None
-    tpm: int | None = None
-
-
-class RateLimiter(Protocol):
-    async def admit(self, key_name: str) -> ApiError | None:
-        """None when the call may proceed (one request is taken); else the 429 to send."""
-        ...
-
-    async def charge(self, key_name: str, tokens: int) -> None:
-        """Charge the tokens of a finished answer to the key."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-def refusal(key_name: str, which: str, limit: int, retry_after: float) -> ApiError:
-    seconds = max(1, math.ceil(retry_after))
-    unit = "requests" if which == "rpm" else "tokens"
-    return ApiError.of(
-        ErrorCode.RATE_LIMIT_EXCEEDED,
-        f"Rate limit reached for API key '{key_name}': {limit} {unit} per minute (auth.api_keys {which}). Retry after {seconds} s.",
-        headers={"Retry-After": str(seconds)},
-    )
 
 
 @dataclass(slots=True)
@@ -302,8 +275,6 @@ def build_limiter(
     if redis_url:
         return RedisLimiter(limits, redis_url, prefix)
     if shared_path is not None:
-        from orgate.server.ratelimit_shared import SharedLimiter
-
         return SharedLimiter(limits, shared_path)
     return LocalLimiter(limits)
 
@@ -313,6 +284,7 @@ __all__ = [
     "LocalLimiter",
     "RateLimiter",
     "RedisLimiter",
+    "SharedLimiter",
     "build_limiter",
     "limits_of",
     "refusal",

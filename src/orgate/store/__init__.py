@@ -14,7 +14,6 @@ See ``docs/store.md``.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from orgate.datadir import STORE_FILE, data_dir
 from orgate.store.base import (
@@ -37,6 +36,7 @@ from orgate.store.base import (
     UnknownResponse,
     UnknownSession,
 )
+from orgate.store.redaction import redact
 from orgate.store.sqlite import SqliteStore
 
 __all__ = [
@@ -99,17 +99,6 @@ def check_url(url: str | None) -> None:
     scheme = url.split("://", 1)[0]
     raise ValueError(
         f"unsupported store URL scheme {scheme!r}: use sqlite:///path/to/orgate.db or postgresql://user:pass@host/db"
-    )
-
-
-def redact(url: str) -> str:
-    """The URL with its password replaced by ``***`` (here, not in the PostgreSQL module, so that
-    a ``postgresql://`` URL can be named in an error when asyncpg is not installed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(
-        parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
     )
 
 

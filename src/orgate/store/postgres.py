@@ -27,7 +27,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 import orjson
 
-from orgate.store import redact
 from orgate.store.base import (
     ACTIVE_STATUSES,
     INTERRUPTED_ERROR,
@@ -63,6 +62,7 @@ from orgate.store.base import (
 )
 from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
 from orgate.store.postgres_shared import PostgresSharedState
+from orgate.store.redaction import redact
 from orgate.store.schema import (
     POSTGRES_MIGRATION_LOCK,
     POSTGRES_MIGRATIONS,

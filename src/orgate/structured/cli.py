@@ -1,4 +1,4 @@
-"""``orgate schema check|strictify FILE``, ``orgate review list|show|resolve`` and ``orgate eval``.
+"""``orgate schema check|strictify FILE`` and ``orgate review list|show|resolve``.
 
 ``register(subparsers)`` adds both commands to the main argparse parser; each
 sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
@@ -16,8 +16,6 @@ sub-command sets ``func`` (``args.func(args) -> int`` is the exit code).
   review file (``[structured] review_db``, else ``review.db`` in the data directory). An explicit
   ``--db`` that does not exist is an error; nothing is created (a store that does not exist yet
   holds no entries).
-- ``eval CASES --model M [--runs N] [--baseline FILE] [--save FILE]``: see
-  ``orgate.structured.eval``.
 """
 
 from __future__ import annotations
@@ -264,54 +262,8 @@ def cmd_review_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
-    from orgate.structured.eval_command import cmd_eval
-
-    return int(cmd_eval(args))
-
-
-def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``eval`` (``orgate.structured.eval`` runs it, imported when it runs)."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "eval", help="measure the structured-output safety net on a case file (in-process)"
-    )
-    p.add_argument("cases", help="YAML or JSONL case file")
-    p.add_argument(
-        "--model", required=True, help="a configured model, or orgate/echo, orgate/flaky"
-    )
-    p.add_argument("--runs", type=int, default=1, help="runs per case (default 1)")
-    p.add_argument(
-        "--config", help="TOML config ([structured], models); default: $ORGATE_CONFIG or embedded"
-    )
-    p.add_argument("--baseline", help="an earlier --save JSON report to compare with")
-    p.add_argument(
-        "--save",
-        help="write the JSON report here, and a Markdown summary and an HTML report with "
-        "charts next to it",
-    )
-    p.add_argument(
-        "--misbehave",
-        help="orgate/flaky rates, e.g. "
-        "truncate=0.1,wrong_type=0.15,extra_key=0.05,missing_key=0.1,seed=7",
-    )
-    p.add_argument("--seed", type=int, help="orgate/flaky seed (overrides the file's or config's)")
-    p.add_argument("--concurrency", type=int, default=1, help="requests in flight (default 1)")
-    p.add_argument(
-        "--modes",
-        help="compare modes side by side: 'all', or some of prompt, json_object, constrained, "
-        "constrained+semantic (comma-separated)",
-    )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "-v", "--verbose", action="store_true", help="log every attempt (logger orgate.structured)"
-    )
-    p.set_defaults(func=_cmd_eval)
-    return p
-
-
 def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
-    """Add ``schema``, ``review`` and ``eval`` to the main parser's sub-commands.
+    """Add ``schema`` and ``review`` to the main parser's sub-commands.
 
     ``review_db(args)`` says where the configured queue is (``orgate.cli`` reads the config):
     the response store, or the review file when the store is disabled; ``--db`` always wins.
@@ -375,8 +327,6 @@ def register(subparsers: Any, *, review_db: ReviewDbHook | None = None) -> None:
         "--force", action="store_true", help="accept a value that does not match the schema"
     )
     p.set_defaults(func=cmd_review_resolve)
-
-    add_eval_parser(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:

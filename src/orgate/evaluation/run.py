@@ -24,7 +24,7 @@ real model's answers repeatable, so a ``--baseline`` rerun compares like with li
 The case file's folder is put on ``sys.path`` so checks can live next to it.
 
 ``--modes`` runs the cases in several structured-output modes side by side
-(``eval_modes.py``); the command itself is ``eval_command.py``.
+(``modes.py``); the command itself is ``command.py``.
 
 ``--baseline FILE`` compares with a saved report and exits 1 when the budget
 exhaustion rate rose by ≥ 1 percentage point or the first-attempt failure rate
@@ -278,7 +278,7 @@ class EvalReport:
     latency_ms: dict[str, float]
     per_case: list[dict[str, Any]] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
-    mode: str | None = None  # the mode compared (eval_modes.py); None: as configured
+    mode: str | None = None  # the mode compared (modes.py); None: as configured
     # the stage of each judged request's first attempt that failed → how many requests
     first_attempt_stages: dict[str, int] = field(default_factory=dict)
     upstream_calls: dict[str, float] = field(default_factory=dict)  # per request: mean, max

@@ -1,7 +1,7 @@
 """The self-contained HTML report ``orgate eval --save`` writes next to its JSON report.
 
 The page inlines uPlot, the console's eval chart script and the chart model
-(``evaldata.eval_model``): the same charts as the console's Eval page, readable offline
+(``charts.eval_model``): the same charts as the console's Eval page, readable offline
 from a file, with nothing fetched.
 """
 
@@ -11,8 +11,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from orgate.console.evaldata import eval_model
-from orgate.structured.eval import EvalReport
+from orgate.evaluation.charts import eval_model
+from orgate.evaluation.run import EvalReport
 
 
 def _static(name: str) -> str:

@@ -2,8 +2,8 @@
 against the model (as configured, or in each of ``--modes`` side by side), prints and saves
 the reports, and exits 1 on a regression against the baseline.
 
-The measuring is ``eval.py`` (one run) and ``eval_modes.py`` (the modes compared); the
-HTML report is the console's (``console/evalreport.py``).
+The measuring is ``run.py`` (one run) and ``modes.py`` (the modes compared); the HTML
+report, with the console's charts, is ``html.py``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING
 
 from orgate import terminal
 from orgate.config import ConfigError, Settings, load_settings
-from orgate.neutral import Deployment, Provider
-from orgate.providers.builtin_misbehave import MisbehaveSettings
-from orgate.structured.eval import (
+from orgate.evaluation.modes import (
+    Comparison,
+    EvalMode,
+    compare_modes,
+    parse_modes,
+    print_comparison,
+    read_reports,
+    run_modes,
+    save_comparison,
+    to_document,
+)
+from orgate.evaluation.run import (
     CaseError,
     CaseFile,
     EvalReport,
@@ -37,17 +46,8 @@ from orgate.structured.eval import (
     run_eval,
     save_report,
 )
-from orgate.structured.eval_modes import (
-    Comparison,
-    EvalMode,
-    compare_modes,
-    parse_modes,
-    print_comparison,
-    read_reports,
-    run_modes,
-    save_comparison,
-    to_document,
-)
+from orgate.neutral import Deployment, Provider
+from orgate.providers.builtin_misbehave import MisbehaveSettings
 from orgate.structured.metrics import StructuredMetrics
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _compare_modes(
     else:
         print_comparison(reports, out, comparison)
     if args.save:
-        from orgate.console.evalreport import write_eval_html
+        from orgate.evaluation.html import write_eval_html
 
         json_path, md_path = save_comparison(reports, args.save, comparison)
         html = write_eval_html(reports, html_path(json_path))
@@ -228,7 +228,7 @@ def _save_all(
 ) -> None:
     """The JSON, Markdown and HTML reports; the HTML one charts the baseline as the earlier run."""
     json_path, md_path = save_report(report, path, comparison)
-    from orgate.console.evalreport import write_eval_html
+    from orgate.evaluation.html import write_eval_html
 
     runs = [baseline, report] if baseline is not None else [report]
     html = write_eval_html(runs, html_path(json_path))
@@ -250,16 +250,3 @@ def _exit_code(
         err.print("regression against the baseline", style="red", highlight=False)
         return 1
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - convenience entry
-    from orgate.structured.cli import add_eval_parser
-
-    parser = argparse.ArgumentParser(prog="orgate")
-    add_eval_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orgate.structured.eval import RATE_NAMES, REGRESSION_THRESHOLDS, EvalReport, compare
+from orgate.evaluation.run import RATE_NAMES, REGRESSION_THRESHOLDS, EvalReport, compare
 
 
 class ReportError(ValueError):

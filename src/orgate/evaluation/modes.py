@@ -36,9 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
-from orgate.neutral import Capabilities, Deployment, Provider
-from orgate.structured.downgrades import ModeDowngrades
-from orgate.structured.eval import (
+from orgate.evaluation.run import (
     RATE_NAMES,
     Case,
     EvalReport,
@@ -49,6 +47,8 @@ from orgate.structured.eval import (
     run_eval,
     to_markdown,
 )
+from orgate.neutral import Capabilities, Deployment, Provider
+from orgate.structured.downgrades import ModeDowngrades
 from orgate.structured.metrics import StructuredMetrics
 from orgate.structured.settings import StructuredSettings
 
