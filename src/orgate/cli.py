@@ -176,7 +176,7 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
 
 def _warn_about_config(settings: Settings, json_logs: bool) -> None:
     """The configuration's warnings and literal secrets, once (by the supervisor, not each worker)."""
-    from orgate.config_secrets import literal_secrets
+    from orgate.config.secrets import literal_secrets
 
     for warning in [*settings.warnings, *literal_secrets(settings)]:
         if json_logs:

@@ -99,7 +99,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 @command
 def cmd_config_check(args: argparse.Namespace) -> int:
     from orgate.config import ConfigError, deployments, load_settings, resolve_api_keys, route_table
-    from orgate.config_secrets import literal_secrets, masked
+    from orgate.config.secrets import literal_secrets, masked
 
     try:
         settings = load_settings(args.file)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from orgate.config import Settings
+    from orgate.config.schema import Settings
 
 SECRET_KEYS = frozenset({"api_key", "key", "secret", "password", "token", "api_keys"})
 MASK = "***"

@@ -1,7 +1,7 @@
 """What is wrong with a configuration, said so that an operator can fix it: pydantic's errors
 folded into one line per key (unknown keys with the closest known one, union members folded),
 booleans where numbers are expected, the environment variable behind a value, and variables
-that look like mistyped overrides. ``orgate.config`` owns loading; this module only reports.
+that look like mistyped overrides. ``config.loading`` loads; this module only reports.
 """
 
 from __future__ import annotations
