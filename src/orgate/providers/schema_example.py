@@ -32,11 +32,10 @@ decided by canonical keys, in linear time.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from jsonschema.validators import validator_for
@@ -44,15 +43,9 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from orgate.gate import patterns as safe_patterns
+from orgate.providers import regex_tree
 
 Resolver = Any  # referencing's resolver (not exported under a public name)
-
-try:  # Python 3.11+
-    import re._constants as _sre_c  # type: ignore[import-not-found]
-    import re._parser as _sre_parse  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 _MAX_DEPTH = 24
 _SOFT_DEPTH = 5  # deeper than this, prefer the smallest values (ends recursion)
@@ -956,8 +949,8 @@ def _strings_for_pattern(
     if not safe_patterns.valid(pattern):
         return []
     try:
-        parsed = _sre_parse.parse(pattern)
-    except (re.error, RecursionError, ValueError, OverflowError):
+        parsed = regex_tree.parse(pattern)
+    except (regex_tree.PatternSyntaxError, RecursionError):
         return []
     out: list[str] = []
     for extra in (0, 1, 2, 3, 5, 8, max(low, 0), max(low, 0) * 2):
@@ -982,12 +975,12 @@ class _Unsupported(Exception):
 
 
 _CATEGORY_CHARS = {
-    "CATEGORY_DIGIT": "0123456789",
-    "CATEGORY_NOT_DIGIT": "abcxyzABC",
-    "CATEGORY_SPACE": " ",
-    "CATEGORY_NOT_SPACE": "abc012",
-    "CATEGORY_WORD": "abcxyz012ABC_",
-    "CATEGORY_NOT_WORD": "-. ",
+    "DIGIT": "0123456789",
+    "NOT_DIGIT": "abcxyzABC",
+    "SPACE": " ",
+    "NOT_SPACE": "abc012",
+    "WORD": "abcxyz012ABC_",
+    "NOT_WORD": "-. ",
 }
 _NEGATED_POOL = "aAbx0z1Z_- .@"
 
@@ -1003,61 +996,62 @@ class _RegexGen:
     def pick(self, chars: str) -> str:
         return chars[self.variant % len(chars)]
 
-    def emit(self, parsed: Any) -> str:
+    def emit(self, tree: regex_tree.Tree) -> str:
         out: list[str] = []
-        for op, arg in parsed:
-            name = str(op)
-            if name == "LITERAL":
+        for op, arg in tree:
+            if op == "LITERAL":
+                assert isinstance(arg, int)
                 out.append(chr(arg))
-            elif name == "NOT_LITERAL":
-                out.append(next(c for c in _NEGATED_POOL if ord(c) != arg))
-            elif name == "ANY":
+            elif op == "ANY":
                 out.append(self.pick("abcx"))
-            elif name == "IN":
-                out.append(self.char_in(arg))
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                low, high, sub = arg
-                count = low + self.extra
-                if high != _sre_c.MAXREPEAT:
-                    count = min(count, high)
-                for _ in range(count):
-                    piece = self.emit(sub)
-                    self.size += len(piece)
-                    if self.size > _MAX_TEXT:
-                        raise _Unsupported("too long")
-                    out.append(piece)
-            elif name == "SUBPATTERN":
-                group, sub = arg[0], arg[-1]
+            elif op == "IN":
+                out.append(self.char_in(cast("list[regex_tree.Node]", arg)))
+            elif op == "REPEAT":
+                out.append(self.repeat(arg))
+            elif op == "GROUP":
+                group, sub = cast("tuple[int | None, regex_tree.Tree]", arg)
                 text = self.emit(sub)
                 if group:
                     self.groups[group] = text
                 out.append(text)
-            elif name == "ATOMIC_GROUP":
-                out.append(self.emit(arg))
-            elif name == "BRANCH":
-                branches = arg[1]
+            elif op == "BRANCH":
+                branches = cast("list[regex_tree.Tree]", arg)
                 out.append(self.emit(branches[self.variant % len(branches)]))
-            elif name == "GROUPREF":
+            elif op == "GROUPREF":
+                assert isinstance(arg, int)
                 out.append(self.groups.get(arg, ""))
-            elif name in ("AT", "ASSERT", "ASSERT_NOT"):
+            elif op in ("AT", "ASSERT"):
                 continue
             else:
-                raise _Unsupported(name)
+                raise _Unsupported(op)
         return "".join(out)
 
-    def char_in(self, items: Any) -> str:
+    def repeat(self, arg: object) -> str:
+        low, high, sub = cast("tuple[int, int | None, regex_tree.Tree]", arg)
+        count = low + self.extra
+        if high is not None:
+            count = min(count, high)
+        out: list[str] = []
+        for _ in range(count):
+            piece = self.emit(sub)
+            self.size += len(piece)
+            if self.size > _MAX_TEXT:
+                raise _Unsupported("too long")
+            out.append(piece)
+        return "".join(out)
+
+    def char_in(self, items: list[regex_tree.Node]) -> str:
         allowed: list[str] = []
         negate = False
         for op, arg in items:
-            name = str(op)
-            if name == "NEGATE":
+            if op == "NEGATE":
                 negate = True
-            elif name == "LITERAL":
-                allowed.append(chr(arg))
-            elif name == "RANGE":
-                lo, hi = arg
+            elif op == "LITERAL":
+                allowed.append(chr(cast(int, arg)))
+            elif op == "RANGE":
+                lo, hi = cast("tuple[int, int]", arg)
                 allowed.extend(chr(c) for c in range(lo, min(hi, lo + 25) + 1))
-            elif name == "CATEGORY":
+            elif op == "CATEGORY":
                 allowed.extend(_CATEGORY_CHARS.get(str(arg), "a"))
         if negate:
             pool = [c for c in _NEGATED_POOL if c not in allowed]
