@@ -57,13 +57,15 @@ def resolve_api_keys(
     settings: Settings, environ: dict[str, str] | None = None
 ) -> list[ResolvedKey]:
     """Resolve configured keys (``ConfigError`` for an ``env:NAME`` whose variable is unset, except
-    ``env:ORGATE_API_KEY``). With none resolvable, one key is generated (and printed by ``serve``)."""
+    ``env:ORGATE_API_KEY``). With none resolvable, one key is generated (and printed by
+    ``serve``)."""
     env = os.environ if environ is None else environ
     keys: list[ResolvedKey] = []
     for index, entry in enumerate(settings.auth.api_keys):
         where = f"auth.api_keys[{index}]"
         if isinstance(entry, str):
-            # a key the configuration names must exist; only ORGATE_API_KEY may be unset (a key is then generated)
+            # a key the configuration names must exist; only ORGATE_API_KEY may be unset (a key
+            # is then generated)
             value = resolve_secret(
                 entry, where=where, required=entry != _DEFAULT_KEY_REF, environ=env
             )
@@ -104,7 +106,8 @@ def resolve_api_keys(
     if extra and not any(k.secret == extra.encode() for k in keys):
         if any("ORGATE_API_KEY" in (k.name, k.tenant) for k in keys):
             raise ConfigError(
-                "auth.api_keys: a key is named ORGATE_API_KEY, the name of the key that the variable "
+                "auth.api_keys: a key is named ORGATE_API_KEY, the name of the key that the"
+                " variable "
                 'ORGATE_API_KEY adds; rename it or set it as that key (key = "env:ORGATE_API_KEY")'
             )
         keys.append(

@@ -37,7 +37,8 @@ def resolve_secret(
     required: bool = True,
     environ: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Resolve ``env:NAME`` to the variable's value (``ConfigError`` if unset and required); other strings are literal."""
+    """Resolve ``env:NAME`` to the variable's value (``ConfigError`` if unset and required);
+    other strings are literal."""
     if value is None or not value.startswith("env:"):
         return value
     name = value[4:]
@@ -71,7 +72,8 @@ def _parse_env_value(raw: str) -> Any:
 def apply_env_overrides(
     data: dict[str, Any], environ: Mapping[str, str], origins: EnvOrigins | None = None
 ) -> dict[str, Any]:
-    """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested, lower-cased).
+    """Apply ``ORGATE_<SECTION>__<KEY>[__<SUBKEY>...]`` variables onto ``data`` (nested,
+    lower-cased).
 
     A numeric part indexes a list the file already has (``ORGATE_MODELS__0__API_KEY``);
     ``origins``, when given, records which variable set which path (for error messages).
@@ -90,7 +92,8 @@ def apply_env_overrides(
                 where = ".".join(str(part) for part in path)
                 if not key.isdigit() or int(key) >= len(node):
                     raise ConfigError(
-                        f"environment variable {name}: `{where}` is a list of {len(node)} entr{'y' if len(node) == 1 else 'ies'}"
+                        f"environment variable {name}: `{where}` is a list of {len(node)}"
+                        f" entr{'y' if len(node) == 1 else 'ies'}"
                         f" in the configuration; {key!r} is not the index of one"
                     )
                 index = int(key)
@@ -123,7 +126,8 @@ def apply_env_overrides(
 
 def _retry_as_strings(data: dict[str, Any], error: ValidationError, origins: EnvOrigins) -> bool:
     """Environment values parsed as numbers (or dates...) where a string is expected are taken as
-    written; a plain string where a list is expected is a comma-separated list. True if one changed."""
+    written; a plain string where a list is expected is a comma-separated list. True if one
+    changed."""
     changed = False
     for item in error.errors():
         loc = tuple(item["loc"])
@@ -179,7 +183,8 @@ def _refuse_boolean_numbers(data: dict[str, Any], source: str, origins: EnvOrigi
 
 
 def _validate(data: dict[str, Any], source: str, origins: EnvOrigins) -> Settings:
-    """``Settings`` of ``data``; an environment value pydantic refused is retried as the string it was."""
+    """``Settings`` of ``data``; an environment value pydantic refused is retried as the string
+    it was."""
     for _ in range(8):  # each retry fixes at least one environment value
         try:
             return Settings.model_validate(data)
@@ -194,7 +199,7 @@ def _validate(data: dict[str, Any], source: str, origins: EnvOrigins) -> Setting
 def load_settings(
     path: str | Path | None = None, environ: dict[str, str] | None = None
 ) -> Settings:
-    """Read, override and validate the configuration. Raises ``ConfigError`` with a clear message."""
+    """Read, override and validate the configuration; ``ConfigError`` with a clear message."""
     env = dict(os.environ if environ is None else environ)
     if path is None:
         path = env.get("ORGATE_CONFIG") or None
@@ -209,14 +214,15 @@ def load_settings(
     settings = _validate(data, source, origins)
     settings.source = None if path is None else source
     if settings.store.enabled and settings.store.url and settings.store.url.startswith("env:"):
-        # `url = "env:ORGATE_STORE_URL"`: a PostgreSQL URL holds a password, so it may live in the environment
+        # `url = "env:ORGATE_STORE_URL"`: a PostgreSQL URL holds a password, so it may live in
+        # the environment
         settings.store.url = resolve_secret(settings.store.url, where="store.url", environ=env)
         try:
             check_url(settings.store.url)
         except ValueError as exc:
             raise ConfigError(f"invalid configuration in {source}:\n  - store.url: {exc}") from None
-    # resolved where it is used (server/ratelimit.py, only when a key has limits): an unset variable is
-    # still a mistake to report now
+    # resolved where it is used (server/ratelimit.py, only when a key has limits): an unset
+    # variable is still a mistake to report now
     resolve_secret(settings.ratelimit.redis_url, where="ratelimit.redis_url", environ=env)
     settings._warnings = mistyped_overrides(env, data, Settings, ENV_PREFIX)
     return settings

@@ -12,7 +12,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return int(cmd_eval(args))
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def register(
+    subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+) -> argparse.ArgumentParser:
     """Add ``eval`` to the main parser's sub-commands."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "eval", help="measure the structured-output safety net on a case file (in-process)"
