@@ -1,4 +1,5 @@
-"""The ``orgate`` command: ``serve`` and the tools (``gate``, ``diff``, ``store``, ``schema``, ``review``).
+"""The ``orgate`` command: ``serve`` and the tools (``gate``, ``diff``, ``store``, ``schema``,
+``review``, ``eval``, ``models``, ``init``, ``config``, ``completion``).
 
 ``orgate serve [--config FILE] [--host H] [--port P] [--workers N|auto]`` loads the
 settings, prints a start-up banner (URL, models, API key if one was generated, and
@@ -59,7 +60,10 @@ def _banner(settings: Settings, services: Services) -> str:
     key = services.keys[0]
     from_env = bool(os.environ.get("ORGATE_API_KEY"))  # always accepted when set
     if key.generated and key.secret is not None:
-        key_line = f"  API key:   {key.secret.decode()}  (generated for this run; set ORGATE_API_KEY to choose one)"
+        key_line = (
+            f"  API key:   {key.secret.decode()}"
+            "  (generated for this run; set ORGATE_API_KEY to choose one)"
+        )
         curl_key, sdk_key, sdk_import = key.secret.decode(), f'"{key.secret.decode()}"', ""
         hint = ""
     else:
@@ -68,7 +72,8 @@ def _banner(settings: Settings, services: Services) -> str:
             if from_env
             else "  API key:   from your configuration"
         )
-        # the examples read the key from the shell: a variable inside single quotes would be sent as written
+        # the examples read the key from the shell: a variable inside single quotes would be sent
+        # as written
         curl_key, sdk_key, sdk_import = (
             "$ORGATE_API_KEY",
             'os.environ["ORGATE_API_KEY"]',
@@ -86,6 +91,11 @@ def _banner(settings: Settings, services: Services) -> str:
     endpoints = ["/v1/responses"] if settings.endpoints.responses.enabled else []
     if settings.endpoints.chat_completions.enabled:
         endpoints.append("/v1/chat/completions (legacy)")
+    sdk_command = (
+        f"python -c '{sdk_import}from openai import OpenAI; "
+        f'c = OpenAI(base_url="{url}/v1", api_key={sdk_key}); '
+        f'print(c.responses.create(model="{first_model}", input="Hello!").output_text)\''
+    )
     return f"""
 orgate {__version__} — Open Responses gateway
   URL:       {url}/v1
@@ -100,7 +110,7 @@ Try it:
     -d '{{"model": "{first_model}", "input": "Hello!"}}'
 
   # with the openai SDK (pip install openai):
-  python -c '{sdk_import}from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key={sdk_key}); print(c.responses.create(model="{first_model}", input="Hello!").output_text)'
+  {sdk_command}
 """
 
 
@@ -175,7 +185,8 @@ def _serve_settings(args: argparse.Namespace) -> Settings:
 
 
 def _warn_about_config(settings: Settings, json_logs: bool) -> None:
-    """The configuration's warnings and literal secrets, once (by the supervisor, not each worker)."""
+    """The configuration's warnings and literal secrets, once (by the supervisor, not each
+    worker)."""
     from orgate.config.secrets import literal_secrets
 
     for warning in [*settings.warnings, *literal_secrets(settings)]:
@@ -211,13 +222,15 @@ def _run_server(
     worker: WorkerContext | None,
     sockets: list[socket.socket],
 ) -> int:
-    """Serve ``app`` on ``sockets`` until a signal; 0 after a clean stop, 3 when it never started."""
+    """Serve ``app`` on ``sockets`` until a signal; 0 after a clean stop, 3 when it never
+    started."""
     from orgate.server.http_protocol import OrgateHttpProtocol
     from orgate.server.shutdown import DrainingServer, draining_config
     from orgate.server.workers import worker_server
 
     config = draining_config(
-        settings.server.drain_timeout,  # WebSocket and background responses drain too (server/shutdown.py)
+        # WebSocket and background responses drain too (server/shutdown.py)
+        settings.server.drain_timeout,
         app=app,
         host=settings.server.host,
         port=settings.server.port,
@@ -228,7 +241,8 @@ def _run_server(
         access_log=False,  # orgate.access logs one line per request instead ([server] access_log)
         log_config=None,  # uvicorn's loggers go through the root handler and its format
         server_header=False,
-        proxy_headers=False,  # X-Forwarded-* are not trusted unless a deployment puts a proxy middleware in front
+        # X-Forwarded-* are not trusted unless a deployment puts a proxy middleware in front
+        proxy_headers=False,
         ws_max_size=settings.limits.max_body_bytes + 1024,
     )
     server = worker_server(config, worker, base=DrainingServer)
@@ -250,7 +264,10 @@ def _workers_problem(settings: Settings) -> str | None:
 
     url = settings.store.url or ""
     if settings.store.enabled and url.startswith("sqlite") and sqlite_path(url) == ":memory:":
-        return "--workers needs a store the processes share: a SQLite file or PostgreSQL, not sqlite://:memory:"
+        return (
+            "--workers needs a store the processes share: a SQLite file or PostgreSQL,"
+            " not sqlite://:memory:"
+        )
     return supports_workers()
 
 
@@ -367,11 +384,15 @@ def _check_review_queue(settings: Settings) -> str | None:
         try:
             ReviewQueue(path).create()
         except (OSError, sqlite3.Error) as exc:
-            return f"[structured] review_db = {path}: cannot create it: {getattr(exc, 'strerror', None) or exc}"
+            reason = getattr(exc, "strerror", None) or exc
+            return f"[structured] review_db = {path}: cannot create it: {reason}"
     elif structured.uses_review():
         why = unwritable(path)
         if why:
-            return f"[structured] review_db (default {path}): cannot create it: {why} (set --data-dir or [structured] review_db)"
+            return (
+                f"[structured] review_db (default {path}): cannot create it: {why}"
+                " (set --data-dir or [structured] review_db)"
+            )
     return None
 
 
@@ -501,7 +522,8 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         metavar="DIR",
         default=argparse.SUPPRESS,
-        help=f"where orgate keeps its files (default: ${datadir.ENV}, else $XDG_DATA_HOME/orgate, else ~/.local/share/orgate)",
+        help=f"where orgate keeps its files (default: ${datadir.ENV},"
+        " else $XDG_DATA_HOME/orgate, else ~/.local/share/orgate)",
     )
 
 
@@ -610,8 +632,9 @@ def _review_db(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def _store_url_from_config(args: argparse.Namespace) -> None:
-    """``orgate store …`` without ``--url`` or ``$ORGATE_STORE_URL`` uses the store ``orgate serve``
-    would: ``[store] url`` of ``--config`` / ``$ORGATE_CONFIG`` (exit status 2 on a config error)."""
+    """``orgate store …`` without ``--url`` or ``$ORGATE_STORE_URL`` uses the store ``orgate
+    serve`` would: ``[store] url`` of ``--config`` / ``$ORGATE_CONFIG`` (exit status 2 on a
+    config error)."""
     from orgate.config import ConfigError, load_settings
     from orgate.store.cli import URL_ENV
 

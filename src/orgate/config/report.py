@@ -14,12 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-#: Where environment overrides landed: the config path (list indexes as ints) → (variable name, raw value).
+#: Where environment overrides landed: the config path (list indexes as ints) → (variable name,
+#: raw value).
 EnvOrigins = dict[tuple[str | int, ...], tuple[str, str]]
 
 
 def env_origin(loc: tuple[str | int, ...], origins: EnvOrigins) -> str | None:
-    """The variable behind an error at ``loc`` (its path and ``loc`` are prefixes of one another)."""
+    """The variable behind an error at ``loc`` (its path and ``loc`` are prefixes of one
+    another)."""
     for path, (name, _raw) in origins.items():
         common = min(len(path), len(loc))
         if common and tuple(loc[:common]) == path[:common]:
@@ -41,7 +43,8 @@ _UNION_MISMATCH = {
 
 
 def _is_union_tag(part: str | int) -> bool:
-    """pydantic names the member of a union in the error location (``str``, ``function-after[...]``)."""
+    """pydantic names the member of a union in the error location (``str``,
+    ``function-after[...]``)."""
     return isinstance(part, str) and (
         part in ("str", "int", "float", "bool", "dict", "list", "none")
         or "[" in part
@@ -87,7 +90,8 @@ def format_validation_error(
 
 
 def unknown_key(loc: tuple[str | int, ...], root: type[BaseModel]) -> str:
-    """``unknown key``, with the closest known key of its table (``prot`` → did you mean ``port``?)."""
+    """``unknown key``, with the closest known key of its table (``prot`` → did you mean
+    ``port``?)."""
     model: Any = root
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -131,15 +135,16 @@ def _is_model(member: Any) -> bool:
 
 
 def _boolean_for_number(members: tuple[Any, ...]) -> bool:
-    """Whether a boolean is wrong for a field of these types: a number is expected, not a boolean."""
+    """Whether a boolean is wrong for a field of these types: a number is expected, not a
+    boolean."""
     return bool not in members and any(member in (int, float) for member in members)
 
 
 def _nested_entries(
     member: Any, value: Any
 ) -> list[tuple[type[BaseModel], Any, tuple[str | int, ...]]]:
-    """The (model, value, place) of every nested table ``value`` holds as a field of type ``member``:
-    itself for a model, each entry of a list or mapping of models, none otherwise."""
+    """The (model, value, place) of every nested table ``value`` holds as a field of type
+    ``member``: itself for a model, each entry of a list or mapping of models, none otherwise."""
     origin, args = typing.get_origin(member), typing.get_args(member)
     if _is_model(member):
         return [(member, value, ())]
@@ -170,8 +175,8 @@ def boolean_numbers(model: type[BaseModel], data: Any, loc: tuple[str | int, ...
     return problems
 
 
-#: Variables named like an override with one underscore too few (``ORGATE_SERVER_PORT``) that are not
-#: mistakes: read by ``orgate store`` (and commonly referenced as ``env:`` from the file).
+#: Variables named like an override with one underscore too few (``ORGATE_SERVER_PORT``) that are
+#: not mistakes: read by ``orgate store`` (and commonly referenced as ``env:`` from the file).
 _NOT_OVERRIDES = {"ORGATE_STORE_URL"}
 
 
@@ -189,7 +194,8 @@ def env_references(data: Any) -> set[str]:
 def mistyped_overrides(
     environ: Mapping[str, str], data: dict[str, Any], root: type[BaseModel], prefix: str
 ) -> list[str]:
-    """``ORGATE_SERVER_PORT=9000`` is silently not an override: say so, with the name that would be."""
+    """``ORGATE_SERVER_PORT=9000`` is silently not an override: say so, with the name that would
+    be."""
     referenced = env_references(data) | env_references(root().model_dump())
     warnings: list[str] = []
     for name in sorted(environ):
@@ -214,6 +220,7 @@ def mistyped_overrides(
             ):
                 suggestion = f"{prefix}{section.upper()}__{key.upper()}"
                 warnings.append(
-                    f"environment variable {name} is not a configuration override (did you mean {suggestion}?)"
+                    f"environment variable {name} is not a configuration override"
+                    f" (did you mean {suggestion}?)"
                 )
     return warnings

@@ -43,7 +43,9 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    access_log: bool = False  # one line per request on the orgate.access logger (a cost per request: docs/configuration.md)
+    # one line per request on the orgate.access logger (a cost per request:
+    # docs/configuration.md)
+    access_log: bool = False
     public_url: str | None = None  # shown in the banner when behind a proxy
     log_format: Literal["text", "json"] = "text"  # json: one JSON object per log line
     drain_timeout: float = Field(
@@ -61,7 +63,8 @@ class ServerSettings(_Section):
 
 
 class ApiKeySettings(_Section):
-    """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of the key.
+    """One accepted client key. ``key`` may be ``env:NAME``; ``sha256`` a hex digest instead of
+    the key.
 
     ``name`` is required (``AuthSettings`` says which entry lacks it): it names the key in rate
     limits and logs and is its tenant unless ``tenant`` says otherwise. Keys share a tenant only
@@ -126,14 +129,16 @@ def tenancy_problems(entries: list[str | ApiKeySettings]) -> list[str]:
         where = f"[{index}] ({key_label(entry)})"
         if not entry.name or not entry.name.strip():
             problems.append(
-                f'{where} needs a `name` (its tenant, unless `tenant` is set): {{ name = "...", key = ... }}'
+                f"{where} needs a `name` (its tenant, unless `tenant` is set):"
+                ' { name = "...", key = ... }'
             )
             continue
         if entry.tenant is not None and not entry.tenant.strip():
             problems.append(f"{where}: `tenant` must not be empty")
         if entry.name in seen:
             problems.append(
-                f"{where}: the name is already auth.api_keys[{seen[entry.name]}]'s; names must be unique"
+                f"{where}: the name is already auth.api_keys[{seen[entry.name]}]'s;"
+                " names must be unique"
             )
         seen.setdefault(entry.name, index)
     return problems
@@ -152,7 +157,8 @@ class AuthSettings(_Section):
 
 
 class RateLimitSettings(_Section):
-    """``[ratelimit]``: per-key limits are shared between processes through Redis when ``redis_url`` is set."""
+    """``[ratelimit]``: per-key limits are shared between processes through Redis when
+    ``redis_url`` is set."""
 
     redis_url: str | None = None  # may be env:NAME
     prefix: str = "orgate:rl"
@@ -376,7 +382,8 @@ class ModelSettings(_ProviderSections):
     max_connections: int = Field(256, ge=1)
     redirects: Redirects = "none"  # or "same-origin": follow a 307 / 308 to the same origin
     capabilities: CapabilitySettings = Field(default_factory=CapabilitySettings)
-    # Hosted tools (web_search…) that no deployment of this model runs: dropped with a warning, or a 400.
+    # Hosted tools (web_search…) that no deployment of this model runs: dropped with a warning,
+    # or a 400.
     hosted_tools: Literal["drop", "refuse"] = "drop"
     max_concurrency: int | None = Field(None, ge=1)  # of the single deployment (flat form)
     deployments: list[DeploymentSettings] = Field(default_factory=list)
@@ -411,14 +418,16 @@ class ModelSettings(_ProviderSections):
                 raise ValueError(f"model {self.name!r}: deployments[{index}] needs `provider`")
             if KINDS[provider].http and not (entry.base_url or self.base_url):
                 raise ValueError(
-                    f"model {self.name!r}: deployments[{index}] (provider {provider!r}) needs base_url"
+                    f"model {self.name!r}: deployments[{index}] (provider {provider!r})"
+                    " needs base_url"
                 )
             _check_sections(entry, provider, f"model {self.name!r}: deployments[{index}]")
         return self
 
     @property
     def routed(self) -> bool:
-        """Whether requests to this model go through the router (a flat model without routing keys does not)."""
+        """Whether requests to this model go through the router (a flat model without routing
+        keys does not)."""
         return (
             bool(self.deployments) or self.routing is not None or self.max_concurrency is not None
         )
@@ -433,7 +442,8 @@ class ModelSettings(_ProviderSections):
 
 
 class WebSocketSettings(_Section):
-    """``[websocket]``: WebSocket mode of ``/v1/responses`` (see server/websocket.py, docs/websocket.md)."""
+    """``[websocket]``: WebSocket mode of ``/v1/responses`` (see server/websocket.py,
+    docs/websocket.md)."""
 
     enabled: bool = True
     max_connection_seconds: float = Field(3600.0, gt=0)
@@ -471,7 +481,8 @@ class TranslationSettings(_Section):
 
 
 class CompactionSettings(_Section):
-    """``[compaction]``: the sealing key of compaction items and the policy (see server/compact.py, docs/compaction.md)."""
+    """``[compaction]``: the sealing key of compaction items and the policy (see
+    server/compact.py, docs/compaction.md)."""
 
     secret: str | None = "env:ORGATE_COMPACTION_SECRET"
     key_file: str | None = None
@@ -553,7 +564,8 @@ class Settings(BaseModel):
     mcp_servers: list[McpServerSettings] = Field(default_factory=list)
     # filled by load_settings: the path the settings came from (None = embedded default)
     source: str | None = None
-    # filled by load_settings: environment variables that look like mistyped overrides (printed by `serve`)
+    # filled by load_settings: environment variables that look like mistyped overrides (printed
+    # by `serve`)
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @property
@@ -568,7 +580,8 @@ class Settings(BaseModel):
             for name in (model.name, *model.aliases):
                 if name in builtin:
                     raise ValueError(
-                        f"model name {name!r} is a built-in model's name: choose another, or set [builtin] enabled = false"
+                        f"model name {name!r} is a built-in model's name: choose another,"
+                        " or set [builtin] enabled = false"
                     )
                 if name in seen:
                     raise ValueError(f"model name {name!r} is configured twice")

@@ -70,7 +70,8 @@ def literal_secrets(settings: Settings) -> list[str]:
     try:
         data = tomllib.loads(Path(settings.source).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []  # it was read a moment ago; a file that changed since is not this check's business
+        # it was read a moment ago; a file that changed since is not this check's business
+        return []
     return literal_secrets_in(data, settings.source)
 
 

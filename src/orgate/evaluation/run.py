@@ -80,7 +80,8 @@ if TYPE_CHECKING:
 
 RATE_NAMES = ("first_attempt_failure_rate", "retry_recovery_rate", "budget_exhaustion_rate")
 REGRESSION_THRESHOLDS = {"budget_exhaustion_rate": 0.01, "first_attempt_failure_rate": 0.05}
-"""A rise of at least this much (absolute, as a fraction: 0.01 = 1 percentage point) fails ``--baseline``."""
+"""A rise of at least this much (absolute, as a fraction: 0.01 = 1 percentage point) fails
+``--baseline``."""
 _EPS = 1e-9
 _BUILTIN_CAPS = Capabilities(
     tools=True,
@@ -593,7 +594,8 @@ def to_markdown(
     ]
     for stage in sorted(set(report.failures_by_stage) | set(report.retries_by_stage)):
         lines.append(
-            f"| {stage} | {report.failures_by_stage.get(stage, 0)} | {report.retries_by_stage.get(stage, 0)} |"
+            f"| {stage} | {report.failures_by_stage.get(stage, 0)}"
+            f" | {report.retries_by_stage.get(stage, 0)} |"
         )
     lines += [
         "",
@@ -615,7 +617,8 @@ def to_markdown(
     ]
     for row in report.per_case:
         lines.append(
-            f"| {row['name']} | {row['format']} | {row['requests']} | {_pct(row['first_attempt_failure_rate'])} "
+            f"| {row['name']} | {row['format']} | {row['requests']}"
+            f" | {_pct(row['first_attempt_failure_rate'])} "
             f"| {_pct(row['budget_exhaustion_rate'])} | {row['retries']} |"
         )
     if comparison is not None:
@@ -628,7 +631,8 @@ def to_markdown(
         ]
         for name, before, now, regressed in comparison:
             lines.append(
-                f"| {name.replace('_', ' ')} | {_pct(before)} | {_pct(now)} | {(now - before) * 100:+.1f} pts | {'REGRESSION' if regressed else 'ok'} |"
+                f"| {name.replace('_', ' ')} | {_pct(before)} | {_pct(now)}"
+                f" | {(now - before) * 100:+.1f} pts | {'REGRESSION' if regressed else 'ok'} |"
             )
     return "\n".join(lines) + "\n"
 
@@ -647,8 +651,10 @@ def print_report(
     console.print(rates)
     counts = report.counts
     console.print(
-        f"requests {int(counts['requests'])}, first-attempt failures {int(counts['first_attempt_failures'])}, "
-        f"recovered by retry {int(counts['recovered_by_retry'])}, budget exhausted {int(counts['budget_exhausted'])}"
+        f"requests {int(counts['requests'])},"
+        f" first-attempt failures {int(counts['first_attempt_failures'])},"
+        f" recovered by retry {int(counts['recovered_by_retry'])},"
+        f" budget exhausted {int(counts['budget_exhausted'])}"
     )
     stages = Table(title="failures by stage")
     stages.add_column("stage")

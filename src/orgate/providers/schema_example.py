@@ -733,7 +733,8 @@ _SUBSCHEMA_KEYS = ("items", "additionalProperties", "contains", "propertyNames",
 
 
 def _merge_rule(key: str) -> Any:
-    """How ``key``'s two values combine (``(a's, b's) → merged or _KEEP``); None: ``a``'s stays."""
+    """How ``key``'s two values combine (``(a's, b's) → merged or _KEEP``); None: ``a``'s
+    stays."""
     if key in _LOWER_BOUNDS:
         return lambda mine, value: max(mine, value) if _is_num(value) and _is_num(mine) else _KEEP
     if key in _UPPER_BOUNDS:
@@ -793,7 +794,8 @@ _MERGE_RULES: dict[str, Any] = {
 
 
 def _merge_combinator(out: dict[str, Any], key: str, value: list[Any]) -> None:
-    """Both have ``key`` (allOf / anyOf / oneOf): allOf lists join, others become one more allOf entry."""
+    """Both have ``key`` (allOf / anyOf / oneOf): allOf lists join, others become one more allOf
+    entry."""
     if key == "allOf" and isinstance(out[key], list):
         out[key] = [*out[key], *value]
     else:
@@ -808,7 +810,8 @@ def _lcm(a: float, b: float) -> float:
     if isinstance(a, int) and isinstance(b, int):
         return abs(a * b) // math.gcd(a, b) if a and b else max(a, b)
     da, db = Decimal(str(a)), Decimal(str(b))
-    scale = Decimal(10) ** max(-da.as_tuple().exponent, -db.as_tuple().exponent, 0)  # type: ignore[operator]
+    exponents = (-da.as_tuple().exponent, -db.as_tuple().exponent)  # type: ignore[operator]
+    scale = Decimal(10) ** max(*exponents, 0)
     ia, ib = int(da * scale), int(db * scale)
     if not ia or not ib:
         return max(a, b)

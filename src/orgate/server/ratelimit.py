@@ -162,7 +162,8 @@ return 0
 
 
 class RedisLimiter:
-    """The same buckets in Redis, shared by every process that uses the same ``redis_url`` and ``prefix``."""
+    """The same buckets in Redis, shared by every process that uses the same ``redis_url`` and
+    ``prefix``."""
 
     def __init__(self, limits: dict[str, KeyLimits], url: str, prefix: str = "orgate:rl") -> None:
         try:  # optional dependency, imported only when [ratelimit] redis_url is set
@@ -197,7 +198,8 @@ class RedisLimiter:
         now = time.monotonic()
         if self._warned_at is None or now - self._warned_at >= WARN_EVERY:
             log.warning(
-                "rate limiter: Redis unavailable, %s: %s (%d request(s) affected since the last warning)",
+                "rate limiter: Redis unavailable, %s: %s"
+                " (%d request(s) affected since the last warning)",
                 what,
                 type(exc).__name__,
                 self._failures,
@@ -266,8 +268,9 @@ def build_limiter(
     prefix: str = "orgate:rl",
     shared_path: Path | None = None,
 ) -> RateLimiter | None:
-    """None when no key has a limit; Redis-backed when ``redis_url`` (may be ``env:NAME``) is given,
-    else shared by the server's workers through the file ``shared_path`` when given, else in-process."""
+    """None when no key has a limit; Redis-backed when ``redis_url`` (may be ``env:NAME``) is
+    given, else shared by the server's workers through the file ``shared_path`` when given, else
+    in-process."""
     limits = limits_of(keys)
     if not limits:
         return None

@@ -18,7 +18,10 @@ from typing import Any
 from orgate.protocol.errors import ApiError
 from orgate.server.ratelimit_base import KeyLimits, refusal
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS buckets (key TEXT, which TEXT, level REAL, stamp REAL, PRIMARY KEY (key, which))"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS buckets"
+    " (key TEXT, which TEXT, level REAL, stamp REAL, PRIMARY KEY (key, which))"
+)
 
 
 class SharedLimiter:
