@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.server_process import OrgateServer  # noqa: E402
 
-from orgate.engine.context import items_from_wire  # noqa: E402
+from orgate.engine.history_items import items_from_wire  # noqa: E402
 from orgate.neutral import ModelRequest  # noqa: E402
 from orgate.providers.openai_chat.mapping import build_body  # noqa: E402
 

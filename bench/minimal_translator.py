@@ -20,7 +20,8 @@ from typing import Any
 import orjson
 from passthrough import PassThrough, Receive, Scope, Send
 
-from orgate.engine.context import build_turn, normalize_input
+from orgate.engine.request_body import normalize_input
+from orgate.engine.turn import build_turn
 from orgate.neutral import Deployment
 from orgate.protocol import CreateResponseBody
 

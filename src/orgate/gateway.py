@@ -1,7 +1,8 @@
 """The composition root: the HTTP server with the adapters the configuration mounts.
 
-``create_app(settings)`` is ``server.app.create_app`` plus the optional route sets
-``[endpoints.chat_completions]`` and ``[console]`` switch on. It lives above the
+``create_app(settings)`` is the app a server runs: the server's ``server.app.build_app`` (the
+core routes) plus the optional route sets ``[endpoints.chat_completions]`` and ``[console]``
+switch on. It lives above the
 server, the chat adapter and the console, so that they import the server and the
 server imports none of them (an import-linter contract keeps it so). Deleting an
 optional package only means deleting its lines here.
@@ -15,8 +16,7 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 
 from orgate.config import Settings
-from orgate.server import app as server_app
-from orgate.server.app import RouteSet
+from orgate.server.app import RouteSet, build_app
 from orgate.server.services import Services, build_services
 
 log = logging.getLogger("orgate.server")
@@ -46,7 +46,7 @@ def create_app(
 ) -> Starlette:
     """The ASGI app. ``route_sets`` defaults to what the settings switch on."""
     extra = default_route_sets(settings) if route_sets is None else route_sets
-    return server_app.create_app(settings, route_sets=extra, services=services)
+    return build_app(settings, route_sets=extra, services=services)
 
 
 __all__ = ["build_services", "create_app", "default_route_sets"]

@@ -14,7 +14,7 @@ import openai
 import pytest
 from openai.types.responses import ResponseCompactionCompactingEvent
 
-from orgate.engine.compaction import SUMMARISER_INSTRUCTIONS, SUMMARY_HEADER
+from orgate.engine.compaction.core import SUMMARISER_INSTRUCTIONS, SUMMARY_HEADER
 from tests.clients_api.conftest import MODELS, upstream_saw
 from tests.fakes._base import LoopbackFake
 from tests.support.spec import check_events

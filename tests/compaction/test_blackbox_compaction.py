@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orgate.engine import compaction
+from orgate.engine.compaction import core as compaction
 from tests.support.spec import validate, validator
 from tests.ws.inproc import InProcessServer
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from orgate.config import Settings
-from orgate.engine import compaction
+from orgate.engine.compaction import core as compaction
 from orgate.server.compact import compaction_key
 from tests.fakes.openai_chat_upstream import FakeOpenAIChat
 from tests.support.spec import validate

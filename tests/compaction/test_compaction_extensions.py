@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orgate.engine import compaction
-from orgate.engine.compaction_service import kept_output
+from orgate.engine.compaction import core as compaction
+from orgate.engine.compaction.service import kept_output
 from orgate.neutral import EXTENSION_ITEM_TYPE, OpaqueItem
 from orgate.protocol import CompactionSummaryItemParam, UserMessageItemParam
 from orgate.protocol.errors import ApiError

@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import TypeAdapter
 
-from orgate.engine import compaction
+from orgate.engine.compaction import core as compaction
 from orgate.protocol import CompactionSummaryItemParam, DeveloperMessageItemParam, ItemParam
 from orgate.protocol.errors import ApiError
 

@@ -1,4 +1,4 @@
-"""The compaction sealing key (``orgate.engine.compaction_key``), in process, with real files.
+"""The compaction sealing key (``orgate.engine.compaction.key``), in process, with real files.
 
 As its docstring says: ``derive_key`` makes a 32-byte key from a secret (HKDF-SHA256);
 ``load_or_create_key`` reads a key file of random bytes, creating it once, privately and
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orgate.engine.compaction_key import KEY_BYTES, KeyFileError, derive_key, load_or_create_key
+from orgate.engine.compaction.key import KEY_BYTES, KeyFileError, derive_key, load_or_create_key
 
 
 def test_a_derived_key_is_32_bytes_fixed_by_its_secret() -> None:

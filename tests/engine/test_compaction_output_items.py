@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter
 
-from orgate.engine.compaction_service import as_output_item
+from orgate.engine.compaction.service import as_output_item
 from orgate.protocol import ItemParam
 from orgate.protocol.errors import ApiError
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from orgate.engine.context import parse_body, refuse_unknown_fields
 from orgate.engine.create_options import PLAIN, CreateOptions, create_options
+from orgate.engine.request_body import parse_body, refuse_unknown_fields
 from orgate.protocol.errors import ApiError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from orgate.engine.context import item_to_wire, items_from_wire
+from orgate.engine.history_items import item_to_wire, items_from_wire
 from orgate.engine.input_gate import opaque_items, report_opaque
 from orgate.neutral import (
     EXTENSION_ITEM_TYPE,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orgate.engine.context import items_from_wire
 from orgate.engine.history_cache import HistoryCache, read_history
+from orgate.engine.history_items import items_from_wire
 from orgate.store import ResponseStore, open_store
 from tests.store.helpers import assistant, response, user
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from orgate.engine.context import items_from_wire, normalize_input, parse_body
+from orgate.engine.history_items import items_from_wire
 from orgate.engine.input_gate import check_context, split_namespaced, without_reasoning_text
+from orgate.engine.request_body import normalize_input, parse_body
 from orgate.protocol.errors import ApiError
 
 WEATHER = {

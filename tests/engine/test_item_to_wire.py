@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orgate.engine.context import item_to_wire, normalize_input, parse_body
+from orgate.engine.history_items import item_to_wire
+from orgate.engine.request_body import normalize_input, parse_body
 from orgate.protocol.items import UserMessageItemParam
 
 

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from orgate.engine import lifecycle
-from orgate.engine.context import parse_body
 from orgate.engine.lifecycle import Ending, ResponseStream, shutdown_error
+from orgate.engine.request_body import parse_body
 from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import Deployment, Finish, TextDelta
 from orgate.protocol.errors import ApiError, ErrorCode

@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from orgate.engine.builder import ResponseBuilder
-from orgate.engine.context import is_private, item_to_wire, items_from_wire, listed_item, parse_body
+from orgate.engine.history_items import is_private, item_to_wire, items_from_wire, listed_item
+from orgate.engine.request_body import parse_body
 from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import (
     EXTENSION_ITEM_TYPE,

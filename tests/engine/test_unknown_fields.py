@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orgate.engine.context import refuse_unknown_fields
+from orgate.engine.request_body import refuse_unknown_fields
 from orgate.protocol import CreateResponseBody
 from orgate.protocol.errors import ApiError
 

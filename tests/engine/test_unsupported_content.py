@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orgate.engine.context import check_capabilities, parse_body
+from orgate.engine.request_body import check_capabilities, parse_body
 from orgate.neutral import Capabilities, Deployment, ModelRequest
 from orgate.protocol import InputFileContentParam, UserMessageItemParam
 from orgate.protocol.errors import ApiError

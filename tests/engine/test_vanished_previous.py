@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orgate.engine.context import parse_body
+from orgate.engine.request_body import parse_body
 from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import Deployment, Finish, TextDelta
 from orgate.store import open_store

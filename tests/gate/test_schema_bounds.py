@@ -327,7 +327,7 @@ def test_unevaluated_properties_match_pattern_properties_in_linear_time() -> Non
 
 
 def test_the_ref_cycle_check_follows_each_reference_chain_once() -> None:
-    from orgate.engine.context import _ref_cycle
+    from orgate.engine.request_body import _ref_cycle
 
     n = 4000
     chain = {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(n)}

@@ -37,7 +37,6 @@ from orgate.protocol import (
     ResponseReasoningSummaryPartDoneStreamingEvent,
     ResponseRefusalDeltaStreamingEvent,
     ResponseRefusalDoneStreamingEvent,
-    ResponseResource,
     StreamingEvent,
     SummaryTextContent,
     UrlCitationBody,
@@ -46,7 +45,7 @@ from tests.support.samples import StreamBuilder, response
 from tests.support.spec import event_schemas, validate_event
 
 EVENTS = TypeAdapter(StreamingEvent)
-RESP = ResponseResource.model_validate(response())
+RESP = response()
 LOC = {"item_id": "msg_1", "output_index": 0}
 TEXT = OutputTextContent(text="hi")
 MSG = Message(id="msg_1", status="in_progress", role="assistant", content=[])

@@ -160,7 +160,7 @@ def response_routes(services: Services, signer: SessionSigner) -> list[BaseRoute
         page = await store.input_items(response_id, tenant, limit=100, order="asc")
         events = await store.events(response_id, tenant)
         body = views.inspection(record, input_items=page.data if page else [], events=events)
-        review = await services.pipeline.review.for_response(response_id, tenant=tenant)
+        review = await services.output_checks.review.for_response(response_id, tenant=tenant)
         body["review"] = review.to_dict() if review is not None else None
         return json_response(body)
 

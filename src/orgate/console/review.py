@@ -56,7 +56,7 @@ def review_routes(services: Services, signer: SessionSigner) -> list[BaseRoute]:
         data = await read_json(request, services.settings.limits)
         if not isinstance(data, dict) or "value" not in data:
             raise invalid_value('Send {"value": <the draft>}.', param="value")
-        item: ReviewItem | None = await services.pipeline.review.get(
+        item: ReviewItem | None = await services.output_checks.review.get(
             review_id, tenant=_scope(session)
         )
         if item is None:

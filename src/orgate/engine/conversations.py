@@ -31,9 +31,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from orgate.engine import ids
 from orgate.engine.builder import usage_dict
-from orgate.engine.compaction import expand
-from orgate.engine.context import as_item_field, item_to_wire, items_from_wire, listed_item
+from orgate.engine.compaction.core import expand
 from orgate.engine.create_options import conversation_id
+from orgate.engine.history_items import as_item_field, item_to_wire, items_from_wire, listed_item
 from orgate.engine.input_gate import check_context, split_namespaced
 from orgate.engine.service import (
     Caller,

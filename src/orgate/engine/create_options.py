@@ -10,7 +10,7 @@ has none (the common one) costs one dictionary test (``PLAIN``). What each one d
   ``previous_response_id`` it is OpenAI's 400 ``mutually_exclusive_parameters``.
 - ``context_management`` (``[{"type": "compaction", "compact_threshold": N}]``): the
   conversation is compacted before the model is called when it is estimated at more than
-  ``N`` tokens (``engine/compaction_service.py``).
+  ``N`` tokens (``engine/compaction/service.py``).
 - ``generate`` (a boolean, default true): ``false`` stores a response with no output and
   calls no model (a client preparing a conversation, or warming a connection).
 """

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from orgate.engine.context import items_from_wire
+from orgate.engine.history_items import items_from_wire
 from orgate.store import ResponseStore
 
 

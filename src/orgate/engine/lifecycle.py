@@ -43,8 +43,8 @@ from orgate.protocol.errors import (
 from orgate.store.base import SessionTurn
 
 if TYPE_CHECKING:
-    from orgate.engine.context import Turn, TurnRun
     from orgate.engine.service import Caller, ResponsesService
+    from orgate.engine.turn import Turn, TurnRun
 
 log = logging.getLogger("orgate.engine")
 

@@ -2,7 +2,7 @@
 
 ``create()`` resolves the model and the context (``previous_response_id``,
 ``item_reference``, the session's latest response), calls the provider
-through the pipeline, and awaits the first model event before returning, so
+through the output checks, and awaits the first model event before returning, so
 that an upstream failure that happens before any output (429, 5xx, refused
 connection) is an HTTP error with the right status, not a failed stream.
 The returned ``ResponseStream`` yields spec event dicts (or SSE frames); the
@@ -19,7 +19,7 @@ the store chains it to the conversation's latest response all the same.
 
 ``generate: false`` stores a response with no output and asks no model; with
 ``context_management`` a turn over its threshold is compacted first
-(``context_management.py``).
+(``compaction/on_create.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, NoReturn, Protocol
 
 from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
-from orgate.engine.compaction import (
+from orgate.engine.compaction.core import (
     estimate_request_tokens,
     estimate_tokens,
     expand,
@@ -42,16 +42,7 @@ from orgate.engine.compaction import (
     has_compaction,
     model_view,
 )
-from orgate.engine.context import (
-    Turn,
-    TurnRun,
-    build_turn,
-    item_to_wire,
-    items_from_wire,
-    lift_additional_tools,
-    normalize_input,
-)
-from orgate.engine.context_management import (
+from orgate.engine.compaction.on_create import (
     CompactedProvider,
     ContextCompactor,
     ServerCompaction,
@@ -59,10 +50,14 @@ from orgate.engine.context_management import (
 )
 from orgate.engine.create_options import PLAIN, CreateOptions, create_options
 from orgate.engine.history_cache import HistoryCache, read_history
+from orgate.engine.history_items import item_to_wire, items_from_wire
 from orgate.engine.input_gate import Policy, check_context, opaque_items, report_opaque
 from orgate.engine.lifecycle import BackgroundLease, Ending, ResponseStream, shutdown_error
 from orgate.engine.mcp_loop import McpLoop, McpRuntime, McpTurn
+from orgate.engine.request_body import normalize_input
 from orgate.engine.router import RouteTrace, TurnProviders, turn_providers
+from orgate.engine.turn import Turn, TurnRun, build_turn
+from orgate.engine.turn_tools import lift_additional_tools
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
@@ -141,9 +136,9 @@ class Resume:
     session: SessionTurn | None
 
 
-class TurnWrappers(Protocol):
-    """Wraps a deployment's provider for one turn (safety net, tool guard);
-    returns the provider and its outcome."""
+class OutputChecks(Protocol):
+    """The checks of model output (safety net, tool guard; ``server/output_checks.py``): wrap a
+    deployment's provider for one turn, and give the wrapped provider and the net's outcome."""
 
     def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
 
@@ -174,7 +169,7 @@ class ResponsesService:
         providers: TurnProviders | ProviderFactory,
         store: ResponseStore | None = None,
         gate_policy: Policy = "enforce",
-        pipeline: TurnWrappers | None = None,
+        output_checks: OutputChecks | None = None,
         ttl_seconds: float | None = None,
         compaction_key: bytes | None = None,
         mcp: McpRuntime | None = None,
@@ -187,7 +182,7 @@ class ResponsesService:
         self.providers = turn_providers(providers)  # a Router, or a plain factory (no routes)
         self.store = store
         self.gate_policy: Policy = gate_policy
-        self.pipeline = pipeline
+        self.output_checks = output_checks
         self.ttl_seconds = ttl_seconds
         self.compaction_key = compaction_key  # opens `compaction` input items (see prepare)
         # translation codes and kinds refused rather than done ([translation] refuse)
@@ -637,13 +632,13 @@ class ResponsesService:
     def _call(
         self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: Any
     ) -> AsyncIterator[list[ModelEvent]]:
-        """The turn's upstream call, not started yet: the routed provider inside the pipeline
+        """The turn's upstream call, not started yet: the routed provider inside the output checks
         (safety net, tool guard) and the MCP loop, as batches of model events."""
         provider, run.route = self._open(
             turn.deployment, session.deployment if session is not None else None
         )
-        if self.pipeline is not None:
-            provider, run.outcome = self.pipeline.open(turn, provider, budget)
+        if self.output_checks is not None:
+            provider, run.outcome = self.output_checks.open(turn, provider, budget)
         if turn.mcp is not None:
             assert self.mcp is not None
             provider = McpLoop(provider, turn.mcp, self.mcp)

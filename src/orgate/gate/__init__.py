@@ -7,6 +7,14 @@
 
 Everything here is a plain function over JSON values: no I/O, no exceptions
 for expected outcomes. See ``docs/gate.md``.
+
+The package also holds the schema tools every check of a client's JSON Schema shares, beyond
+the replay gate (the safety net, the tool guard, the request edge, the built-in model):
+linear-time ``pattern`` matching (``patterns.py``), a schema's static bounds (``bounds.py``),
+its cost (``cost.py``, ``refs.py``) and where schema work runs (``work.py``). They live here
+because the gate's checks are built on them and share their compiled-schema cache and worker
+processes, and ``gate`` imports nothing else of orgate, so every layer may use them; moving
+them would rename the imports of more than a dozen modules and change no dependency.
 """
 
 from orgate.gate.checks import check

@@ -42,7 +42,7 @@ class ModelRequest:
     instructions: str | None = None
     tools: list[Any] = field(default_factory=list)
     # Tools the upstream runs itself (``web_search``…, as the client sent them): only a
-    # deployment whose ``capabilities.hosted_tools`` is set gets any (see engine/context.py).
+    # deployment whose ``capabilities.hosted_tools`` is set gets any (see engine/turn_tools.py).
     hosted_tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: Any = None
     temperature: float | None = None

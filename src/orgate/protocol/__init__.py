@@ -1,7 +1,8 @@
 """Pydantic v2 models of the Open Responses wire format, version 2026-04-24.
 
 One class (or, for enums and one-member unions, one type alias) per component
-schema of the official OpenAPI document, with the schema's exact name. Request
+schema of the official OpenAPI document, with the schema's exact name; the response object
+``ResponseResource`` is the builder's dict, named here (``response.py`` says why). Request
 models (``...Param``, ``CreateResponseBody``) are strict; response and event models
 dump to exactly the spec shape. This package imports nothing else of orgate.
 """
@@ -198,8 +199,8 @@ __all__ = [
     "FunctionToolParam",
     "HostedToolParam",
     "ImageDetail",
-    "IncludeEnum",
     "IncompleteDetails",
+    "IncludeEnum",
     "InputFileContent",
     "InputFileContentParam",
     "InputImageContent",

@@ -1,18 +1,25 @@
-"""The response object (``ResponseResource``) and its parts: usage, error, details.
+"""The response object (``ResponseResource``) and its usage parts.
 
-Every field the spec requires is required here, nullable ones included, so
-``model_dump(mode="json")`` gives exactly the spec shape.
+The response object has one definition at run time: the dict ``engine/response_echo.py``
+lays out (the fields echoed from the request, in the spec's order) and ``ResponseBuilder``
+completes for each snapshot. A Pydantic model here would be a second definition kept in step
+by hand, and building every snapshot through one (validated, then dumped) costs each request
+more than copying a dict, on the hot path. So ``ResponseResource`` is a name for that dict, not
+a model: the spec's own ``ResponseResource`` schema is the reference, and
+tests/engine/test_response_shape.py validates every variant the builder makes against it.
+
+Its parts (``Usage`` and its details, ``Error``, ``IncompleteDetails``) stay models, like every
+other component schema of the spec: ``CompactResource`` (``compact.py``) is declared with them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, TypeAlias
 
 from orgate.protocol._base import WireModel
-from orgate.protocol.config import Reasoning, TextField
-from orgate.protocol.enums import TruncationEnum
-from orgate.protocol.items import ItemField
-from orgate.protocol.tools import ResponseToolChoice, Tool
+
+#: The response object, as ``engine/builder.py`` makes it (see the module docstring).
+ResponseResource: TypeAlias = dict[str, Any]
 
 
 class IncompleteDetails(WireModel):
@@ -20,7 +27,7 @@ class IncompleteDetails(WireModel):
 
 
 class Error(WireModel):
-    """The error of a failed response (``ResponseResource.error``)."""
+    """The error of a failed response (the response object's ``error``)."""
 
     code: str
     message: str
@@ -42,35 +49,11 @@ class Usage(WireModel):
     output_tokens_details: OutputTokensDetails
 
 
-class ResponseResource(WireModel):
-    id: str
-    object: Literal["response"] = "response"
-    created_at: int
-    completed_at: int | None
-    status: str
-    incomplete_details: IncompleteDetails | None
-    model: str
-    previous_response_id: str | None
-    instructions: str | None
-    output: list[ItemField]
-    error: Error | None
-    tools: list[Tool]
-    tool_choice: ResponseToolChoice
-    truncation: TruncationEnum
-    parallel_tool_calls: bool
-    text: TextField
-    top_p: float
-    presence_penalty: float
-    frequency_penalty: float
-    top_logprobs: int
-    temperature: float
-    reasoning: Reasoning | None
-    usage: Usage | None
-    max_output_tokens: int | None
-    max_tool_calls: int | None
-    store: bool
-    background: bool
-    service_tier: str
-    metadata: Any
-    safety_identifier: str | None
-    prompt_cache_key: str | None
+__all__ = [
+    "Error",
+    "IncompleteDetails",
+    "InputTokensDetails",
+    "OutputTokensDetails",
+    "ResponseResource",
+    "Usage",
+]

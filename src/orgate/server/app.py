@@ -1,4 +1,8 @@
-"""The server's app factory: ``create_app(settings, route_sets=...)`` over one typed ``Services``.
+"""The server's app: ``build_app(settings, route_sets=...)``, over one typed ``Services``.
+
+``build_app`` mounts the core routes and exactly the route sets it is given (none by default);
+the gateway's ``orgate.gateway.create_app`` is the one factory a server runs: it adds the sets
+the settings switch on.
 
 No module-level state and no work at import time: the store, the provider
 registry and the HTTP pool are opened in the app's lifespan and closed with it.
@@ -65,7 +69,7 @@ async def _maintain(services: Services, every: float = 60.0) -> None:
 
 async def _reviews_in_store(services: Services, store: ResponseStore) -> None:
     """The review queue in the store from now on; a review file of an earlier orgate imported."""
-    services.pipeline.review = StoreReviews(store)
+    services.output_checks.review = StoreReviews(store)
     try:
         await import_review_file(services.settings.structured.review_path(), store)
     except StoreError as exc:  # tried again at the next start: the file is still there
@@ -90,10 +94,10 @@ async def _warn_unreachable_tenants(store: ResponseStore, keys: Sequence[Resolve
         )
 
 
-def create_app(
+def build_app(
     settings: Settings, *, route_sets: Sequence[RouteSet] = (), services: Services | None = None
 ) -> Starlette:
-    """Build the ASGI app with the core routes and ``route_sets`` (``orgate.gateway.create_app``
+    """The ASGI app with the core routes and ``route_sets`` only (``orgate.gateway.create_app``
     adds what the settings switch on)."""
     services = services or build_services(settings)
     extra = route_sets
@@ -156,7 +160,7 @@ def create_app(
                 await services.limiter.aclose()
             if services.store is not None:
                 await services.store.close()
-            services.pipeline.close()
+            services.output_checks.close()
             SCHEMA_WORK.stop()  # the worker processes of schema work (gate/work.py)
 
     app = OrgateApp(
@@ -230,4 +234,4 @@ class OrgateApp(Starlette):
         return super().__call__(scope, receive, send)
 
 
-__all__ = ["Route", "RouteSet", "create_app"]
+__all__ = ["Route", "RouteSet", "build_app"]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orgate.engine.background import takeover_error
-from orgate.engine.context import parse_body
+from orgate.engine.request_body import parse_body
 from orgate.engine.service import Caller, Resume
 from orgate.protocol.errors import ApiError
 from orgate.store.base import ACTIVE_STATUSES, BackgroundJob, ResponseStore, StoreError

@@ -345,7 +345,7 @@ def check_request_limits(
         _check_tools(tools, "tools", limits, deferred)
     if isinstance(items, list):
         for index, item in enumerate(items):
-            # OpenAI's additional_tools item offers tools too (engine/context.py): the same limits.
+            # OpenAI's additional_tools item offers tools too (engine/turn_tools.py): same limits.
             if isinstance(item, dict) and item.get("type") == "additional_tools":
                 _check_tools(item.get("tools"), f"input[{index}].tools", limits, deferred)
     text = data.get("text")

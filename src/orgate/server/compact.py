@@ -2,7 +2,7 @@
 
 The route takes the caller the edge authenticated, reads the body with the
 server's limits, checks the request and answers with what the engine's ``CompactionService``
-(``engine/compaction_service.py``: the use case, its ids and its sealing) made.
+(``engine/compaction/service.py``: the use case, its ids and its sealing) made.
 The sealing key comes from the configuration (``compaction_key(settings)``):
 
 - ``[compaction] secret`` (default ``"env:ORGATE_COMPACTION_SECRET"``) when it
@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from orgate.config import ConfigError, Settings, resolve_secret
-from orgate.engine.compaction_key import KeyFileError, derive_key, load_or_create_key
+from orgate.engine.compaction.key import KeyFileError, derive_key, load_or_create_key
 from orgate.engine.input_gate import split_namespaced
 from orgate.protocol import CompactResponseMethodPublicBody
 from orgate.protocol.errors import (

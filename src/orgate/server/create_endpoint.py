@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.padding import pads
+from orgate.engine.request_body import parse_body
 from orgate.engine.service import Caller, shutdown_error
 from orgate.protocol.errors import ApiError, ErrorCode, internal, invalid_value
 from orgate.server.auth import caller_of

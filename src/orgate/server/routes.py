@@ -48,12 +48,14 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 async def list_reviews(services: Services, tenant: str | None, status: str) -> dict[str, Any]:
     if status not in ("pending", "resolved", "discarded", "all"):
         raise invalid_value("status must be pending, resolved, discarded or all.", param="status")
-    items = await services.pipeline.review.list(None if status == "all" else status, tenant=tenant)
+    items = await services.output_checks.review.list(
+        None if status == "all" else status, tenant=tenant
+    )
     return {"object": "list", "data": [item.to_dict() for item in items]}
 
 
 async def get_review(services: Services, tenant: str | None, review_id: str) -> dict[str, Any]:
-    item = await services.pipeline.review.get(review_id, tenant=tenant)
+    item = await services.output_checks.review.get(review_id, tenant=tenant)
     if item is None:
         raise review_not_found(review_id)
     return item.to_dict()
@@ -72,9 +74,9 @@ async def resolve_review(
     note = data.get("note") if isinstance(data.get("note"), str) else None
     try:
         if data.get("discard"):
-            item = await services.pipeline.review.discard(review_id, note=note, tenant=tenant)
+            item = await services.output_checks.review.discard(review_id, note=note, tenant=tenant)
         else:
-            item = await services.pipeline.review.resolve(
+            item = await services.output_checks.review.resolve(
                 review_id, data["value"], note=note, tenant=tenant
             )
     except ReviewNotFound as exc:

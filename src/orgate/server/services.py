@@ -3,7 +3,7 @@ and ``build_services(settings)``.
 
 Every service is made here, once per app, from the settings: the deployments and
 the router over the provider registry, the responses and compaction services, the
-authenticator and the rate limiter, the metrics and the per-request pipeline.
+authenticator and the rate limiter, the metrics and the output checks.
 The store is opened later, in the app's lifespan (``server/app.py``).
 """
 
@@ -23,7 +23,7 @@ from orgate.config import (
     route_table,
 )
 from orgate.engine.background import BackgroundRunner
-from orgate.engine.compaction_service import CompactionService
+from orgate.engine.compaction.service import CompactionService
 from orgate.engine.conversations import ConversationsService
 from orgate.engine.history_cache import HistoryCache
 from orgate.engine.router import Router
@@ -38,7 +38,7 @@ from orgate.server.history_metrics import register_history_metrics
 from orgate.server.log_redaction import REDACTOR, url_password
 from orgate.server.mcp_runtime import build_mcp_runtime
 from orgate.server.observability import HttpMetrics, instrument_providers
-from orgate.server.pipeline import OutputChecks
+from orgate.server.output_checks import OutputChecks
 from orgate.server.ratelimit import RateLimiter, build_limiter
 from orgate.server.shutdown import Shutdown
 from orgate.server.worker_metrics import WorkersView
@@ -59,7 +59,7 @@ class Services:
     compaction: CompactionService
     conversations: ConversationsService
     metrics: CollectorRegistry
-    pipeline: OutputChecks
+    output_checks: OutputChecks
     http_metrics: HttpMetrics
     limiter: RateLimiter | None = None
     #: What ``/metrics`` exposes: the registry, or every worker's numbers (``worker_metrics``).
@@ -89,7 +89,7 @@ def build_services(settings: Settings) -> Services:
     )
     table = deployments(settings)
     metrics = CollectorRegistry()
-    pipeline = OutputChecks(settings, metrics)
+    output_checks = OutputChecks(settings, metrics)
     http_metrics = HttpMetrics(metrics, known_models=table)
     worker = worker_context()
     shared = worker.ratelimit_file if worker else None
@@ -113,7 +113,7 @@ def build_services(settings: Settings) -> Services:
         router,
         store=None,
         gate_policy=settings.gate.policy,
-        pipeline=pipeline,
+        output_checks=output_checks,
         ttl_seconds=ttl,
         compaction_key=key,
         mcp=build_mcp_runtime(settings, metrics),
@@ -130,7 +130,7 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         metrics_view=WorkersView(metrics, worker.metrics_dir) if worker else metrics,
         worker=worker,
-        pipeline=pipeline,
+        output_checks=output_checks,
         http_metrics=http_metrics,
         limiter=limiter,
         settings=settings,

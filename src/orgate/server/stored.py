@@ -9,12 +9,12 @@ did not get from the store (a WebSocket ``store: false`` chain continued with
 input held a compaction item with extension items in it (opened in place).
 That history may hold an upstream's own items (``orgate:extension_item``
 wrappers) and reasoning items marked with their origin (``orgate:origin``): the listing
-leaves the wrappers out and the markers off (``engine.context.listed_item``),
+leaves the wrappers out and the markers off (``engine.history_items.listed_item``),
 and fills the page from further rows, so ``limit``, ``after``, ``first_id``,
 ``last_id`` and ``has_more`` count listed items only. The stored history
 keeps both for the next turn. Orgate has no endpoint that returns one item by
 id (``item_reference`` resolves items into the model input, never to the
-client). Listed items have the spec's item shape (``engine.context.as_item_field``):
+client). Listed items have the spec's item shape (``engine.history_items.as_item_field``):
 content parts rather than a bare string, and a ``status``.
 """
 
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from orgate.engine.context import as_item_field, is_private, listed_item
+from orgate.engine.history_items import as_item_field, is_private, listed_item
 from orgate.engine.service import store_failure
 from orgate.protocol.errors import (
     ApiError,

@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from orgate.engine.context import parse_body
 from orgate.engine.input_gate import split_namespaced
+from orgate.engine.request_body import parse_body
 from orgate.protocol.errors import unknown_parameter
 from orgate.server.auth import caller_of
 from orgate.server.body import check_request_limits, read_json

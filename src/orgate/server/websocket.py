@@ -69,7 +69,7 @@ from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from orgate.config import WebSocketSettings
-from orgate.engine.context import item_to_wire
+from orgate.engine.history_items import item_to_wire
 from orgate.engine.input_gate import split_namespaced
 from orgate.engine.service import GATE_WARNINGS_HEADER, Caller, ResponseStream, shutdown_error
 from orgate.protocol import TERMINAL_EVENT_TYPES, WebSocketResponseCreateEvent

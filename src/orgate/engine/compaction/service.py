@@ -3,7 +3,7 @@
 ``CompactionService.compact(body, caller)`` is what ``POST /v1/responses/compact``
 does (the route, ``server/compact.py``, only parses the request and answers). The
 conversation is ``previous_response_id``'s context (from the store) followed by
-``input``. The policy (``compaction.py``) keeps the last ``keep_turns`` turns and
+``input``. The policy (``core.py``) keeps the last ``keep_turns`` turns and
 every system/developer message verbatim; the older items are summarised by the
 requested model itself: one ordinary, unstored response through the
 ``ResponsesService`` with a summariser prompt (so routing, model scopes, gates and
@@ -30,15 +30,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from orgate.engine import compaction, ids
+from orgate.engine import ids
 from orgate.engine.builder import usage_dict
-from orgate.engine.context import (
-    item_field_part,
-    item_to_wire,
-    items_from_wire,
-    normalize_input,
-)
-from orgate.engine.context_management import ServerCompaction
+from orgate.engine.compaction import core as compaction
+from orgate.engine.compaction.on_create import ServerCompaction
+from orgate.engine.history_items import item_field_part, item_to_wire, items_from_wire
+from orgate.engine.request_body import normalize_input
 from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import OpaqueItem, Usage
 from orgate.protocol import (

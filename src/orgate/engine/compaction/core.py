@@ -1,6 +1,6 @@
 """Compaction: the policy, the sealed ``compaction`` item, its expansion, and the context-window decision.
 
-Pure functions, no I/O (the summariser call lives in ``compaction_service.py``):
+Pure functions, no I/O (the summariser call lives in ``service.py``):
 
 - ``partition(items, keep_turns)`` splits a conversation into the *older* part,
   which the model summarises, and the part kept verbatim. Policy: a turn starts

@@ -1,5 +1,6 @@
-"""The per-request provider pipeline: provider (its tool calls constrained where the upstream can:
-structured/tool_constraints.py) → structured-output safety net → tool-call guard.
+"""The output checks: the checks of model output a turn's provider call goes through: provider
+(its tool calls constrained where the upstream can: structured/tool_constraints.py) →
+structured-output safety net → tool-call guard.
 
 Built once per app (compiled schema cache, safety-net policy, metrics, review
 queue); ``open(turn, provider, budget)`` composes the wrappers for one
@@ -14,8 +15,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from orgate.config import Settings
-from orgate.engine.context import Turn
 from orgate.engine.tool_guard import ToolGuard
+from orgate.engine.turn import Turn
 from orgate.gate import SchemaCache
 from orgate.neutral import ModelEvent, ModelRequest, Provider
 from orgate.structured import (
@@ -67,7 +68,8 @@ class OutputChecks:
 
         self.tools_dropped = Counter(
             "orgate_tools_dropped",
-            "Hosted tools dropped because no upstream of the model runs them, by model and tool type.",
+            "Hosted tools dropped because no upstream of the model runs them, by model and tool"
+            " type.",
             ["model", "type"],
             registry=registry,
         )

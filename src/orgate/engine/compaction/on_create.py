@@ -3,7 +3,7 @@
 A request with ``context_management: [{"type": "compaction", "compact_threshold": N}]``
 whose context (history + new input + instructions) is estimated at more than ``N`` tokens
 (``compaction.estimate_tokens``, the truncation's estimate) is compacted before the model is
-called, as ``POST /v1/responses/compact`` compacts (``compaction_service.py``): the older
+called, as ``POST /v1/responses/compact`` compacts (``service.py``): the older
 turns summarised by the requested model, the last ``keep_turns`` kept. The model then reads
 the summary and the kept items; the response's output starts with one ``compaction`` item
 that stands for that whole context (summary and kept items sealed in it), so the next turn —
