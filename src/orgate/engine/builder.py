@@ -120,7 +120,8 @@ class _Reasoning:
 
 
 def _call_item(call: _ToolCallItem, status: str, text: str) -> dict[str, Any]:
-    """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of ``arguments``)."""
+    """A ``function_call`` item, or OpenAI's ``custom_tool_call`` (``input`` instead of
+    ``arguments``)."""
     if call.custom:
         item = {
             "id": call.id,
@@ -181,7 +182,8 @@ class ResponseBuilder:
         self.final: dict[str, Any] | None = (
             None  # the terminal snapshot (shared with its event; never changed)
         )
-        # Delta events carry ``obfuscation`` (engine.padding): set by a stream before its first event.
+        # Delta events carry ``obfuscation`` (engine.padding): set by a stream before its first
+        # event.
         self.padded = False
 
     # --- snapshots ------------------------------------------------------------------------
@@ -206,7 +208,8 @@ class ResponseBuilder:
         return out
 
     def unlink_previous(self) -> None:
-        """Snapshots from now on say ``previous_response_id: null`` (the previous response vanished)."""
+        """Snapshots from now on say ``previous_response_id: null`` (the previous response
+        vanished)."""
         self.base["previous_response_id"] = None
         self.final = None
 
@@ -216,7 +219,8 @@ class ResponseBuilder:
         return bool(self.extensions) or self.sealed_reasoning
 
     def output_items(self, origin: str | None = None) -> list[dict[str, Any]]:
-        """The model's full output: the spec output items and the extension items, in upstream order.
+        """The model's full output: the spec output items and the extension items, in upstream
+        order.
 
         With ``origin`` (the serving deployment's ``origin_of``), reasoning items
         that carry ``encrypted_content`` are copies marked with it.
@@ -243,7 +247,8 @@ class ResponseBuilder:
     # --- emission -------------------------------------------------------------------------
 
     def drain(self) -> list[Event]:
-        """The events emitted since the last drain, numbered (``sequence_number``) in emission order."""
+        """The events emitted since the last drain, numbered (``sequence_number``) in emission
+        order."""
         events = self.events.copy()
         self.events.clear()  # the same list: ``_emit`` is its bound ``append``
         start = self._seq
@@ -260,13 +265,15 @@ class ResponseBuilder:
         self._emit(event)
 
     def start(self, *, queued: bool = False) -> None:
-        """``response.created`` then ``response.in_progress`` (or ``response.queued`` for background)."""
+        """``response.created`` then ``response.in_progress`` (or ``response.queued`` for
+        background)."""
         if queued:
             self.status = "queued"
             self._emit({"type": "response.created", "response": self.snapshot()})
             self._emit({"type": "response.queued", "response": self.snapshot()})
             return
-        # Nothing changes between the two events: they carry one snapshot (emitted events are never changed).
+        # Nothing changes between the two events: they carry one snapshot (emitted events are
+        # never changed).
         snapshot = self.snapshot()
         self._emit({"type": "response.created", "response": snapshot})
         self._emit({"type": "response.in_progress", "response": snapshot})
@@ -283,7 +290,8 @@ class ResponseBuilder:
                 "the upstream sent events after the end of its answer",
             )
         # The common event, ahead of the match's class patterns and inline: the refusal delta's
-        # shape below, without a shared method's call per delta (hot path — see bench/instructions.py).
+        # shape below, without a shared method's call per delta (hot path — see
+        # bench/instructions.py).
         if isinstance(event, TextDelta):
             text = event.text
             logprobs = event.logprobs
@@ -330,7 +338,8 @@ class ResponseBuilder:
                 if not isinstance(call, _ToolCallItem) or call.source_index != index:
                     raise ApiError.of(
                         ErrorCode.UPSTREAM_INVALID_RESPONSE,
-                        f"the upstream sent arguments for tool call {index}, which is not the open call",
+                        f"the upstream sent arguments for tool call {index}, which is not the"
+                        " open call",
                     )
                 if arguments:
                     call.chunks.append(arguments)
@@ -730,7 +739,8 @@ class ResponseBuilder:
     # --- closing -------------------------------------------------------------------------
 
     def _close_mcp(self) -> None:
-        """An MCP item left open when the response ends (a failure, a disconnect) closes as ``incomplete``."""
+        """An MCP item left open when the response ends (a failure, a disconnect) closes as
+        ``incomplete``."""
         item = self._mcp_open
         if item is None:
             return
@@ -813,7 +823,8 @@ class ResponseBuilder:
             self._emit({"type": "response.completed", "response": self.final})
 
     def fail(self, error: ApiError) -> None:
-        """End the response as failed: open item closed ``incomplete``, ``error`` event, ``response.failed``."""
+        """End the response as failed: open item closed ``incomplete``, ``error`` event,
+        ``response.failed``."""
         if self.finished:
             return
         self.finished = True
@@ -836,7 +847,8 @@ class ResponseBuilder:
         self._emit({"type": "response.failed", "response": self.final})
 
     def cancel(self) -> None:
-        """End a background response as cancelled (no terminal event is defined for it; the stored status says it)."""
+        """End a background response as cancelled (no terminal event is defined for it; the
+        stored status says it)."""
         if self.finished:
             return
         self.finished = True

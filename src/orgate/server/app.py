@@ -63,7 +63,7 @@ async def _maintain(services: Services, every: float = 60.0) -> None:
             await store.recover_interrupted()
             if ttl_days:
                 await store.prune(older_than=ttl_days * 86400)
-        except Exception as exc:  # noqa: BLE001 - upkeep must outlive any failure (the next round retries)
+        except Exception as exc:  # noqa: BLE001 - upkeep outlives any failure (retried next round)
             log.warning("store maintenance failed: %s", exc)
 
 
@@ -78,7 +78,8 @@ async def _reviews_in_store(services: Services, store: ResponseStore) -> None:
 
 async def _warn_unreachable_tenants(store: ResponseStore, keys: Sequence[ResolvedKey]) -> None:
     """Say when the store holds data of tenants no configured key has: most likely a store
-    written when tenants were derived (``key0``…), or a key renamed, whose data now answers 404."""
+    written when tenants were derived (``key0``…), or a key renamed, whose data now answers
+    404."""
     try:
         stored = await store.tenants()
     except Exception as exc:  # noqa: BLE001 - a hint only: never in the way of serving
@@ -88,7 +89,8 @@ async def _warn_unreachable_tenants(store: ResponseStore, keys: Sequence[Resolve
     if unreachable:
         log.warning(
             "the store holds data of tenant(s) %s, which no configured API key has: that data is "
-            "not served; if a key's tenant was renamed, move it with `orgate store rename-tenant OLD NEW` "
+            "not served; if a key's tenant was renamed, move it with "
+            "`orgate store rename-tenant OLD NEW` "
             "(see `orgate store tenants`, docs/store.md)",
             ", ".join(repr(name) for name in unreachable),
         )

@@ -1,4 +1,5 @@
-"""Compaction: the policy, the sealed ``compaction`` item, its expansion, and the context-window decision.
+"""Compaction's pure core: the policy, the sealed ``compaction`` item, its expansion, and the
+context-window decision.
 
 Pure functions, no I/O (the summariser call lives in ``service.py``):
 
@@ -78,9 +79,10 @@ def _role(item: Any) -> str | None:
 
 
 def _is_instruction(item: Any) -> bool:
-    """A system / developer message, but not the summary message an earlier compaction item expanded to
-    (stored that way in a response's input, so met again through ``previous_response_id``): that one
-    is conversation, summarised like the compaction item it came from."""
+    """A system / developer message, but not the summary message an earlier compaction item
+    expanded to (stored that way in a response's input, so met again through
+    ``previous_response_id``): that one is conversation, summarised like the compaction item it
+    came from."""
     return _role(item) in ("system", "developer") and not _is_summary(item)
 
 
@@ -137,7 +139,8 @@ def make_payload(
 
 
 def extensions_payload(items: list[OpaqueItem], *, model: str | None = None) -> dict[str, Any]:
-    """The content of a compaction item that holds extension items kept verbatim (and no summary)."""
+    """The content of a compaction item that holds extension items kept verbatim (and no
+    summary)."""
     payload = make_payload(None, covered=0, model=model)
     payload["items"] = [
         extension_wire(item.id or ids.new_id("ext"), item.origin, item.item) for item in items
@@ -178,7 +181,8 @@ def _invalid(param: str | None, why: str) -> ApiError:
     return ApiError.of(
         ErrorCode.INVALID_COMPACTION,
         f"Invalid compaction item: {why}. Send the compaction item exactly as orgate returned it, "
-        "to the same orgate deployment (same compaction secret) and with the same API key's tenant.",
+        "to the same orgate deployment (same compaction secret) and with the same API key's"
+        " tenant.",
         param=param,
     )
 
@@ -186,7 +190,8 @@ def _invalid(param: str | None, why: str) -> ApiError:
 def open_sealed(
     token: str, key: bytes, *, context: str = "", param: str | None = "encrypted_content"
 ) -> dict[str, Any]:
-    """The payload of a sealed token; a 400 ``invalid_compaction`` if it was altered or is foreign."""
+    """The payload of a sealed token; a 400 ``invalid_compaction`` if it was altered or is
+    foreign."""
     if not token.startswith(TOKEN_PREFIX):
         raise _invalid(param, "encrypted_content was not produced by orgate")
     try:
@@ -200,7 +205,8 @@ def open_sealed(
     except InvalidTag:
         raise _invalid(
             param,
-            "encrypted_content failed authentication (it was altered, or sealed with another key or for another tenant)",
+            "encrypted_content failed authentication (it was altered, or sealed with another key"
+            " or for another tenant)",
         ) from None
     try:
         inflater = zlib.decompressobj()
@@ -262,7 +268,8 @@ def whole_payload(
     summary: str, kept: list[dict[str, Any]], *, covered: int, model: str | None
 ) -> dict[str, Any]:
     """The content of a compaction made on create: the summary of the older items and the kept
-    items themselves (their stored form), so that the item stands for the whole context before it."""
+    items themselves (their stored form), so that the item stands for the whole context before
+    it."""
     payload = make_payload(summary, covered=covered, model=model)
     payload[WHOLE_CONTEXT] = True
     payload["items"] = kept
@@ -313,14 +320,15 @@ def model_view(
 
 
 def _opaque_items(held: Any, param: str) -> list[OpaqueItem]:
-    """The extension items a compaction item holds (authenticated, so a failure here is a foreign format)."""
+    """The extension items a compaction item holds (authenticated, so a failure here is a foreign
+    format)."""
     try:
         return [OpaqueItem.model_validate(wire) for wire in held]
     except (TypeError, ValidationError):
         raise _invalid(param, "encrypted_content holds items this orgate cannot read") from None
 
 
-# --------------------------------------------------------------------------- transcript for the summariser
+# ------------------------------------------------------------- transcript for the summariser
 
 
 def _text(content: Any) -> str:
@@ -357,12 +365,19 @@ def render_item(item: Any) -> str:
         label = f"{role} ({phase})" if phase else str(role)
         return f"{label}: {_text(_field(item, 'content'))}"
     if kind == "function_call":
-        return f"assistant called {_field(item, 'name')}({_field(item, 'arguments')}) [call_id {_field(item, 'call_id')}]"
+        return (
+            f"assistant called {_field(item, 'name')}({_field(item, 'arguments')})"
+            f" [call_id {_field(item, 'call_id')}]"
+        )
     if kind == "custom_tool_call":
-        return f"assistant called {_field(item, 'name')} with input: {_field(item, 'input')} [call_id {_field(item, 'call_id')}]"
+        return (
+            f"assistant called {_field(item, 'name')} with input: {_field(item, 'input')}"
+            f" [call_id {_field(item, 'call_id')}]"
+        )
     if kind in ("function_call_output", "custom_tool_call_output"):
         output = _field(item, "output")
-        return f"tool result [call_id {_field(item, 'call_id')}]: {output if isinstance(output, str) else _text(output)}"
+        text = output if isinstance(output, str) else _text(output)
+        return f"tool result [call_id {_field(item, 'call_id')}]: {text}"
     if kind == "reasoning":
         summary = _field(item, "summary") or []
         return f"assistant reasoning: {_text(summary)}" if summary else ""
@@ -428,11 +443,13 @@ def _too_long(estimate: int, budget: int, window: int, truncation: str) -> ApiEr
     hint = (
         ""
         if truncation == "auto"
-        else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation (POST /v1/responses/compact)."
+        else " Set truncation to 'auto' to drop the oldest turns, or compact the conversation"
+        " (POST /v1/responses/compact)."
     )
     return ApiError.of(
         ErrorCode.CONTEXT_LENGTH_EXCEEDED,
-        f"The input is about {estimate} tokens, more than the {budget} this model can take (context window {window}, minus the output reserve).{hint}",
+        f"The input is about {estimate} tokens, more than the {budget} this model can take"
+        f" (context window {window}, minus the output reserve).{hint}",
         param="input",
     )
 

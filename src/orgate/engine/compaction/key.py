@@ -1,4 +1,5 @@
-"""The compaction sealing key: derived from a secret (HKDF-SHA256), or random bytes kept in a key file.
+"""The compaction sealing key: derived from a secret (HKDF-SHA256), or random bytes kept in a
+key file.
 
 The key seals compaction items (``compaction.seal``); every process serving one
 store must hold the same one. ``derive_key(secret)`` gives it from a shared
@@ -65,7 +66,8 @@ def _create(path: Path, where: str) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         raise KeyFileError(
-            f"{where} {path}: cannot create it ({exc.strerror}); set [compaction] key_file or secret"
+            f"{where} {path}: cannot create it ({exc.strerror}); set [compaction] key_file or"
+            " secret"
         ) from None
     try:
         os.write(fd, secrets.token_bytes(KEY_BYTES))

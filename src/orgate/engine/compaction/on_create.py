@@ -1,4 +1,5 @@
-"""Compaction on create (``context_management``): the decision, and the compaction item in the output.
+"""Compaction on create (``context_management``): the decision, and the compaction item in the
+output.
 
 A request with ``context_management: [{"type": "compaction", "compact_threshold": N}]``
 whose context (history + new input + instructions) is estimated at more than ``N`` tokens

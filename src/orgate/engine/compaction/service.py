@@ -1,4 +1,5 @@
-"""The compaction use case: a conversation compacted into kept items + one sealed ``compaction`` item.
+"""The compaction use case: a conversation compacted into kept items + one sealed
+``compaction`` item.
 
 ``CompactionService.compact(body, caller)`` is what ``POST /v1/responses/compact``
 does (the route, ``server/compact.py``, only parses the request and answers). The
@@ -66,8 +67,9 @@ class CompactionService:
         self.responses.resolve(body.model, caller)  # 400 without model, 404 unknown / not allowed
         key = self.key
         items, offset = await self.conversation(body, caller)
-        # every compaction item must be genuine (kept ones stay sealed, older ones are expanded); checked
-        # here, in conversation order, so the error names its index in the request's `input`
+        # every compaction item must be genuine (kept ones stay sealed, older ones are expanded);
+        # checked here, in conversation order, so the error names its index in the request's
+        # `input`
         for index, item in enumerate(items[offset:]):
             if isinstance(item, CompactionSummaryItemParam):
                 compaction.open_sealed(
@@ -94,8 +96,8 @@ class CompactionService:
     async def conversation(
         self, body: CompactResponseMethodPublicBody, caller: Caller
     ) -> tuple[list[Any], int]:
-        """``previous_response_id``'s context + ``input``, references resolved (compaction items still
-        sealed), and the number of history items before ``input``."""
+        """``previous_response_id``'s context + ``input``, references resolved (compaction items
+        still sealed), and the number of history items before ``input``."""
         history: list[Any] = []
         if body.previous_response_id:
             store = self.responses.store
@@ -345,7 +347,8 @@ _OUTPUT_SHAPES: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
 def kept_output(
     kept: list[Any], key: bytes, *, tenant: str, model: str | None
 ) -> list[dict[str, Any]]:
-    """The kept items as response items; each run of extension items sealed, in place, into a compaction item."""
+    """The kept items as response items; each run of extension items sealed, in place, into a
+    compaction item."""
     output: list[dict[str, Any]] = []
     run: list[OpaqueItem] = []
     for item in [*kept, None]:
