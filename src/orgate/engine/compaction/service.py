@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -37,7 +37,6 @@ from orgate.engine.compaction import core as compaction
 from orgate.engine.compaction.on_create import ServerCompaction
 from orgate.engine.history_items import item_field_part, item_to_wire, items_from_wire
 from orgate.engine.request_body import normalize_input
-from orgate.engine.service import Caller, ResponsesService
 from orgate.neutral import OpaqueItem, Usage
 from orgate.protocol import (
     CompactionSummaryItemParam,
@@ -50,6 +49,9 @@ from orgate.protocol.errors import (
     ErrorCode,
     missing_required_parameter,
 )
+
+if TYPE_CHECKING:  # the responses service is given (server/services.py), never imported here
+    from orgate.engine.service import Caller, ResponsesService
 
 
 class CompactionService:
