@@ -68,23 +68,24 @@ def snapshot(registry: Any) -> dict[str, Any]:
                 if labels.get("status", "").startswith(("4", "5")):
                     entry["errors"] += sample.value
             elif family.name == _UPSTREAM:
-                entry = _deployment_entry(deployments, labels.get("deployment", "?"))
+                deployment = _deployment_entry(deployments, labels.get("deployment", "?"))
                 if sample.name.endswith("_count"):
-                    entry["calls"] += sample.value
+                    deployment["calls"] += sample.value
                     if labels.get("outcome") == "error":
-                        entry["errors"] += sample.value
+                        deployment["errors"] += sample.value
                 elif sample.name.endswith("_bucket"):
                     le = float(labels["le"])
-                    entry["buckets"][le] = entry["buckets"].get(le, 0.0) + sample.value
+                    buckets = deployment["buckets"]
+                    buckets[le] = buckets.get(le, 0.0) + sample.value
             elif family.name == _TOKENS and sample.name.endswith("_total"):
-                entry = _deployment_entry(deployments, labels.get("deployment", "?"))
+                deployment = _deployment_entry(deployments, labels.get("deployment", "?"))
                 direction = labels.get("direction")
                 if direction in ("input", "output"):
-                    entry[f"{direction}_tokens"] += sample.value
-    for entry in deployments.values():
+                    deployment[f"{direction}_tokens"] += sample.value
+    for deployment in deployments.values():
         # JSON has no infinity: the +Inf bucket is sent as null.
-        entry["buckets"] = [
-            [None if math.isinf(le) else le, n] for le, n in sorted(entry["buckets"].items())
+        deployment["buckets"] = [
+            [None if math.isinf(le) else le, n] for le, n in sorted(deployment["buckets"].items())
         ]
     return {"at": time.time(), "models": models, "deployments": deployments}
 

@@ -102,7 +102,8 @@ class SessionSigner:
             data = orjson.loads(payload)
         except ValueError:
             return None
-        key = self._keys.get(data.get("k")) if isinstance(data, dict) else None
+        kid = data.get("k") if isinstance(data, dict) else None
+        key = self._keys.get(kid) if isinstance(kid, str) else None
         expires = data.get("e") if key is not None else None
         if (
             key is None

@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from orgate.gate import Code, ToolCatalog, ToolsError, Verdict, check, check_pairing, load_tools
 from orgate.neutral import Deployment, OpaqueItem, origin_of
+from orgate.protocol.error_codes import code_of
 from orgate.protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger("orgate.gate")
@@ -52,11 +53,11 @@ class _Dropped(str):
     """A warning for an input item dropped before parsing; remembers the item's index in the
     client's input."""
 
-    index: int
+    position: int  # not ``index``: that is ``str.index``
 
-    def __new__(cls, text: str, index: int) -> _Dropped:
+    def __new__(cls, text: str, position: int) -> _Dropped:
         self = super().__new__(cls, text)
-        self.index = index
+        self.position = position
         return self
 
 
@@ -114,7 +115,7 @@ def split_namespaced(raw_input: Any, policy: Policy, warnings: list[str]) -> Any
                     policy,
                     warnings,
                     _call_message(index, verdict),
-                    code=ErrorCode(verdict.code),
+                    code=code_of(verdict.code),
                     param=where,
                 )
         kept.append(item)
@@ -177,7 +178,7 @@ def check_context(
             break
     else:
         return
-    dropped = sorted(w.index for w in warnings if isinstance(w, _Dropped))
+    dropped = sorted(w.position for w in warnings if isinstance(w, _Dropped))
     offset = len(history)
 
     def where(context_index: int) -> int:
@@ -200,7 +201,7 @@ def check_context(
                     policy,
                     warnings,
                     _call_message(where(index), verdict, kind),
-                    code=ErrorCode(verdict.code),
+                    code=code_of(verdict.code),
                     param=f"input[{where(index)}]",
                 )
             continue
@@ -214,7 +215,7 @@ def check_context(
                 policy,
                 warnings,
                 _call_message(where(index), verdict),
-                code=ErrorCode(verdict.code),
+                code=code_of(verdict.code),
                 param=f"input[{where(index)}]",
             )
     result = check_pairing(items, None, require_status=False)
@@ -225,7 +226,7 @@ def check_context(
             policy,
             warnings,
             _relocate(issue.message, offset),
-            code=ErrorCode(issue.kind),
+            code=code_of(issue.kind),
             param=f"input[{where(issue.index)}].call_id",
         )
 
@@ -315,4 +316,5 @@ def _as_dict(item: Any) -> dict[str, Any]:
         return item
     if type(item) is OpaqueItem:
         return {"type": item.type, "id": item.id, "origin": item.origin, "item": item.item}
-    return item.model_dump(mode="json", exclude_none=True, by_alias=True)
+    dumped: dict[str, Any] = item.model_dump(mode="json", exclude_none=True, by_alias=True)
+    return dumped

@@ -175,7 +175,8 @@ class ResponseStream:
         async for events in self._run(_DICTS):
             last = events[-1]
         assert last is not None and "response" in last
-        return last["response"]
+        response: dict[str, Any] = last["response"]
+        return response
 
     async def _run(self, sink: Sink) -> AsyncIterator[Any]:
         """begin → pump → finish; abandon on every way out. One item per batch of events.

@@ -56,6 +56,7 @@ from orgate.mcptools.items import Pending, Source, call_output, from_server
 from orgate.mcptools.servers import McpRegistry, McpUse
 from orgate.neutral import (
     Finish,
+    FinishReason,
     McpApproval,
     McpCallDone,
     McpCallStart,
@@ -186,20 +187,19 @@ class _Round:
         out: list[ModelEvent] = []
         held = self.held
         for event in batch:
-            kind = type(
-                event
-            )  # the neutral events are final classes: an identity test, not isinstance
-            if kind is TextDelta:
+            # The neutral events are final classes: an identity test (cheaper than isinstance),
+            # written out in each branch so that the type checker narrows ``event``.
+            if type(event) is TextDelta:
                 self.said.append(event.text)
-            elif kind is ToolCallStart:
+            elif type(event) is ToolCallStart:
                 if event.name in self.offered:
                     held[event.index] = _Held(event)
                     continue
                 self.client_calls = True
-            elif kind is ToolCallDelta and event.index in held:
+            elif type(event) is ToolCallDelta and event.index in held:
                 held[event.index].chunks.append(event.arguments)
                 continue
-            elif kind is Finish:
+            elif type(event) is Finish:
                 self.finish = event
                 continue
             out.append(event)
@@ -215,7 +215,7 @@ class _Round:
         said = "".join(self.said)
         return [AssistantMessageItemParam(content=said)] if said.strip() else []
 
-    def ending(self, stopped: bool) -> str | None:
+    def ending(self, stopped: bool) -> FinishReason | None:
         """The finish reason of the response when this round ends it (no MCP call; a call asked
         for approval or spent the budget; the client's own functions were called), else None."""
         if not self.held:

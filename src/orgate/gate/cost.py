@@ -580,6 +580,7 @@ class _Walk:
         if sizing.types is None:
             return 1, ("key", "")  # a number is a value of it
         best: tuple[int, tuple[str, Any]] | None = None
+        found: tuple[int, tuple[str, Any]]
         for name in sizing.types:
             if name in _TYPE_FLOOR:
                 found = (_TYPE_FLOOR[name], ("key", "type"))

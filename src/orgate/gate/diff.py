@@ -250,9 +250,9 @@ def _call_id_change(i: int, j: int, a: Any, b: Any) -> Difference | None:
 
 def _unpaired(kind: Literal["missing", "extra"], index: int, item: Any) -> Difference:
     """An item one side has and the other does not (blocking when it is call-like)."""
-    where = (index, None) if kind == "missing" else (None, index)
+    left, right = (index, None) if kind == "missing" else (None, index)
     return Difference(
-        kind, *where, {"type": _type(item), "call_id": _call_id(item)}, _call_like(item)
+        kind, left, right, {"type": _type(item), "call_id": _call_id(item)}, _call_like(item)
     )
 
 

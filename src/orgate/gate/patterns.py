@@ -54,7 +54,7 @@ def _matcher(pattern: str) -> Callable[[str], bool] | None:
         )
     except Exception:  # noqa: BLE001 - an invalid (or unsupported) pattern
         return None
-    return validator.is_valid  # type: ignore[no-any-return]
+    return validator.is_valid
 
 
 def valid(pattern: str) -> bool:

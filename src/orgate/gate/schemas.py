@@ -23,18 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema_rs as _rs
 import orjson
 
 from orgate.gate.patterns import PATTERN_HINT, PATTERN_OPTIONS, bounded
 from orgate.gate.verdict import SchemaError
 
-try:  # pragma: no cover - exercised by whichever backend is installed
-    import jsonschema_rs as _rs
-except ImportError:  # pragma: no cover
-    _rs = None
-
-#: Names of the available backends, fastest first.
-BACKENDS: tuple[str, ...] = (("rust",) if _rs is not None else ()) + ("python",)
+#: Names of the backends, fastest first (``jsonschema-rs`` is a dependency, as for patterns).
+BACKENDS: tuple[str, ...] = ("rust", "python")
 DEFAULT_BACKEND: str = BACKENDS[0]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -110,7 +106,6 @@ class CompiledSchema:
 
 def _rs_first(validator: Any, instance: Any) -> list[Any]:
     """The native validator's first error of ``instance`` (``validate`` raises it alone)."""
-    assert _rs is not None
     try:
         validator.validate(instance)
     except _rs.ValidationError as error:
@@ -125,7 +120,6 @@ def _rs_convert(err: Any) -> SchemaError:
 
 
 def _compile_rust(schema: Any, key: str) -> CompiledSchema:
-    assert _rs is not None
     try:
         v = _rs.validator_for(schema, offline=True, pattern_options=PATTERN_OPTIONS)
     except Exception as exc:  # ValidationError / ReferencingError / ValueError
@@ -141,7 +135,7 @@ def _compile_rust(schema: Any, key: str) -> CompiledSchema:
 def _no_retrieve(uri: str) -> Any:
     import referencing.exceptions
 
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    raise referencing.exceptions.NoSuchResource(uri)
 
 
 def _py_convert(err: Any) -> SchemaError:
@@ -162,7 +156,10 @@ def _compile_python(schema: Any, key: str) -> CompiledSchema:
         cls.check_schema(schema)
     except _js.SchemaError as exc:
         raise SchemaProblem(_first_line(exc.message)) from None
-    v = cls(schema, registry=referencing.Registry(retrieve=_no_retrieve))
+    # referencing's stub declares Registry with a decorator mypy does not read as a
+    # dataclass_transform: the constructor's keywords are unknown to the checker.
+    registry = referencing.Registry(retrieve=_no_retrieve)  # type: ignore[call-arg]  # see above
+    v = cls(schema, registry=registry)
     # Resolve every $ref once now so a dangling one is a load-time schema error.
     try:
         list(v.iter_errors(None))

@@ -236,7 +236,7 @@ class SchemaWork:
             )
             context = multiprocessing.get_context(method)
             if method == "forkserver" and self.preload:
-                context.set_forkserver_preload(self.preload)  # type: ignore[attr-defined]
+                context.set_forkserver_preload(self.preload)
             self._context = context
         return self._context
 

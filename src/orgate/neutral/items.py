@@ -32,14 +32,14 @@ stored before origins were recorded have no such field and go as before.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
 from orgate.neutral.deployment import Deployment
 
-EXTENSION_ITEM_TYPE = "orgate:extension_item"
+EXTENSION_ITEM_TYPE: Final = "orgate:extension_item"
 ORIGIN_FIELD = "orgate:origin"  # on a stored reasoning item: the origin of its encrypted_content
 
 

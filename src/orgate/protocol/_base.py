@@ -11,7 +11,7 @@ name of its member class, so a validation location such as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeAlias, Union
+from typing import Annotated, Any, Literal, TypeAlias, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
 
@@ -68,7 +68,9 @@ def unknown_type_model(name: str, types: tuple[str, ...]) -> type[BaseModel]:
     Unions route objects with a missing or unknown ``type`` here, so the error is
     reported at ``<path>.type`` with the list of accepted values.
     """
-    return create_model(name, __base__=ParamModel, type=(Literal[types], ...))  # type: ignore[call-overload]
+    # A Literal of values known only at run time: no static type to check it against.
+    accepted = cast(Any, Literal)[types]
+    return create_model(name, __base__=ParamModel, type=(accepted, ...))
 
 
 def type_union(

@@ -842,6 +842,18 @@ class ErrorCode(StrEnum):
     )
 
 
+_BY_VALUE: dict[str, ErrorCode] = {code.value: code for code in ErrorCode}
+
+
+def code_of(value: str) -> ErrorCode:
+    """The member whose wire string is ``value`` (``ErrorCode(value)``, typed: the members'
+    ``__new__`` takes their attributes, so a checker reads the call as making one)."""
+    try:
+        return _BY_VALUE[value]
+    except KeyError:
+        raise ValueError(f"{value!r} is not a valid ErrorCode") from None
+
+
 def markdown_table() -> str:
     """The catalogue as the Markdown table of ``docs/errors.md``
     (which a test keeps equal to it)."""
@@ -860,5 +872,6 @@ __all__ = [
     "RATE_LIMIT",
     "SERVER_ERROR",
     "ErrorCode",
+    "code_of",
     "markdown_table",
 ]

@@ -8,6 +8,7 @@ object with an ``id`` but no ``role``/``content`` is an ``item_reference``. An u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 from pydantic import BaseModel, Discriminator, Field, Tag, create_model
@@ -231,15 +232,13 @@ _UNKNOWN_TYPE = "UnknownItemType"
 _UNKNOWN_ROLE = "UnknownMessageRole"
 
 _UnknownItemType = unknown_type_model(_UNKNOWN_TYPE, ("message", *_TYPE_TAGS))
-_UnknownMessageRole = create_model(  # type: ignore[call-overload]
-    _UNKNOWN_ROLE, __base__=ParamModel, role=(MessageRole, ...)
-)
+_UnknownMessageRole = create_model(_UNKNOWN_ROLE, __base__=ParamModel, role=(MessageRole, ...))
 
 
 def _item_tag(value: Any) -> str | None:
     """Tag of one input item: by ``type``, by ``role`` for untyped messages."""
     if isinstance(value, dict):
-        has = value.__contains__
+        has: Callable[[str], bool] = value.__contains__
         t = value.get("type")
         role = value.get("role")
     elif isinstance(value, BaseModel):

@@ -31,8 +31,8 @@ def load_factory(kind: ProviderKind) -> Factory:
     module, _, name = kind.provider.partition(":")
     cls = getattr(importlib.import_module(module), name)
     if kind.http:
-        return lambda deployment, pool: cls(deployment, pool())  # type: ignore[no-any-return]
-    return lambda deployment, pool: cls(deployment)  # type: ignore[no-any-return]
+        return lambda deployment, pool: cls(deployment, pool())
+    return lambda deployment, pool: cls(deployment)
 
 
 class ProviderRegistry:

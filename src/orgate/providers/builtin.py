@@ -430,7 +430,8 @@ def _parameters(tool: Any) -> dict[str, Any] | None:
     if params is None:
         return None
     if hasattr(params, "model_dump"):
-        return params.model_dump(mode="json")
+        dumped: dict[str, Any] = params.model_dump(mode="json")
+        return dumped
     return params if isinstance(params, dict) else None
 
 

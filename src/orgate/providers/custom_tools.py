@@ -92,7 +92,9 @@ def _function_choice(choice: Any) -> Any:
     if type(choice) is AllowedToolsParam and any(
         type(t) is SpecificCustomParam for t in choice.tools
     ):
-        tools = [SpecificFunctionParam(name=t.name) for t in choice.tools]
+        tools: list[SpecificFunctionParam | SpecificCustomParam] = [
+            SpecificFunctionParam(name=t.name) for t in choice.tools
+        ]
         return AllowedToolsParam(tools=tools, mode=choice.mode)
     return choice
 

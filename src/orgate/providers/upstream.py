@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, ClassVar, Protocol
 
 import aiohttp
@@ -100,9 +100,17 @@ class SseProvider(Provider):
     terminal: ClassVar[str]
     wire: ClassVar[str]
     skipped: ClassVar[str]
-    http_error: ClassVar[Callable[[int, bytes, Mapping[str, str], str], ApiError]]
-    bad_stream: ClassVar[Callable[[str, str], ApiError]]
     log: ClassVar[logging.Logger]
+
+    @staticmethod
+    def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str, /) -> ApiError:
+        """The provider's error for an upstream error reply (each provider sets its own)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def bad_stream(name: str, detail: str, /) -> ApiError:
+        """The provider's error for a reply it cannot read (each provider sets its own)."""
+        raise NotImplementedError
 
     def __init__(
         self,

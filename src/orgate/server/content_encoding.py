@@ -14,13 +14,14 @@ refused (400) rather than allocated. An unknown coding, or more than one, is 415
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Callable
 
-try:  # Python 3.14's module; its backport (the same API) before
-    from compression import zstd  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - depends on the interpreter
-    from backports import zstd  # type: ignore[no-redef,unused-ignore]
+if sys.version_info >= (3, 14):  # Python 3.14's module; its backport (the same API) before
+    from compression import zstd
+else:  # pragma: no cover - depends on the interpreter
+    from backports import zstd
 
 from orgate.protocol.errors import ApiError, ErrorCode
 

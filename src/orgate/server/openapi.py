@@ -70,8 +70,10 @@ def load_spec() -> dict[str, Any]:
     override = os.environ.get("ORGATE_SPEC_PATH")
     if override:
         with open(override, "rb") as file:
-            return orjson.loads(file.read())
-    return orjson.loads(resources.files("orgate").joinpath("data", SPEC_FILE).read_bytes())
+            spec: dict[str, Any] = orjson.loads(file.read())
+            return spec
+    spec = orjson.loads(resources.files("orgate").joinpath("data", SPEC_FILE).read_bytes())
+    return spec
 
 
 def _error_responses(*statuses: int) -> dict[str, Any]:

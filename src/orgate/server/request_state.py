@@ -70,7 +70,8 @@ def current_request() -> RequestState | None:
 
 def request_state(scope: MutableMapping[str, Any]) -> RequestState:
     """The request's state, made by ``RequestIdMiddleware``."""
-    return scope[STATE_KEY]
+    state: RequestState = scope[STATE_KEY]
+    return state
 
 
 __all__ = ["CURRENT_REQUEST", "STATE_KEY", "RequestState", "current_request", "request_state"]

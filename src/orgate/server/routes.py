@@ -28,6 +28,7 @@ from orgate.server.auth import caller_of
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import CreateResponse
 from orgate.structured import ReviewError, ReviewNotFound
+from orgate.structured.review import ReviewStatus
 
 if TYPE_CHECKING:
     from orgate.server.services import Services
@@ -45,12 +46,19 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 # ``tenant`` is the caller's scope: its own tenant, None for an admin key (every tenant).
 
 
+#: The ``status`` query parameter of the review list: a review status, or None for all.
+_REVIEW_STATUSES: dict[str, ReviewStatus | None] = {
+    "pending": "pending",
+    "resolved": "resolved",
+    "discarded": "discarded",
+    "all": None,
+}
+
+
 async def list_reviews(services: Services, tenant: str | None, status: str) -> dict[str, Any]:
-    if status not in ("pending", "resolved", "discarded", "all"):
+    if status not in _REVIEW_STATUSES:
         raise invalid_value("status must be pending, resolved, discarded or all.", param="status")
-    items = await services.output_checks.review.list(
-        None if status == "all" else status, tenant=tenant
-    )
+    items = await services.output_checks.review.list(_REVIEW_STATUSES[status], tenant=tenant)
     return {"object": "list", "data": [item.to_dict() for item in items]}
 
 

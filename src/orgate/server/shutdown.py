@@ -180,7 +180,8 @@ def draining_config(drain_timeout: float, **options: Any) -> uvicorn.Config:
     and the grace after the drain."""
     return uvicorn.Config(
         ws=DrainingWebSocketProtocol,
-        timeout_graceful_shutdown=drain_timeout + FINISH_GRACE,
+        # seconds as a float: uvicorn hands it to asyncio.wait_for (its annotation says int)
+        timeout_graceful_shutdown=drain_timeout + FINISH_GRACE,  # type: ignore[arg-type]
         **options,
     )
 

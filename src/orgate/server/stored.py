@@ -49,6 +49,9 @@ from orgate.store.base import Order
 if TYPE_CHECKING:
     from orgate.server.services import Services
 
+#: The ``order`` query parameter's values.
+_ORDERS: dict[str, Order] = {"asc": "asc", "desc": "desc"}
+
 
 def _openai_names(services: Services) -> bool:
     return services.settings.endpoints.responses.event_names == "openai"
@@ -154,8 +157,8 @@ def stored_routes(services: Services) -> Sequence[BaseRoute]:
         response_id = request.path_params["response_id"]
         params = request.query_params
         limit = _int_param(params.get("limit"), "limit", default=20, low=1, high=100)
-        order = params.get("order", "desc")
-        if order not in ("asc", "desc"):
+        order = _ORDERS.get(params.get("order", "desc"))
+        if order is None:
             raise invalid_value("order must be 'asc' or 'desc'.", param="order")
         try:
             page = await listed_page(

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 from pydantic import ValidationError
 from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from orgate.config import WebSocketSettings
@@ -269,7 +270,7 @@ class Connection:
         )
         await self.ws.close(1000, "idle timeout")
 
-    async def _receive(self, timeout: float) -> dict[str, Any] | None:
+    async def _receive(self, timeout: float) -> Message | None:
         """The client's next message; None after ``timeout`` or when the server starts shutting
         down."""
         stopping = self.services.shutdown.started

@@ -59,7 +59,8 @@ def write_snapshot(directory: Path, name: str, families: list[Family]) -> None:
 
 def read_snapshot(path: Path) -> list[Family]:
     try:
-        return json.loads(path.read_bytes())
+        families: list[Family] = json.loads(path.read_bytes())
+        return families
     except (OSError, ValueError):
         return []  # gone (a worker retired meanwhile) or being replaced: the next scrape has it
 

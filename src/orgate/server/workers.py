@@ -118,23 +118,25 @@ def worker_server(config: Any, context: WorkerContext | None, base: type | None 
     server_class: Any = base or uvicorn.Server
     if context is None:
         return server_class(config)
+    ctx = context  # narrowed: the methods below read it
 
-    class WorkerServer(server_class):  # type: ignore[misc, valid-type]
+    # A base chosen at run time (the caller's subclass of uvicorn.Server) is typed Any.
+    class WorkerServer(server_class):  # type: ignore[misc]  # subclass of a runtime base
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if not self.started:
                 return
             import asyncio
 
-            asyncio.get_running_loop().add_reader(context.alive_fd, self._supervisor_gone)
+            asyncio.get_running_loop().add_reader(ctx.alive_fd, self._supervisor_gone)
             with contextlib.suppress(OSError):
-                os.write(context.ready_fd, b"1")
-                os.close(context.ready_fd)
+                os.write(ctx.ready_fd, b"1")
+                os.close(ctx.ready_fd)
 
         def _supervisor_gone(self) -> None:
             import asyncio
 
-            asyncio.get_running_loop().remove_reader(context.alive_fd)
+            asyncio.get_running_loop().remove_reader(ctx.alive_fd)
             log.warning("the supervisor is gone: draining and exiting")
             self.orphaned = True
             self.should_exit = True
@@ -142,7 +144,7 @@ def worker_server(config: Any, context: WorkerContext | None, base: type | None 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             await super().shutdown(sockets)
             if getattr(self, "orphaned", False):  # nobody else will remove the private directory
-                shutil.rmtree(context.directory, ignore_errors=True)
+                shutil.rmtree(ctx.directory, ignore_errors=True)
 
     # A terminal's hang-up goes to the process group: reloading is the supervisor's job.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -61,7 +61,7 @@ from orgate.store.base import (
     with_id,
 )
 from orgate.store.codec import SaveRows, dumps, encode_save, loads, rewrite_status
-from orgate.store.postgres_shared import PostgresSharedState
+from orgate.store.postgres_shared import Conn, PostgresSharedState
 from orgate.store.redaction import redact
 from orgate.store.schema import (
     POSTGRES_MIGRATION_LOCK,
@@ -85,6 +85,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.InsufficientResourcesError,
 )
+#: What failing to connect raises.
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (*_CONNECTION_ERRORS, asyncpg.PostgresError)
 
 
 def _is_connection_error(exc: BaseException) -> bool:
@@ -373,7 +375,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
                 timeout=connect_timeout,
                 command_timeout=60,
             )
-        except (*_CONNECTION_ERRORS, asyncpg.PostgresError) as exc:
+        except _CONNECT_ERRORS as exc:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {redact(url)}: {exc or type(exc).__name__}"
             ) from exc
@@ -392,9 +394,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _call(
-        self, fn: Callable[[asyncpg.Connection], Awaitable[T]], *, idempotent: bool = True
-    ) -> T:
+    async def _call(self, fn: Callable[[Conn], Awaitable[T]], *, idempotent: bool = True) -> T:
         """Run ``fn(conn)`` on a pooled connection, translating asyncpg's errors into the store's.
 
         A connection that fails under the statement (its backend was killed, the server
@@ -445,30 +445,30 @@ class PostgresStore(PostgresSharedState, ResponseStore):
     async def _fetchrow(
         self, sql: str, *args: Any, idempotent: bool = True
     ) -> asyncpg.Record | None:
-        async def run(conn: asyncpg.Connection) -> asyncpg.Record | None:
+        async def run(conn: Conn) -> asyncpg.Record | None:
             self.query_count += 1
             return await conn.fetchrow(sql, *args)
 
         return await self._call(run, idempotent=idempotent)
 
     async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+        async def run(conn: Conn) -> list[asyncpg.Record]:
             self.query_count += 1
             return await conn.fetch(sql, *args)
 
         return await self._call(run)
 
     async def _execute(self, sql: str, *args: Any) -> str:
-        async def run(conn: asyncpg.Connection) -> str:
+        async def run(conn: Conn) -> str:
             self.query_count += 1
             return await conn.execute(sql, *args)
 
         return await self._call(run)
 
-    async def _in_tx(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def _in_tx(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
         """``_call`` inside one transaction (retried whole, like any idempotent operation)."""
 
-        async def run(conn: asyncpg.Connection) -> T:
+        async def run(conn: Conn) -> T:
             async with conn.transaction():
                 self.query_count += 2  # BEGIN, COMMIT
                 return await fn(conn)
@@ -476,7 +476,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         return await self._call(run)
 
     async def _migrate(self) -> None:
-        async def migrate(conn: asyncpg.Connection) -> None:
+        async def migrate(conn: Conn) -> None:
             self.query_count += 3
             await conn.execute("SELECT pg_advisory_xact_lock($1)", POSTGRES_MIGRATION_LOCK)
             await conn.execute(
@@ -512,7 +512,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
             return
         job = args.job
 
-        async def save(conn: asyncpg.Connection) -> None:
+        async def save(conn: Conn) -> None:
             await self._job_check(conn, rows.id, job)
             self.query_count += 1
             row = await conn.fetchrow(_SAVE, *self._save_params(rows, args))
@@ -697,7 +697,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
     async def recover_interrupted(self, *, stale_after: float = 30.0) -> list[str]:
         now = time.time()
 
-        async def recover(conn: asyncpg.Connection) -> list[str]:
+        async def recover(conn: Conn) -> list[str]:
             self.query_count += 2
             owners = await conn.fetch("SELECT owner_id, heartbeat_at, stopped_at FROM owners")
             alive = live_owners(
@@ -971,7 +971,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         return row[0] if row is not None else 0
 
     async def tenants(self) -> dict[str, int]:
-        async def read(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+        async def read(conn: Conn) -> list[asyncpg.Record]:
             self.query_count += 1
             return await conn.fetch(
                 """SELECT tenant, sum(n)::bigint AS n FROM (
@@ -983,7 +983,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         return {row["tenant"]: int(row["n"]) for row in await self._call(read)}
 
     async def rename_tenant(self, old: str, new: str) -> int:
-        async def move(conn: asyncpg.Connection) -> int:
+        async def move(conn: Conn) -> int:
             self.query_count += 9
             # Every row of both tenants is locked first: a save that races the rename waits for it.
             await conn.execute(
@@ -1028,7 +1028,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
         return row[0] if row is not None else 0
 
     async def stats(self) -> StoreStats:
-        async def read(conn: asyncpg.Connection) -> tuple[dict[str, int], asyncpg.Record, int]:
+        async def read(conn: Conn) -> tuple[dict[str, int], asyncpg.Record | None, int]:
             self.query_count += 3
             by_status = {
                 r["status"]: r["n"]
@@ -1044,7 +1044,7 @@ class PostgresStore(PostgresSharedState, ResponseStore):
                     (SELECT max(version) FROM schema_version) AS version
                 FROM responses"""
             )
-            size = await conn.fetchval("SELECT pg_database_size(current_database())")
+            size: int = await conn.fetchval("SELECT pg_database_size(current_database())")
             return by_status, row, size
 
         by_status, row, size = await self._call(read)

@@ -13,9 +13,10 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import asyncpg
+import asyncpg.pool
 
 from orgate.store.base import (
     REVIEW_COLUMNS,
@@ -28,9 +29,11 @@ from orgate.store.base import (
     StoredReview,
 )
 from orgate.store.codec import dumps, loads, rewrite_status
-from orgate.store.sqlite_shared import dead_owners, review_of, review_scope
+from orgate.store.sqlite_shared import dead_owners, node_of, review_of, review_scope
 
 T = TypeVar("T")
+#: What the pool lends: the connection every query of the store runs on.
+Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
 _CLAIM = """
 UPDATE background_jobs AS j SET owner = $1, token = $2, lease_expires_at = $3,
@@ -75,13 +78,11 @@ class PostgresSharedState:
 
         async def _execute(self, sql: str, *args: Any) -> str: ...
 
-        async def _in_tx(self, fn: Callable[[asyncpg.Connection], Awaitable[T]]) -> T: ...
+        async def _in_tx(self, fn: Callable[[Conn], Awaitable[T]]) -> T: ...
 
     # ------------------------------------------------------------------ a save's lease
 
-    async def _job_check(
-        self, conn: asyncpg.Connection, response_id: str, job: JobWrite | None
-    ) -> None:
+    async def _job_check(self, conn: Conn, response_id: str, job: JobWrite | None) -> None:
         """Before a save (in its transaction): ``LeaseLost`` unless ``job``'s token holds the
         lease, which stays locked until the save commits (a claim waits for it)."""
         if job is None or job.action == "lease":
@@ -97,7 +98,7 @@ class PostgresSharedState:
 
     async def _job_write(
         self,
-        conn: asyncpg.Connection,
+        conn: Conn,
         response_id: str,
         tenant: str,
         session_id: str | None,
@@ -141,7 +142,7 @@ class PostgresSharedState:
         now = time.time()
         token = uuid.uuid4().hex
 
-        async def claim(conn: asyncpg.Connection) -> BackgroundJob | None:
+        async def claim(conn: Conn) -> BackgroundJob | None:
             self.query_count += 2
             owners = await conn.fetch("SELECT owner_id, stopped_at FROM owners")
             dead = dead_owners([tuple(row) for row in owners], self.owner_id)
@@ -225,7 +226,7 @@ class PostgresSharedState:
     async def end_background(
         self, job: BackgroundJob, status: str, error: dict[str, Any] | None
     ) -> bool:
-        async def end(conn: asyncpg.Connection) -> bool:
+        async def end(conn: Conn) -> bool:
             self.query_count += 1
             held = await conn.fetchrow(
                 """SELECT r.response FROM background_jobs AS j LEFT JOIN responses AS r
@@ -359,7 +360,4 @@ class PostgresSharedState:
                 (SELECT count(*) FROM background_jobs AS j WHERE j.owner = o.owner_id)::integer
             FROM owners AS o ORDER BY o.started_at, o.owner_id"""
         )
-        return [
-            NodeRecord(*row[:6], bytes(row[6]) if row[6] is not None else None, *row[7:])
-            for row in rows
-        ]
+        return [node_of(row) for row in rows]

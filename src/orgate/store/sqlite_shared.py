@@ -13,7 +13,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from orgate.store.base import (
     REVIEW_COLUMNS,
@@ -48,6 +48,18 @@ def dead_owners(rows: Sequence[tuple[Any, ...]], me: str) -> list[str]:
 
 def review_of(row: Sequence[Any]) -> StoredReview:
     return StoredReview(*row)
+
+
+class Row(Protocol):
+    """A row as either backend returns it (a tuple, an ``asyncpg.Record``): read by index."""
+
+    def __getitem__(self, index: int, /) -> Any: ...
+
+
+def node_of(row: Row) -> NodeRecord:
+    """A node row (``owners`` joined with its background count), on either backend."""
+    metrics = bytes(row[6]) if row[6] is not None else None
+    return NodeRecord(row[0], row[1], row[2], row[3], row[4], row[5], metrics, row[7], row[8])
 
 
 def review_scope(
@@ -386,7 +398,4 @@ class SqliteSharedState:
             FROM owners AS o ORDER BY o.started_at, o.owner_id""",
             (),
         )
-        return [
-            NodeRecord(*row[:6], bytes(row[6]) if row[6] is not None else None, *row[7:])
-            for row in rows
-        ]
+        return [node_of(row) for row in rows]

@@ -27,7 +27,7 @@ import functools
 import json
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -134,7 +134,7 @@ def _source(args: argparse.Namespace) -> ReviewSource:
     return "file", StructuredSettings().review_path()
 
 
-def _on_queue(args: argparse.Namespace, work: Callable[[Reviews], Awaitable[T]]) -> T | None:
+def _on_queue(args: argparse.Namespace, work: Callable[[Reviews], Coroutine[Any, Any, T]]) -> T | None:
     """``work`` on the configured queue; None (nothing done) when its store does not exist."""
     from orgate.structured.review import FileReviews, ReviewQueue
 

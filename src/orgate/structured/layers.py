@@ -20,7 +20,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import jsonschema_rs
 import orjson
@@ -285,8 +285,10 @@ def _wrong_type(error: ValidationError, path: str) -> list[str] | None:
 
 
 def _not_in_enum(error: ValidationError, path: str) -> list[str] | None:
-    options = ", ".join(render_value(v, 40) for v in error.validator_value[:20])
-    more = ", …" if len(error.validator_value) > 20 else ""
+    # an ``enum`` error's value is the schema's list (jsonschema types it "value or unset")
+    values = cast(list[Any], error.validator_value)
+    options = ", ".join(render_value(v, 40) for v in values[:20])
+    more = ", …" if len(values) > 20 else ""
     return [f"{_at(path)}expected one of {options}{more}, got {render_value(error.instance)}"]
 
 
@@ -355,7 +357,8 @@ def _no_alternative(error: ValidationError, path: str) -> list[str] | None:
 
 
 # The messages of one keyword; None falls back to jsonschema's own message.
-_DESCRIBERS: dict[str, Callable[[ValidationError, str], list[str] | None]] = {
+# Keyed by object: an error's ``validator`` is typed "keyword or unset" by jsonschema.
+_DESCRIBERS: dict[object, Callable[[ValidationError, str], list[str] | None]] = {
     "required": _missing_keys,
     "additionalProperties": _unexpected_keys,
     "unevaluatedProperties": _unexpected_keys,
@@ -395,10 +398,14 @@ def schema_layer(value: Any, validator: Any, limit: int = MAX_ERRORS) -> Failure
 
 
 def _no_retrieve(uri: str) -> referencing.Resource[Any]:
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    raise referencing.exceptions.NoSuchResource(uri)
 
 
-_OFFLINE: referencing.Registry[Any] = referencing.Registry(retrieve=_no_retrieve)
+# referencing's stubs declare its attrs classes with a decorator mypy does not read as
+# dataclass_transform: its constructor's keywords are unknown to the checker.
+_OFFLINE: referencing.Registry[Any] = referencing.Registry(
+    retrieve=_no_retrieve  # type: ignore[call-arg]  # see above
+)
 
 
 def _format_names(schema: Any, out: set[str], depth: int = 0) -> set[str]:
@@ -422,7 +429,7 @@ def _format_names(schema: Any, out: set[str], depth: int = 0) -> set[str]:
 def _format_check(name: str) -> Callable[[Any], bool]:
     """``jsonschema-rs``'s check of one format (unknown formats always pass)."""
     validator = jsonschema_rs.validator_for({"format": name}, validate_formats=True, offline=True)
-    return validator.is_valid  # type: ignore[no-any-return]
+    return validator.is_valid
 
 
 def format_checker(schema: Any) -> FormatChecker | None:

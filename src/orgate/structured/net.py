@@ -286,13 +286,16 @@ class SafetyNet(WrapperProvider):
     ) -> tuple[modes.Plan, _Attempt]:
         """The first attempt, asked again one mode down each time the upstream refuses what the
         mode sends (structured/downgrades.py); the plan that was answered."""
-        tried, refused = plan, []
+        tried = plan
+        refused: list[modes.Level] = []
         while True:
             try:
                 attempt = await self._attempt(tried.request, None)
             except ApiError as error:
                 level = tried.level
-                lower = without(caps, level) if level and refuses_format(error) else None
+                if level is None or not refuses_format(error):
+                    raise
+                lower = without(caps, level)
                 if lower is None:
                     raise
                 caps = lower

@@ -79,7 +79,7 @@ class Outcome:
         return self.status in ("ok", "recovered")
 
     def headers(self) -> dict[str, str]:
-        out = {OUTCOME_HEADER: self.status}
+        out: dict[str, str] = {OUTCOME_HEADER: self.status}
         if self.mode:
             out[MODE_HEADER] = self.mode
         if self.attempts:

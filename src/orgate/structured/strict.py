@@ -577,7 +577,9 @@ def _denull_object(
 ) -> dict[str, Any]:
     """The object without the strict-mode ``null``s of its optional properties,
     each value denulled."""
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        props = {}
     required = set(schema.get("required", []))
     refs = root if isinstance(root, dict) else {}
     out: dict[str, Any] = {}

@@ -40,7 +40,8 @@ def strict_as_written(schema: dict[str, Any]) -> bool:
 
 
 def _required(choice: Any) -> bool:
-    return getattr(choice, "value", choice) == "required"
+    value: object = getattr(choice, "value", choice)
+    return value == "required"
 
 
 def constrain_tools(request: ModelRequest, deployment: Deployment) -> ModelRequest:

@@ -334,7 +334,8 @@ def _message_content(body: Any, name: str) -> list[Any]:
     if body.get("type") != "message" or not isinstance(body.get("content"), list):
         # a 200 that is not a message (a proxy's status object, another API's answer): no answer
         raise bad_stream(name, "a JSON reply that is not a message (type and content)")
-    return body["content"]
+    content: list[Any] = body["content"]
+    return content
 
 
 def decode_message(body: Any, name: str = "anthropic") -> list[ModelEvent]:
