@@ -32,6 +32,10 @@ from orgate.server.header_values import header_text
 from orgate.server.routes import SSE_HEADERS
 
 if TYPE_CHECKING:
+    from orgate.config import LimitSettings
+    from orgate.engine.lifecycle import ResponseStream
+    from orgate.engine.service import Caller
+    from orgate.protocol import CreateResponseBody
     from orgate.server.services import Services
 
 T = TypeVar("T")
@@ -41,7 +45,7 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
-def _check_schemas(data: Any, limits: Any) -> None:
+def _check_schemas(data: dict[str, Any], limits: LimitSettings) -> None:
     """The bounds of a schema's work (``[limits]`` ``max_schema_*``) on the chat wire's schemas."""
     for index, tool in enumerate(data.get("tools") or ()):
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -107,8 +111,12 @@ def make_handler(services: Services) -> Handler:
 
 
 async def _create(
-    services: Services, body: Any, caller: Any, params: translate.ParamMap, warnings: list[str]
-) -> Any:
+    services: Services,
+    body: CreateResponseBody,
+    caller: Caller,
+    params: translate.ParamMap,
+    warnings: list[str],
+) -> ResponseStream:
     try:
         return await services.responses.create(body, caller, warnings=warnings)
     except ApiError as err:
@@ -133,8 +141,8 @@ async def _watched(request: Request, work: Callable[[DisconnectWatch], Awaitable
 async def _answer(
     request: Request,
     services: Services,
-    body: Any,
-    caller: Any,
+    body: CreateResponseBody,
+    caller: Caller,
     params: translate.ParamMap,
     warnings: list[str],
     logprobs: bool,
@@ -165,7 +173,7 @@ def _warning_headers(warnings: list[str], params: translate.ParamMap) -> dict[st
     return {GATE_WARNINGS_HEADER: header_text(" | ".join(chat))}
 
 
-async def _complete(events: Any, params: translate.ParamMap, logprobs: bool) -> Response:
+async def _complete(events: ResponseStream, params: translate.ParamMap, logprobs: bool) -> Response:
     """Drain the event stream into one ``chat.completion`` (or the error that ended it)."""
     error: ApiError | None = None
     final: dict[str, Any] | None = None
@@ -190,7 +198,7 @@ async def _complete(events: Any, params: translate.ParamMap, logprobs: bool) -> 
     return Response(orjson.dumps(completion.model_dump(mode="json")), media_type="application/json")
 
 
-async def _sse(events: Any, chunks: ChunkTranslator) -> AsyncIterator[bytes]:
+async def _sse(events: ResponseStream, chunks: ChunkTranslator) -> AsyncIterator[bytes]:
     # Drained to the end even after [DONE]: nothing of the service's work is cut short.
     # If the client goes away, the event iterator is closed at once (releasing the upstream).
     iterator = aiter(events)

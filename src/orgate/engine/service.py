@@ -30,7 +30,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from orgate.engine.approvals import ApprovalLedger, LocalApprovals
 from orgate.engine.builder import ResponseBuilder
@@ -98,6 +98,10 @@ from orgate.store.base import (
     UnknownSession,
 )
 
+if TYPE_CHECKING:  # the output checks' types: the engine passes them through, never builds them
+    from orgate.structured.budget import BudgetOverride
+    from orgate.structured.outcome import Outcome
+
 log = logging.getLogger("orgate.engine")
 
 GATE_WARNINGS_HEADER = (
@@ -140,7 +144,9 @@ class OutputChecks(Protocol):
     """The checks of model output (safety net, tool guard; ``server/output_checks.py``): wrap a
     deployment's provider for one turn, and give the wrapped provider and the net's outcome."""
 
-    def open(self, turn: Turn, provider: Provider, budget: Any = None) -> tuple[Provider, Any]: ...
+    def open(
+        self, turn: Turn, provider: Provider, budget: BudgetOverride | None = None
+    ) -> tuple[Provider, Outcome | None]: ...
 
 
 _REFUSALS = (
@@ -576,7 +582,7 @@ class ResponsesService:
         caller: Caller,
         warnings: list[str] | None = None,
         *,
-        budget: Any = None,
+        budget: BudgetOverride | None = None,
         session_id: str | None = None,
         history_override: list[dict[str, Any]] | None = None,
         rerun: dict[str, Any] | None = None,
@@ -630,7 +636,7 @@ class ResponsesService:
         return stream
 
     def _call(
-        self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: Any
+        self, turn: Turn, run: TurnRun, session: SessionTurn | None, budget: BudgetOverride | None
     ) -> AsyncIterator[list[ModelEvent]]:
         """The turn's upstream call, not started yet: the routed provider inside the output checks
         (safety net, tool guard) and the MCP loop, as batches of model events."""

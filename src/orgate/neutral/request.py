@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from orgate.neutral.dialects import SchemaDialect
+from orgate.neutral.items import OpaqueItem
 from orgate.neutral.ledger import Ledger
+
+if TYPE_CHECKING:
+    from orgate.protocol.items import ItemParam
+
+#: One item of the conversation a provider is asked: a protocol input item, or an extension
+#: item of the history (``OpaqueItem``, another origin's item carried through).
+InputItem: TypeAlias = "ItemParam | OpaqueItem"
 
 
 @dataclass(slots=True)
@@ -38,7 +46,7 @@ class ModelRequest:
     """
 
     model: str  # the upstream model name
-    input: list[Any]
+    input: list[InputItem]
     instructions: str | None = None
     tools: list[Any] = field(default_factory=list)
     # Tools the upstream runs itself (``web_search``…, as the client sent them): only a

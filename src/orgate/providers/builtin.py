@@ -53,6 +53,7 @@ from orgate.neutral import (
     Usage,
 )
 from orgate.protocol.errors import ApiError, ErrorCode
+from orgate.protocol.items import FunctionCallItemParam, FunctionCallOutputItemParam
 from orgate.providers.custom_tools import custom_call_events, functions_only
 from orgate.providers.plain import check_refusals
 from orgate.providers.schema_example import example_for
@@ -86,10 +87,9 @@ def _text_of(content: Any) -> str:
 def _count_input_tokens(request: ModelRequest) -> int:
     total = len(tokens(request.instructions or ""))
     for item in request.input:
-        kind = getattr(item, "type", None)
-        if kind == "function_call":
+        if isinstance(item, FunctionCallItemParam):
             total += len(tokens(item.arguments)) + 1
-        elif kind == "function_call_output":
+        elif isinstance(item, FunctionCallOutputItemParam):
             total += len(tokens(_text_of(item.output)))
         else:
             total += len(tokens(_text_of(getattr(item, "content", None))))
@@ -240,8 +240,7 @@ class BuiltinProvider(Provider):
                 (
                     item.name
                     for item in request.input
-                    if getattr(item, "type", None) == "function_call"
-                    and item.call_id == last.call_id
+                    if isinstance(item, FunctionCallItemParam) and item.call_id == last.call_id
                 ),
                 "the tool",
             )

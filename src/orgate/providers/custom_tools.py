@@ -126,7 +126,7 @@ def _note(request: ModelRequest) -> None:
         if type(tool) is CustomToolParam:
             ledger.note(Translation.CUSTOM_TOOL_AS_FUNCTION, "tools", tool.name)
     for index, item in enumerate(request.input):
-        if type(item) in _CUSTOM_ITEMS:
+        if type(item) is CustomToolCallItemParam or type(item) is CustomToolCallOutputItemParam:
             ledger.note(Translation.CUSTOM_CALL_AS_FUNCTION_CALL, f"input[{index}]", item.type)
 
 

@@ -134,7 +134,9 @@ def _source(args: argparse.Namespace) -> ReviewSource:
     return "file", StructuredSettings().review_path()
 
 
-def _on_queue(args: argparse.Namespace, work: Callable[[Reviews], Coroutine[Any, Any, T]]) -> T | None:
+def _on_queue(
+    args: argparse.Namespace, work: Callable[[Reviews], Coroutine[Any, Any, T]]
+) -> T | None:
     """``work`` on the configured queue; None (nothing done) when its store does not exist."""
     from orgate.structured.review import FileReviews, ReviewQueue
 
