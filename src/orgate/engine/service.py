@@ -313,20 +313,21 @@ class ResponsesService:
         from its conversation)."""
         if history_override is not None:
             return items_from_wire(history_override)
+        assert previous is not None, "asked with a previous response or a history of its own"
         hidden = (
             session.hidden if session is not None and previous == session.latest_response_id else ()
         )
         if self.history_cache is not None and self.store is not None:
-            return await self._cached_history(previous, caller, hidden, conversation)  # type: ignore[arg-type]
+            return await self._cached_history(previous, caller, hidden, conversation)
         stored = None
         if self.store is not None:
             try:
                 if hidden:
-                    pairs = await self.store.context_items(previous, caller.tenant)  # type: ignore[arg-type]
+                    pairs = await self.store.context_items(previous, caller.tenant)
                     gone = set(hidden)
                     stored = None if pairs is None else [i for k, i in pairs if k not in gone]
                 else:
-                    stored = await self.store.context(previous, caller.tenant)  # type: ignore[arg-type]
+                    stored = await self.store.context(previous, caller.tenant)
             except StoreError as exc:
                 raise store_failure(exc) from None
         if stored is None:

@@ -34,13 +34,15 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from orgate.gate.cost import SchemaCost
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
-    from multiprocessing.context import BaseContext
+    from multiprocessing.context import ForkServerContext, SpawnContext
+
+    WorkerContext = ForkServerContext | SpawnContext
     from multiprocessing.process import BaseProcess
 
 log = logging.getLogger("orgate.schema_work")
@@ -126,7 +128,7 @@ class SchemaWork:
         self.seconds = seconds
         self.memory = memory
         self.preload = list(preload)
-        self._context: BaseContext | None = None
+        self._context: WorkerContext | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
@@ -183,7 +185,7 @@ class SchemaWork:
                     f"the schema work needed more than {self.memory // 2**20} MB"
                 ) from None
             raise value
-        return value  # type: ignore[no-any-return]
+        return cast(T, value)  # what ``job`` returned, sent back by the worker
 
     def stop(self) -> None:
         """Kill every worker process (the jobs they run end with ``SchemaWorkFailed``)."""
@@ -213,7 +215,7 @@ class SchemaWork:
     def _start_now(self) -> _Worker:
         context = self._multiprocessing()
         ours, theirs = context.Pipe(duplex=True)
-        process = context.Process(  # type: ignore[attr-defined]
+        process = context.Process(
             target=serve_jobs,
             args=(theirs, self.memory),
             name="orgate-schema-work",
@@ -225,18 +227,19 @@ class SchemaWork:
         log.debug("schema work process %d started", process.pid)
         return _Worker(process, ours)
 
-    def _multiprocessing(self) -> BaseContext:
+    def _multiprocessing(self) -> WorkerContext:
         # Imported with the first worker process, not with the server: most servers never
         # start one, and ``multiprocessing`` is start-up time (bench/startup.py).
         import multiprocessing
 
         if self._context is None:
-            method = (
-                "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-            )
-            context = multiprocessing.get_context(method)
-            if method == "forkserver" and self.preload:
-                context.set_forkserver_preload(self.preload)
+            context: WorkerContext
+            if "forkserver" in multiprocessing.get_all_start_methods():
+                context = multiprocessing.get_context("forkserver")
+                if self.preload:
+                    context.set_forkserver_preload(self.preload)
+            else:
+                context = multiprocessing.get_context("spawn")
             self._context = context
         return self._context
 

@@ -20,7 +20,8 @@ def _entry(doc: tomlkit.TOMLDocument, model: str) -> Table:
     tables = list(models) if isinstance(models, AoT | list) else []
     for table in tables:
         if table.get("name") == model or model in (table.get("aliases") or []):
-            return table  # type: ignore[no-any-return]
+            found: Table = table  # an array of tables holds tables
+            return found
     raise WriteError(f"no [[models]] table named {model!r} in the file to write")
 
 

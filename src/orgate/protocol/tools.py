@@ -188,11 +188,18 @@ class AllowedToolChoice(WireModel):
     mode: ToolChoiceValueEnum
 
 
+#: Keyed by object: a tag is looked up by whatever ``type`` the value has.
+_RESPONSE_CHOICE_TAGS: dict[object, str] = {
+    "function": "FunctionToolChoice",
+    "allowed_tools": "AllowedToolChoice",
+}
+
+
 def _response_choice_tag(value: Any) -> str | None:
     if isinstance(value, str):
         return "ToolChoiceValueEnum"
     t = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return {"function": "FunctionToolChoice", "allowed_tools": "AllowedToolChoice"}.get(t)  # type: ignore[arg-type]
+    return _RESPONSE_CHOICE_TAGS.get(t)
 
 
 if TYPE_CHECKING:

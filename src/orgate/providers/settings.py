@@ -45,8 +45,8 @@ class AnthropicSettings(BaseModel):
 
 
 FLAKY_MODEL = "orgate/flaky"
-KINDS: tuple[str, ...] = ("truncate", "wrong_type", "extra_key", "missing_key")
 Misbehaviour = Literal["valid", "truncate", "wrong_type", "extra_key", "missing_key"]
+KINDS: tuple[Misbehaviour, ...] = ("truncate", "wrong_type", "extra_key", "missing_key")
 
 
 class MisbehaveSettings(BaseModel):
@@ -113,5 +113,5 @@ class MisbehaveSettings(BaseModel):
         for kind in KINDS:
             edge += getattr(self, kind)
             if u < edge:
-                return kind  # type: ignore[return-value]
+                return kind
         return "valid"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import orjson
@@ -80,8 +80,9 @@ class OrgateHttpProtocol(HttpToolsProtocol):
         self._header_timeout = header_timeout
         self._head_timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # a stream protocol is always handed a Transport (uvicorn's annotation says so)
+        super().connection_made(cast(asyncio.Transport, transport))
         self._arm_head_timer()  # a connection that never sends a request does not stay open
 
     def connection_lost(self, exc: Exception | None) -> None:

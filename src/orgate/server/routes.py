@@ -27,8 +27,8 @@ from orgate.protocol.errors import (
 from orgate.server.auth import caller_of
 from orgate.server.body import read_json
 from orgate.server.create_endpoint import CreateResponse
+from orgate.store.base import ReviewStatus
 from orgate.structured import ReviewError, ReviewNotFound
-from orgate.structured.review import ReviewStatus
 
 if TYPE_CHECKING:
     from orgate.server.services import Services

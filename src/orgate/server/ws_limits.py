@@ -27,14 +27,13 @@ responses running or queued on it (429 ``websocket_active_response_limit_reached
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_type, invalid_value
 
-try:
+if sys.platform != "win32":  # Windows has no descriptor budget
     import resource
-except ImportError:  # not on this platform (Windows): no descriptor budget
-    resource = None  # type: ignore[assignment]
 
 #: The fewest descriptors kept for everything but WebSockets (a quarter of the limit, when more).
 FD_RESERVE = 128
@@ -42,7 +41,7 @@ FD_RESERVE = 128
 
 def descriptor_budget() -> int | None:
     """How many WebSockets the open-files limit allows (None: no limit known)."""
-    if resource is None:
+    if sys.platform == "win32":
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:

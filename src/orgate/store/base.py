@@ -28,6 +28,8 @@ _log = logging.getLogger("orgate.store")
 
 Order = Literal["asc", "desc"]
 ItemKind = Literal["input", "output"]
+#: A review queue entry's state (``structured/review.py``).
+ReviewStatus = Literal["pending", "resolved", "discarded"]
 
 #: Statuses of a response that is not finished yet (owned by a live process).
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "in_progress")
@@ -292,7 +294,7 @@ class StoredReview:
     id: str
     tenant: str
     created_at: float
-    status: str
+    status: ReviewStatus
     model: str
     format_name: str
     mode: str

@@ -37,17 +37,15 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from jsonschema import Draft202012Validator
 
 from orgate.datadir import private_file
 from orgate.gate.patterns import bounded
-from orgate.store.base import REVIEW_COLUMNS, StoredReview
+from orgate.store.base import REVIEW_COLUMNS, ReviewStatus, StoredReview
 from orgate.structured.layers import format_checker, schema_layer
-
-ReviewStatus = Literal["pending", "resolved", "discarded"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS structured_review (
@@ -193,7 +191,7 @@ def item_of(row: StoredReview) -> ReviewItem:
     return ReviewItem(
         id=row.id,
         created_at=row.created_at,
-        status=row.status,  # type: ignore[arg-type]
+        status=row.status,
         model=row.model,
         format_name=row.format_name,
         mode=row.mode,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orgate.store.base import ResponseStore
+from orgate.store.base import ResponseStore, ReviewStatus
 from orgate.structured.review import (
     NewReview,
     ReviewError,
@@ -29,7 +29,6 @@ from orgate.structured.review import (
     ReviewNotFound,
     ReviewQueue,
     Reviews,
-    ReviewStatus,
     _dumps,
     item_of,
     new_review_id,

@@ -221,7 +221,8 @@ class StreamDecoder(SseStreamDecoder):
             self.skipped[kind] += 1
 
     def _block_delta(self, payload: dict[str, Any], out: list[ModelEvent]) -> None:
-        state = self._blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        index: Any = payload.get("index")  # as sent: an int when well-formed
+        state = self._blocks.get(index)
         delta = payload.get("delta")
         if state is None or not isinstance(delta, dict):
             raise bad_stream(self.name, "content_block_delta for an unknown block")
@@ -243,7 +244,8 @@ class StreamDecoder(SseStreamDecoder):
         # ``citations_delta`` and unknown deltas are ignored.
 
     def _block_stop(self, payload: dict[str, Any], out: list[ModelEvent]) -> None:
-        state = self._blocks.get(payload.get("index"))  # type: ignore[arg-type]
+        index: Any = payload.get("index")  # as sent: an int when well-formed
+        state = self._blocks.get(index)
         if state is None:
             return
         if state.kind == "tool_use" and not state.got_delta:

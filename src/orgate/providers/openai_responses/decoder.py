@@ -175,22 +175,23 @@ class StreamDecoder(SseStreamDecoder):
         kind = event.get("type")
         if isinstance(kind, str) and kind.startswith("response."):
             self.recognized = True
-        output_index = event.get("output_index")
+        # as the upstream sent it: an int when the event is well-formed, not checked per event
+        output_index: Any = event.get("output_index")
         if output_index is not None:
             self._items = True
         if kind == "response.output_text.delta":
             if event.get("delta"):
-                self._streamed.add(output_index)  # type: ignore[arg-type]
+                self._streamed.add(output_index)
                 out.append(
                     TextDelta(str(event["delta"]), logprob_list(event.get("logprobs")) or None)
                 )
         elif kind == "response.refusal.delta":
             if event.get("delta"):
-                self._streamed.add(output_index)  # type: ignore[arg-type]
+                self._streamed.add(output_index)
                 out.append(RefusalDelta(str(event["delta"])))
         elif kind == "response.reasoning_summary_text.delta":
             if event.get("delta"):
-                self._streamed.add(output_index)  # type: ignore[arg-type]
+                self._streamed.add(output_index)
                 key = (output_index, event.get("summary_index"))
                 last, self._summary = self._summary, key
                 same_item = last is not None and last[0] == output_index
@@ -198,7 +199,7 @@ class StreamDecoder(SseStreamDecoder):
                 out.append(ReasoningDelta(gap + str(event["delta"]), "summary"))
         elif kind in ("response.reasoning_text.delta", "response.reasoning.delta"):
             if event.get("delta"):
-                self._streamed.add(output_index)  # type: ignore[arg-type]
+                self._streamed.add(output_index)
                 out.append(ReasoningDelta(str(event["delta"]), "content"))
         elif kind == "response.output_item.added":
             self._item_added(output_index, event.get("item"), out)
@@ -206,15 +207,15 @@ class StreamDecoder(SseStreamDecoder):
             "response.function_call_arguments.delta",
             "response.custom_tool_call_input.delta",
         ):
-            call = self._calls.get(output_index)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)
             if call is not None and event.get("delta"):
                 self._args(call, str(event["delta"]), out)
         elif kind == "response.function_call_arguments.done":
-            call = self._calls.get(output_index)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)
             if call is not None and isinstance(event.get("arguments"), str):
                 self._complete(call, event["arguments"], out)
         elif kind == "response.custom_tool_call_input.done":
-            call = self._calls.get(output_index)  # type: ignore[arg-type]
+            call = self._calls.get(output_index)
             if call is not None and isinstance(event.get("input"), str):
                 self._complete(call, event["input"], out)
         elif kind == "response.output_item.done":
