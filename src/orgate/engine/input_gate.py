@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from orgate.gate import Code, ToolCatalog, ToolsError, Verdict, check, check_pairing, load_tools
-from orgate.neutral import Deployment, OpaqueItem, origin_of
+from orgate.neutral import Deployment, InputItem, OpaqueItem, origin_of
 from orgate.protocol.error_codes import code_of
 from orgate.protocol.errors import ApiError, ErrorCode
 
@@ -154,8 +154,8 @@ def _call_message(index: int, verdict: Verdict, kind: str = "function_call") -> 
 
 
 def check_context(
-    history: list[Any],
-    new_input: list[Any],
+    history: list[InputItem],
+    new_input: list[InputItem],
     policy: Policy,
     warnings: list[str],
     tools: Sequence[Any] | None = None,
@@ -192,10 +192,10 @@ def check_context(
     items = [_as_dict(item) for item in (*history, *new_input)]
     catalog = _catalog(tools)
     for index in range(offset, len(items)):
-        item = items[index]
-        kind = item.get("type")
+        wire = items[index]
+        kind = wire.get("type")
         if kind == "custom_tool_call":  # free-form input: its status and input's type only
-            verdict = check(item, None, require_status=False)
+            verdict = check(wire, None, require_status=False)
             if verdict.code is not Code.OK:
                 _report(
                     policy,
@@ -208,8 +208,8 @@ def check_context(
         if kind != "function_call":
             continue
         # Checked against the tool's schema only when the request defines that tool (see above).
-        known = catalog is not None and item.get("name") in catalog
-        verdict = check(item, catalog if known else None, require_status=False)
+        known = catalog is not None and wire.get("name") in catalog
+        verdict = check(wire, catalog if known else None, require_status=False)
         if verdict.code is not Code.OK:
             _report(
                 policy,

@@ -61,6 +61,7 @@ from orgate.engine.turn_tools import lift_additional_tools
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
+    InputItem,
     Finish,
     Ledger,
     ModelEvent,
@@ -246,7 +247,7 @@ class ResponsesService:
         previous = body.previous_response_id
         if previous is None and session is not None and session.latest_response_id:
             previous = session.latest_response_id
-        history: list[Any] = []
+        history: list[InputItem] = []
         if previous or history_override is not None:
             history = await self._history(
                 previous, caller, history_override, session, options.conversation
@@ -354,8 +355,8 @@ class ResponsesService:
         caller: Caller,
         deployment: Deployment,
         options: CreateOptions,
-        history: list[Any],
-        new_input: list[Any],
+        history: list[InputItem],
+        new_input: list[InputItem],
         previous: str | None,
         session_id: str | None,
         unlinked: bool,
@@ -399,7 +400,7 @@ class ResponsesService:
         return self._with_options(turn, options, new_input, parent, compacted), model_input
 
     def _model_view(
-        self, history: list[Any], new_input: list[Any], caller: Caller
+        self, history: list[InputItem], new_input: list[InputItem], caller: Caller
     ) -> tuple[list[Any], list[Any]]:
         """History and input as the model reads them: from the latest compaction made on create
         on (``compaction.model_view``); the lists themselves when there is none."""
@@ -416,8 +417,8 @@ class ResponsesService:
         caller: Caller,
         deployment: Deployment,
         options: CreateOptions,
-        history: list[Any],
-        new_input: list[Any],
+        history: list[InputItem],
+        new_input: list[InputItem],
     ) -> ServerCompaction | None:
         """The turn's compaction (``context_management``) when its context passes the threshold."""
         limit = threshold(options.compact_threshold, deployment)
@@ -435,7 +436,7 @@ class ResponsesService:
     def _with_options(
         turn: Turn,
         options: CreateOptions,
-        new_input: list[Any],
+        new_input: list[InputItem],
         parent: str | None,
         compacted: ServerCompaction | None,
     ) -> Turn:
@@ -446,7 +447,11 @@ class ResponsesService:
         return turn._replace(new_input=new_input, parent=parent, compacted=compacted)
 
     def _prepare_mcp(
-        self, turn: Turn, body: CreateResponseBody, history: list[Any], new_input: list[Any]
+        self,
+        turn: Turn,
+        body: CreateResponseBody,
+        history: list[InputItem],
+        new_input: list[InputItem],
     ) -> tuple[ModelRequest, McpTurn | None]:
         """The model request with MCP items as the function calls they were
         (``orgate.mcptools.items``),

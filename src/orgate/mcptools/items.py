@@ -32,6 +32,7 @@ import orjson
 
 from orgate.mcptools.client import REFUSED
 from orgate.mcptools.servers import SEPARATOR
+from orgate.neutral.request import InputItem
 from orgate.protocol import (
     FunctionCallItemParam,
     FunctionCallOutputItemParam,
@@ -108,8 +109,10 @@ def _never_trusted(label: str) -> bool:
 
 
 def read_context(
-    history: list[Any], new_input: list[Any], trusted: Callable[[str], bool] = _never_trusted
-) -> tuple[list[Any], list[Pending]]:
+    history: list[InputItem],
+    new_input: list[InputItem],
+    trusted: Callable[[str], bool] = _never_trusted,
+) -> tuple[list[InputItem], list[Pending]]:
     """(the items the model reads, the approvals to act on). Items are protocol models;
     ``trusted(label)``: the operator vouches for that server's output."""
     context = [*history, *new_input]
@@ -122,12 +125,11 @@ def read_context(
     pending: list[Pending] = []
     seen: set[str] = set()
     offset = len(history)
-    model_items: list[Any] = []
+    model_items: list[InputItem] = []
     for position, item in enumerate(context):
-        kind = type(item)
-        if kind is McpCallItemParam:
+        if type(item) is McpCallItemParam:
             model_items.extend(_as_function_pair(item, trusted(item.server_label)))
-        elif kind is McpApprovalResponseItemParam:
+        elif type(item) is McpApprovalResponseItemParam:
             if position < offset:
                 continue  # answered in an earlier turn
             where = f"input[{position - offset}].approval_request_id"
@@ -142,12 +144,12 @@ def read_context(
                 continue
             seen.add(item.approval_request_id)
             pending.append(Pending(request, item.approve, item.reason, where))
-        elif kind not in _MCP_TYPES:
+        elif type(item) not in _MCP_TYPES:
             model_items.append(item)
     return model_items, pending
 
 
-def _as_function_pair(item: McpCallItemParam, trusted: bool) -> list[Any]:
+def _as_function_pair(item: McpCallItemParam, trusted: bool) -> list[InputItem]:
     digest = hashlib.sha256(
         f"{item.server_label}\0{item.name}\0{item.arguments}".encode()
     ).hexdigest()[:24]

@@ -34,7 +34,7 @@ from orgate.neutral.events import (
 from orgate.neutral.items import EXTENSION_ITEM_TYPE, OpaqueItem, extension_wire, origin_of
 from orgate.neutral.ledger import Ledger, LedgerEntry, Translation
 from orgate.neutral.provider import Provider, WrapperProvider
-from orgate.neutral.request import ModelRequest, TextFormat
+from orgate.neutral.request import InputItem, ModelRequest, TextFormat
 
 __all__ = [
     "aclose",
@@ -54,6 +54,7 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "ModelEvent",
+    "InputItem",
     "ModelRequest",
     "OpaqueItem",
     "Provider",
