@@ -61,8 +61,8 @@ from orgate.engine.turn_tools import lift_additional_tools
 from orgate.mcptools.items import has_mcp_items, read_context
 from orgate.neutral import (
     Deployment,
-    InputItem,
     Finish,
+    InputItem,
     Ledger,
     ModelEvent,
     ModelRequest,
