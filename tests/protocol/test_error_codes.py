@@ -130,7 +130,8 @@ def _bare_codes(tree: ast.AST) -> list[tuple[int, str]]:
             if all(v in CODES for v in values):  # a set of codes: the catalogue's members, by name
                 found += [(node.lineno, v) for v in values if v is not None]
         elif isinstance(node, ast.arguments):  # def f(..., code="…")
-            named = [*node.posonlyargs, *node.args][-len(node.defaults) or len(node.args) + 1 :]
+            positional = [*node.posonlyargs, *node.args]  # the defaults are the last ones
+            named = positional[len(positional) - len(node.defaults) :]
             pairs = [
                 *zip(named, node.defaults, strict=True),
                 *zip(node.kwonlyargs, node.kw_defaults, strict=True),

@@ -103,12 +103,12 @@ class SseProvider(Provider):
     log: ClassVar[logging.Logger]
 
     @staticmethod
-    def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str, /) -> ApiError:
+    def http_error(status: int, raw: bytes, headers: Mapping[str, str], name: str) -> ApiError:
         """The provider's error for an upstream error reply (each provider sets its own)."""
         raise NotImplementedError
 
     @staticmethod
-    def bad_stream(name: str, detail: str, /) -> ApiError:
+    def bad_stream(name: str, detail: str) -> ApiError:
         """The provider's error for a reply it cannot read (each provider sets its own)."""
         raise NotImplementedError
 
