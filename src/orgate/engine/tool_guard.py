@@ -54,6 +54,9 @@ log = logging.getLogger("orgate.gate")
 
 VerdictHook = Callable[[str], None]
 
+#: The events the guard holds back: a call's start and argument chunks, and the Finish.
+_HELD: frozenset[type] = frozenset({ToolCallStart, ToolCallDelta, Finish})
+
 
 @dataclasses.dataclass(slots=True)
 class _HeldCall:
@@ -95,17 +98,18 @@ class _Attempt:
         out: list[ModelEvent] = []
         calls = self.calls
         for event in batch:
-            # The neutral events are final classes: an identity test (cheaper than isinstance),
-            # written out in each branch so that the type checker narrows ``event``.
-            if type(event) is ToolCallStart:
-                calls.append(_HeldCall(event, []))
+            # The neutral events are final classes: identity tests, not isinstance. What passes
+            # (text, mostly) is told apart by one set lookup; the held kinds are tested in each
+            # branch so that the type checker narrows ``event``.
+            if type(event) not in _HELD:
+                out.append(event)
             elif type(event) is ToolCallDelta:
                 if calls:
                     calls[-1].deltas.append(event)
+            elif type(event) is ToolCallStart:
+                calls.append(_HeldCall(event, []))
             elif type(event) is Finish:
                 self.finish = event
-            else:
-                out.append(event)
         # what is not a call is held, dropped or sent as a whole batch: no test per event
         if not out:
             return out
