@@ -20,12 +20,10 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
-try:
+if sys.platform != "win32":  # Windows has no rlimits
     import resource
-except ImportError:  # Windows
-    resource = None  # type: ignore[assignment]
 
 from orgate import __version__, datadir, terminal
 from orgate.terminal import CommandError, fail
@@ -39,6 +37,9 @@ if TYPE_CHECKING:
     from orgate.config import Settings
     from orgate.server.services import Services
     from orgate.server.workers import WorkerContext
+
+    #: What ``add_subparsers()`` returns: each command registers itself with it.
+    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 log = logging.getLogger("orgate")
 
@@ -475,7 +476,7 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> int:
     concurrent clients (accept fails with EMFILE); the hard limit is usually far
     higher. Returns the soft limit in force.
     """
-    if resource is None:  # not on this platform (Windows)
+    if sys.platform == "win32":  # no rlimits on this platform
         return -1
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
@@ -488,7 +489,7 @@ def raise_open_files_limit(wanted: int = WANTED_OPEN_FILES) -> int:
     return soft
 
 
-def _add_serve(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_serve(sub: Subcommands) -> None:
     serve = sub.add_parser("serve", help="run the gateway")
     serve.add_argument(
         "--config", help="TOML config file (default: $ORGATE_CONFIG, else the embedded default)"
@@ -527,43 +528,43 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _register_gate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_gate(sub: Subcommands) -> None:
     from orgate.gate import cli as gate_cli
 
     gate_cli.register(sub)
 
 
-def _register_store(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_store(sub: Subcommands) -> None:
     from orgate.store import cli as store_cli
 
     store_cli.register(sub)
 
 
-def _register_structured(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_structured(sub: Subcommands) -> None:
     from orgate.structured import cli as structured_cli
 
     structured_cli.register(sub, review_db=_review_db)
 
 
-def _register_eval(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_eval(sub: Subcommands) -> None:
     from orgate.evaluation import cli as eval_cli
 
     eval_cli.register(sub)
 
 
-def _register_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_probe(sub: Subcommands) -> None:
     from orgate.probe import cli as probe_cli
 
     probe_cli.register(sub)
 
 
-def _register_ops(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_ops(sub: Subcommands) -> None:
     from orgate import ops_cli
 
     ops_cli.register(sub)
 
 
-def _register_completion(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _register_completion(sub: Subcommands) -> None:
     completion = sub.add_parser("completion", help="print a shell completion script")
     completion.add_argument(
         "shell", choices=["bash", "zsh", "fish"], help="the shell to complete in"

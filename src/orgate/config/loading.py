@@ -248,7 +248,8 @@ def apply_cli_overrides(
         settings.server = ServerSettings.model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(
-            f"--{str(item['loc'][0]).replace('_', '-')} {values[item['loc'][0]]}: {item['msg']}"
+            f"--{str(item['loc'][0]).replace('_', '-')} {values[str(item['loc'][0])]}: "
+            f"{item['msg']}"
             for item in exc.errors()
         )
         raise ConfigError(f"invalid command line: {problems}") from None

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 #: Where environment overrides landed: the config path (list indexes as ints) → (variable name,
 #: raw value).
@@ -56,7 +57,7 @@ def config_errors(error: ValidationError) -> list[tuple[tuple[str | int, ...], s
     """(location, message) per problem, union members folded: a table's own error rather than
     "not a string", one "expected a string or a table" when no member fits."""
     problems: list[tuple[tuple[str | int, ...], str]] = []
-    unions: dict[tuple[str | int, ...], list[tuple[tuple[str | int, ...], dict[str, Any]]]] = {}
+    unions: dict[tuple[str | int, ...], list[tuple[tuple[str | int, ...], ErrorDetails]]] = {}
     for item in error.errors():
         loc = tuple(item["loc"])
         tag = next((i for i, part in enumerate(loc) if _is_union_tag(part)), None)

@@ -144,8 +144,12 @@ def tenancy_problems(entries: list[str | ApiKeySettings]) -> list[str]:
     return problems
 
 
+def _default_api_keys() -> list[str | ApiKeySettings]:
+    return ["env:ORGATE_API_KEY"]
+
+
 class AuthSettings(_Section):
-    api_keys: list[str | ApiKeySettings] = Field(default_factory=lambda: ["env:ORGATE_API_KEY"])
+    api_keys: list[str | ApiKeySettings] = Field(default_factory=_default_api_keys)
 
     @field_validator("api_keys")
     @classmethod
@@ -323,11 +327,12 @@ SECTION_OF_PROVIDER = {owner: key for key, owner in _PROVIDER_SECTIONS.items()}
 
 #: Those sections as optional fields, the base of a model and of a deployment entry; a
 #: deployment entry's section overrides the model's, key by key.
-_ProviderSections: Any = create_model(
-    "_ProviderSections",
-    __base__=_Section,
-    **{kind.section: (kind.settings | None, None) for kind in KINDS.values() if kind.section},
-)
+_SECTION_FIELDS: dict[str, Any] = {
+    kind.section: (kind.settings | None, None)
+    for kind in KINDS.values()
+    if kind.section and kind.settings is not None
+}
+_ProviderSections: Any = create_model("_ProviderSections", __base__=_Section, **_SECTION_FIELDS)
 
 
 class DeploymentSettings(_ProviderSections):

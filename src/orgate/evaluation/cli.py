@@ -13,7 +13,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def register(
-    subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> argparse.ArgumentParser:
     """Add ``eval`` to the main parser's sub-commands."""
     p: argparse.ArgumentParser = subparsers.add_parser(

@@ -194,6 +194,7 @@ def load_cases(path: str | Path) -> CaseFile:
         raise CaseError(f"cannot read {file}: {exc}") from None
     misbehave: MisbehaveSettings | None = None
     try:
+        raws: Any  # the file's cases as read, each checked below
         if file.suffix in (".jsonl", ".ndjson"):
             raws = []
             for lineno, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
@@ -526,11 +527,11 @@ def resolve_target(
         rates = misbehave or getattr(settings.builtin, "misbehave", None) or MisbehaveSettings()
         dep = table.get(model) or Deployment(model, "builtin", model, capabilities=_BUILTIN_CAPS)
         return dep, lambda: FlakyProvider(BuiltinProvider(dep), rates), rates
-    dep = table.get(model)
-    if dep is None:
+    found = table.get(model)
+    if found is None:
         known = ", ".join(sorted({*table, FLAKY_MODEL} if settings.builtin.enabled else table))
         raise ConfigError(f"unknown model {model!r}; configured: {known or '(none)'}")
-    return dep, lambda: _PooledProvider(dep), None
+    return found, lambda: _PooledProvider(found), None
 
 
 class _PooledProvider(WrapperProvider):

@@ -126,6 +126,36 @@ _UPPER_BOUNDS = (
 _MISSING = object()
 
 
+def _dict_at(schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """``schema[key]`` when it is an object, else an empty one."""
+    value = schema.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _list_at(schema: dict[str, Any], key: str) -> list[Any]:
+    """``schema[key]`` when it is an array, else an empty one."""
+    value = schema.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _int_at(schema: dict[str, Any], key: str) -> int | None:
+    """``schema[key]`` when it is an integer, else None."""
+    value = schema.get(key)
+    return value if isinstance(value, int) else None
+
+
+def _count_at(schema: dict[str, Any], key: str, default: int) -> int:
+    """``schema[key]`` when it is an integer, else ``default``."""
+    value = schema.get(key)
+    return value if isinstance(value, int) else default
+
+
+def _str_at(schema: dict[str, Any], key: str) -> str | None:
+    """``schema[key]`` when it is a string, else None."""
+    value = schema.get(key)
+    return value if isinstance(value, str) else None
+
+
 class _OutOfBudget(Exception):
     pass
 
@@ -198,7 +228,8 @@ class _Maker:
                 registry=self.registry,
                 _resolver=resolver,
             )
-            return validator.is_valid(value)
+            valid: bool = validator.is_valid(value)
+            return valid
         except _OutOfBudget:
             raise
         except Exception:
@@ -293,15 +324,13 @@ class _Maker:
             yield from getattr(self, f"_{kind}")(schema, depth, resolver)
 
     def _object(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        props = _dict_at(schema, "properties")
         required = [r for r in schema.get("required", []) or [] if isinstance(r, str)]
         dependent = schema.get("dependentRequired")
         dependent = dependent if isinstance(dependent, dict) else {}
         dep_schemas = schema.get("dependentSchemas")
         dep_schemas = dep_schemas if isinstance(dep_schemas, dict) else {}
-        min_props = (
-            schema.get("minProperties") if isinstance(schema.get("minProperties"), int) else 0
-        )
+        min_props = _count_at(schema, "minProperties", 0)
         max_props = schema.get("maxProperties")
         deep = depth > _SOFT_DEPTH
 
@@ -377,7 +406,7 @@ class _Maker:
                         yield {**base, name: alt}
 
     def property_schema(self, schema: dict[str, Any], name: str) -> Any:
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        props = _dict_at(schema, "properties")
         if name in props:
             return props[name]
         patterns = schema.get("patternProperties")
@@ -420,16 +449,14 @@ class _Maker:
         return out
 
     def _array(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
-        prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
+        prefix = _list_at(schema, "prefixItems")
         items = schema.get("items", True)
         if isinstance(items, list):  # draft 4-7 tuple form
             prefix, items = items, schema.get("additionalItems", True)
         contains = schema.get("contains")
-        min_items = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
-        max_items = schema.get("maxItems") if isinstance(schema.get("maxItems"), int) else None
-        min_contains = (
-            schema.get("minContains") if isinstance(schema.get("minContains"), int) else 1
-        )
+        min_items = _count_at(schema, "minItems", 0)
+        max_items = _int_at(schema, "maxItems")
+        min_contains = _count_at(schema, "minContains", 1)
         unique = bool(schema.get("uniqueItems"))
         deep = depth > _SOFT_DEPTH
         counts = [min_items, max(min_items, 1)] if deep else [max(min_items, 1), min_items]
@@ -498,9 +525,9 @@ class _Maker:
 
     def _string(self, schema: dict[str, Any], depth: int, resolver: Resolver) -> Iterator[Any]:
         fmt = schema.get("format")
-        low = schema.get("minLength") if isinstance(schema.get("minLength"), int) else 0
-        high = schema.get("maxLength") if isinstance(schema.get("maxLength"), int) else None
-        pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
+        low = _count_at(schema, "minLength", 0)
+        high = _int_at(schema, "maxLength")
+        pattern = _str_at(schema, "pattern")
         bases: list[str] = []
         if isinstance(fmt, str) and fmt in _FORMATS:
             bases.extend(_FORMATS[fmt])
@@ -666,8 +693,8 @@ def _options(
 def _branches(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
     base = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
     cond = schema["if"] if isinstance(schema["if"], dict) else {}
-    then = schema.get("then") if isinstance(schema.get("then"), dict) else {}
-    other = schema.get("else") if isinstance(schema.get("else"), dict) else {}
+    then = _dict_at(schema, "then")
+    other = _dict_at(schema, "else")
     yield _merge(_merge(base, cond), then)
     yield _merge(base, other)
 
@@ -806,12 +833,18 @@ def _is_num(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _decimals(d: Decimal) -> int:
+    """How many digits ``d`` has after the point (negative for trailing zeros)."""
+    exponent = d.as_tuple().exponent
+    assert isinstance(exponent, int), "a JSON number is finite"
+    return -exponent
+
+
 def _lcm(a: float, b: float) -> float:
     if isinstance(a, int) and isinstance(b, int):
         return abs(a * b) // math.gcd(a, b) if a and b else max(a, b)
     da, db = Decimal(str(a)), Decimal(str(b))
-    exponents = (-da.as_tuple().exponent, -db.as_tuple().exponent)  # type: ignore[operator]
-    scale = Decimal(10) ** max(*exponents, 0)
+    scale = Decimal(10) ** max(_decimals(da), _decimals(db), 0)
     ia, ib = int(da * scale), int(db * scale)
     if not ia or not ib:
         return max(a, b)

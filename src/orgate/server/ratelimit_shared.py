@@ -43,6 +43,8 @@ class SharedLimiter:
         ).fetchone()
         if row is None:
             return float(per_minute)
+        level: float
+        stamp: float
         level, stamp = row
         return min(float(per_minute), level + (now - stamp) * per_minute / 60.0)
 
