@@ -56,6 +56,7 @@ eval "$model_env"
 .venv/bin/ruff check src tests bench scripts examples
 .venv/bin/ruff format --check src tests bench scripts examples
 .venv/bin/lint-imports
+.venv/bin/mypy  # strict, over src/orgate ([tool.mypy] in pyproject.toml)
 
 # orgate installed exactly as the README says (fresh venv, no extras), smoke-tested from outside.
 bash scripts/install-smoke.sh

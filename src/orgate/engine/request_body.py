@@ -9,7 +9,7 @@ No I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -27,6 +27,9 @@ from orgate.protocol.errors import (
     unknown_parameter,
     unsupported_parameter,
 )
+
+if TYPE_CHECKING:
+    from orgate.protocol.items import InputParam
 
 # Top-level fields orgate accepts beyond the spec (extensions; OpenAI's create fields are read by
 # engine/create_options.py). Anything else unknown is a 400.
@@ -118,7 +121,14 @@ def _extension_of_wrong_type(extra: dict[str, Any]) -> ApiError | None:
     return None
 
 
-def normalize_input(body: CreateResponseBody) -> list[Any]:
+class HasInput(Protocol):
+    """A request body with an ``input``: a response's, a compaction's."""
+
+    @property
+    def input(self) -> InputParam | None: ...
+
+
+def normalize_input(body: HasInput) -> list[Any]:
     raw = body.input
     if raw is None:
         return []

@@ -10,7 +10,7 @@ which tools go upstream (``turn_tools.py``), the echoed response fields
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from orgate.engine import ids
 from orgate.engine.output_fit import check_output_fits, output_schemas
@@ -32,6 +32,9 @@ from orgate.neutral import Deployment, ModelRequest, Translation
 from orgate.protocol import AdditionalToolsItemParam, CreateResponseBody
 from orgate.protocol.errors import missing_required_parameter
 from orgate.protocol.response import ResponseResource
+
+if TYPE_CHECKING:
+    from orgate.structured.outcome import Outcome
 
 
 class Turn(NamedTuple):
@@ -79,7 +82,7 @@ class TurnRun:
 
     warnings: list[str] = field(default_factory=list)
     route: RouteTrace | None = None  # which deployment served the turn (engine/router.py)
-    outcome: Any = None  # what the safety net did (structured.Outcome), when output checks ran
+    outcome: Outcome | None = None  # what the safety net did, when output checks ran
 
 
 def build_turn(

@@ -178,10 +178,11 @@ def _flush_logs() -> None:
 def draining_config(drain_timeout: float, **options: Any) -> uvicorn.Config:
     """``uvicorn.Config`` for a ``DrainingServer``: its WebSocket protocol,
     and the grace after the drain."""
+    # seconds as a float: uvicorn hands it to asyncio.wait_for (its annotation says int)
+    grace = drain_timeout + FINISH_GRACE
     return uvicorn.Config(
         ws=DrainingWebSocketProtocol,
-        # seconds as a float: uvicorn hands it to asyncio.wait_for (its annotation says int)
-        timeout_graceful_shutdown=drain_timeout + FINISH_GRACE,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=grace,  # type: ignore[arg-type]  # a float: see above
         **options,
     )
 

@@ -115,7 +115,7 @@ class CompactionService:
                     param="previous_response_id",
                 )
             history = items_from_wire(stored)
-        new_input = await self.responses.resolve_references(normalize_input(body), caller)  # type: ignore[arg-type]
+        new_input = await self.responses.resolve_references(normalize_input(body), caller)
         # from the latest compaction made on create on, as the model would read it
         history, new_input = compaction.model_view(
             history, new_input, self.key, context=caller.tenant, read=items_from_wire
@@ -206,7 +206,8 @@ def spec_fields(model: BaseModel) -> dict[str, Any]:
     """``model`` dumped with the spec's fields only, at every depth: request models keep the
     keys a client added (``extra="allow"``), and a compaction's output is not an echo of them."""
     dumped = model.model_dump(mode="json", exclude_none=True, by_alias=True)
-    return _prune(model, dumped)
+    pruned: dict[str, Any] = _prune(model, dumped)
+    return pruned
 
 
 def _prune(value: Any, dumped: Any) -> Any:
@@ -242,7 +243,8 @@ def _output_part(part: dict[str, Any]) -> dict[str, Any]:
             "annotations": part.get("annotations") or [],
             "logprobs": part.get("logprobs") or [],
         }
-    return item_field_part(part)
+    shaped: dict[str, Any] = item_field_part(part)
+    return shaped
 
 
 def as_output_item(item: Any) -> dict[str, Any]:
