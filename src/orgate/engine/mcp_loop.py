@@ -14,7 +14,8 @@ which see the MCP tools as the function tools they are to the model). It:
    permission decision (``require_approval``); only then does it run, with the server's
    timeout (``McpCallStart``/``McpCallDone``: an ``mcp_call`` item);
 4. gives the model what it said in that round (its text) and each call with its output
-   (or error) as a ``function_call`` + ``function_call_output`` pair, and asks again, until it answers, a call needs
+   (or error) as a ``function_call`` + ``function_call_output`` pair, and asks again,
+   until it answers, a call needs
    approval (an ``mcp_approval_request`` item ends the response), or
    ``max_tool_calls`` calls have run. What a server returned is marked as untrusted data
    (``orgate.mcptools.items.untrusted``); once the model has read such output, a call of a
@@ -117,9 +118,10 @@ class McpRuntime:
 
     def record(self, entry: CallRecord) -> None:
         audit.info(
-            "mcp call tenant=%s server=%s tool=%s arguments_sha256=%s outcome=%s duration=%.3f approval_request_id=%s response=%s",
-            entry.tenant, entry.server, entry.tool, entry.arguments_sha256, entry.outcome, entry.duration,
-            entry.approval_request_id or "-", entry.response_id,
+            "mcp call tenant=%s server=%s tool=%s arguments_sha256=%s outcome=%s "
+            "duration=%.3f approval_request_id=%s response=%s",
+            entry.tenant, entry.server, entry.tool, entry.arguments_sha256, entry.outcome,
+            entry.duration, entry.approval_request_id or "-", entry.response_id,
         )  # fmt: skip
         if self.on_call is not None:
             self.on_call(entry)
@@ -374,7 +376,8 @@ class McpLoop(WrapperProvider):
     async def _run_calls(
         self, round_: _Round, offer: _Offer, extra: list[Any]
     ) -> AsyncIterator[list[ModelEvent]]:
-        """The MCP calls the model made in a round, in order; ``self.stop`` once one ends the response."""
+        """The MCP calls the model made in a round, in order; ``self.stop`` once one ends the
+        response."""
         self.stop = False
         for call in round_.held.values():
             async for batch in self._model_call(call, offer.tools, offer.catalog, extra):
@@ -437,7 +440,8 @@ class McpLoop(WrapperProvider):
     async def _answered(
         self, pending: Pending, offered: dict[str, _Offered], catalog: Any, extra: list[Any]
     ) -> AsyncIterator[list[ModelEvent]]:
-        """A call the client approved (run it, through the gate again) or denied (the model is told)."""
+        """A call the client approved (run it, through the gate again) or denied
+        (the model is told)."""
         request = pending.request
         name = f"{request.server_label}__{request.name}"
         entry = offered.get(name)
@@ -447,7 +451,8 @@ class McpLoop(WrapperProvider):
                 "the user denied the call" + (f": {pending.reason}" if pending.reason else "")
                 if not pending.approve
                 else (
-                    f"the tool '{request.name}' of server '{request.server_label}' is not offered in this request"
+                    f"the tool '{request.name}' of server '{request.server_label}' is "
+                    "not offered in this request"
                 )
             )
             error = protocol_error(GATE_REFUSED, f"not run: {why}")
