@@ -26,8 +26,8 @@ def default_route_sets(settings: Settings) -> list[RouteSet]:
     """Optional route sets switched on by configuration (each package imported only when on)."""
     sets: list[RouteSet] = []
     if settings.endpoints.chat_completions.enabled:
-        from orgate.chat import STARTUP_WARNING
-        from orgate.chat import routes as chat_routes
+        from orgate.legacy_chat import STARTUP_WARNING
+        from orgate.legacy_chat import routes as chat_routes
 
         log.warning(STARTUP_WARNING)
         sets.append(chat_routes)

@@ -413,7 +413,7 @@ def test_a_pattern_that_compiles_too_big_is_not_a_pattern() -> None:
 
 
 def test_the_chat_endpoint_bounds_its_schemas_by_their_chat_names() -> None:
-    from orgate.chat.endpoint import _check_schemas
+    from orgate.legacy_chat.endpoint import _check_schemas
 
     tools = {
         "tools": [

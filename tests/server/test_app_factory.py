@@ -14,8 +14,8 @@ SCRIPT = textwrap.dedent(
 
     class NoChat(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name == "orgate.chat" or name.startswith("orgate.chat."):
-                raise ModuleNotFoundError("orgate.chat was deleted", name=name)
+            if name == "orgate.legacy_chat" or name.startswith("orgate.legacy_chat."):
+                raise ModuleNotFoundError("orgate.legacy_chat was deleted", name=name)
             return None
 
     sys.meta_path.insert(0, NoChat())
@@ -42,7 +42,7 @@ SCRIPT = textwrap.dedent(
         assert ok.status_code == 200, ok.text
         assert ok.json()["output"][0]["content"][0]["text"] == "still here"
         assert chat.status_code == 404 and chat.json()["error"]["code"] == "not_found"
-        assert "orgate.chat" not in sys.modules
+        assert "orgate.legacy_chat" not in sys.modules
         print("OK")
 
     asyncio.run(main())

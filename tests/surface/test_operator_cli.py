@@ -201,7 +201,7 @@ def test_chat_completions_off_answers_404_with_how_to_turn_it_on(tmp_path: Path)
 
 
 def test_the_chat_start_up_warning_does_not_deny_logprobs() -> None:
-    from orgate.chat import STARTUP_WARNING
+    from orgate.legacy_chat import STARTUP_WARNING
 
     assert "logprobs" not in STARTUP_WARNING  # they are translated (docs/chat-completions.md)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from openai.types.chat import ChatCompletion
-from tests.chat.recorded import run, run_failing
+from tests.legacy_chat.recorded import run, run_failing
 
-from orgate.chat import translate
+from orgate.legacy_chat import translate
 from orgate.neutral import (
     Finish,
     ReasoningDelta,

@@ -4,7 +4,7 @@ These are the adapter's OWN models: they import nothing of ``orgate.protocol``
 (an import-linter contract enforces it). The request side forbids unknown
 fields, so nothing a client sends is dropped silently; fields that are known
 but not supported are modelled loosely here and refused by
-``orgate.chat.validate`` with a clear 400.
+``orgate.legacy_chat.validate`` with a clear 400.
 
 Unions are discriminated by callables whose tags start with ``~``; a
 validation location such as ``("messages", 2, "~user", "content", "~list", 0)``

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from orgate.chat import translate, validate
+from orgate.legacy_chat import translate, validate
 
 ECHO = "orgate/echo"
 USER = [{"role": "user", "content": "hello there"}]

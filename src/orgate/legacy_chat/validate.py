@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orgate.chat import wire
+from orgate.legacy_chat import wire
 from orgate.protocol.errors import (
     ApiError,
     ErrorCode,

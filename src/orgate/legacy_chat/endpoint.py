@@ -18,10 +18,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from orgate.chat import translate, validate
-from orgate.chat.stream import ChunkTranslator, encode
 from orgate.engine.padding import pads
 from orgate.engine.service import GATE_WARNINGS_HEADER
+from orgate.legacy_chat import translate, validate
+from orgate.legacy_chat.stream import ChunkTranslator, encode
 from orgate.neutral import aclose
 from orgate.protocol.errors import SERVER_ERROR, ApiError, ErrorCode
 from orgate.server.auth import caller_of

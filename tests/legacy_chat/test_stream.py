@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletionChunk
-from tests.chat.recorded import run, run_failing
+from tests.legacy_chat.recorded import run, run_failing
 
-from orgate.chat.stream import DONE, ChunkTranslator, encode
 from orgate.engine.padding import PAD_TO
+from orgate.legacy_chat.stream import DONE, ChunkTranslator, encode
 from orgate.neutral import (
     Finish,
     ReasoningDelta,

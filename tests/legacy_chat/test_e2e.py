@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.openai_chat_upstream import cut, http_error, rate_limited, text, tool_calls
 from tests.server_process import OrgateServer
 
-from orgate.chat import STARTUP_WARNING
+from orgate.legacy_chat import STARTUP_WARNING
 
 MODEL = "fake-chat"
 

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 import orjson
 
-from orgate.chat import translate, wire
 from orgate.engine.padding import padding
+from orgate.legacy_chat import translate, wire
 
 DONE: Final = "[DONE]"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orgate.chat import translate, validate
+from orgate.legacy_chat import translate, validate
 from orgate.protocol.errors import ApiError
 
 

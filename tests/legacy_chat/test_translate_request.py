@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.support import spec
 
-from orgate.chat import translate, validate
+from orgate.legacy_chat import translate, validate
 from orgate.protocol.errors import ApiError
 from orgate.protocol.request import CreateResponseBody
 

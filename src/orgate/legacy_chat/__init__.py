@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.routing import Route
 
-from orgate.chat.endpoint import make_handler
+from orgate.legacy_chat.endpoint import make_handler
 
 PATH = "/v1/chat/completions"
 

@@ -19,7 +19,7 @@ from typing import Any, assert_never
 
 from pydantic import ValidationError
 
-from orgate.chat import wire
+from orgate.legacy_chat import wire
 from orgate.protocol.enums import LOGPROBS_INCLUDE
 from orgate.protocol.errors import (
     AUTHENTICATION,
