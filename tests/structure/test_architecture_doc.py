@@ -109,10 +109,8 @@ def test_the_table_lists_exactly_what_each_package_imports(actual: Imports) -> N
 
 def test_the_layers_put_each_package_above_what_it_imports(actual: Imports) -> None:
     layers = documented_layers(DOC.read_text())
-    placed = set(layers)
-    assert placed == set(actual), (
-        f"layers block: missing {sorted(set(actual) - placed)}, extra {sorted(placed - set(actual))}"
-    )
+    missing, extra = sorted(set(actual) - set(layers)), sorted(set(layers) - set(actual))
+    assert not missing and not extra, f"layers block: missing {missing}, extra {extra}"
     problems = layer_violations(layers, actual)
     assert not problems, "docs/architecture.md's layers:\n" + "\n".join(problems)
 
