@@ -7,7 +7,7 @@ deployments start from (a model's ``capabilities`` table overrides them), and it
 settings: the key of a model's table for them and their pydantic model
 (``providers/settings.py``), passed to the provider as ``Deployment.options``.
 
-This module imports no provider: ``config.py`` reads it at start-up.
+This module imports no provider: the configuration (``orgate.config``) reads it at start-up.
 """
 
 from __future__ import annotations
