@@ -35,6 +35,7 @@ from orgate.engine.compaction.core import expand
 from orgate.engine.create_options import conversation_id
 from orgate.engine.history_items import as_item_field, item_to_wire, items_from_wire, listed_item
 from orgate.engine.input_gate import check_context, split_namespaced
+from orgate.engine.response_echo import response_skeleton
 from orgate.engine.service import (
     Caller,
     ResponsesService,
@@ -43,7 +44,7 @@ from orgate.engine.service import (
     session_busy,
     store_failure,
 )
-from orgate.protocol import ItemParam, MetadataParam
+from orgate.protocol import CreateResponseBody, ItemParam, MetadataParam
 from orgate.protocol.errors import (
     ApiError,
     ErrorCode,
@@ -322,41 +323,19 @@ class ConversationsService:
 
 def items_record(response_id: str, created_at: int, conversation: str) -> dict[str, Any]:
     """The stored record of an addition of items: a completed response with no model, no output
-    and no usage (the spec's fields at their defaults), in the conversation."""
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": created_at,
-        "completed_at": created_at,
-        "status": "completed",
-        "incomplete_details": None,
-        "model": "",
-        "previous_response_id": None,
-        "instructions": None,
-        "output": [],
-        "error": None,
-        "tools": [],
-        "tool_choice": "auto",
-        "truncation": "disabled",
-        "parallel_tool_calls": True,
-        "text": {"format": {"type": "text"}},
-        "top_p": 1.0,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
-        "top_logprobs": 0,
-        "temperature": 1.0,
-        "reasoning": None,
-        "usage": usage_dict(None),
-        "max_output_tokens": None,
-        "max_tool_calls": None,
-        "store": True,
-        "background": False,
-        "service_tier": "default",
-        "metadata": {},
-        "safety_identifier": None,
-        "prompt_cache_key": None,
-        "conversation": {"id": conversation},
-    }
+    and no usage (the spec's fields at their defaults, from the one response skeleton), in the
+    conversation."""
+    record = response_skeleton(CreateResponseBody(model=""), [], None, None, True, None)
+    record.update(
+        id=response_id,
+        created_at=created_at,
+        completed_at=created_at,
+        status="completed",
+        output=[],
+        usage=usage_dict(None),
+        conversation={"id": conversation},
+    )
+    return record
 
 
 def path_id(value: str) -> str:
