@@ -58,7 +58,6 @@ class Turn(NamedTuple):
     stream: bool = False
     store: bool = True
     background: bool = False
-    user: str | None = None
     history_unlinked: bool = (
         False  # history given by the caller (not the store): saved as input, unchained
     )
@@ -160,10 +159,13 @@ def build_turn(
         logprobs=wants_logprobs(body),
         top_logprobs=body.top_logprobs,
     )
-    if dropped_tools or lifted_paths or request.service_tier != body.service_tier:
+    if (
+        dropped_tools
+        or lifted_paths
+        or request.service_tier != body.service_tier
+        or (reasoning is not None and reasoning.summary and request.reasoning_summary is None)
+    ):
         _note_engine_translations(request, body, dropped_tools, lifted_paths)
-    elif reasoning is not None and reasoning.summary and request.reasoning_summary is None:
-        request.ledger.note(Translation.FIELD_DROPPED, "reasoning.summary", "no reasoning")
     store = store_enabled and body.store is not False
     base = response_skeleton(body, tools, fmt, previous_response_id, store, request.service_tier)
     return Turn(
@@ -176,7 +178,6 @@ def build_turn(
         stream=bool(body.stream),
         store=store,
         background=bool(body.background),
-        user=extra.get("user"),
         history_unlinked=history_unlinked,
         session_id=session_id,
         tenant=tenant,
