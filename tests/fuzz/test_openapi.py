@@ -90,7 +90,7 @@ def _schemathesis() -> str | None:
     return next((c for c in candidates if c and Path(c).is_file()), None)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(420)
 def test_schemathesis(target: OrgateServer, tmp_path: Path) -> None:
     """schemathesis on every documented operation: no 5xx, documented status codes,
     responses match their schemas."""
@@ -106,10 +106,13 @@ def test_schemathesis(target: OrgateServer, tmp_path: Path) -> None:
         f"{target.url}/openapi.json",
         "--checks",
         "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
+        # a fixed number of examples, not --max-time: with a time budget schemathesis repeats
+        # its phases until the budget runs out and the operation it is in when time is up can
+        # fail Hypothesis' filter health check, whatever the API answered
         "--max-examples",
-        "30",
-        "--max-time",
         "60",
+        "--generation-database",
+        "none",
         "--seed",
         "7",
         "--no-shrink",
@@ -125,5 +128,5 @@ def test_schemathesis(target: OrgateServer, tmp_path: Path) -> None:
         "--report-dir",
         str(tmp_path),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=150)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=360)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
