@@ -201,6 +201,28 @@ def test_history_findings_are_not_reported() -> None:
     assert gate([USER, CALL | {"call_id": "call_2"}], history=history) == []
 
 
+def test_a_long_agent_loop_pairs_against_the_call_it_names() -> None:
+    """Only the history items that share a call_id with the new input are checked again; the
+    others still count for the indexes a message names."""
+
+    def turn(n: int) -> list[dict[str, Any]]:
+        return [USER, CALL | {"call_id": f"c{n}"}, OUTPUT | {"call_id": f"c{n}"}]
+
+    history = [item for n in range(40) for item in turn(n)]
+    history.append(CALL | {"call_id": "open", "arguments": "not json", "status": "completed"})
+    assert gate([OUTPUT | {"call_id": "c7"}], "warn", history=history) == [
+        "input[0].call_id: duplicate_output"
+    ]
+    error = refusal([OUTPUT | {"call_id": "c7"}], history=history)
+    assert "input[23]" in error.message  # the history's own output of c7: 7 × 3 + 2
+    error = refusal([OUTPUT | {"call_id": "open"}], history=history)
+    assert (error.code, error.param) == ("failed_call", "input[0].call_id")
+    assert "input[120]" in error.message
+    assert gate([CALL | {"call_id": "c39"}], "warn", history=history) == [
+        "input[0].call_id: duplicate_call"
+    ]
+
+
 def test_under_warn_pairing_findings_are_warnings_in_input_order(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -189,7 +189,14 @@ def check_context(
                 local += 1
         return local
 
-    items = [_as_dict(item) for item in (*history, *new_input)]
+    # Only history items sharing a call_id with the new input can change what is reported
+    # about it (stored history passed the gate when it was stored): the others keep their
+    # place, so that indexes hold, but are not dumped or checked again — a long agent loop's
+    # history would otherwise be on every tool-output turn.
+    referenced = {_call_id(item) for item in new_input}
+    referenced.discard(None)
+    items = [_as_dict(item) if _call_id(item) in referenced else _UNRELATED for item in history]
+    items.extend(_as_dict(item) for item in new_input)
     catalog = _catalog(tools)
     for index in range(offset, len(items)):
         wire = items[index]
@@ -309,6 +316,16 @@ def report_opaque(
     )
     if policy != "off":
         warnings.append(f"history: {Code.NAMESPACED.value}, {message}")
+
+
+_UNRELATED: dict[str, Any] = {}  # a history item the pairing check can skip (no type)
+
+
+def _call_id(item: Any) -> object:
+    """A paired item's call_id (``type`` first: a pydantic model's missing attribute is slow)."""
+    if isinstance(item, dict):
+        return item.get("call_id")
+    return item.call_id if getattr(item, "type", None) in _PAIRED_TYPES else None
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

@@ -121,6 +121,8 @@ def check_pairing(
     for index, item in enumerate(items):
         items_seen.append(item)
         typ = _type(item)
+        if typ is None:
+            continue
         param = f"{param_prefix}[{index}].call_id"
         if typ in _OUTPUT_OF:
             verdict = check(item, catalog, require_status=require_status)
