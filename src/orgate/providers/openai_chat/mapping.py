@@ -202,7 +202,6 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
         kind = _get(item, "type")
         if kind == EXTENSION_ITEM_TYPE:
             continue
-        role = _get(item, "role")
         if kind == "function_call":
             call = {
                 "id": _get(item, "call_id"),
@@ -235,7 +234,9 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
             raise invalid_request(
                 "item_reference must be resolved before the provider call", param=param
             )
-        elif kind in ("message", None) and role is not None:
+        # ``role`` read on messages only: a Pydantic item's missing attribute is slow to ask
+        # for, and this runs over every item of a conversation
+        elif kind in ("message", None) and (role := _get(item, "role")) is not None:
             content = _get(item, "content")
             if role == "user":
                 user = _user_content(content, param, options.content_format)
