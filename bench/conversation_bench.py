@@ -1,6 +1,8 @@
 """What a turn costs as a conversation grows: a 100-turn ``previous_response_id`` chain, a
-100-turn session (``X-Session-Id``) and a 100-turn conversation (``POST /v1/conversations``,
-then ``conversation``), on SQLite and (with ``ORGATE_TEST_PG_URL`` or ``--pg URL``) PostgreSQL.
+100-turn session (``X-Session-Id``), a 100-turn conversation (``POST /v1/conversations``,
+then ``conversation``) and a 100-turn agent loop (a chain whose every answer is a function
+call and every next turn its output), on SQLite and (with ``ORGATE_TEST_PG_URL`` or
+``--pg URL``) PostgreSQL.
 
 Starts ``orgate serve`` in front of a fake OpenAI-compatible upstream (``tests/fakes``, in a
 process of its own: it streams a Chat Completions answer, as a real one does for orgate's
@@ -57,11 +59,18 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _fake_upstream_main() -> None:
-    """``conversation_bench.py _fake``: serve the fake upstream in this process, print its port."""
-    from tests.fakes.openai_chat_upstream import FakeOpenAIChat
+    """``conversation_bench.py _fake``: serve the fake upstream in this process, print its port.
+    A request with tools is answered with a call of the first one (the agent loop's turns)."""
+    from tests.fakes.openai_chat_upstream import FakeOpenAIChat, Reply, tool_calls
+
+    class AgentLoopFake(FakeOpenAIChat):
+        def _default(self, body: dict[str, Any]) -> Reply:
+            if body.get("tools"):
+                return tool_calls((body["tools"][0]["function"]["name"], '{"city": "Paris"}'))
+            return super()._default(body)
 
     async def run() -> None:
-        fake = FakeOpenAIChat()
+        fake = AgentLoopFake()
         await fake.start()
         print(fake.port, flush=True)
         while True:
@@ -95,15 +104,39 @@ def config(upstream: str | None) -> str:
     )
 
 
-Turn = Callable[[int, str | None], dict[str, object]]  # (turn, previous id) -> the request body
+Answer = dict[str, Any]
+Turn = Callable[[int, Answer | None], dict[str, Any]]  # (turn, previous answer) -> the body
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
 
 
 def chain(model: str) -> Turn:
     return lambda turn, previous: {
         "model": model,
         "input": f"turn {turn} of the conversation",
-        "previous_response_id": previous,
+        "previous_response_id": previous and previous["id"],
     }
+
+
+def agent_loop(model: str) -> Turn:
+    """Each turn answers the previous turn's function call (the first turn asks)."""
+
+    def body(turn: int, previous: Answer | None) -> dict[str, Any]:
+        if previous is None:
+            return {"model": model, "input": "what is the weather?", "tools": [WEATHER]}
+        call = next(item for item in previous["output"] if item["type"] == "function_call")
+        output = {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny"}
+        return {
+            "model": model,
+            "input": [output],
+            "tools": [WEATHER],
+            "previous_response_id": previous["id"],
+        }
+
+    return body
 
 
 def in_conversation(model: str, conversation: str) -> Turn:
@@ -112,6 +145,11 @@ def in_conversation(model: str, conversation: str) -> Turn:
         "input": f"turn {turn} of the conversation",
         "conversation": conversation,
     }
+
+
+def input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    text = body["input"]
+    return [{"role": "user", "content": text}] if isinstance(text, str) else list(text)
 
 
 def play(
@@ -134,8 +172,8 @@ def play(
         costs.append(((cpu_seconds(pid) - cpu0) * 1000, (time.perf_counter() - wall0) * 1000))
         response.raise_for_status()
         answer = response.json()
-        previous = answer["id"]
-        history = [*history, {"role": "user", "content": body["input"]}]
+        previous = answer
+        history = [*history, *input_items(body)]
         read.append(history)
         history = [*history, *answer["output"]]
     return costs, read
@@ -155,7 +193,12 @@ def upstream_body_ms(items: list[dict[str, Any]]) -> float:
     return best
 
 
-KINDS = ("`previous_response_id` chain", "session (`X-Session-Id`)", "conversation")
+KINDS = (
+    "`previous_response_id` chain",
+    "session (`X-Session-Id`)",
+    "conversation",
+    "agent loop (chain of tool calls)",
+)
 
 
 def start_conversation(kind: str, client: httpx.Client, model: str) -> tuple[Turn, dict[str, str]]:
@@ -169,6 +212,8 @@ def start_conversation(kind: str, client: httpx.Client, model: str) -> tuple[Tur
         created = client.post("/v1/conversations", json={})
         created.raise_for_status()
         return in_conversation(model, created.json()["id"]), {}
+    if kind == KINDS[3]:
+        return agent_loop(model), {}
     return chain(model), {}
 
 
@@ -206,7 +251,7 @@ def measure_store(name: str, url: str, upstream: str | None, args: argparse.Name
         pid = server.proc.pid
         with httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as client:
             play(client, pid, 5, chain(model))  # warm-up
-            for kind in KINDS:
+            for kind in [KINDS[i] for i in args.kind] if args.kind else KINDS:
                 runs = []
                 for _ in range(args.repeats):
                     body_of, headers = start_conversation(kind, client, model)
@@ -236,6 +281,13 @@ def main() -> int:
         "--pg", default=os.environ.get("ORGATE_TEST_PG_URL"), help="PostgreSQL URL (else SQLite)"
     )
     parser.add_argument("--only", choices=("sqlite", "postgresql"), help="one store only")
+    parser.add_argument(
+        "--kind",
+        type=int,
+        action="append",
+        choices=range(len(KINDS)),
+        help="only these conversations (0 chain, 1 session, 2 conversation, 3 agent loop)",
+    )
     parser.add_argument(
         "--serve-arg", action="append", default=[], help="one more `orgate serve` argument"
     )
