@@ -158,6 +158,7 @@ def build_turn(
         stop=[stop] if isinstance(stop, str) else stop,
         logprobs=wants_logprobs(body),
         top_logprobs=body.top_logprobs,
+        history_length=len(history),
     )
     if (
         dropped_tools

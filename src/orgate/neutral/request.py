@@ -74,6 +74,9 @@ class ModelRequest:
     # ``top_logprobs`` > 0), and how many alternatives per token.
     logprobs: bool = False
     top_logprobs: int | None = None
+    # How many leading items of ``input`` are the stored history the turn continues (the same
+    # decoded objects every turn): a provider may keep what it made of them for the next turn.
+    history_length: int = 0
     # What the engine, a provider's mapping and its decoder translated on the way to the
     # upstream and back (``orgate.neutral.ledger``). Shared, not copied, by
     # ``dataclasses.replace``: the entries of a wrapper's rewritten request reach the turn.

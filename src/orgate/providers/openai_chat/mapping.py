@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat, Translation
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.custom_tools import functions_only
+from orgate.providers.openai_chat.message_memo import MEMO, Mapping
 from orgate.providers.plain import allowed_tools, plain
 from orgate.providers.plain import get_field as _get
 
@@ -194,74 +195,96 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
-    # The assistant message that a following function_call may join
-    # (None once anything else intervenes).
-    open_assistant: dict[str, Any] | None = None
-    for i, item in enumerate(request.input):
-        param = f"input[{i}]"
-        kind = _get(item, "type")
-        if kind == EXTENSION_ITEM_TYPE:
-            continue
-        if kind == "function_call":
-            call = {
-                "id": _get(item, "call_id"),
-                "type": "function",
-                "function": {
-                    "name": _get(item, "name"),
-                    "arguments": _get(item, "arguments") or "",
-                },
-            }
-            if open_assistant is None:
-                open_assistant = {"role": "assistant", "tool_calls": [call]}
-                messages.append(open_assistant)
-            else:
-                open_assistant.setdefault("tool_calls", []).append(call)
-            continue
-        open_assistant = None
-        if kind == "function_call_output":
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": _get(item, "call_id"),
-                    "content": _tool_output(
-                        _get(item, "output"), f"{param}.content", options.content_format
-                    ),
-                }
-            )
-        elif kind in _NOT_SENT:
-            request.ledger.note(_NOT_SENT[kind], param)
-        elif kind == "item_reference":
-            raise invalid_request(
-                "item_reference must be resolved before the provider call", param=param
-            )
-        # ``role`` read on messages only: a Pydantic item's missing attribute is slow to ask
-        # for, and this runs over every item of a conversation
-        elif kind in ("message", None) and (role := _get(item, "role")) is not None:
-            content = _get(item, "content")
-            if role == "user":
-                user = _user_content(content, param, options.content_format)
-                messages.append({"role": "user", "content": user})
-            elif role == "assistant":
-                open_assistant = {"role": "assistant", "content": _text_content(content, param)}
-                messages.append(open_assistant)
-            elif role == "system":
-                messages.append({"role": "system", "content": _text_content(content, param)})
-            elif role == "developer":
-                messages.append(
-                    {"role": options.developer_role, "content": _text_content(content, param)}
-                )
-                if options.developer_role == "system":
-                    request.ledger.note(Translation.DEVELOPER_AS_SYSTEM, param)
-            else:
-                raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
-        else:
-            raise ApiError.of(
-                ErrorCode.UNSUPPORTED_ITEM,
-                f"input items of type '{kind}' are not supported by this model's "
-                "upstream (openai-chat)",
-                param=param,
-            )
+    quirks = (options.content_format, options.developer_role)  # all the items' mapping reads
+    items = request.input
+    # a history's messages, mapped on an earlier turn
+    mapping = MEMO.resume(items, quirks) if request.history_length else Mapping()
+    notes = mapping.notes
+    for _, code, path in notes:
+        request.ledger.note(code, path)
+    for i in range(len(mapping.items), len(items)):
+        item = items[i]
+        noted = len(notes)
+        mapping.items.append(item)
+        _map_item(item, i, mapping, options)
+        mapping.checkpoint()
+        for _, code, path in notes[noted:]:
+            request.ledger.note(code, path)
+    MEMO.keep(mapping, quirks, request.history_length)
+    messages.extend(mapping.messages)
     return messages
+
+
+def _map_item(item: Any, i: int, mapping: Mapping, options: ChatOptions) -> None:
+    """Map one input item onto ``mapping``: a new message, a call joining the open assistant
+    message, or nothing (with a ledger entry)."""
+    messages = mapping.messages
+    param = f"input[{i}]"
+    kind = _get(item, "type")
+    if kind == EXTENSION_ITEM_TYPE:
+        return
+    if kind == "function_call":
+        call = {
+            "id": _get(item, "call_id"),
+            "type": "function",
+            "function": {
+                "name": _get(item, "name"),
+                "arguments": _get(item, "arguments") or "",
+            },
+        }
+        if mapping.open_assistant is None:
+            mapping.open_assistant = {"role": "assistant", "tool_calls": [call]}
+            messages.append(mapping.open_assistant)
+        else:
+            mapping.open_assistant.setdefault("tool_calls", []).append(call)
+        return
+    mapping.open_assistant = None
+    if kind == "function_call_output":
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": _get(item, "call_id"),
+                "content": _tool_output(
+                    _get(item, "output"), f"{param}.content", options.content_format
+                ),
+            }
+        )
+    elif kind in _NOT_SENT:
+        mapping.notes.append((i, _NOT_SENT[kind], param))
+    elif kind == "item_reference":
+        raise invalid_request(
+            "item_reference must be resolved before the provider call", param=param
+        )
+    # ``role`` read on messages only: a Pydantic item's missing attribute is slow to ask
+    # for, and this runs over every item of a conversation
+    elif kind in ("message", None) and (role := _get(item, "role")) is not None:
+        content = _get(item, "content")
+        if role == "user":
+            user = _user_content(content, param, options.content_format)
+            messages.append({"role": "user", "content": user})
+        elif role == "assistant":
+            mapping.open_assistant = {
+                "role": "assistant",
+                "content": _text_content(content, param),
+            }
+            messages.append(mapping.open_assistant)
+        elif role == "system":
+            messages.append({"role": "system", "content": _text_content(content, param)})
+        elif role == "developer":
+            messages.append(
+                {"role": options.developer_role, "content": _text_content(content, param)}
+            )
+            if options.developer_role == "system":
+                mapping.notes.append((i, Translation.DEVELOPER_AS_SYSTEM, param))
+        else:
+            raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
+    else:
+        raise ApiError.of(
+            ErrorCode.UNSUPPORTED_ITEM,
+            f"input items of type '{kind}' are not supported by this model's "
+            "upstream (openai-chat)",
+            param=param,
+        )
 
 
 def _tool(tool: Any) -> dict[str, Any]:
