@@ -14,6 +14,9 @@ difference of the 10- and 0-turn totals is what turns 1–10 cost, that of the 1
 messages costs: the same four runs with the provider building each body twice (the second
 discarded), the difference being one mapping per turn.
 
+PostgreSQL rows count a node's periodic writes too (heartbeat, metrics: on the clock), which
+under valgrind follow the machine's load: compare them on an idle machine only.
+
 Run: ``.venv/bin/python bench/conversation_instructions.py [--kind N] [--pg URL]``
 (needs ``valgrind``; a few minutes a row).
 """
@@ -27,6 +30,7 @@ import gc
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +104,10 @@ async def _drive(kind: str, store: str, upstream: str, turns: int, repeats: int)
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)  # what `orgate serve` sets
-        for repeat in range(repeats):
+        for _ in range(repeats):
             extra: dict[str, str] = {}
             if kind == timed.KINDS[1]:
-                extra = {"X-Session-Id": f"bench-{repeat}"}
+                extra = {"X-Session-Id": f"bench-{uuid.uuid4().hex}"}  # PostgreSQL keeps them
                 body_of: timed.Turn = timed.chain(timed.FAKE_MODEL)
                 body_of = _without_previous(body_of)
             elif kind == timed.KINDS[2]:
