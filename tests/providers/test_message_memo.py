@@ -64,12 +64,14 @@ def test_a_turn_resumes_the_history_it_shares_with_the_last(memo: MessageMemo) -
     history = items_from_wire([USER, ASSISTANT, USER, ASSISTANT])
     first = mapped([*history, *items_from_wire([USER])], len(history))
     assert first == fresh([*history, *items_from_wire([USER])])
-    assert memo.items == len(history)  # the request's own input is not kept
+    [kept] = memo._entries.values()
+    assert kept.items == history  # the request's own input is not kept
     longer = [*history, *items_from_wire([USER, ASSISTANT])]
     assert mapped([*longer, *items_from_wire([USER])], len(longer)) == fresh(
         [*longer, *items_from_wire([USER])]
     )
-    assert memo.items == len(longer)  # the longer history replaced the shorter
+    [kept] = memo._entries.values()  # the longer history replaced the shorter
+    assert kept.items == longer
 
 
 def test_an_open_assistant_message_is_joined_by_a_copy() -> None:
@@ -126,14 +128,15 @@ def test_any_history_of_any_items_maps_as_a_fresh_mapping() -> None:
             assert mapped(sent, cut) == fresh(sent), (wire, cut)
 
 
-def test_the_memo_keeps_a_bounded_number_of_items() -> None:
-    small = MessageMemo(max_items=10)
-    for _ in range(5):
-        items = items_from_wire([USER, ASSISTANT] * 2)
-        state = small.resume(items, ("auto", "system"))
-        assert state.items == []
-        state.items.extend(items)
-        for _ in items:
-            state.checkpoint()
-        small.keep(state, ("auto", "system"), len(items))
-    assert small.items <= 10
+def test_the_memo_is_bounded_by_the_size_of_its_messages(memo: MessageMemo) -> None:
+    memo.max_bytes = 2_000
+    histories = [items_from_wire([USER, ASSISTANT] * 3) for _ in range(20)]
+    for history in histories:
+        mapped(history, len(history))
+        assert 0 < memo.size <= 2_000
+    assert len(memo._entries) < 20  # the least recently used went
+    big = {"type": "message", "role": "user", "content": "x" * 5_000}
+    history = items_from_wire([big, ASSISTANT])
+    size = memo.size
+    assert mapped(history, len(history)) == fresh(history)
+    assert memo.size == size  # larger than the whole bound: not kept

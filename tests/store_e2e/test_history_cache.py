@@ -165,6 +165,22 @@ def test_a_chain_alternating_nodes_sends_what_an_uncached_node_sends(
         assert len(alternating[-1]) > 12  # the whole history went up
 
 
+def test_a_chain_and_its_forks_on_one_node_send_what_an_uncached_node_sends(
+    nodes: Nodes, fake: FakeOpenAIChat
+) -> None:
+    """Every turn on one node: its history held, and the messages mapped from it resumed."""
+    a, _, c = nodes
+    with _client(a) as on_a, _client(c) as on_c:
+        assert _upstream_inputs(fake, [on_a], 10) == _upstream_inputs(fake, [on_c], 10)
+        ids = _chain(on_a, 4)
+        for fork in (ids[3], ids[1], ids[3]):  # forks of a held chain, back and forth
+            before = len(fake.bodies)
+            assert _turn(on_a, fork, "fork", input=_input(2)).status_code == 200
+            assert _turn(on_c, fork, "fork", input=_input(2)).status_code == 200
+            held, reference = fake.bodies[before:]
+            assert held["messages"] == reference["messages"]
+
+
 def test_a_conversation_item_deleted_is_not_sent_from_a_held_history(
     nodes: Nodes, fake: FakeOpenAIChat
 ) -> None:

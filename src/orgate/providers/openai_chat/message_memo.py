@@ -9,10 +9,12 @@ resumes the mapping where that one stood after them: their messages, whether the
 could still take tool calls (and how many it had), and the ledger entries they noted.
 
 An entry holds its items (so no other object can take their ids while it is kept) and is
-keyed by the id of the first. Only the history's items are kept (``ModelRequest.
-history_length``), never a request's own input. The least recently used entries go past
-``MAX_ITEMS`` items in all. Messages handed out are shared with the memo: nothing after
-the mapping changes a message in place (a resumed open assistant message is copied).
+keyed by the id of the first. Only a history the engine's history cache holds is kept
+(``ModelRequest.history_length`` is 0 otherwise), never a request's own input. The entries
+are bounded by the JSON size of their messages, ``MAX_BYTES`` in all (a history larger than
+that is not kept); the least recently used go first. Messages handed out are shared with the
+memo: nothing after the mapping changes a message in place (a resumed open assistant message
+is copied).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from orgate.neutral import Translation
 
-MAX_ITEMS = 200_000  # items of history held in all, over every kept conversation
+MAX_BYTES = 32 * 1024 * 1024  # the JSON size of the messages held, over every conversation
 
 
 @dataclass(slots=True)
@@ -39,6 +43,7 @@ class Mapping:
     open_calls: list[int] = field(default_factory=list)
     notes: list[tuple[int, Translation, str]] = field(default_factory=list)  # (item, code, path)
     open_assistant: dict[str, Any] | None = None
+    size: int = 0  # the JSON size of ``messages``, once kept
 
     def checkpoint(self) -> None:
         """Record where the mapping stands after the item just mapped."""
@@ -72,9 +77,9 @@ class Mapping:
 class MessageMemo:
     """Mappings of histories, by the id of their first item (see the module docstring)."""
 
-    def __init__(self, max_items: int = MAX_ITEMS) -> None:
-        self.max_items = max_items
-        self.items = 0
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0  # the JSON size of every entry's messages
         self._entries: OrderedDict[tuple[int, Any], Mapping] = OrderedDict()
         self._lock = threading.Lock()  # mapped on the event loop and in worker threads alike
 
@@ -96,19 +101,22 @@ class MessageMemo:
     def keep(self, mapping: Mapping, options: Any, history_length: int) -> None:
         """Keep the mapping of the first ``history_length`` items of ``mapping``."""
         count = min(history_length, len(mapping.items))
-        if count == 0 or count > self.max_items:
+        if count == 0:
             return
         entry = mapping.resumed(count) if count < len(mapping.items) else mapping
+        entry.size = len(orjson.dumps(entry.messages))
         key = (id(entry.items[0]), options)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self.items -= len(old.items)
+                self.size -= old.size
+            if entry.size > self.max_bytes:
+                return
             self._entries[key] = entry
-            self.items += count
-            while self.items > self.max_items:
+            self.size += entry.size
+            while self.size > self.max_bytes:
                 _, evicted = self._entries.popitem(last=False)
-                self.items -= len(evicted.items)
+                self.size -= evicted.size
 
 
 MEMO = MessageMemo()
