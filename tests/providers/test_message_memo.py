@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import orjson
 import pytest
 
 from orgate.engine.history_items import items_from_wire
@@ -126,6 +127,16 @@ def test_any_history_of_any_items_maps_as_a_fresh_mapping() -> None:
         for cut in turns:  # each turn's history a longer prefix of the same objects
             sent = [*items[:cut], *items_from_wire([USER])]
             assert mapped(sent, cut) == fresh(sent), (wire, cut)
+
+
+def test_an_entry_counts_the_json_size_of_its_messages(memo: MessageMemo) -> None:
+    history = items_from_wire([USER, ASSISTANT, call(1), call(2), output(1), output(2), USER])
+    for cut in range(1, len(history) + 1):  # each turn resumes the last one's
+        mapped([*history[:cut], *items_from_wire([USER])], cut)
+        [kept] = memo._entries.values()
+        whole = len(orjson.dumps(kept.messages))
+        assert whole <= memo.size <= whole + 4 * len(kept.messages), cut
+        assert memo.size == kept.size
 
 
 def test_the_memo_is_bounded_by_the_size_of_its_messages(memo: MessageMemo) -> None:

@@ -11,8 +11,9 @@ could still take tool calls (and how many it had), and the ledger entries they n
 An entry holds its items (so no other object can take their ids while it is kept) and is
 keyed by the id of the first. Only a history the engine's history cache holds is kept
 (``ModelRequest.history_length`` is 0 otherwise), never a request's own input. The entries
-are bounded by the JSON size of their messages, ``MAX_BYTES`` in all (a history larger than
-that is not kept); the least recently used go first. Messages handed out are shared with the
+are bounded by the JSON size of their messages (each serialized once, as it is mapped),
+``MAX_BYTES`` in all (a history larger than that is not kept); the least recently used go
+first. Messages handed out are shared with the
 memo: nothing after the mapping changes a message in place (a resumed open assistant message
 is copied).
 """
@@ -29,6 +30,7 @@ import orjson
 from orgate.neutral import Translation
 
 MAX_BYTES = 32 * 1024 * 1024  # the JSON size of the messages held, over every conversation
+_CALLS_KEY = len(b',"tool_calls":')
 
 
 @dataclass(slots=True)
@@ -41,15 +43,30 @@ class Mapping:
     # message, -1 when none is open
     ends: list[int] = field(default_factory=list)
     open_calls: list[int] = field(default_factory=list)
+    # after item i: the JSON size of what the items so far added (each message, or call
+    # joining one, serialized once: as it is added)
+    sizes: list[int] = field(default_factory=list)
     notes: list[tuple[int, Translation, str]] = field(default_factory=list)  # (item, code, path)
     open_assistant: dict[str, Any] | None = None
-    size: int = 0  # the JSON size of ``messages``, once kept
+
+    @property
+    def size(self) -> int:
+        return self.sizes[-1] if self.sizes else 0
 
     def checkpoint(self) -> None:
         """Record where the mapping stands after the item just mapped."""
-        self.ends.append(len(self.messages))
+        start = self.ends[-1] if self.ends else 0
         opened = self.open_assistant
-        self.open_calls.append(-1 if opened is None else len(opened.get("tool_calls", ())))
+        calls = -1 if opened is None else len(opened.get("tool_calls", ()))
+        size = self.size
+        if len(self.messages) > start:
+            size += len(orjson.dumps(self.messages[start:]))
+        elif opened is not None and self.open_calls and calls > self.open_calls[-1] >= 0:
+            had = self.open_calls[-1]
+            size += len(orjson.dumps(opened["tool_calls"][had:])) + (0 if had else _CALLS_KEY)
+        self.ends.append(len(self.messages))
+        self.open_calls.append(calls)
+        self.sizes.append(size)
 
     def resumed(self, count: int) -> Mapping:
         """A mapping of this one's first ``count`` items, ready to go on (its lists new, an
@@ -69,6 +86,7 @@ class Mapping:
             messages=messages,
             ends=self.ends[:count],
             open_calls=self.open_calls[:count],
+            sizes=self.sizes[:count],
             notes=[note for note in self.notes if note[0] < count],
             open_assistant=opened,
         )
@@ -104,7 +122,6 @@ class MessageMemo:
         if count == 0:
             return
         entry = mapping.resumed(count) if count < len(mapping.items) else mapping
-        entry.size = len(orjson.dumps(entry.messages))
         key = (id(entry.items[0]), options)
         with self._lock:
             old = self._entries.pop(key, None)
