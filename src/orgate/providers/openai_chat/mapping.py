@@ -202,15 +202,17 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
     notes = mapping.notes
     for _, code, path in notes:
         request.ledger.note(code, path)
+    kept = request.history_length  # the items whose mapping may be kept: checkpointed
     for i in range(len(mapping.items), len(items)):
         item = items[i]
         noted = len(notes)
-        mapping.items.append(item)
         _map_item(item, i, mapping, options)
-        mapping.checkpoint()
+        if i < kept:
+            mapping.items.append(item)
+            mapping.checkpoint()
         for _, code, path in notes[noted:]:
             request.ledger.note(code, path)
-    MEMO.keep(mapping, quirks, request.history_length)
+    MEMO.keep(mapping, quirks, kept)
     messages.extend(mapping.messages)
     return messages
 

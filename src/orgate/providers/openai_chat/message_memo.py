@@ -12,10 +12,9 @@ An entry holds its items (so no other object can take their ids while it is kept
 keyed by the id of the first. Only a history the engine's history cache holds is kept
 (``ModelRequest.history_length`` is 0 otherwise), never a request's own input. The entries
 are bounded by the JSON size of their messages (each serialized once, as it is mapped),
-``MAX_BYTES`` in all (a history larger than that is not kept); the least recently used go
-first. Messages handed out are shared with the
-memo: nothing after the mapping changes a message in place (a resumed open assistant message
-is copied).
+``MAX_BYTES`` in all (a history larger than that is not kept); the least recently kept go
+first. Messages handed out are shared with the memo: nothing after the mapping changes a
+message in place (a resumed open assistant message is copied).
 """
 
 from __future__ import annotations
@@ -121,7 +120,9 @@ class MessageMemo:
         count = min(history_length, len(mapping.items))
         if count == 0:
             return
-        entry = mapping.resumed(count) if count < len(mapping.items) else mapping
+        # a copy as it stood after those items: what the request maps after them (its own
+        # input, perhaps joining the last message) stays out of it
+        entry = mapping.resumed(count)
         key = (id(entry.items[0]), options)
         with self._lock:
             old = self._entries.pop(key, None)
