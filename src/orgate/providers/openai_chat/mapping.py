@@ -37,7 +37,14 @@ from enum import Enum
 from typing import Any
 from urllib.parse import urlsplit
 
-from orgate.neutral import EXTENSION_ITEM_TYPE, Deployment, ModelRequest, TextFormat, Translation
+from orgate.neutral import (
+    EXTENSION_ITEM_TYPE,
+    Deployment,
+    Ledger,
+    ModelRequest,
+    TextFormat,
+    Translation,
+)
 from orgate.protocol.errors import ApiError, ErrorCode, invalid_request
 from orgate.providers.custom_tools import functions_only
 from orgate.providers.openai_chat.message_memo import MEMO, Mapping
@@ -195,31 +202,32 @@ def map_messages(request: ModelRequest, options: ChatOptions) -> list[dict[str, 
     messages: list[dict[str, Any]] = []
     if request.instructions:
         messages.append({"role": "system", "content": request.instructions})
+    items, ledger = request.input, request.ledger
+    kept = request.history_length  # the items whose mapping may be kept (checkpointed)
+    if not kept:  # no history: nothing to resume or keep
+        mapping = Mapping()
+        for i, item in enumerate(items):
+            _map_item(item, i, mapping, options, ledger)
+        messages.extend(mapping.messages)
+        return messages
     quirks = (options.content_format, options.developer_role)  # all the items' mapping reads
-    items = request.input
-    # a history's messages, mapped on an earlier turn
-    mapping = MEMO.resume(items, quirks) if request.history_length else Mapping()
-    notes = mapping.notes
-    for _, code, path in notes:
-        request.ledger.note(code, path)
-    kept = request.history_length  # the items whose mapping may be kept: checkpointed
+    mapping = MEMO.resume(items, quirks)  # a history's messages, mapped on an earlier turn
+    for _, code, path in mapping.notes:
+        ledger.note(code, path)
     for i in range(len(mapping.items), len(items)):
         item = items[i]
-        noted = len(notes)
-        _map_item(item, i, mapping, options)
+        _map_item(item, i, mapping, options, ledger)
         if i < kept:
             mapping.items.append(item)
             mapping.checkpoint()
-        for _, code, path in notes[noted:]:
-            request.ledger.note(code, path)
     MEMO.keep(mapping, quirks, kept)
     messages.extend(mapping.messages)
     return messages
 
 
-def _map_item(item: Any, i: int, mapping: Mapping, options: ChatOptions) -> None:
+def _map_item(item: Any, i: int, mapping: Mapping, options: ChatOptions, ledger: Ledger) -> None:
     """Map one input item onto ``mapping``: a new message, a call joining the open assistant
-    message, or nothing (with a ledger entry)."""
+    message, or nothing (with a ledger entry, also kept with the mapping)."""
     messages = mapping.messages
     param = f"input[{i}]"
     kind = _get(item, "type")
@@ -252,6 +260,7 @@ def _map_item(item: Any, i: int, mapping: Mapping, options: ChatOptions) -> None
             }
         )
     elif kind in _NOT_SENT:
+        ledger.note(_NOT_SENT[kind], param)
         mapping.notes.append((i, _NOT_SENT[kind], param))
     elif kind == "item_reference":
         raise invalid_request(
@@ -277,6 +286,7 @@ def _map_item(item: Any, i: int, mapping: Mapping, options: ChatOptions) -> None
                 {"role": options.developer_role, "content": _text_content(content, param)}
             )
             if options.developer_role == "system":
+                ledger.note(Translation.DEVELOPER_AS_SYSTEM, param)
                 mapping.notes.append((i, Translation.DEVELOPER_AS_SYSTEM, param))
         else:
             raise invalid_request(f"unsupported message role '{role}'", param=f"{param}.role")
