@@ -17,7 +17,9 @@ discarded), the difference being one mapping per turn.
 A node's periodic work (the store's heartbeat, the cluster's metrics, store upkeep, the look
 for background responses to take over) runs on the clock, and under valgrind a run lasts
 minutes: it would count as the turns' cost, more of it the longer (and the busier the machine)
-a run is. The driver spaces it out beyond any run.
+a run is. The driver spaces it out beyond any run. PostgreSQL rows are printed but do not
+compare: the pool opens connections as turns need them, and the loop's work while it waits on
+the server follows the server's pace (``conversation_bench.py`` is the measure there).
 
 Run: ``.venv/bin/python bench/conversation_instructions.py [--kind N] [--pg URL]``
 (needs ``valgrind``; a few minutes a row).
