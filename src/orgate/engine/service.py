@@ -267,7 +267,7 @@ class ResponsesService:
                 session_id=session_id,
                 tenant=caller.tenant,
                 response_id=response_id,
-                history_kept=self.history_cache is not None and history_override is None,
+                history_cached=self.history_cache is not None,
             )
         else:
             turn, model_input = await self._planned(
@@ -391,7 +391,7 @@ class ResponsesService:
             session_id=session_id,
             tenant=caller.tenant,
             response_id=response_id,
-            history_kept=self.history_cache is not None and not unlinked,
+            history_cached=self.history_cache is not None,
         )
         if options.conversation is not None and not turn.store:
             raise invalid_value(

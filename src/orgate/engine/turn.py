@@ -96,12 +96,13 @@ def build_turn(
     session_id: str | None = None,
     tenant: str = "",
     response_id: str | None = None,
-    history_kept: bool = False,
+    history_cached: bool = False,
 ) -> Turn:
     """Assemble the model request and the echoed response skeleton (``previous_response_id``:
     the response the turn continues, the request's own or its session's latest; ``response_id``:
-    a background response run again keeps its id, a new turn gets one; ``history_kept``: the
-    history's items are the history cache's, the same objects next turn)."""
+    a background response run again keeps its id, a new turn gets one; ``history_cached``: a
+    stored history is read through the history cache, so its items are the same objects next
+    turn — a history the caller sent, ``history_unlinked``, is not)."""
     refuse_unknown_fields(body)
     context = [*history, *new_input]
     if not context:
@@ -160,7 +161,7 @@ def build_turn(
         stop=[stop] if isinstance(stop, str) else stop,
         logprobs=wants_logprobs(body),
         top_logprobs=body.top_logprobs,
-        history_length=len(history) if history_kept else 0,
+        history_length=len(history) if history_cached and not history_unlinked else 0,
     )
     if (
         dropped_tools
