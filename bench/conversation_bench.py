@@ -201,20 +201,31 @@ KINDS = (
 )
 
 
-def start_conversation(kind: str, client: httpx.Client, model: str) -> tuple[Turn, dict[str, str]]:
-    """A new conversation of this kind: its request bodies and its headers."""
+def conversation_of(
+    kind: str, model: str, conversation: str | None = None
+) -> tuple[Turn, dict[str, str]]:
+    """A new conversation of this kind: its request bodies and its headers (``conversation``:
+    the id ``POST /v1/conversations`` gave, for that kind)."""
     if kind == KINDS[1]:
         session = {"X-Session-Id": f"bench-{uuid.uuid4().hex}"}
         return (
             lambda turn, _p: {"model": model, "input": f"turn {turn} of the conversation"}
         ), session
     if kind == KINDS[2]:
-        created = client.post("/v1/conversations", json={})
-        created.raise_for_status()
-        return in_conversation(model, created.json()["id"]), {}
+        assert conversation is not None, "a conversation's id is created first"
+        return in_conversation(model, conversation), {}
     if kind == KINDS[3]:
         return agent_loop(model), {}
     return chain(model), {}
+
+
+def start_conversation(kind: str, client: httpx.Client, model: str) -> tuple[Turn, dict[str, str]]:
+    """``conversation_of``, its conversation created first where the kind needs one."""
+    if kind != KINDS[2]:
+        return conversation_of(kind, model)
+    created = client.post("/v1/conversations", json={})
+    created.raise_for_status()
+    return conversation_of(kind, model, created.json()["id"])
 
 
 def summary(costs: Costs, window: int) -> str:

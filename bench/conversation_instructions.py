@@ -34,7 +34,6 @@ import gc
 import os
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -127,33 +126,15 @@ async def _drive(kind: str, store: str, upstream: str, turns: int, repeats: int)
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)  # what `orgate serve` sets
         for _ in range(repeats):
-            extra: dict[str, str] = {}
-            if kind == timed.KINDS[1]:
-                extra = {"X-Session-Id": f"bench-{uuid.uuid4().hex}"}  # PostgreSQL keeps them
-                body_of: timed.Turn = timed.chain(timed.FAKE_MODEL)
-                body_of = _without_previous(body_of)
-            elif kind == timed.KINDS[2]:
+            conversation = None
+            if kind == timed.KINDS[2]:
                 created = await client.post("/v1/conversations", json={})
                 created.raise_for_status()
-                body_of = timed.in_conversation(timed.FAKE_MODEL, created.json()["id"])
-            elif kind == timed.KINDS[3]:
-                body_of = timed.agent_loop(timed.FAKE_MODEL)
-            else:
-                body_of = timed.chain(timed.FAKE_MODEL)
+                conversation = created.json()["id"]
+            body_of, extra = timed.conversation_of(kind, timed.FAKE_MODEL, conversation)
             await play(body_of, turns, extra)
     await startup.put({"type": "lifespan.shutdown"})
     await lifespan
-
-
-def _without_previous(body_of: timed.Turn) -> timed.Turn:
-    """A session's turns: the session names the history, not ``previous_response_id``."""
-
-    def body(turn: int, previous: timed.Answer | None) -> dict[str, Any]:
-        sent = body_of(turn, previous)
-        sent.pop("previous_response_id", None)
-        return sent
-
-    return body
 
 
 def _count(kind: int, store: str, upstream: str, turns: int, repeats: int, twice: bool) -> int:
